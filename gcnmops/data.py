@@ -1,0 +1,172 @@
+"""CountData: the read-count matrix with its regions and sample names, validated.
+
+Counts are float64, shape (regions, samples), column-major (region-fastest), exactly the
+memory order of an R matrix.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .errors import InputError
+
+log = logging.getLogger("gcnmops")
+
+UNDEF_CHROMOSOME = "undef"
+
+
+@dataclass
+class CountData:
+    """Read counts of m regions x N samples.
+
+    ``counts``: float64 (m, N), order F. ``ranges``: DataFrame with ``seqnames, start, end``
+    (1-based, closed, as in R) or None for a bare matrix (regions are then row indices on the
+    pseudo-chromosome "undef"). ``sample_names``: N unique strings.
+    """
+
+    counts: np.ndarray
+    sample_names: list[str]
+    ranges: pd.DataFrame | None = None
+
+    @property
+    def n_regions(self) -> int:
+        return self.counts.shape[0]
+
+    @property
+    def n_samples(self) -> int:
+        return self.counts.shape[1]
+
+    @property
+    def chromosomes(self) -> np.ndarray:
+        """Chromosome name of every row, shape (m,), dtype object."""
+        if self.ranges is None:
+            return np.full(self.n_regions, UNDEF_CHROMOSOME, dtype=object)
+        return self.ranges["seqnames"].to_numpy(dtype=object)
+
+    def genomic_ranges(self) -> pd.DataFrame:
+        """The ``gr`` table: seqnames, start, end for every region (row indices for a matrix)."""
+        if self.ranges is not None:
+            return self.ranges[["seqnames", "start", "end"]].reset_index(drop=True)
+        idx = np.arange(1, self.n_regions + 1, dtype=np.int64)
+        return pd.DataFrame({"seqnames": UNDEF_CHROMOSOME, "start": idx, "end": idx})
+
+    def region_names(self) -> list[str]:
+        """cn.mops's row names: "chr_start_end" for ranged input, None-equivalent (empty) for a matrix."""
+        if self.ranges is None:
+            return []
+        r = self.ranges
+        return (r["seqnames"].astype(str) + "_" + r["start"].astype(str) + "_" + r["end"].astype(str)).tolist()
+
+
+def validate_counts(values: np.ndarray, what: str = "read count matrix") -> np.ndarray:
+    """Return ``values`` as a float64 (m, N) column-major matrix after cn.mops's count checks."""
+    arr = np.asarray(values)
+    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
+        raise InputError(f"The {what} contains non-numeric values; every count must be a number.")
+    if arr.ndim == 1:
+        arr = arr.reshape(-1, 1)
+    if arr.ndim != 2:
+        raise InputError(f"The {what} must be two-dimensional (regions x samples), got {arr.ndim} dimensions.")
+    if arr.shape[0] == 0:
+        raise InputError(f"The {what} has no regions (rows).")
+    arr = np.asarray(arr, dtype=np.float64, order="F")
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        r, c = np.argwhere(bad)[0]
+        raise InputError(
+            f"Read counts must be finite: the {what} holds {int(bad.sum())} NaN/Inf value(s), "
+            f"the first at region {r + 1}, sample {c + 1}."
+        )
+    if (arr < 0).any():
+        r, c = np.argwhere(arr < 0)[0]
+        raise InputError(
+            f"Read counts must be non-negative: the {what} holds {int((arr < 0).sum())} negative value(s), "
+            f"the first at region {r + 1}, sample {c + 1}."
+        )
+    return arr
+
+
+def _default_sample_names(n: int) -> list[str]:
+    return [f"Sample_{k + 1}" for k in range(n)]
+
+
+def make_count_data(
+    counts: np.ndarray,
+    sample_names: list[str] | None = None,
+    ranges: pd.DataFrame | None = None,
+    *,
+    min_samples: int = 2,
+    what: str = "read count matrix",
+) -> CountData:
+    """Validate counts, names and ranges and bring the rows of each chromosome together.
+
+    Rows of one chromosome must be contiguous (cn.mops cuts the matrix per chromosome); if they are
+    not, rows are stably regrouped by chromosome in order of first appearance, with a warning.
+    """
+    arr = validate_counts(counts, what)
+    m, n = arr.shape
+    if n < min_samples:
+        raise InputError(
+            "It is not possible to run cn.mops on only ONE sample: give at least two samples "
+            "(columns), or use single_cn_mops() for one sample."
+            if min_samples == 2
+            else f"The {what} needs at least {min_samples} samples, got {n}."
+        )
+    if sample_names is None or all(s is None for s in sample_names):
+        names = _default_sample_names(n)
+    else:
+        names = [str(s) for s in sample_names]
+        if len(names) != n:
+            raise InputError(f"{len(names)} sample names given for {n} sample columns.")
+        dup = sorted({s for s in names if names.count(s) > 1})
+        if dup:
+            raise InputError(f"Sample names must be unique; duplicated: {', '.join(dup)}.")
+    if ranges is not None:
+        ranges = _validate_ranges(ranges, m)
+        order = _grouped_order(ranges["seqnames"].to_numpy(dtype=object))
+        if order is not None:
+            log.warning("Rows of a chromosome were not contiguous: regrouping rows by chromosome.")
+            ranges = ranges.iloc[order].reset_index(drop=True)
+            arr = np.asarray(arr[order], order="F")
+    return CountData(counts=arr, sample_names=names, ranges=ranges)
+
+
+def _validate_ranges(ranges: pd.DataFrame, m: int) -> pd.DataFrame:
+    missing = [c for c in ("seqnames", "start", "end") if c not in ranges.columns]
+    if missing:
+        raise InputError(f"Region table lacks column(s) {', '.join(missing)} (need seqnames, start, end).")
+    if len(ranges) != m:
+        raise InputError(f"{len(ranges)} regions given for a count matrix of {m} rows; they must match.")
+    out = pd.DataFrame({"seqnames": ranges["seqnames"].astype(str).to_numpy()})
+    for col in ("start", "end"):
+        vals = pd.to_numeric(ranges[col], errors="coerce")
+        if vals.isna().any():
+            raise InputError(f"Region column '{col}' must hold integer coordinates; found non-numeric values.")
+        out[col] = vals.astype(np.int64).to_numpy()
+    if (out["end"] < out["start"]).any():
+        i = int(np.argmax((out["end"] < out["start"]).to_numpy()))
+        raise InputError(f"Region {i + 1} ends before it starts ({out['start'][i]} > {out['end'][i]}).")
+    return out
+
+
+def _grouped_order(chrom: np.ndarray) -> np.ndarray | None:
+    """None if every chromosome's rows are contiguous, else a stable order that groups them."""
+    codes, uniques = pd.factorize(chrom)
+    changes = int(np.count_nonzero(codes[1:] != codes[:-1])) + 1
+    if changes == len(uniques):
+        return None
+    return np.argsort(codes, kind="stable")
+
+
+def chromosome_blocks(chrom: np.ndarray) -> list[tuple[str, int, int]]:
+    """(name, first_row, end_row_exclusive) of each chromosome in order of appearance (rows grouped)."""
+    chrom = np.asarray(chrom, dtype=object)
+    if chrom.size == 0:
+        return []
+    cut = np.flatnonzero(chrom[1:] != chrom[:-1]) + 1
+    starts = np.concatenate([[0], cut])
+    ends = np.concatenate([cut, [chrom.size]])
+    return [(str(chrom[s]), int(s), int(e)) for s, e in zip(starts, ends)]

@@ -1,0 +1,94 @@
+"""R-compatible order statistics (median, quantile type 7), shared by every stage.
+
+The scalar kernels are ``register_jitable`` so the same source runs in plain Python,
+inside ``numba.njit`` code and inside ``numba.cuda`` kernels.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba.extending import register_jitable
+
+
+@register_jitable
+def select_kth(buf, n, k):
+    """Return the k-th smallest (0-based) of ``buf[0:n]``; reorders ``buf`` in place (Hoare quickselect)."""
+    lo = 0
+    hi = n - 1
+    while lo < hi:
+        pivot = buf[(lo + hi) // 2]
+        i = lo
+        j = hi
+        while i <= j:
+            while buf[i] < pivot:
+                i += 1
+            while buf[j] > pivot:
+                j -= 1
+            if i <= j:
+                t = buf[i]
+                buf[i] = buf[j]
+                buf[j] = t
+                i += 1
+                j -= 1
+        if k <= j:
+            hi = j
+        elif k >= i:
+            lo = i
+        else:
+            break
+    return buf[k]
+
+
+@register_jitable
+def median_inplace(buf, n):
+    """R's ``median`` of ``buf[0:n]`` (mean of the two middle values for even n); reorders ``buf``."""
+    half = n // 2
+    upper = select_kth(buf, n, half)
+    if n % 2 == 1:
+        return upper
+    # after selecting ``half``, every value left of it is <= upper: the lower middle is their maximum
+    lower = buf[0]
+    for i in range(1, half):
+        if buf[i] > lower:
+            lower = buf[i]
+    return (lower + upper) / 2.0
+
+
+@register_jitable
+def quantile7_sorted(xs, n, p):
+    """R's ``quantile(x, p, type=7)`` of the ascending ``xs[0:n]``."""
+    index = (n - 1) * p
+    lo = int(math.floor(index))
+    h = index - lo
+    q = xs[lo]
+    if h > 0.0 and lo + 1 < n and xs[lo + 1] != q:
+        q = (1.0 - h) * q + h * xs[lo + 1]
+    return q
+
+
+def r_quantile(x: np.ndarray, p: float) -> float:
+    """R's ``quantile(x, p, type=7)`` of a 1-D array (NaN-free)."""
+    xs = np.sort(np.asarray(x, dtype=np.float64).ravel())
+    if xs.size == 0:
+        return math.nan
+    return float(quantile7_sorted(xs, xs.size, p))
+
+
+def r_median(x: np.ndarray) -> float:
+    """R's ``median`` of a 1-D array (NaN-free)."""
+    buf = np.array(x, dtype=np.float64).ravel()
+    if buf.size == 0:
+        return math.nan
+    return float(median_inplace(buf, buf.size))
+
+
+def col_quantiles(x: np.ndarray, p: float) -> np.ndarray:
+    """R's type-7 quantile of every column of an m x N matrix; returns shape (N,)."""
+    xs = np.sort(np.asarray(x, dtype=np.float64), axis=0)
+    return np.array([quantile7_sorted(xs[:, k], xs.shape[0], p) for k in range(xs.shape[1])])
+
+
+def col_medians(x: np.ndarray) -> np.ndarray:
+    """R's median of every column of an m x N matrix; returns shape (N,)."""
+    return np.array([r_median(x[:, k]) for k in range(x.shape[1])])
