@@ -1,0 +1,111 @@
+"""From sINI to calls: per-sample segmentation, individual calls, CNVs, CNV regions, integer copy numbers.
+
+Row indices inside this module are 0-based global rows of the (regions x samples) matrices unless
+named ``*_rel`` (1-based, relative to a chromosome, as the segmentation reports them).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .errors import InputError
+from .result import SEGMENT_COLUMNS, CNVDetectionResult
+from .segment import segment_columns
+
+log = logging.getLogger("gcnmops")
+
+NO_CNV_MESSAGE = 'No CNVs detected. Try changing "normalization", "priorImpact" or "thresholds".'
+#: below this many regions cn.mops does not segment
+MIN_REGIONS_TO_SEGMENT = 6
+
+
+@dataclass
+class Calls:
+    """individual_call: (m, N) float64 order F; segmentation, cnvs, cnvr: DataFrames."""
+
+    individual_call: np.ndarray
+    segmentation: pd.DataFrame
+    cnvs: pd.DataFrame
+    cnvr: pd.DataFrame
+
+
+def empty_segments() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in zip(
+        SEGMENT_COLUMNS, [object, np.int64, np.int64, object, np.float64, np.float64, object])})
+
+
+def empty_cnvr(sample_names: list[str]) -> pd.DataFrame:
+    cols = {"seqnames": pd.Series(dtype=object), "start": pd.Series(dtype=np.int64),
+            "end": pd.Series(dtype=np.int64)}
+    cols.update({s: pd.Series(dtype=object) for s in sample_names})
+    return pd.DataFrame(cols)
+
+
+def call_cnvs(sini: np.ndarray, gr: pd.DataFrame, blocks: list[tuple[str, int, int]], sample_names: list[str],
+              upper_threshold: float, lower_threshold: float, min_width: int, use_median: bool,
+              segment_args: dict | None = None) -> Calls:
+    """Segment every sample's sINI per chromosome and call CNVs as cn.mops does (segAlgorithm "fast").
+
+    ``sini``: (m, N) order F; ``gr``: m rows seqnames/start/end; ``blocks``: (name, first, end) per
+    chromosome in order of appearance.
+    """
+    m, n_samples = sini.shape
+    if m < MIN_REGIONS_TO_SEGMENT:
+        return Calls(np.array(sini, order="F"), empty_segments(), empty_segments(), empty_cnvr(sample_names))
+    seg = segment_columns(sini, [(b, e) for _, b, e in blocks], min_seg=min_width, **(segment_args or {}))
+    block = seg["block"].to_numpy()
+    sample = seg["sample"].to_numpy()
+    first = np.array([b for _, b, _ in blocks])[block]
+    row_start = first + seg["start"].to_numpy() - 1
+    row_end = first + seg["end"].to_numpy() - 1
+    mean = seg["mean"].to_numpy(dtype=np.float64)
+    median = seg["median"].to_numpy(dtype=np.float64)
+    stat = median if use_median else mean
+
+    individual = _fill_by_segment(stat, sample, row_start, row_end, m, n_samples)
+
+    gr_start = gr["start"].to_numpy()
+    gr_end = gr["end"].to_numpy()
+    names = np.array([name for name, _, _ in blocks], dtype=object)[block]
+    samples = np.asarray(sample_names, dtype=object)[sample]
+    segmentation = pd.DataFrame({
+        "seqnames": names, "start": gr_start[row_start], "end": gr_end[row_end], "sampleName": samples,
+        "median": median, "mean": mean, "CN": None,
+    })
+    is_cnv = ((stat >= upper_threshold) | (stat <= lower_threshold)) & (row_end - row_start + 1 >= min_width)
+    if not is_cnv.any():
+        log.info(NO_CNV_MESSAGE)
+        return Calls(individual, segmentation, empty_segments(), empty_cnvr(sample_names))
+    cnvs = segmentation[is_cnv].reset_index(drop=True)
+    cnvr = _cnv_regions(block[is_cnv], row_start[is_cnv], row_end[is_cnv], names[is_cnv], gr_start, gr_end,
+                        sample_names)
+    return Calls(individual, segmentation, cnvs, cnvr)
+
+
+def _fill_by_segment(stat, sample, row_start, row_end, m: int, n_samples: int) -> np.ndarray:
+    """(m, N) matrix whose column k holds, for every row, ``stat`` of the sample-k segment covering it."""
+    order = np.lexsort((row_start, sample))
+    lengths = (row_end - row_start + 1)[order]
+    values = np.repeat(stat[order], lengths)
+    if values.size != m * n_samples:
+        raise RuntimeError("segments do not tile every sample's regions")  # internal invariant
+    return values.reshape(n_samples, m).T  # a C (N, m) block transposed is (m, N) order F
+
+
+def _cnv_regions(block, row_start, row_end, names, gr_start, gr_end, sample_names) -> pd.DataFrame:
+    """Union of CNV segments per chromosome on row indices (overlapping or adjacent rows merge)."""
+    order = np.lexsort((row_start, block))
+    block, row_start, row_end, names = block[order], row_start[order], row_end[order], names[order]
+    run_end = np.maximum.accumulate(row_end)  # global rows grow with the block, so no reset is needed
+    new = np.ones(block.size, dtype=bool)
+    new[1:] = (block[1:] != block[:-1]) | (row_start[1:] > run_end[:-1] + 1)
+    starts = row_start[new]
+    ends = np.maximum.reduceat(row_end, np.flatnonzero(new))
+    out = pd.DataFrame({"seqnames": names[new], "start": gr_start[starts], "end": gr_end[ends]})
+    for s in sample_names:
+        out[s] = None
+    return out
+

@@ -1,0 +1,127 @@
+"""Command line: ``python -m gcnmops run INPUT -o OUTDIR [options]`` and ``python -m gcnmops info``."""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+
+from .errors import InputError
+from .params import DEFAULT_CLASSES, DEFAULT_FOLDS
+
+
+def _floats(text: str) -> list[float]:
+    return [float(v) for v in text.split(",")]
+
+
+def _strings(text: str) -> list[str]:
+    return [v.strip() for v in text.split(",")]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gcnmops", description="cn.MOPS copy-number detection, CPU or GPU.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="detect CNVs in a read-count matrix and write every result file")
+    run.add_argument("input", nargs="?", help="counts: .rds, .tsv/.csv (seqnames,start,end + samples), "
+                                              ".parquet or .npz")
+    run.add_argument("--example", action="store_true", help="run on the built-in simulated cohort")
+    run.add_argument("-o", "--outdir", required=True, help="output folder (created)")
+    run.add_argument("--method", choices=["cn.mops", "exome"], default="cn.mops")
+    run.add_argument("--backend", choices=["auto", "cpu", "gpu"], default="auto")
+    run.add_argument("--I", type=_floats, default=list(DEFAULT_FOLDS), help="fold changes, comma separated")
+    run.add_argument("--classes", type=_strings, default=list(DEFAULT_CLASSES), help="labels, comma separated")
+    run.add_argument("--prior-impact", type=float)
+    run.add_argument("--cyc", type=int, default=20)
+    run.add_argument("--norm", type=int, choices=[0, 1, 2], default=1)
+    run.add_argument("--norm-type", default="poisson")
+    run.add_argument("--size-factor", default="mean")
+    run.add_argument("--norm-qu", type=float, default=0.25)
+    run.add_argument("--qu-size-factor", type=float, default=0.75)
+    run.add_argument("--upper-threshold", type=float, default=0.5)
+    run.add_argument("--lower-threshold", type=float)
+    run.add_argument("--min-width", type=int)
+    run.add_argument("--seg-algorithm", default="fast")
+    run.add_argument("--min-read-count", type=float)
+    run.add_argument("--use-median", action="store_true")
+    run.add_argument("--return-posterior", action="store_true")
+    run.add_argument("--no-integer", action="store_true", help="skip integer copy numbers")
+    run.add_argument("--formats", type=_strings, default=None, help="tsv,bed,vcf,seg (default: all)")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    sub.add_parser("info", help="show versions and whether a GPU backend is usable")
+    return parser
+
+
+def _run(args) -> int:
+    from . import calc_integer_copy_numbers, cn_mops, exome_cn_mops
+    from .example import example_cohort
+    from .io import read_counts
+    from .progress import Progress
+
+    if args.example == bool(args.input):
+        raise InputError("give either an INPUT file or --example")
+    stages = ["read", "normalize+model+calls"] + ([] if args.no_integer else ["integer"]) + ["write"]
+    with Progress(stages, disable=args.quiet) as progress:
+        t0 = time.perf_counter()
+        data = example_cohort()[0] if args.example else read_counts(args.input)
+        read_s = time.perf_counter() - t0
+        progress.advance("read")
+        kwargs = {k: v for k, v in dict(
+            I=args.I, classes=args.classes, prior_impact=args.prior_impact, cyc=args.cyc, norm=args.norm,
+            norm_type=args.norm_type, size_factor=args.size_factor, norm_qu=args.norm_qu,
+            qu_size_factor=args.qu_size_factor, upper_threshold=args.upper_threshold,
+            lower_threshold=args.lower_threshold, min_width=args.min_width, seg_algorithm=args.seg_algorithm,
+            min_read_count=args.min_read_count, use_median=args.use_median,
+            return_posterior=args.return_posterior, backend=args.backend).items() if v is not None}
+        result = (exome_cn_mops if args.method == "exome" else cn_mops)(data, **kwargs)
+        result.timings["read"] = read_s
+        progress.advance("normalize+model+calls")
+        if not args.no_integer and len(result.cnvr):
+            t0 = time.perf_counter()
+            result = calc_integer_copy_numbers(result)
+            result.timings["integer"] = time.perf_counter() - t0
+        if not args.no_integer:
+            progress.advance("integer")
+        t0 = time.perf_counter()
+        written = result.write(args.outdir, formats=args.formats)
+        result.timings["write"] = time.perf_counter() - t0
+        progress.advance("write")
+    print(_summary(result, Path(args.outdir), len(written)))
+    return 0
+
+
+def _summary(result, outdir: Path, n_files: int) -> str:
+    s = result.summary()
+    lines = [
+        f"gcnmops {result.params['method']}: {s['regions']:,} regions x {s['samples']} samples "
+        f"on {s['chromosomes']} chromosome(s)",
+        f"  segments {s['segments']:,}   CNVs {s['cnvs']:,}   CNV regions {s['cnv_regions']:,}",
+        "  time per stage: " + ", ".join(f"{k} {v:.2f} s" for k, v in result.timings.items()),
+        f"  {n_files} files written to {outdir}",
+    ]
+    return "\n".join(lines)
+
+
+def _info() -> int:
+    import numba
+    import numpy
+
+    from .model import gpu_usable
+
+    print(f"gcnmops {__import__('gcnmops').__version__}; numpy {numpy.__version__}; numba {numba.__version__}")
+    print(f"GPU backend usable: {gpu_usable()}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        return _run(args) if args.command == "run" else _info()
+    except InputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

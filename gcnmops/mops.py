@@ -1,0 +1,116 @@
+"""cn_mops(): the whole pipeline, top to bottom: read -> normalize -> model -> segment/call -> result."""
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from contextlib import contextmanager
+
+import numpy as np
+
+from .calls import call_cnvs
+from .data import CountData, chromosome_blocks
+from .io import read_counts
+from .model import fit
+from .model.spec import ModelSpec
+from .normalize import normalize_chromosomes, sample_coverage
+from .params import DEFAULT_CLASSES, DEFAULT_FOLDS, CnMopsParams
+from .result import CNVDetectionResult
+
+log = logging.getLogger("gcnmops")
+
+#: fewer regions than this draw cn.mops's small-input warning
+FEW_REGIONS = 100
+
+
+@contextmanager
+def _stage(timings: dict, name: str):
+    t0 = time.perf_counter()
+    yield
+    timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
+
+
+def cn_mops(
+    input,
+    I=DEFAULT_FOLDS,  # noqa: E741 - cn.mops's name
+    classes=DEFAULT_CLASSES,
+    prior_impact: float = 1,
+    cyc: int = 20,
+    norm: int = 1,
+    norm_type: str = "poisson",
+    size_factor: str = "mean",
+    norm_qu: float = 0.25,
+    qu_size_factor: float = 0.75,
+    upper_threshold: float = 0.5,
+    lower_threshold: float = -0.9,
+    min_width: int = 3,
+    seg_algorithm: str = "fast",
+    min_read_count: float = 5,
+    use_median: bool = False,
+    return_posterior: bool = False,
+    backend: str = "auto",
+    **segment_args,
+) -> CNVDetectionResult:
+    """Detect CNVs in a cohort as Bioconductor's ``cn.mops()`` does, with its defaults.
+
+    ``input``: a (regions x samples) numeric matrix, a pandas DataFrame (optional ``seqnames,
+    start, end`` columns + one column per sample), a CountData, or a path (.rds, .tsv, .csv,
+    .parquet, .npz). ``backend``: "cpu", "gpu" or "auto". Extra keyword arguments go to the
+    segmentation (as cn.mops's ``...``). Returns a CNVDetectionResult.
+    """
+    params = CnMopsParams(
+        I=I, classes=classes, prior_impact=prior_impact, cyc=cyc, norm=norm, norm_type=norm_type,
+        size_factor=size_factor, norm_qu=norm_qu, qu_size_factor=qu_size_factor,
+        upper_threshold=upper_threshold, lower_threshold=lower_threshold, min_width=min_width,
+        seg_algorithm=seg_algorithm, min_read_count=min_read_count, use_median=use_median,
+        return_posterior=return_posterior, segment_args=segment_args,
+    ).validated()
+    timings: dict = {}
+    with _stage(timings, "read"):
+        data = input if isinstance(input, CountData) else read_counts(input)
+    return run_mops(data, params, backend=backend, timings=timings)
+
+
+def run_mops(data: CountData, params: CnMopsParams, backend: str = "auto", timings: dict | None = None,
+             model_cov_is_one: bool = False) -> CNVDetectionResult:
+    """The pipeline on validated data and parameters (shared by the family's entry points)."""
+    timings = {} if timings is None else timings
+    if data.n_regions < FEW_REGIONS:
+        warnings.warn("Normalization might not be applicable for this small number of segments.",
+                      RuntimeWarning, stacklevel=3)
+    chrom = data.chromosomes
+    with _stage(timings, "normalize"):
+        normalized, model_input, cov = _normalize(data, chrom, params)
+    spec = ModelSpec.build(params.I, params.classes, params.main_class, params.prior_impact, params.cyc,
+                           params.min_read_count)
+    with _stage(timings, "model"):
+        model_cov = np.ones(data.n_samples) if model_cov_is_one else cov
+        out = fit(model_input, model_cov, spec, keep_post=params.return_posterior, backend=backend)
+    gr = data.genomic_ranges()
+    with _stage(timings, "segment_call"):
+        if params.seg_algorithm == "DNAcopy":
+            from .dnacopy import call_cnvs_dnacopy as caller
+        else:
+            caller = call_cnvs
+        calls = caller(out.sini, gr, chromosome_blocks(chrom), data.sample_names, params.upper_threshold,
+                       params.lower_threshold, params.min_width, params.use_median, params.segment_args)
+    result_params = params.r_params()
+    result_params.update(cov=cov, L=out.lam, A=out.alpha)
+    return CNVDetectionResult(
+        gr=gr, normalized_data=normalized, local_assessments=out.sini, individual_call=calls.individual_call,
+        ini_call=out.ini, cn_index=out.cn, posterior_probs=out.post, params=result_params,
+        segmentation=calls.segmentation, cnvs=calls.cnvs, cnvr=calls.cnvr, sample_names=list(data.sample_names),
+        region_names=data.region_names(), timings=timings,
+    )
+
+
+def _normalize(data: CountData, chrom: np.ndarray, params: CnMopsParams):
+    """(normalizedData slot, matrix the model sees, per-sample coverage) for norm 0, 1 or 2."""
+    x = data.counts
+    if params.norm == 0:
+        return x, x, np.ones(data.n_samples)
+    normalized = normalize_chromosomes(x, chrom, norm_type=params.norm_type, size_factor=params.size_factor,
+                                       qu=params.norm_qu, qu_size_factor=params.qu_size_factor)
+    if params.norm == 1:
+        return normalized, normalized, np.ones(data.n_samples)
+    return normalized, x, sample_coverage(x)

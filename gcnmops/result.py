@@ -1,0 +1,72 @@
+"""CNVDetectionResult: everything cn.mops returns, as numpy arrays and pandas tables.
+
+Matrices are float64 (regions x samples), column-major (region-fastest), the layout of R
+matrices; copy-number labels are kept as int8 class indices (``cn_index``) and turned into
+strings on demand.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pandas as pd
+
+SEGMENT_COLUMNS = ["seqnames", "start", "end", "sampleName", "median", "mean", "CN"]
+
+
+@dataclass
+class CNVDetectionResult:
+    """cn.mops's CNVDetectionResult slots in snake_case.
+
+    gr: DataFrame (m rows) seqnames, start, end. normalized_data, local_assessments (sINI),
+    individual_call: (m, N) float64. ini_call: (m,). cn_index: (m, N) int8 indices into
+    ``params['classes']`` (see ``integer_copy_number``). posterior_probs: (m, n, N) or None.
+    params: cn.mops's params list (cn.mops names) incl. ``cov`` (N,), ``L`` and ``A`` (m, n).
+    segmentation, cnvs: DataFrames with SEGMENT_COLUMNS; cnvr: seqnames, start, end + one column
+    per sample (copy-number labels, None before integer copy numbers).
+    """
+
+    gr: pd.DataFrame
+    normalized_data: np.ndarray
+    local_assessments: np.ndarray
+    individual_call: np.ndarray
+    ini_call: np.ndarray
+    cn_index: np.ndarray
+    posterior_probs: np.ndarray | None
+    params: dict
+    segmentation: pd.DataFrame
+    cnvs: pd.DataFrame
+    cnvr: pd.DataFrame
+    sample_names: list[str]
+    region_names: list[str] = field(default_factory=list)
+    timings: dict = field(default_factory=dict)
+
+    @property
+    def classes(self) -> list[str]:
+        return list(self.params["classes"])
+
+    @property
+    def integer_copy_number(self) -> np.ndarray:
+        """(m, N) array of class labels ("CN0", ...) of each region's expected copy number."""
+        return np.asarray(self.classes, dtype=object)[self.cn_index]
+
+    def replace(self, **changes) -> "CNVDetectionResult":
+        """A new result with some slots replaced (arrays are shared, not copied)."""
+        return replace(self, **changes)
+
+    def summary(self) -> dict:
+        """Counts for a one-screen report."""
+        return {
+            "regions": int(self.local_assessments.shape[0]),
+            "samples": len(self.sample_names),
+            "chromosomes": int(self.gr["seqnames"].nunique()),
+            "segments": len(self.segmentation),
+            "cnvs": len(self.cnvs),
+            "cnv_regions": len(self.cnvr),
+        }
+
+    def write(self, outdir, formats=None) -> list:
+        """Write the result's tables and matrices under ``outdir``; returns the paths written."""
+        from .io.writers import write_result
+
+        return write_result(self, outdir, formats=formats)

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what gcnmops needs on a fresh Debian machine: R 4.2 with the Bioconductor packages the
+# R side uses (Debian packages), and a Python virtual environment .venv with the package installed.
+# Idempotent: steps already done are skipped. The Python that R uses needs numpy < 2 (Debian's
+# reticulate 1.28 refuses NumPy 2), hence the pins below.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+R_PACKAGES="r-base-core r-base-dev r-bioc-genomicranges r-bioc-iranges r-bioc-s4vectors r-bioc-genomeinfodb
+ r-bioc-biocgenerics r-bioc-rsamtools r-cran-reticulate r-cran-testthat r-cran-jsonlite"
+
+if ! Rscript -e 'suppressMessages(library(GenomicRanges)); library(reticulate); library(testthat)' >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        echo "setup: installing R and Bioconductor packages (Debian)..." >&2
+        apt-get update -qq
+        # shellcheck disable=SC2086
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $R_PACKAGES >/dev/null
+    else
+        echo "setup: R with GenomicRanges/reticulate/testthat not found; R-side features and tests will be skipped" >&2
+    fi
+fi
+
+if [ ! -x .venv/bin/python ]; then
+    python3 -m venv .venv
+fi
+if ! .venv/bin/python -c 'import gcnmops, pytest' >/dev/null 2>&1 || [ pyproject.toml -nt .venv/.installed ]; then
+    echo "setup: installing the Python package into .venv..." >&2
+    .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+    extras="test"
+    if command -v R >/dev/null; then extras="test,r"; fi
+    .venv/bin/python -m pip install -q -e ".[$extras]" "numpy<2" "pandas<3"
+    touch .venv/.installed
+fi
