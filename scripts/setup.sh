@@ -28,6 +28,6 @@ if ! .venv/bin/python -c 'import gcnmops, pytest' >/dev/null 2>&1 || [ pyproject
     .venv/bin/python -m pip install -q --upgrade pip >/dev/null
     extras="test"
     if command -v R >/dev/null; then extras="test,r"; fi
-    .venv/bin/python -m pip install -q -e ".[$extras]" "numpy<2" "pandas<3"
+    .venv/bin/python -m pip install -q -e ".[$extras]" "numpy<2" "pandas<3" "pyarrow<20"
     touch .venv/.installed
 fi

@@ -134,6 +134,9 @@ def count_data_from_array(arr: np.ndarray, *, min_samples: int = 2, sample_names
 
 def count_data_from_frame(df: pd.DataFrame, *, min_samples: int = 2, source: str = "the DataFrame") -> CountData:
     """A DataFrame with optional seqnames/start/end columns and one numeric column per sample."""
+    coordinate_names = set(SEQNAMES_ALIASES + START_ALIASES + END_ALIASES)
+    if any(n is not None and str(n).strip().lower() in coordinate_names for n in df.index.names):
+        df = df.reset_index()  # coordinates kept in the (Multi)Index
     if df.shape[1] == 0:
         raise InputError(f"{_cap(source)} has no columns.")
     default_names = isinstance(df.columns, pd.RangeIndex)
@@ -211,8 +214,10 @@ def _numeric_column(col: Any, name: str, source: str, has_coords: bool, row_labe
         vals = col
     else:
         s = col if isinstance(col, pd.Series) else pd.Series(np.asarray(col, dtype=object))
-        if pd.api.types.is_bool_dtype(s.dtype) or pd.api.types.is_numeric_dtype(s.dtype):
-            vals = s.to_numpy(dtype=np.float64, na_value=np.nan)
+        if isinstance(s.dtype, np.dtype) and s.dtype.kind in "fiub":
+            vals = s.to_numpy()  # a view; the caller's assignment converts once
+        elif pd.api.types.is_bool_dtype(s.dtype) or pd.api.types.is_numeric_dtype(s.dtype):
+            vals = s.to_numpy(dtype=np.float64, na_value=np.nan)  # nullable dtypes: pd.NA -> NaN
         else:
             obj = s.astype(object)
             num = pd.to_numeric(obj, errors="coerce")
@@ -241,7 +246,9 @@ def _numeric_column(col: Any, name: str, source: str, has_coords: bool, row_labe
 
 def _coordinate_column(col: Any, name: str, source: str, row_label) -> np.ndarray:
     s = col if isinstance(col, pd.Series) else pd.Series(np.asarray(col))
-    num = pd.to_numeric(s.astype(object) if s.dtype == object else s, errors="coerce")
+    if not pd.api.types.is_numeric_dtype(s.dtype):
+        s = s.astype(object)
+    num = pd.to_numeric(s, errors="coerce")
     bad = num.isna().to_numpy()
     if bad.any():
         i = int(np.argmax(bad))
@@ -279,7 +286,7 @@ def _open_text(path: Path, compression: str | None):
 def _split(line: str, sep: str) -> list[str]:
     if sep == "whitespace":
         return line.split()
-    return next(csv.reader([line], delimiter=sep))
+    return next(csv.reader([line], delimiter=sep, skipinitialspace=True))
 
 
 def _is_number(s: str) -> bool:
@@ -336,6 +343,7 @@ def _read_text(path: Path, fmt: str, compression: str | None, min_samples: int) 
             encoding="utf-8-sig",
             low_memory=False,
             skip_blank_lines=True,
+            skipinitialspace=sep != "whitespace",
         )
     except pd.errors.EmptyDataError:
         raise InputError(f"Count file {path} is empty.") from None
@@ -363,7 +371,7 @@ def _read_text(path: Path, fmt: str, compression: str | None, min_samples: int) 
                 f"{path}, line {line}: {saw} fields where the lines before have {exp} (ragged rows); every line "
                 f"must have the same number of {_sep_name(sep)}-separated fields."
             )
-    line_of = _data_line_numbers(path, compression) if _needs_line_numbers(df) else None
+    line_of = _data_line_numbers(path, compression, has_header) if _needs_line_numbers(df) else None
 
     def row_label(i: int) -> str:
         if line_of is not None and i < len(line_of):
@@ -387,11 +395,11 @@ def _needs_line_numbers(df: pd.DataFrame) -> bool:
     )
 
 
-def _data_line_numbers(path: Path, compression: str | None) -> list[int]:
-    """1-based file line numbers of the data rows (after the first non-blank line), blank lines skipped."""
+def _data_line_numbers(path: Path, compression: str | None, has_header: bool) -> list[int]:
+    """1-based file line numbers of the data rows (after the header line, if any), blank lines skipped."""
     out: list[int] = []
     with _open_text(path, compression) as fh:
-        first = True
+        first = has_header
         for no, line in enumerate(fh, start=1):
             if not line.strip():
                 continue

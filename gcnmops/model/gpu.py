@@ -1,0 +1,389 @@
+"""GPU driver of the per-region EM: the functions of em.py compiled by numba.cuda, one thread per region.
+
+The kernel calls ``em.fit_region`` (the same source the CPU driver runs) from a grid-stride loop. Every
+array is region-fastest (column-major), so thread r and thread r+1 touch neighbouring addresses and each
+warp's loads and stores coalesce. Per-thread state lives in ``cuda.local.array``s sized by the number of
+classes, a compile-time constant of each specialization: with the fold changes copied into such an array
+``n`` is known to the compiler, every class loop unrolls and the state stays in registers ("unroll"
+variant; "rolled" keeps the run-time class count and local memory, used for many classes). The median's
+N-length work buffer is a local array for N <= LOCAL_WORK_MAX (local memory is interleaved per thread by
+the hardware, so it coalesces like a column-major rows x N array) and a per-slot global column-major
+scratch (threads x N) beyond. The minReadCount short-cut is decided per region inside the kernel.
+
+Host side: ``fit_gpu`` plans chunks from free device memory (plan.py), streams them through pinned
+double buffers on two streams (pipeline.py) and, with several devices, lets one host thread per device
+pull chunks from a shared queue, so each GPU takes rows in proportion to its measured speed.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import plan as _plan
+from .pipeline import ChunkPipeline, make_backend, simulating
+from .spec import ModelOutput, ModelSpec
+
+try:  # module level: the kernel's ``cuda`` must be a global (the CUDA simulator swaps module globals)
+    from numba import cuda
+except Exception:  # noqa: BLE001 - numba without its CUDA target: the GPU backend is unavailable
+    cuda = None
+
+log = logging.getLogger("gcnmops")
+
+#: the class loops are unrolled (state in registers) up to this many classes
+UNROLL_MAX_CLASSES = 16
+#: the median work buffer is a per-thread local array up to this many samples
+LOCAL_WORK_MAX = 128
+#: threads per block
+THREADS_PER_BLOCK = 128
+#: resident blocks per SM assumed when sizing a global-memory work scratch
+BLOCKS_PER_SM = 16
+
+
+def gpu_available() -> bool:
+    """True when a real CUDA device can run the model here (numba-cuda and a driver); never raises."""
+    try:
+        if simulating() or cuda is None:
+            return False
+        return bool(cuda.is_available()) and len(cuda.gpus) > 0
+    except Exception:  # noqa: BLE001 - any failure means "no usable GPU"
+        return False
+
+
+# ----------------------------------------------------------------------------------------------- kernel
+_KERNELS: dict = {}
+_KERNELS_LOCK = threading.Lock()
+
+
+def get_kernel(nc: int, nw: int, keep_post: bool, variant: str = "unroll", max_registers: int | None = None):
+    """The cuda.jit kernel specialized for ``nc`` classes, local work size ``nw`` (0: global scratch)."""
+    key = (nc, nw, bool(keep_post), variant, max_registers)
+    with _KERNELS_LOCK:
+        k = _KERNELS.get(key)
+        if k is None:
+            k = _KERNELS[key] = _build_kernel(*key)
+        return k
+
+
+def _build_kernel(NC: int, NW: int, KEEP: bool, variant: str, max_registers):
+    from numba import float64
+
+    from .em import fit_region
+
+    if variant not in ("unroll", "rolled"):
+        raise ValueError(f"unknown kernel variant {variant!r}")
+    UNROLL = variant == "unroll"
+    LOCAL_WORK = NW > 0
+    NWA = max(NW, 1)
+
+    def kernel(x, cov, log_cov, folds_g, log2_folds, alpha_init, alpha_prior, prior_sum, cyc, min_read_count,
+               main_idx, work_g, lam, alpha, sini, cn, ini, post):
+        a_s = cuda.local.array(NC, float64)
+        l_s = cuda.local.array(NC, float64)
+        ll_s = cuda.local.array(NC, float64)
+        acc = cuda.local.array(NC, float64)
+        pk = cuda.local.array(NC, float64)
+        if UNROLL:
+            # the class count becomes a compile-time constant: loops unroll, state stays in registers
+            folds = cuda.local.array(NC, float64)
+            for i in range(NC):
+                folds[i] = folds_g[i]
+        else:
+            folds = folds_g
+        start = cuda.grid(1)
+        stride = cuda.gridsize(1)
+        if LOCAL_WORK:
+            work = cuda.local.array(NWA, float64)
+        else:
+            work = work_g[start]
+        for r in range(start, x.shape[0], stride):
+            post_r = post[r] if KEEP else post[0]
+            ini[r] = fit_region(
+                x[r], cov, log_cov, folds, log2_folds, alpha_init, alpha_prior, prior_sum, cyc, min_read_count,
+                main_idx, KEEP, work, a_s, l_s, ll_s, acc, pk, lam[r], alpha[r], sini[r], cn[r], post_r,
+            )
+
+    opts = {}
+    if max_registers and not simulating():
+        opts["max_registers"] = int(max_registers)
+    return cuda.jit(**opts)(kernel)
+
+
+# --------------------------------------------------------------------------------------- device state
+@dataclass
+class KernelConfig:
+    """Launch choices (defaults are the measured best on an H100; see benchmarks/RESULTS.md)."""
+
+    threads_per_block: int = THREADS_PER_BLOCK
+    variant: str = "auto"        # "unroll" | "rolled" | "auto"
+    work: str = "auto"           # "local" | "global" | "auto"
+    max_registers: int | None = None
+
+    def resolve(self, n: int, N: int) -> tuple[str, int]:
+        variant = self.variant
+        if variant == "auto":
+            variant = "unroll" if n <= UNROLL_MAX_CLASSES else "rolled"
+        work = self.work
+        if work == "auto":
+            work = "local" if N <= LOCAL_WORK_MAX else "global"
+        return variant, (N if work == "local" else 0)
+
+
+class _Device:
+    """One device's backend, constants, kernel, pipeline and (global-work) scratch."""
+
+    def __init__(self, device_id: int, spec: ModelSpec, cov: np.ndarray, N: int, keep_post: bool,
+                 cfg: KernelConfig, backend_name: str):
+        self.device_id = device_id
+        self.backend = backend_name(device_id) if callable(backend_name) else make_backend(device_id, backend_name)
+        self.spec = spec
+        self.N = N
+        self.n = spec.folds.size
+        self.keep_post = keep_post
+        self.cfg = cfg
+        self.variant, self.nw = cfg.resolve(self.n, N)
+        self.kernel = get_kernel(self.n, self.nw, keep_post, self.variant, cfg.max_registers)
+        self.pipeline: ChunkPipeline | None = None
+        self.simulated = simulating()
+        self.work: list = []
+        self.max_blocks = None
+        with self.backend.activate():
+            be = self.backend
+            cov = np.ascontiguousarray(cov, dtype=np.float64)
+            self.consts = [be.to_device(a) for a in (cov, np.log(cov), spec.folds, spec.log2_folds,
+                                                      spec.alpha_init, spec.alpha_prior)]
+            self.dummy_post = be.to_device(np.zeros(1)).reshape((1, 1, 1), order="F")
+            self.dummy_work = be.to_device(np.zeros(1)).reshape((1, 1), order="F")
+            self.sm_count = _sm_count()
+
+    def scratch_threads(self, capacity: int) -> int:
+        tpb = self.cfg.threads_per_block
+        blocks = min(math.ceil(capacity / tpb), max(1, self.sm_count * BLOCKS_PER_SM))
+        return blocks * tpb
+
+    def setup(self, m: int, max_device_memory, max_rows, slots: int = 2) -> _plan.ChunkPlan:
+        """Plan chunks from this device's free memory and allocate, halving the chunk on out-of-memory."""
+        with self.backend.activate():
+            free, _total = self.backend.mem_info()
+            fixed = 0
+            if self.nw == 0:
+                fixed = slots * self.scratch_threads(m) * self.N * 8
+            plan = _plan.plan_chunks(m, self.N, self.n, self.keep_post, free, max_device_memory, slots=slots,
+                                     fixed_bytes=fixed, max_rows=max_rows)
+            while True:
+                try:
+                    self._allocate(plan)
+                    return plan
+                except Exception as exc:  # noqa: BLE001 - retried only for out-of-memory
+                    if not _plan.is_out_of_memory(exc):
+                        raise
+                    self.pipeline = None
+                    self.work = []
+                    smaller = _plan.shrink(plan)
+                    if smaller is None:
+                        raise MemoryError(f"GPU {self.device_id}: out of memory even for {plan.rows} rows") from exc
+                    log.warning("GPU %d: out of memory with %d rows per chunk; retrying with %d",
+                                self.device_id, plan.rows, smaller.rows)
+                    plan = smaller
+
+    def _allocate(self, plan: _plan.ChunkPlan) -> None:
+        self.pipeline = ChunkPipeline(self.backend, plan.rows, self.N, self.n, self.keep_post, nslots=plan.slots)
+        self.work = []
+        if self.nw == 0:
+            T = self.scratch_threads(plan.rows)
+            self.max_blocks = T // self.cfg.threads_per_block
+            for _ in range(plan.slots):
+                self.work.append(self.backend.device_array(T * self.N, np.float64).reshape((T, self.N), order="F"))
+
+    def launch(self, views, stream, rows: int, k: int) -> None:
+        tpb = self.cfg.threads_per_block
+        blocks = math.ceil(rows / tpb)
+        work = self.dummy_work
+        if self.nw == 0:
+            blocks = min(blocks, self.max_blocks)
+            work = self.work[k]
+        s = self.spec
+        cov, log_cov, folds, log2_folds, alpha_init, alpha_prior = self.consts
+        with _SIM_LAUNCH_LOCK if self.simulated else _NO_LOCK:
+            self._launch(blocks, tpb, stream, views, work)
+
+    def _launch(self, blocks, tpb, stream, views, work) -> None:
+        s = self.spec
+        cov, log_cov, folds, log2_folds, alpha_init, alpha_prior = self.consts
+        self.kernel[blocks, tpb, stream](
+            views["x"], cov, log_cov, folds, log2_folds, alpha_init, alpha_prior, float(s.prior_sum), int(s.cyc),
+            float(s.min_read_count), int(s.main_idx), work, views["lam"], views["alpha"], views["sini"],
+            views["cn"], views["ini"], views.get("post", self.dummy_post),
+        )
+
+    def run(self, x, out, next_chunk, direct: bool) -> None:
+        with self.backend.activate():
+            self.pipeline.run(x, out, next_chunk, self.launch, direct=direct)
+
+
+#: the CUDA simulator cannot run kernels from several host threads at once
+_SIM_LAUNCH_LOCK = threading.Lock()
+_NO_LOCK = contextlib.nullcontext()
+
+
+def _sm_count() -> int:
+    try:
+        return int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
+    except Exception:  # noqa: BLE001 - the simulator has no such attribute
+        return 1
+
+
+def _device_ids(devices) -> list[int]:
+    if devices is None:
+        return [0]
+    if isinstance(devices, str):
+        if devices != "all":
+            raise ValueError("devices must be None, 'all', an int or a list of ints")
+
+        return list(range(len(cuda.gpus)))
+    if isinstance(devices, (int, np.integer)):
+        return [int(devices)]
+    ids = [int(d) for d in devices]
+    if not ids:
+        raise ValueError("devices must name at least one device")
+    return ids
+
+
+def _check_out(out: ModelOutput, m: int, n: int, N: int, keep_post: bool) -> None:
+    shapes = {"lam": (m, n), "alpha": (m, n), "sini": (m, N), "cn": (m, N), "ini": (m,)}
+    if keep_post:
+        shapes["post"] = (m, n, N)
+    for name, shape in shapes.items():
+        a = getattr(out, name)
+        if a is None or a.shape != shape or not a.flags.f_contiguous:
+            raise ValueError(f"out.{name} must be a column-major array of shape {shape}")
+
+
+# ------------------------------------------------------------------------------------------- public API
+def fit_gpu(x: np.ndarray, cov: np.ndarray, spec: ModelSpec, keep_post: bool = False,
+            out: ModelOutput | None = None, devices=None, max_device_memory: int | None = None, *,
+            chunk_rows: int | None = None, config: KernelConfig | None = None, backend: str = "auto",
+            stats: dict | None = None) -> ModelOutput:
+    """Fit every region of ``x`` (m, N) float64 on the GPU(s); ``cov`` (N,). Same results as ``fit_cpu``.
+
+    ``devices``: None (device 0), an id, a list of ids or "all": rows are pulled in chunks from a shared
+    queue by one host thread per device. ``max_device_memory``: bytes each device may use at most.
+    ``chunk_rows`` caps the rows per chunk (tests force many chunks with it). ``backend``: "auto" (cupy
+    when importable, else numba.cuda's own memory), "cupy", "numba", or a callable(device_id) -> backend. ``out``: column-major result
+    arrays to fill (pinned ones receive the copies directly). ``stats`` (a dict) receives the plan and
+    the chunks each device ran.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    if not x.flags.f_contiguous:
+        x = np.asfortranarray(x)
+    m, N = x.shape
+    n = spec.folds.size
+    cov = np.ascontiguousarray(cov, dtype=np.float64)
+    if cov.shape != (N,):
+        raise ValueError(f"cov must have one value per sample ({N}); got shape {cov.shape}")
+    cfg = config or KernelConfig()
+    ids = _device_ids(devices)
+    devs = [_Device(d, spec, cov, N, keep_post, cfg, backend) for d in ids]
+    if out is None:
+        alloc = devs[0].backend.empty_out
+        out = ModelOutput(lam=alloc((m, n), np.float64), alpha=alloc((m, n), np.float64),
+                          sini=alloc((m, N), np.float64), cn=alloc((m, N), np.int8), ini=alloc((m,), np.float64),
+                          post=alloc((m, n, N), np.float64) if keep_post else None)
+        direct = devs[0].backend.direct_out
+    else:
+        _check_out(out, m, n, N, keep_post)
+        direct = devs[0].backend.direct_out and all(
+            devs[0].backend.is_pinned(getattr(out, f)) for f in ("lam", "alpha", "sini", "cn", "ini"))
+        if keep_post:
+            direct = direct and devs[0].backend.is_pinned(out.post)
+    if m == 0:
+        return out
+
+    plans = [d.setup(m, max_device_memory, chunk_rows) for d in devs]
+    rows = min(p.rows for p in plans)
+    chunks = _plan.chunk_bounds(m, rows)
+    lock = threading.Lock()
+    taken: dict[int, list] = {d.device_id: [] for d in devs}
+    it = iter(chunks)
+
+    def puller(dev_id):
+        def next_chunk():
+            with lock:
+                c = next(it, None)
+            if c is not None:
+                taken[dev_id].append(c)
+            return c
+        return next_chunk
+
+    if len(devs) == 1:
+        devs[0].run(x, out, puller(devs[0].device_id), direct)
+    else:
+        errors: list = []
+
+        def work(d):
+            try:
+                d.run(x, out, puller(d.device_id), direct)
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(d,), name=f"gcnmops-gpu{d.device_id}") for d in devs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+    if stats is not None:
+        stats.update(rows_per_chunk=rows, n_chunks=len(chunks), plans=plans, chunks=taken, direct=direct,
+                     backend=devs[0].backend.name, variant=devs[0].variant, local_work=devs[0].nw,
+                     order={d.device_id: list(d.pipeline.order) for d in devs})
+    return out
+
+
+def run_many(experiments, devices="all", **options) -> list[ModelOutput]:
+    """Fit several independent experiments, one per GPU at a time (a host thread per device).
+
+    ``experiments``: an iterable of dicts with keys x, cov, spec and optionally keep_post (or tuples
+    (x, cov, spec[, keep_post])). Returns their outputs in the same order.
+    """
+    items = []
+    for e in experiments:
+        if isinstance(e, dict):
+            items.append((e["x"], e["cov"], e["spec"], bool(e.get("keep_post", False))))
+        else:
+            e = tuple(e)
+            items.append((e[0], e[1], e[2], bool(e[3]) if len(e) > 3 else False))
+    ids = _device_ids(devices)
+    results: list = [None] * len(items)
+    lock = threading.Lock()
+    it = iter(range(len(items)))
+    errors: list = []
+
+    def worker(dev_id):
+        while not errors:
+            with lock:
+                j = next(it, None)
+            if j is None:
+                return
+            x, cov, spec, kp = items[j]
+            try:
+                results[j] = fit_gpu(x, cov, spec, keep_post=kp, devices=[dev_id], **options)
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+                errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(d,), name=f"gcnmops-many{d}") for d in ids]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
+__all__ = ["fit_gpu", "gpu_available", "run_many", "KernelConfig", "get_kernel"]

@@ -1,0 +1,162 @@
+"""GPU backend on a real CUDA GPU (`pytest -m gpu`): every golden case's model through fit_gpu.
+
+Compared with the CPU backend (labels identical, floats within 1e-12 relative) and with cn.mops's golden
+outputs, plus a run forced into many chunks against a one-chunk run, several devices and run_many.
+Set GCNMOPS_GPU_REPORT=path to write the measured differences as JSON.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gcnmops.model.cpu import fit_cpu
+from gcnmops.model.spec import ModelSpec
+
+pytestmark = pytest.mark.gpu
+
+REPO = Path(__file__).resolve().parents[1]
+GOLDEN = Path(os.environ.get("GCNMOPS_GOLDEN_DIR", REPO.parent / "shared" / "golden"))
+#: golden cases whose model is cn.mops's EM (referencecn.mops/singlecn.mops estimate lambda otherwise)
+CASES = ["xranges_default", "xranges_norm0_posterior", "xranges_params", "xranges_5classes", "exome_default",
+         "exome_exomecn", "synth3chr_default", "synth3chr_norm2_median", "haplo_xranges"]
+REPORT: dict = {}
+
+
+def _gpu():
+    from gcnmops.model.gpu import gpu_available
+
+    if not gpu_available():
+        pytest.skip("no usable CUDA GPU")
+    from gcnmops.model.gpu import fit_gpu
+
+    return fit_gpu
+
+
+def load_case(name: str):
+    folder = GOLDEN / name
+    if not (folder / "manifest.json").exists():
+        pytest.skip(f"golden case {name} not found under {GOLDEN}")
+    man = json.loads((folder / "manifest.json").read_text())
+
+    def arr(key):
+        meta = man["arrays"][key]
+        if meta["dtype"] == "str":
+            import csv
+
+            with gzip.open(folder / meta["file"], "rt") as fh:
+                rows = list(csv.reader(fh, delimiter="\t"))
+            return np.array(rows, dtype=object).reshape(meta["shape"], order="C") if rows else None
+        dt = {"float64": "<f8", "int32": "<i4"}[meta["dtype"]]
+        return np.frombuffer(gzip.open(folder / meta["file"]).read(), dtype=dt).reshape(meta["shape"], order="F")
+
+    rp = man["result_params"]
+    params = man.get("params", {})
+    norm = params.get("norm", 1)
+    if norm == 2:
+        x, cov = arr("input_counts"), arr("params_cov")
+    else:
+        x, cov = arr("normalizedData"), np.ones(len(man["sampleNames"]))
+    spec = ModelSpec.build(rp["folds"], rp["classes"], rp["mainClass"], rp["priorImpact"], rp["cyc"],
+                           rp["minReadCount"])
+    keep_post = "posteriorProbs" in man["arrays"]
+    golden = {k: arr(k) for k in ("params_L", "params_A", "localAssessments", "iniCall", "integerCopyNumber")}
+    if keep_post:
+        golden["posteriorProbs"] = arr("posteriorProbs")
+    return np.asfortranarray(x, dtype=np.float64), np.asarray(cov, dtype=np.float64), spec, keep_post, golden, rp
+
+
+def _rel(a, b):
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    den = np.maximum(np.abs(b), 1e-300)
+    return float(np.max(np.abs(a - b) / den)) if a.size else 0.0
+
+
+PAIRS = (("lam", "params_L"), ("alpha", "params_A"), ("sini", "localAssessments"), ("ini", "iniCall"))
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_golden_case_gpu_equals_cpu_and_golden(case):
+    fit_gpu = _gpu()
+    x, cov, spec, keep_post, golden, rp = load_case(case)
+    cpu = fit_cpu(x, cov, spec, keep_post=keep_post)
+    gpu = fit_gpu(x, cov, spec, keep_post=keep_post)
+    rec = REPORT.setdefault(case, {})
+    # GPU vs CPU: identical labels, floats within 1e-12 relative
+    np.testing.assert_array_equal(gpu.cn, cpu.cn)
+    rec["labels_equal_cpu"] = True
+    fields = [p[0] for p in PAIRS] + (["post"] for _ in [0] if keep_post for _ in [0]) if False else \
+        [p[0] for p in PAIRS] + (["post"] if keep_post else [])
+    for f in fields:
+        rec[f"max_rel_vs_cpu_{f}"] = _rel(getattr(gpu, f), getattr(cpu, f))
+        np.testing.assert_allclose(getattr(gpu, f), getattr(cpu, f), rtol=1e-12, atol=1e-300, err_msg=f)
+    # GPU vs golden cn.mops
+    labels = np.asarray(rp["classes"], dtype=object)[gpu.cn]
+    assert np.array_equal(labels, golden["integerCopyNumber"]), "integerCopyNumber differs from cn.mops"
+    for f, g in PAIRS:
+        rec[f"max_rel_vs_golden_{g}"] = _rel(getattr(gpu, f), golden[g])
+        np.testing.assert_allclose(getattr(gpu, f), golden[g], rtol=1e-8, atol=1e-12, err_msg=g)
+    if keep_post:
+        rec["max_rel_vs_golden_posteriorProbs"] = _rel(gpu.post, golden["posteriorProbs"])
+        np.testing.assert_allclose(gpu.post, golden["posteriorProbs"], rtol=1e-8, atol=1e-12)
+
+
+def test_many_chunks_equal_one_chunk():
+    fit_gpu = _gpu()
+    from gcnmops.model.gpu import KernelConfig
+
+    x, cov, spec, _, _, _ = load_case("xranges_default")
+    one_stats, many_stats = {}, {}
+    one = fit_gpu(x, cov, spec, keep_post=True, stats=one_stats)
+    many = fit_gpu(x, cov, spec, keep_post=True, chunk_rows=97, stats=many_stats)
+    assert one_stats["n_chunks"] == 1 and many_stats["n_chunks"] == -(-x.shape[0] // 97)
+    for f in ("lam", "alpha", "sini", "cn", "ini", "post"):
+        np.testing.assert_array_equal(getattr(many, f), getattr(one, f), err_msg=f)
+    # the other kernel variants and the global-memory work buffer give the same numbers
+    for cfg in (KernelConfig(variant="rolled"), KernelConfig(work="global"), KernelConfig(threads_per_block=256)):
+        alt = fit_gpu(x, cov, spec, keep_post=True, chunk_rows=1000, config=cfg)
+        np.testing.assert_array_equal(alt.cn, one.cn)
+        for f in ("lam", "alpha", "sini", "ini", "post"):
+            np.testing.assert_allclose(getattr(alt, f), getattr(one, f), rtol=1e-12, atol=1e-300, err_msg=f)
+    # a user-supplied (pageable) result goes through the staging buffers
+    from gcnmops.model.spec import ModelOutput
+
+    out = ModelOutput.allocate(x.shape[0], spec.folds.size, x.shape[1], True)
+    st = {}
+    res = fit_gpu(x, cov, spec, keep_post=True, out=out, chunk_rows=1234, stats=st)
+    assert res is out and st["direct"] is False
+    for f in ("lam", "alpha", "sini", "cn", "ini", "post"):
+        np.testing.assert_array_equal(getattr(out, f), getattr(one, f), err_msg=f)
+    # a tiny device-memory cap forces many chunks by itself
+    capped_stats = {}
+    capped = fit_gpu(x, cov, spec, keep_post=True, max_device_memory=2 << 20, stats=capped_stats)
+    assert capped_stats["n_chunks"] > 1
+    np.testing.assert_array_equal(capped.sini, one.sini)
+
+
+def test_all_devices_and_run_many():
+    fit_gpu = _gpu()
+    from gcnmops.model.gpu import run_many
+
+    x, cov, spec, _, _, _ = load_case("xranges_default")
+    ref = fit_gpu(x, cov, spec)
+    st = {}
+    multi = fit_gpu(x, cov, spec, devices="all", chunk_rows=500, stats=st)
+    assert sum(len(c) for c in st["chunks"].values()) == st["n_chunks"]
+    np.testing.assert_array_equal(multi.sini, ref.sini)
+    np.testing.assert_array_equal(multi.cn, ref.cn)
+    x2, cov2, spec2, kp2, _, _ = load_case("exome_default")
+    outs = run_many([dict(x=x, cov=cov, spec=spec), (x2, cov2, spec2, kp2)], devices="all")
+    np.testing.assert_array_equal(outs[0].sini, ref.sini)
+    np.testing.assert_array_equal(outs[1].cn, fit_gpu(x2, cov2, spec2).cn)
+
+
+def teardown_module(module):
+    path = os.environ.get("GCNMOPS_GPU_REPORT")
+    if path and REPORT:
+        Path(path).write_text(json.dumps(REPORT, indent=1))

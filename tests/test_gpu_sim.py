@@ -1,0 +1,198 @@
+"""GPU backend without a GPU: the kernel, chunking, ordering and the pipeline in numba's CUDA simulator.
+
+The simulator must be switched on before numba is imported, so the GPU runs happen in a subprocess
+(NUMBA_ENABLE_CUDASIM=1) that saves its outputs; this process compares them with the CPU backend.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gcnmops.model import plan
+from gcnmops.model.cpu import fit_cpu
+from gcnmops.model.spec import ModelSpec
+
+REPO = Path(__file__).resolve().parents[1]
+FIELDS = ("lam", "alpha", "sini", "ini")
+
+CHILD = textwrap.dedent(r'''
+    import json, sys
+    import numpy as np
+    from gcnmops.model.gpu import fit_gpu, KernelConfig
+    from gcnmops.model.pipeline import NumbaBackend, simulating
+    from gcnmops.model.spec import ModelOutput, ModelSpec
+
+    assert simulating(), "the CUDA simulator is not on"
+    work = sys.argv[1]
+    inp = np.load(f"{work}/input.npz")
+    x = np.asfortranarray(inp["x"])
+    cov = inp["cov"]
+
+    def spec_of(folds):
+        folds = list(folds)
+        return ModelSpec.build(folds, [f"CN{i}" for i in range(len(folds))], "CN2", 1.0, int(inp["cyc"]), 1.0)
+
+    class FlakyBackend(NumbaBackend):
+        """Refuses device allocations above a size, as a full GPU would (tests the OOM retry)."""
+        limit = 150 * 6 * 8
+        def device_array(self, size, dtype):
+            if size * np.dtype(dtype).itemsize > self.limit:
+                raise RuntimeError("CUDA_ERROR_OUT_OF_MEMORY (simulated)")
+            return super().device_array(size, dtype)
+
+    cases = {
+        # name: (folds, keep_post, kwargs)
+        "unroll_local_post": (inp["folds9"], True, dict(chunk_rows=37, config=KernelConfig(threads_per_block=16))),
+        "rolled_global": (inp["folds9"], False, dict(chunk_rows=64, config=KernelConfig(
+            threads_per_block=32, variant="rolled", work="global"))),
+        "five_classes_one_chunk": (inp["folds5"], True, dict(config=KernelConfig(threads_per_block=64))),
+        "two_devices": (inp["folds9"], False, dict(chunk_rows=25, devices=[0, 0],
+                                                    config=KernelConfig(threads_per_block=32))),
+        "oom_retry": (inp["folds9"], False, dict(backend=FlakyBackend, config=KernelConfig(threads_per_block=64))),
+        "user_out": (inp["folds9"], False, dict(chunk_rows=100, config=KernelConfig(threads_per_block=64))),
+    }
+    only = sys.argv[2:] or list(cases)
+    meta = {}
+    for name in only:
+        folds, keep_post, kw = cases[name]
+        spec = spec_of(folds)
+        out = None
+        if name == "user_out":
+            out = ModelOutput.allocate(x.shape[0], spec.folds.size, x.shape[1], keep_post)
+            for a in (out.lam, out.alpha, out.sini, out.ini):
+                a.fill(np.nan)
+        stats = {}
+        res = fit_gpu(x, cov, spec, keep_post=keep_post, out=out, stats=stats, **kw)
+        if out is not None:
+            assert res is out
+        arrays = {f: getattr(res, f) for f in ("lam", "alpha", "sini", "cn", "ini")}
+        if keep_post:
+            arrays["post"] = res.post
+        np.savez(f"{work}/{name}.npz", **arrays)
+        meta[name] = dict(rows=stats["rows_per_chunk"], n_chunks=stats["n_chunks"],
+                          chunks={str(k): v for k, v in stats["chunks"].items()},
+                          variant=stats["variant"], local_work=stats["local_work"], backend=stats["backend"])
+    json.dump(meta, open(f"{work}/meta.json", "w"))
+''')
+
+FOLDS9 = np.array([0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4])
+FOLDS5 = np.array([0.025, 0.5, 1, 1.5, 2])
+CYC = 20
+
+
+def _input(m=300, N=6, seed=7):
+    rng = np.random.default_rng(seed)
+    base = rng.uniform(0, 80, m)
+    fold = rng.choice([0.0, 0.5, 1, 1, 1, 1, 1.5, 2], size=(m, N))
+    x = rng.poisson(base[:, None] * fold).astype(np.float64) * rng.uniform(0.9, 1.1, N)
+    x[:25] = rng.uniform(0, 1, (25, N))          # minReadCount short-cut regions
+    x[25:30] = 0.0
+    x[30:35, :3] = 0.0                             # median zero: the mean fallback
+    cov = rng.uniform(0.7, 1.3, N)
+    return np.asfortranarray(x), cov
+
+
+@pytest.fixture(scope="module")
+def sim_run(tmp_path_factory):
+    work = tmp_path_factory.mktemp("gpu_sim")
+    x, cov = _input()
+    np.savez(work / "input.npz", x=x, cov=cov, folds9=FOLDS9, folds5=FOLDS5, cyc=CYC)
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(work)], env=env, capture_output=True, text=True,
+                          timeout=1200, cwd=str(REPO))
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-6000:]
+    meta = json.loads((work / "meta.json").read_text())
+    return work, x, cov, meta
+
+
+def _spec(folds):
+    return ModelSpec.build(list(folds), [f"CN{i}" for i in range(len(folds))], "CN2", 1.0, CYC, 1.0)
+
+
+#: The simulator runs em.py as plain Python, so exp and lgamma are CPython's, not the ones numba links
+#: (CPython has its own lgamma): the last bits differ. Probabilities (alpha, posteriors, in [0, 1]) are
+#: compared with an absolute 1e-12 besides the relative 1e-12 for that reason.
+ATOL = {"lam": 0.0, "alpha": 1e-12, "sini": 1e-12, "ini": 1e-12, "post": 1e-12}
+
+
+def _assert_same(got, ref, keep_post):
+    np.testing.assert_array_equal(got["cn"], ref.cn)
+    for f in FIELDS + (("post",) if keep_post else ()):
+        np.testing.assert_allclose(got[f], getattr(ref, f), rtol=1e-12, atol=ATOL[f], err_msg=f)
+
+
+@pytest.mark.parametrize("name,folds,keep_post", [
+    ("unroll_local_post", FOLDS9, True),
+    ("rolled_global", FOLDS9, False),
+    ("five_classes_one_chunk", FOLDS5, True),
+    ("two_devices", FOLDS9, False),
+    ("oom_retry", FOLDS9, False),
+    ("user_out", FOLDS9, False),
+])
+def test_simulated_kernel_equals_cpu(sim_run, name, folds, keep_post):
+    work, x, cov, meta = sim_run
+    got = np.load(work / f"{name}.npz")
+    ref = fit_cpu(x, cov, _spec(folds), keep_post=keep_post)
+    _assert_same(got, ref, keep_post)
+
+
+def test_simulated_chunking_and_order(sim_run):
+    _, x, _, meta = sim_run
+    m = x.shape[0]
+    tiny = meta["unroll_local_post"]
+    assert tiny["rows"] == 37 and tiny["n_chunks"] == math.ceil(m / 37)
+    assert tiny["chunks"]["0"] == [list(c) for c in plan.chunk_bounds(m, 37)]
+    assert tiny["variant"] == "unroll" and tiny["local_work"] == x.shape[1]
+    assert meta["rolled_global"]["variant"] == "rolled" and meta["rolled_global"]["local_work"] == 0
+    assert meta["five_classes_one_chunk"]["n_chunks"] == 1
+    # two host threads pulled disjoint chunks that together cover every row once
+    two = meta["two_devices"]
+    pulled = sorted(tuple(c) for cs in two["chunks"].values() for c in cs)
+    assert pulled == plan.chunk_bounds(m, 25)
+    # the simulated out-of-memory device halved its chunk until the buffers fit
+    assert meta["oom_retry"]["rows"] < m and meta["oom_retry"]["n_chunks"] > 1
+
+
+# ------------------------------------------------------------------------------ planning (no simulator)
+def test_plan_fits_memory_and_targets_overlap():
+    rb = plan.row_bytes(15, 9, False)
+    assert rb == 15 * 8 + 2 * 9 * 8 + 15 * 8 + 15 + 8
+    big = plan.plan_chunks(6_904_726, 15, 9, False, free_bytes=80 << 30)
+    assert big.rows == math.ceil(6_904_726 / plan.TARGET_CHUNKS)
+    assert big.device_bytes <= plan.memory_budget(80 << 30)
+    small = plan.plan_chunks(6_904_726, 15, 9, False, free_bytes=80 << 30, max_device_memory=64 << 20)
+    assert small.device_bytes <= 64 << 20 and small.rows == (64 << 20) // (2 * rb)
+    assert plan.plan_chunks(1000, 15, 9, False, free_bytes=80 << 30).rows == 1000
+    assert plan.plan_chunks(1000, 15, 9, False, free_bytes=80 << 30, max_rows=7).rows == 7
+    post = plan.plan_chunks(10**6, 40, 9, True, free_bytes=1 << 30)
+    assert post.device_bytes <= plan.memory_budget(1 << 30)
+    with pytest.raises(MemoryError):
+        plan.plan_chunks(10, 15, 9, False, free_bytes=80 << 30, max_device_memory=100)
+
+
+def test_plan_shrink_bounds_and_split():
+    p = plan.plan_chunks(10**6, 15, 9, False, free_bytes=1 << 30)
+    q = plan.shrink(p)
+    assert q.rows == p.rows // 2
+    one = plan.ChunkPlan(rows=1, slots=2, row_bytes=1, fixed_bytes=0, budget_bytes=1)
+    assert plan.shrink(one) is None
+    assert plan.shrink(q, min_rows=q.rows) is None
+    assert plan.chunk_bounds(10, 4) == [(0, 4), (4, 8), (8, 10)]
+    assert plan.split_rows(100, [1, 1]) == [(0, 50), (50, 100)]
+    assert plan.split_rows(100, [3, 1]) == [(0, 75), (75, 100)]
+    assert plan.is_out_of_memory(RuntimeError("cudaErrorMemoryAllocation: out of memory"))
+    assert not plan.is_out_of_memory(ValueError("shape"))
+
+
+def test_gpu_available_never_raises_without_gpu():
+    from gcnmops.model.gpu import gpu_available
+
+    assert gpu_available() in (True, False)
