@@ -14,22 +14,37 @@ import math
 import numpy as np
 from numba import njit
 
-from .rstats import r_quantile
+from .rstats import quantile7_sorted
 
-__all__ = ["bw_nrd0", "r_seq_length_out", "r_density", "density_mode"]
+__all__ = ["bw_nrd0", "quantiles7", "r_seq_length_out", "r_density", "density_mode"]
 
 _M_1_SQRT_2PI = 0.398942280401432677939946059934
 #: R's dnorm returns 0 beyond sqrt(-2*log(2)*(DBL_MIN_EXP + 1 - DBL_MANT_DIG))
 _DNORM_ZERO_BEYOND = math.sqrt(-2.0 * math.log(2.0) * (-1021 + 1 - 53))
 
 
+def quantiles7(x: np.ndarray, probs) -> list[float]:
+    """R's ``quantile(x, probs, type=7)`` of a NaN-free 1-D array, by one partial sort (no full sort)."""
+    x = np.asarray(x, dtype=np.float64).ravel()
+    n = x.size
+    if n == 0:
+        return [math.nan for _ in probs]
+    kth = set()
+    for p in probs:
+        lo = int(math.floor((n - 1) * p))
+        kth.update((lo, min(lo + 1, n - 1)))
+    part = np.partition(x, sorted(kth))
+    return [float(quantile7_sorted(part, n, p)) for p in probs]
+
+
 def _r_var(x: np.ndarray) -> float:
     """Sample variance (denominator n - 1) with R's two-pass, mean-corrected centring."""
     n = x.size
-    mean = math.fsum(x) / n
-    mean += math.fsum(x - mean) / n
+    mean = float(np.sum(x)) / n
     d = x - mean
-    return math.fsum(d * d) / (n - 1)
+    mean += float(np.sum(d)) / n
+    d = x - mean
+    return float(np.dot(d, d)) / (n - 1)
 
 
 def bw_nrd0(x: np.ndarray) -> float:
@@ -38,8 +53,8 @@ def bw_nrd0(x: np.ndarray) -> float:
     if x.size < 2:
         raise ValueError("need at least 2 data points")
     hi = math.sqrt(_r_var(x))
-    iqr = r_quantile(x, 0.75) - r_quantile(x, 0.25)
-    lo = min(hi, iqr / 1.34)
+    q25, q75 = quantiles7(x, (0.25, 0.75))
+    lo = min(hi, (q75 - q25) / 1.34)
     if not lo:
         lo = hi or abs(float(x[0])) or 1.0
     return 0.9 * lo * float(x.size) ** (-0.2)

@@ -2,8 +2,9 @@
 per-sample coverage used by ``norm=2`` (spec part 1, sections 1 and 3).
 
 Matrices are regions x samples (m, N); results are float64 in column-major order (``order="F"``,
-region-fastest, the memory order of an R matrix). The work is vectorized per sample column and
-per chromosome; the few loops over rows run in numba.
+region-fastest, the memory order of an R matrix). Work is per chromosome block and per sample
+column; the loops over rows run in numba (parallel over columns or row chunks, each column's
+sums kept in row order so results do not depend on the thread count).
 """
 from __future__ import annotations
 
@@ -13,11 +14,11 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-from numba import njit
+from numba import njit, prange
 
-from .density import density_mode
+from .density import density_mode, quantiles7
 from .errors import InputError
-from .rstats import median_inplace, quantile7_sorted, r_median, r_quantile, select_kth
+from .rstats import quantile7_sorted, r_median, r_quantile, select_kth
 
 __all__ = ["NORM_TYPES", "SIZE_FACTORS", "normalize_chromosomes", "normalize_genome", "sample_coverage"]
 
@@ -25,48 +26,129 @@ NORM_TYPES = ("mean", "median", "poisson", "mode", "quant")
 SIZE_FACTORS = ("mean", "median", "quant", "mode")
 
 UNDEF_CHROMOSOME = "undef"
-#: values below this count as "no reads": rows with every value below it are silent
+#: rows whose every value is below this are "silent" (no reads)
 _SILENT_BELOW = 1.0
 #: ploidy 0 is replaced by this (cn.mops)
 _PLOIDY_ZERO = 0.05
+#: rows per parallel work item
+_CHUNK = 1 << 16
+#: whole-number data spanning fewer values than this get order statistics and modes by counting
+_COUNTING_RANGE = 1 << 22
 
 
 # --------------------------------------------------------------------------------------------
-# numba kernels (Y is a regions x samples block of any memory layout)
+# numba kernels (Y: a regions x samples block, any memory layout; keep: bool per row)
 
 
 @njit(cache=True)
+def _neumaier_add(s, comp, v):
+    """Compensated summation step (close to R's long-double sums; exact for whole numbers anyway)."""
+    t = s + v
+    if abs(s) >= abs(v):
+        comp += (s - t) + v
+    else:
+        comp += (v - t) + s
+    return t, comp
+
+
+@njit(cache=True, parallel=True)
 def _silent_rows(Y):
     """(silent, any_nonzero): silent[i] iff every Y[i, k] < 1; any_nonzero iff some Y != 0."""
     r, g = Y.shape
     silent = np.ones(r, dtype=np.bool_)
-    any_nonzero = False
-    for k in range(g):
-        for i in range(r):
-            y = Y[i, k]
-            if y != 0.0:
-                any_nonzero = True
-                if y >= _SILENT_BELOW:
-                    silent[i] = False
-    return silent, any_nonzero
+    n_chunks = (r + _CHUNK - 1) // _CHUNK
+    nonzero = np.zeros(n_chunks, dtype=np.bool_)
+    for c in prange(n_chunks):
+        i0 = c * _CHUNK
+        i1 = min(r, i0 + _CHUNK)
+        for k in range(g):
+            for i in range(i0, i1):
+                y = Y[i, k]
+                if y != 0.0:
+                    nonzero[c] = True
+                    if y >= _SILENT_BELOW:
+                        silent[i] = False
+    return silent, nonzero.any()
 
 
-@njit(cache=True)
+@njit(cache=True, parallel=True)
 def _col_means(Y, keep, n_keep):
-    """Per-column mean of the rows with keep[i]; shape (g,)."""
+    """Per-column mean of the kept rows (compensated sum in row order); (g,)."""
     r, g = Y.shape
     out = np.empty(g)
-    for k in range(g):
+    for k in prange(g):
         s = 0.0
+        comp = 0.0
         for i in range(r):
             if keep[i]:
-                s += Y[i, k]
-        out[k] = s / n_keep
+                s, comp = _neumaier_add(s, comp, Y[i, k])
+        out[k] = (s + comp) / n_keep
     return out
 
 
 @njit(cache=True)
-def _gather(Y, keep, n_keep, k, buf):
+def _order_stats(buf, n, ranks, out):
+    """out[j] = the ranks[j]-th smallest (0-based) of buf[0:n]; ranks ascending. May reorder buf.
+
+    Whole numbers in a modest range (read counts) are counted; anything else is selected.
+    """
+    lo = np.inf
+    hi = -np.inf
+    whole = True
+    for i in range(n):
+        v = buf[i]
+        lo = min(lo, v)
+        hi = max(hi, v)
+        if whole and v != math.floor(v):
+            whole = False
+    if whole and hi - lo < _COUNTING_RANGE:
+        counts = np.zeros(int(hi - lo) + 1, dtype=np.int64)
+        for i in range(n):
+            counts[int(buf[i] - lo)] += 1
+        seen = 0
+        b = 0
+        for j in range(ranks.shape[0]):
+            while seen + counts[b] <= ranks[j]:
+                seen += counts[b]
+                b += 1
+            out[j] = lo + b
+    else:
+        for j in range(ranks.shape[0]):
+            out[j] = select_kth(buf, n, ranks[j])
+
+
+@njit(cache=True)
+def _median_of(buf, n):
+    """R's median of buf[0:n] (mean of the two middle values for even n); may reorder buf."""
+    half = n // 2
+    v = np.empty(2)
+    if n % 2 == 1:
+        _order_stats(buf, n, np.array([half]), v)
+        return v[0]
+    _order_stats(buf, n, np.array([half - 1, half]), v)
+    return (v[0] + v[1]) / 2.0
+
+
+@njit(cache=True)
+def _quantile7_of(buf, n, p):
+    """R's type-7 quantile p of buf[0:n]; may reorder buf (its values stay the same multiset)."""
+    lo = int(math.floor((n - 1) * p))
+    hi = min(lo + 1, n - 1)
+    v = np.empty(2)
+    _order_stats(buf, n, np.array([lo, hi]), v)
+    keep_lo = buf[lo]
+    keep_hi = buf[hi]
+    buf[lo] = v[0]  # quantile7_sorted reads only these two positions
+    buf[hi] = v[1]
+    q = quantile7_sorted(buf, n, p)
+    buf[hi] = keep_hi
+    buf[lo] = keep_lo
+    return q
+
+
+@njit(cache=True)
+def _gather(Y, keep, k, buf):
+    """buf[0:j] = Y[keep, k]; returns j."""
     j = 0
     for i in range(Y.shape[0]):
         if keep[i]:
@@ -75,95 +157,137 @@ def _gather(Y, keep, n_keep, k, buf):
     return j
 
 
-@njit(cache=True)
-def _col_medians(Y, keep, n_keep):
-    """R's median of every column over the rows with keep[i]; shape (g,)."""
+@njit(cache=True, parallel=True)
+def _col_order_stats(Y, keep, n_keep, p, median):
+    """Per column over the kept rows: R's median (median=True) or type-7 quantile p; (g,)."""
     g = Y.shape[1]
     out = np.empty(g)
-    buf = np.empty(n_keep)
-    for k in range(g):
-        _gather(Y, keep, n_keep, k, buf)
-        out[k] = median_inplace(buf, n_keep)
+    for k in prange(g):
+        buf = np.empty(n_keep)
+        _gather(Y, keep, k, buf)
+        if median:
+            out[k] = _median_of(buf, n_keep)
+        else:
+            out[k] = _quantile7_of(buf, n_keep, p)
     return out
 
 
 @njit(cache=True)
-def _quantile7_select(buf, n, p):
-    """R's type-7 quantile of buf[0:n] by selection (reorders buf)."""
-    lo = int(math.floor((n - 1) * p))
-    select_kth(buf, n, lo)
-    if lo + 1 < n:
-        nxt = lo + 1
-        for i in range(lo + 2, n):  # after selection every value right of lo is >= buf[lo]
-            if buf[i] < buf[nxt]:
-                nxt = i
-        t = buf[lo + 1]
-        buf[lo + 1] = buf[nxt]
-        buf[nxt] = t
-    return quantile7_sorted(buf, n, p)
-
-
-@njit(cache=True)
-def _col_quantiles(Y, keep, n_keep, p):
-    """R's type-7 quantile p of every column over the rows with keep[i]; shape (g,)."""
-    g = Y.shape[1]
-    out = np.empty(g)
-    buf = np.empty(n_keep)
-    for k in range(g):
-        _gather(Y, keep, n_keep, k, buf)
-        out[k] = _quantile7_select(buf, n_keep, p)
-    return out
-
-
-@njit(cache=True)
-def _variance_to_mean(Y, keep, n_keep, f):
-    """var(row)/mean(row) (var with denominator g-1) of every kept row of Y scaled by f; (n_keep,)."""
-    r, g = Y.shape
-    out = np.empty(n_keep)
-    z = np.empty(g)
+def _pooled_median(X, keep, n_keep, cols):
+    """R's median of all values X[keep rows, cols]."""
+    buf = np.empty(n_keep * cols.shape[0])
     j = 0
-    for i in range(r):
-        if not keep[i]:
-            continue
+    for c in range(cols.shape[0]):
+        k = cols[c]
+        for i in range(X.shape[0]):
+            if keep[i]:
+                buf[j] = X[i, k]
+                j += 1
+    return _median_of(buf, j)
+
+
+@njit(cache=True)
+def _nonzero_range(Y, keep, c0, c1):
+    """Over Y[keep, c0:c1]: (number of non-zero values, their min, their max, all whole numbers)."""
+    lo = np.inf
+    hi = -np.inf
+    whole = True
+    cnt = 0
+    for k in range(c0, c1):
+        for i in range(Y.shape[0]):
+            if keep[i]:
+                y = Y[i, k]
+                if y != 0.0:
+                    cnt += 1
+                    lo = min(lo, y)
+                    hi = max(hi, y)
+                    if whole and y != math.floor(y):
+                        whole = False
+    return cnt, lo, hi, whole
+
+
+@njit(cache=True)
+def _whole_number_mode(Y, keep, c0, c1, lo, size):
+    """Most frequent non-zero whole number in Y[keep, c0:c1] (ties: the smallest), by counting."""
+    counts = np.zeros(size, dtype=np.int64)
+    for k in range(c0, c1):
+        for i in range(Y.shape[0]):
+            if keep[i]:
+                y = Y[i, k]
+                if y != 0.0:
+                    counts[int(y - lo)] += 1
+    best = 0
+    for j in range(size):
+        if counts[j] > counts[best]:
+            best = j
+    return lo + best
+
+
+@njit(cache=True, parallel=True)
+def _variance_to_mean(Y, rows, f):
+    """var/mean (var with denominator g-1) of each row ``rows[j]`` of Y scaled by f; (len(rows),)."""
+    g = Y.shape[1]
+    out = np.empty(rows.shape[0])
+    for j in prange(rows.shape[0]):
+        i = rows[j]
         s = 0.0
         for k in range(g):
-            z[k] = Y[i, k] * f[k]
-            s += z[k]
+            s += Y[i, k] * f[k]
         mean = s / g
         c = 0.0
-        for k in range(g):  # R's mean(): second pass corrects the first
-            c += z[k] - mean
+        for k in range(g):  # as R's mean(): a second pass corrects the first
+            c += Y[i, k] * f[k] - mean
         mean += c / g
         ss = 0.0
         for k in range(g):
-            d = z[k] - mean
+            d = Y[i, k] * f[k] - mean
             ss += d * d
         out[j] = (ss / (g - 1)) / mean
-        j += 1
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, parallel=True)
 def _scale_block(Y, f, silent):
     """In place: Y[:, k] *= f[k]; silent rows set to 0."""
     r, g = Y.shape
-    for k in range(g):
+    for k in prange(g):
         fk = f[k]
         for i in range(r):
             Y[i, k] = 0.0 if silent[i] else Y[i, k] * fk
 
 
-@njit(cache=True)
-def _coverage_mean(x, lo, hi):
-    """Mean of the x strictly between lo and hi (NaN if none)."""
-    s = 0.0
-    n = 0
-    for i in range(x.shape[0]):
-        v = x[i]
-        if lo < v < hi:
-            s += v
-            n += 1
-    return s / n if n > 0 else np.nan
+@njit(cache=True, parallel=True)
+def _all_finite(X):
+    r, g = X.shape
+    ok = np.ones(g, dtype=np.bool_)
+    for k in prange(g):
+        for i in range(r):
+            if not math.isfinite(X[i, k]):
+                ok[k] = False
+                break
+    return ok.all()
+
+
+@njit(cache=True, parallel=True)
+def _coverages(X):
+    """Per column: mean of the values strictly between its type-7 5% and 95% quantiles (NaN if none)."""
+    m, g = X.shape
+    out = np.empty(g)
+    for k in prange(g):
+        buf = X[:, k].copy()
+        q05 = _quantile7_of(buf, m, 0.05)
+        q95 = _quantile7_of(buf, m, 0.95)
+        s = 0.0
+        comp = 0.0
+        cnt = 0
+        for i in range(m):
+            v = X[i, k]
+            if q05 < v < q95:
+                s, comp = _neumaier_add(s, comp, v)
+                cnt += 1
+        out[k] = (s + comp) / cnt if cnt > 0 else np.nan
+    return out
+
 
 
 # --------------------------------------------------------------------------------------------
@@ -180,6 +304,8 @@ def _count_matrix(X, what: str = "read count matrix") -> np.ndarray:
     if arr.shape[0] == 0 or arr.shape[1] == 0:
         raise InputError(f"The {what} is empty ({arr.shape[0]} regions x {arr.shape[1]} samples).")
     out = np.array(arr, dtype=np.float64, order="F", copy=True)
+    if np.issubdtype(arr.dtype, np.integer) or arr.dtype == np.bool_ or _all_finite(out):
+        return out
     if np.isnan(out).any():
         k = int(np.flatnonzero(np.isnan(out).any(axis=0))[0])
         raise InputError(f"NAs in readcount matrix. Sample {k + 1} (and maybe others) has missing read counts; "
@@ -266,16 +392,15 @@ def _check_ploidy(ploidy, n_samples: int) -> np.ndarray:
 # size factors and scaling factors
 
 
-def _most_frequent_nonzero(values: np.ndarray) -> float:
-    """Most frequent non-zero value (ties: the smallest); NaN if there is none."""
-    nz = values[values != 0]
-    if nz.size == 0:
+def _most_frequent_nonzero(Y, keep, c0: int, c1: int) -> float:
+    """Most frequent non-zero value of Y[keep, c0:c1] (ties: the smallest); NaN if there is none."""
+    cnt, lo, hi, whole = _nonzero_range(Y, keep, c0, c1)
+    if cnt == 0:
         return math.nan
-    lo, hi = float(nz.min()), float(nz.max())
-    if hi - lo < 1e7 and (nz == np.floor(nz)).all():  # whole numbers: counting is faster than sorting
-        counts = np.bincount((nz - lo).astype(np.int64))
-        return lo + float(np.argmax(counts))
-    uniq, counts = np.unique(nz, return_counts=True)
+    if whole and hi - lo < _COUNTING_RANGE:
+        return float(_whole_number_mode(Y, keep, c0, c1, lo, int(hi - lo) + 1))
+    vals = np.asarray(Y[:, c0:c1])[keep].ravel()
+    uniq, counts = np.unique(vals[vals != 0], return_counts=True)
     return float(uniq[int(np.argmax(counts))])
 
 
@@ -283,22 +408,20 @@ def _size_factors(Y, keep, n_keep, norm_type, size_factor, qu_size_factor) -> np
     if size_factor == "mean":
         return _col_means(Y, keep, n_keep)
     if size_factor == "median" or norm_type == "poisson":
-        return _col_medians(Y, keep, n_keep)
+        return _col_order_stats(Y, keep, n_keep, 0.5, True)
     if size_factor == "quant":
-        return _col_quantiles(Y, keep, n_keep, qu_size_factor)
+        return _col_order_stats(Y, keep, n_keep, qu_size_factor, False)
     # mode
-    return np.array([_most_frequent_nonzero(np.asarray(Y[:, k])[keep]) for k in range(Y.shape[1])])
+    return np.array([_most_frequent_nonzero(Y, keep, k, k + 1) for k in range(Y.shape[1])])
 
 
 def _poisson_mode(Y, keep, n_keep, f) -> float:
     """Mode of the variance-to-mean ratios of the kept rows of Y * f (R density, from 0 to their 95% quantile)."""
-    v = _variance_to_mean(Y, keep, n_keep, f)
+    v = _variance_to_mean(Y, np.flatnonzero(keep), f)
     v = v[~np.isnan(v)]
     if v.size < 2:
         return math.nan
-    lo = int(math.floor((v.size - 1) * 0.95))
-    part = np.partition(v, [lo, lo + 1] if lo + 1 < v.size else [lo])
-    u = float(quantile7_sorted(part, v.size, 0.95))
+    (u,) = quantiles7(v, (0.95,))
     return density_mode(v, 0.0, u, u * 100.0)
 
 
@@ -329,7 +452,7 @@ def _block_factors(Y, silent, chrom, sample_idx, colsums, norm_type, size_factor
     elif norm_type == "quant":
         f = r_quantile(sf, qu) / sf
     elif norm_type == "mode":
-        f = _most_frequent_nonzero(np.asarray(Y)[keep].ravel()) / sf
+        f = _most_frequent_nonzero(Y, keep, 0, Y.shape[1]) / sf
     else:  # poisson
         f = np.mean(sf) / sf
         mode = _poisson_mode(Y, keep, n_keep, f)
@@ -377,10 +500,14 @@ def _group_median(out, cols, silent_state) -> float:
     cn.mops quirk, reproduced: the silent-row mask is the one of the last chromosome processed,
     applied to the whole matrix by R's recycling of a short logical index.
     """
-    if silent_state is None or not silent_state.any():
-        return r_median(out[:, cols])
-    keep = ~np.resize(silent_state, out.shape[0])
-    return r_median(out[np.ix_(keep, cols)])
+    if silent_state is None:
+        keep = np.ones(out.shape[0], dtype=np.bool_)
+    else:
+        keep = ~np.resize(silent_state, out.shape[0])
+    n_keep = int(np.count_nonzero(keep))
+    if n_keep == 0:
+        return math.nan
+    return float(_pooled_median(out, keep, n_keep, cols.astype(np.int64)))
 
 
 # --------------------------------------------------------------------------------------------
@@ -413,7 +540,9 @@ def normalize_chromosomes(X, chr=None, norm_type: str = "poisson", size_factor: 
         raise InputError(f"Zero columns in readcount matrix. Sample(s) {bad} have no reads at all; remove them.")
     groups = [2.0] + [p for p in pd.unique(ploidy_v) if p != 2.0]
     if len(groups) == 1:
-        _normalize_group(out, np.arange(n), blocks, colsums, norm_type, size_factor, qu, qu_size_factor, None)
+        if n > 1:  # cn.mops returns a single sample unchanged
+            _normalize_group(out, np.arange(n), blocks, colsums, norm_type, size_factor, qu, qu_size_factor,
+                             None)
         return out
     # several ploidies: each group normalized on its own, then scaled to the diploid group's median
     silent_state = None
@@ -456,18 +585,7 @@ def sample_coverage(X) -> np.ndarray:
     For each column: the mean of the values strictly between its 5% and 95% quantiles (type 7),
     divided by the median over samples of those means.
     """
-    x = _count_matrix(X)
-    m, n = x.shape
-    lo5 = int(math.floor((m - 1) * 0.05))
-    lo95 = int(math.floor((m - 1) * 0.95))
-    kth = sorted({lo5, min(lo5 + 1, m - 1), lo95, min(lo95 + 1, m - 1)})
-    cov = np.empty(n)
-    for k in range(n):
-        col = x[:, k]
-        part = np.partition(col, kth)
-        q05 = quantile7_sorted(part, m, 0.05)
-        q95 = quantile7_sorted(part, m, 0.95)
-        cov[k] = _coverage_mean(col, q05, q95)
+    cov = _coverages(_count_matrix(X))
     if np.isnan(cov).any():
         bad = [int(k) + 1 for k in np.flatnonzero(np.isnan(cov))]
         raise InputError(f"Coverage of sample(s) {bad} is undefined: no read count lies strictly between the "

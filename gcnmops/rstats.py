@@ -67,6 +67,29 @@ def quantile7_sorted(xs, n, p):
     return q
 
 
+@register_jitable
+def mean_correctly_rounded(v, n):
+    """The mean of v[0:n] rounded once (exact double-double sum), as R's long-double mean() gives it."""
+    hi = 0.0
+    lo = 0.0
+    for k in range(n):
+        t = hi + v[k]  # TwoSum(hi, v[k])
+        bp = t - hi
+        lo += (hi - (t - bp)) + (v[k] - bp)
+        hi = t
+    q = hi / n
+    # residual (hi + lo) - q * n, with q * n split exactly (Dekker)
+    split = 134217729.0 * q
+    qh = split - (split - q)
+    ql = q - qh
+    split = 134217729.0 * n
+    nh = split - (split - n)
+    nl = n - nh
+    prod = q * n
+    err = ((qh * nh - prod) + qh * nl + ql * nh) + ql * nl
+    return q + (((hi - prod) - err) + lo) / n
+
+
 def r_quantile(x: np.ndarray, p: float) -> float:
     """R's ``quantile(x, p, type=7)`` of a 1-D array (NaN-free)."""
     xs = np.sort(np.asarray(x, dtype=np.float64).ravel())

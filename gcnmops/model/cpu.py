@@ -12,7 +12,7 @@ BLOCK = 256
 
 
 @njit(parallel=True, cache=True)
-def _fit_all(x, cov, log_cov, folds, log2_folds, alpha_init, alpha_prior, prior_sum, cyc, min_read_count,
+def _fit_all(x, cov, folds, log2_folds, alpha_init, alpha_prior, prior_sum, cyc, min_read_count,
              main_idx, keep_post, lam, alpha, sini, cn, ini, post):
     m, N = x.shape
     n = folds.shape[0]
@@ -22,13 +22,12 @@ def _fit_all(x, cov, log_cov, folds, log2_folds, alpha_init, alpha_prior, prior_
         a_s = np.empty(n)
         l_s = np.empty(n)
         ll_s = np.empty(n)
-        acc = np.empty(n)
-        pk = np.empty(n)
+        p = np.empty((n, N))
         for r in range(b * BLOCK, min(m, (b + 1) * BLOCK)):
             post_r = post[r] if keep_post else post[0]
             ini[r] = fit_region(
-                x[r], cov, log_cov, folds, log2_folds, alpha_init, alpha_prior, prior_sum, cyc, min_read_count,
-                main_idx, keep_post, work, a_s, l_s, ll_s, acc, pk, lam[r], alpha[r], sini[r], cn[r], post_r,
+                x[r], cov, folds, log2_folds, alpha_init, alpha_prior, prior_sum, cyc, min_read_count,
+                main_idx, keep_post, work, a_s, l_s, ll_s, p, lam[r], alpha[r], sini[r], cn[r], post_r,
             )
 
 
@@ -42,7 +41,7 @@ def fit_cpu(x: np.ndarray, cov: np.ndarray, spec: ModelSpec, keep_post: bool = F
     post = out.post if keep_post else np.empty((1, 1, 1), order="F")
     cov = np.ascontiguousarray(cov, dtype=np.float64)
     _fit_all(
-        x, cov, np.log(cov), spec.folds, spec.log2_folds, spec.alpha_init, spec.alpha_prior, spec.prior_sum,
+        x, cov, spec.folds, spec.log2_folds, spec.alpha_init, spec.alpha_prior, spec.prior_sum,
         spec.cyc, spec.min_read_count, spec.main_idx, keep_post, out.lam, out.alpha, out.sini, out.cn,
         out.ini, post,
     )

@@ -13,7 +13,8 @@ import math
 
 from numba.extending import register_jitable
 
-from ..rstats import median_inplace
+from ..rmath import lgamma_r
+from ..rstats import mean_correctly_rounded, median_inplace
 
 #: floor of an unnormalized class likelihood (cn.mops applies it before normalizing)
 LIKELIHOOD_FLOOR = 1e-100
@@ -49,36 +50,39 @@ def all_at_most(x, limit):
 
 
 @register_jitable
-def posterior_column(xk, ck, log_ck, g, alpha, lam, log_lam, pk):
-    """E-step of one sample: pk[i] = P(class i | x_k); returns nothing (pk normalized in place).
+def posterior_column(xk, ck, g, alpha, lam, log_lam, p, k):
+    """E-step of sample k: p[i, k] = P(class i | x_k) for every class i.
 
-    Unnormalized a_i = alpha_i * Poisson(x_k; cov_k * lambda_i), floored at 1e-100 before normalizing.
+    Unnormalized a_i = alpha_i * exp(x_k log(cov_k lambda_i) - lgamma(x_k + 1) - cov_k lambda_i), floored
+    at 1e-100 before normalizing; ``log_lam`` holds log(lambda_i), used where cov_k == 1 (same value).
     """
-    n = pk.shape[0]
+    n = lam.shape[0]
     s = 0.0
     for i in range(n):
-        a = alpha[i] * math.exp(xk * (log_ck + log_lam[i]) - g - ck * lam[i])
+        lc = log_lam[i] if ck == 1.0 else math.log(ck * lam[i])
+        a = alpha[i] * math.exp(xk * lc - g - ck * lam[i])
         if a < LIKELIHOOD_FLOOR:
             a = LIKELIHOOD_FLOOR
-        pk[i] = a
-        s += a
+        p[i, k] = a
     for i in range(n):
-        pk[i] = pk[i] / s
+        s += p[i, k]
+    for i in range(n):
+        p[i, k] = p[i, k] / s
 
 
 @register_jitable
 def fit_region(
-    x, cov, log_cov, folds, log2_folds, alpha_init, alpha_prior, prior_sum, cyc, min_read_count, main_idx,
-    keep_post, work, alpha, lam, log_lam, acc, pk, lam_out, alpha_out, sini_out, cn_out, post_out,
+    x, cov, folds, log2_folds, alpha_init, alpha_prior, prior_sum, cyc, min_read_count, main_idx,
+    keep_post, work, alpha, lam, log_lam, p, lam_out, alpha_out, sini_out, cn_out, post_out,
 ):
     """cn.mops's model of one region; returns INI and writes the other outputs.
 
-    Inputs: ``x`` (N) counts, ``cov`` (N) coverages and ``log_cov`` their logs, ``folds`` (n) and
-    ``log2_folds`` (n), ``alpha_init``/``alpha_prior`` (n), ``prior_sum`` = sum(alpha_prior).
-    Scratch: ``work`` (>= N), ``alpha``, ``lam``, ``log_lam``, ``acc``, ``pk`` (n each).
+    Inputs: ``x`` (N) counts, ``cov`` (N) coverages, ``folds`` and ``log2_folds`` (n),
+    ``alpha_init``/``alpha_prior`` (n), ``prior_sum`` = sum(alpha_prior).
+    Scratch: ``work`` (>= N), ``alpha``, ``lam``, ``log_lam`` (n each), ``p`` (n, N) posteriors.
     Outputs: ``lam_out``, ``alpha_out`` (n) after the last M-step; from the last E-step ``sini_out`` (N)
     sum_i log2(I_i) p_ik, ``cn_out`` (N) first class of maximal posterior, ``post_out`` (n, N) if
-    ``keep_post``.
+    ``keep_post``. Every sum runs in cn.mops's order, and lgamma is R's, so results are bit-identical.
     """
     N = x.shape[0]
     n = folds.shape[0]
@@ -99,40 +103,42 @@ def fit_region(
         alpha[i] = alpha_init[i]
         lam[i] = scale * folds[i] * folds[i]
 
-    ini = 0.0
     for c in range(cyc):
-        last = c == cyc - 1
         for i in range(n):
             log_lam[i] = math.log(lam[i])
-            acc[i] = 0.0
-        t = 0.0
         for k in range(N):
-            xk = x[k]
-            ck = cov[k]
-            posterior_column(xk, ck, log_cov[k], math.lgamma(xk + 1.0), alpha, lam, log_lam, pk)
-            for i in range(n):
-                acc[i] += pk[i]
-                t += folds[i] * pk[i] * ck
-            if last:
-                sini = 0.0
-                best = pk[0]
-                arg = 0
-                for i in range(n):
-                    p = pk[i]
-                    sini += log2_folds[i] * p
-                    ini += abs(log2_folds[i]) * p
-                    if p > best:
-                        best = p
-                        arg = i
-                    if keep_post:
-                        post_out[i, k] = p
-                sini_out[k] = sini
-                cn_out[k] = arg
+            posterior_column(x[k], cov[k], lgamma_r(x[k] + 1.0), alpha, lam, log_lam, p, k)
+        t = 0.0
+        for i in range(n):
+            for k in range(N):
+                t += folds[i] * p[i, k] * cov[k]
         ratio = total / t
         for i in range(n):
+            acc = 0.0
+            for k in range(N):
+                acc += p[i, k]
             lam[i] = ratio * folds[i]
-            alpha[i] = (alpha_prior[i] + acc[i] / N) / (1.0 + prior_sum)
+            alpha[i] = (alpha_prior[i] + acc / N) / (1.0 + prior_sum)
+
+    # outputs of the last E-step (p still holds it)
+    for k in range(N):
+        sini = 0.0
+        gain = 0.0
+        best = p[0, k]
+        arg = 0
+        for i in range(n):
+            pik = p[i, k]
+            sini += log2_folds[i] * pik
+            gain += abs(log2_folds[i]) * pik
+            if pik > best:
+                best = pik
+                arg = i
+            if keep_post:
+                post_out[i, k] = pik
+        sini_out[k] = sini
+        cn_out[k] = arg
+        work[k] = gain
     for i in range(n):
         lam_out[i] = lam[i]
         alpha_out[i] = alpha[i]
-    return ini / N
+    return mean_correctly_rounded(work, N)

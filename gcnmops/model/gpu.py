@@ -122,7 +122,7 @@ class KernelConfig:
     threads_per_block: int = THREADS_PER_BLOCK
     variant: str = "auto"        # "unroll" | "rolled" | "auto"
     work: str = "auto"           # "local" | "global" | "auto"
-    max_registers: int | None = None
+    max_registers: int | None = 168   # measured on an H100, BM-A: 0.101 s vs 0.117 s uncapped (255)
 
     def resolve(self, n: int, N: int) -> tuple[str, int]:
         variant = self.variant
