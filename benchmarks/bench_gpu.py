@@ -1,6 +1,6 @@
 """GPU model benchmark: kernel time, end-to-end host-to-host time, PCIe bandwidth, fp64 roofline.
 
-Shapes (regions x samples): A = BM-A 6,904,726 x 15 (the thesis's, cyc=20, 9 classes), B = BM-B 481,299 x 15,
+Shapes (regions x samples): A4 = 4 x BM-A (multi-GPU scaling), A = BM-A 6,904,726 x 15 (the thesis's, cyc=20, 9 classes), B = BM-B 481,299 x 15,
 C = 1,000,000 x 100, D = 200,000 x 1000. Synthetic read counts: Poisson around a per-region level with
 planted losses and gains and empty regions (the minReadCount short-cut), scaled by per-sample factors.
 
@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gcnmops.model.gpu import KernelConfig, fit_gpu, get_kernel  # noqa: E402
 from gcnmops.model.spec import ModelSpec  # noqa: E402
 
-SHAPES = {"A": (6_904_726, 15), "B": (481_299, 15), "C": (1_000_000, 100), "D": (200_000, 1000)}
+SHAPES = {"A4": (4 * 6_904_726, 15), "A": (6_904_726, 15), "B": (481_299, 15), "C": (1_000_000, 100), "D": (200_000, 1000)}
 FOLDS = [0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4]
 
 
@@ -62,7 +62,7 @@ def time_kernel(x, cov, spec, cfg: KernelConfig, repeat: int):
     m, N = x.shape
     n = spec.folds.size
     variant, nw = cfg.resolve(n, N)
-    kern = get_kernel(n, nw, False, variant, cfg.max_registers)
+    kern = get_kernel(n, nw, False, variant, cfg.max_registers, cfg.shared_tpb(n, N))
     cv = lambda a: cuda.as_cuda_array(a, sync=False)  # noqa: E731
     dx = cp.asarray(x, order="F")
     lam = cp.empty((m, n), order="F")
@@ -71,17 +71,19 @@ def time_kernel(x, cov, spec, cfg: KernelConfig, repeat: int):
     cn = cp.empty((m, N), dtype=cp.int8, order="F")
     ini = cp.empty(m)
     post = cp.zeros((1, 1, 1), order="F")
-    consts = [cp.asarray(a) for a in (cov, np.log(cov), spec.folds, spec.log2_folds, spec.alpha_init, spec.alpha_prior)]
+    consts = [cp.asarray(a) for a in (cov, spec.folds, spec.log2_folds, spec.alpha_init, spec.alpha_prior)]
     tpb = cfg.threads_per_block
     blocks = math.ceil(m / tpb)
     if nw == 0:
         sm = cp.cuda.Device().attributes["MultiProcessorCount"]
         blocks = min(blocks, sm * 16)
-        work = cp.empty((blocks * tpb, N), order="F")
+        work = cp.empty((blocks * tpb, max(N, n)), order="F")
+        pscr = cp.empty((blocks * tpb, n, N), order="F")
     else:
         work = cp.empty((1, 1), order="F")
+        pscr = cp.empty((1, 1, 1), order="F")
     args = [cv(dx)] + [cv(c) for c in consts] + [float(spec.prior_sum), int(spec.cyc), float(spec.min_read_count),
-                                                  int(spec.main_idx), cv(work), cv(lam), cv(alpha), cv(sini), cv(cn),
+                                                  int(spec.main_idx), cv(work), cv(pscr), cv(lam), cv(alpha), cv(sini), cv(cn),
                                                   cv(ini), cv(post)]
     stream = cp.cuda.Stream(non_blocking=True)
     nbs = cuda.external_stream(stream.ptr)
@@ -98,7 +100,7 @@ def time_kernel(x, cov, spec, cfg: KernelConfig, repeat: int):
         e1.synchronize()
         times.append(cp.cuda.get_elapsed_time(e0, e1) / 1e3)
     res = float(np.median(times))
-    del dx, lam, alpha, sini, cn, ini, work
+    del dx, lam, alpha, sini, cn, ini, work, pscr
     cp.get_default_memory_pool().free_all_blocks()
     return res, compile_s
 
@@ -182,10 +184,14 @@ def main(argv=None):
         x, cov = make_data(m, N)
         gen_s = time.perf_counter() - t
         if a.variants and si == 0:
-            for cfg in (KernelConfig(max_registers=None), KernelConfig(max_registers=128),
-                        KernelConfig(max_registers=144), KernelConfig(), KernelConfig(max_registers=192),
-                        KernelConfig(threads_per_block=64), KernelConfig(threads_per_block=256),
-                        KernelConfig(variant="rolled"), KernelConfig(work="global")):
+            for cfg in (KernelConfig(shared_p="no"), KernelConfig(shared_p="no", max_registers=128),
+                        KernelConfig(shared_p="no", variant="rolled"),
+                        KernelConfig(threads_per_block=32, shared_p="yes"),
+                        KernelConfig(threads_per_block=32, shared_p="yes", max_registers=128),
+                        KernelConfig(threads_per_block=32, shared_p="yes", max_registers=None),
+                        KernelConfig(threads_per_block=32, shared_p="yes", variant="rolled"),
+                        KernelConfig(threads_per_block=40, shared_p="yes"),
+                        KernelConfig(work="global")):
                 kt, cs = time_kernel(x, cov, spec, cfg, a.repeat)
                 sweep.append(dict(shape=key, cfg=cfg.__dict__, kernel_s=kt, compile_s=cs))
                 print(f"  variant {cfg.__dict__}: kernel {kt:.4f} s (compile {cs:.1f} s)", flush=True)

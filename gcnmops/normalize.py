@@ -3,8 +3,8 @@ per-sample coverage used by ``norm=2`` (spec part 1, sections 1 and 3).
 
 Matrices are regions x samples (m, N); results are float64 in column-major order (``order="F"``,
 region-fastest, the memory order of an R matrix). Work is per chromosome block and per sample
-column; the loops over rows run in numba (parallel over columns or row chunks, each column's
-sums kept in row order so results do not depend on the thread count).
+column; the loops over rows run in numba (in parallel where it pays: order statistics per
+column, variance-to-mean ratios per row).
 """
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from numba import njit, prange
 
 from .density import density_mode, quantiles7
 from .errors import InputError
-from .rstats import quantile7_sorted, r_median, r_quantile, select_kth
+from .rstats import (double_double_div, mean_correctly_rounded, quantile7_sorted, r_median, r_quantile, select_kth,
+                     two_sum_add)
 
 __all__ = ["NORM_TYPES", "SIZE_FACTORS", "normalize_chromosomes", "normalize_genome", "sample_coverage"]
 
@@ -30,59 +31,45 @@ UNDEF_CHROMOSOME = "undef"
 _SILENT_BELOW = 1.0
 #: ploidy 0 is replaced by this (cn.mops)
 _PLOIDY_ZERO = 0.05
-#: rows per parallel work item
-_CHUNK = 1 << 16
-#: whole-number data spanning fewer values than this get order statistics and modes by counting
+#: whole-number data (read counts) spanning fewer values than this (and not many more than their
+#: number) get order statistics and modes by counting instead of selection
 _COUNTING_RANGE = 1 << 22
 
 
 # --------------------------------------------------------------------------------------------
-# numba kernels (Y: a regions x samples block, any memory layout; keep: bool per row)
+# numba kernels. A chromosome block is Y[r0:r0 + len(keep), :] of an F-ordered matrix Y (the whole
+# output matrix, or a copy of the block): every kernel sees one memory layout, so it compiles once.
+# keep[i]: row r0 + i is used. Sums run in row order, so results do not depend on the thread count.
 
 
 @njit(cache=True)
-def _neumaier_add(s, comp, v):
-    """Compensated summation step (close to R's long-double sums; exact for whole numbers anyway)."""
-    t = s + v
-    if abs(s) >= abs(v):
-        comp += (s - t) + v
-    else:
-        comp += (v - t) + s
-    return t, comp
+def _silent_rows(Y, r0, r1):
+    """(silent, any_nonzero) of rows r0:r1: silent[i] iff every Y[r0+i, k] < 1; any_nonzero iff some != 0."""
+    g = Y.shape[1]
+    silent = np.ones(r1 - r0, dtype=np.bool_)
+    any_nonzero = False
+    for k in range(g):
+        for i in range(r0, r1):
+            y = Y[i, k]
+            if y != 0.0:
+                any_nonzero = True
+                if y >= _SILENT_BELOW:
+                    silent[i - r0] = False
+    return silent, any_nonzero
 
 
-@njit(cache=True, parallel=True)
-def _silent_rows(Y):
-    """(silent, any_nonzero): silent[i] iff every Y[i, k] < 1; any_nonzero iff some Y != 0."""
-    r, g = Y.shape
-    silent = np.ones(r, dtype=np.bool_)
-    n_chunks = (r + _CHUNK - 1) // _CHUNK
-    nonzero = np.zeros(n_chunks, dtype=np.bool_)
-    for c in prange(n_chunks):
-        i0 = c * _CHUNK
-        i1 = min(r, i0 + _CHUNK)
-        for k in range(g):
-            for i in range(i0, i1):
-                y = Y[i, k]
-                if y != 0.0:
-                    nonzero[c] = True
-                    if y >= _SILENT_BELOW:
-                        silent[i] = False
-    return silent, nonzero.any()
-
-
-@njit(cache=True, parallel=True)
-def _col_means(Y, keep, n_keep):
-    """Per-column mean of the kept rows (compensated sum in row order); (g,)."""
-    r, g = Y.shape
+@njit(cache=True)
+def _col_means(Y, r0, keep, n_keep):
+    """Per-column mean of the kept rows, rounded once as R's long-double colMeans; (g,)."""
+    g = Y.shape[1]
     out = np.empty(g)
-    for k in prange(g):
-        s = 0.0
-        comp = 0.0
-        for i in range(r):
+    for k in range(g):
+        hi = 0.0
+        lo = 0.0
+        for i in range(keep.shape[0]):
             if keep[i]:
-                s, comp = _neumaier_add(s, comp, Y[i, k])
-        out[k] = (s + comp) / n_keep
+                hi, lo = two_sum_add(hi, lo, Y[r0 + i, k])
+        out[k] = double_double_div(hi, lo, float(n_keep))
     return out
 
 
@@ -101,7 +88,7 @@ def _order_stats(buf, n, ranks, out):
         hi = max(hi, v)
         if whole and v != math.floor(v):
             whole = False
-    if whole and hi - lo < _COUNTING_RANGE:
+    if whole and hi - lo < min(_COUNTING_RANGE, 4 * n + 1024):
         counts = np.zeros(int(hi - lo) + 1, dtype=np.int64)
         for i in range(n):
             counts[int(buf[i] - lo)] += 1
@@ -146,25 +133,18 @@ def _quantile7_of(buf, n, p):
     return q
 
 
-@njit(cache=True)
-def _gather(Y, keep, k, buf):
-    """buf[0:j] = Y[keep, k]; returns j."""
-    j = 0
-    for i in range(Y.shape[0]):
-        if keep[i]:
-            buf[j] = Y[i, k]
-            j += 1
-    return j
-
-
 @njit(cache=True, parallel=True)
-def _col_order_stats(Y, keep, n_keep, p, median):
+def _col_order_stats(Y, r0, keep, n_keep, p, median):
     """Per column over the kept rows: R's median (median=True) or type-7 quantile p; (g,)."""
     g = Y.shape[1]
     out = np.empty(g)
     for k in prange(g):
         buf = np.empty(n_keep)
-        _gather(Y, keep, k, buf)
+        j = 0
+        for i in range(keep.shape[0]):
+            if keep[i]:
+                buf[j] = Y[r0 + i, k]
+                j += 1
         if median:
             out[k] = _median_of(buf, n_keep)
         else:
@@ -187,16 +167,16 @@ def _pooled_median(X, keep, n_keep, cols):
 
 
 @njit(cache=True)
-def _nonzero_range(Y, keep, c0, c1):
-    """Over Y[keep, c0:c1]: (number of non-zero values, their min, their max, all whole numbers)."""
+def _nonzero_range(Y, r0, keep, c0, c1):
+    """Over the kept rows of columns c0:c1: (number of non-zero values, their min, max, all whole numbers)."""
     lo = np.inf
     hi = -np.inf
     whole = True
     cnt = 0
     for k in range(c0, c1):
-        for i in range(Y.shape[0]):
+        for i in range(keep.shape[0]):
             if keep[i]:
-                y = Y[i, k]
+                y = Y[r0 + i, k]
                 if y != 0.0:
                     cnt += 1
                     lo = min(lo, y)
@@ -207,13 +187,13 @@ def _nonzero_range(Y, keep, c0, c1):
 
 
 @njit(cache=True)
-def _whole_number_mode(Y, keep, c0, c1, lo, size):
-    """Most frequent non-zero whole number in Y[keep, c0:c1] (ties: the smallest), by counting."""
+def _whole_number_mode(Y, r0, keep, c0, c1, lo, size):
+    """Most frequent non-zero whole number in the kept rows of columns c0:c1 (ties: the smallest)."""
     counts = np.zeros(size, dtype=np.int64)
     for k in range(c0, c1):
-        for i in range(Y.shape[0]):
+        for i in range(keep.shape[0]):
             if keep[i]:
-                y = Y[i, k]
+                y = Y[r0 + i, k]
                 if y != 0.0:
                     counts[int(y - lo)] += 1
     best = 0
@@ -227,45 +207,48 @@ def _whole_number_mode(Y, keep, c0, c1, lo, size):
 def _variance_to_mean(Y, rows, f):
     """var/mean (var with denominator g-1) of each row ``rows[j]`` of Y scaled by f; (len(rows),)."""
     g = Y.shape[1]
-    out = np.empty(rows.shape[0])
-    for j in prange(rows.shape[0]):
-        i = rows[j]
-        s = 0.0
-        for k in range(g):
-            s += Y[i, k] * f[k]
-        mean = s / g
-        c = 0.0
-        for k in range(g):  # as R's mean(): a second pass corrects the first
-            c += Y[i, k] * f[k] - mean
-        mean += c / g
-        ss = 0.0
-        for k in range(g):
-            d = Y[i, k] * f[k] - mean
-            ss += d * d
-        out[j] = (ss / (g - 1)) / mean
+    n = rows.shape[0]
+    out = np.empty(n)
+    chunk = 4096
+    for c in prange((n + chunk - 1) // chunk):
+        z = np.empty(g)
+        for j in range(c * chunk, min(n, (c + 1) * chunk)):
+            i = rows[j]
+            s = 0.0
+            for k in range(g):
+                z[k] = Y[i, k] * f[k]
+                s += z[k]
+            mean = s / g
+            corr = 0.0
+            for k in range(g):  # as R's mean(): a second pass corrects the first
+                corr += z[k] - mean
+            mean += corr / g
+            ss = 0.0
+            for k in range(g):
+                d = z[k] - mean
+                ss += d * d
+            out[j] = (ss / (g - 1)) / mean
     return out
 
 
-@njit(cache=True, parallel=True)
-def _scale_block(Y, f, silent):
-    """In place: Y[:, k] *= f[k]; silent rows set to 0."""
-    r, g = Y.shape
-    for k in prange(g):
+@njit(cache=True)
+def _scale_block(Y, r0, f, silent):
+    """In place: Y[r0 + i, k] *= f[k]; silent rows set to 0."""
+    g = Y.shape[1]
+    for k in range(g):
         fk = f[k]
-        for i in range(r):
-            Y[i, k] = 0.0 if silent[i] else Y[i, k] * fk
+        for i in range(silent.shape[0]):
+            Y[r0 + i, k] = 0.0 if silent[i] else Y[r0 + i, k] * fk
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def _all_finite(X):
     r, g = X.shape
-    ok = np.ones(g, dtype=np.bool_)
-    for k in prange(g):
+    for k in range(g):
         for i in range(r):
             if not math.isfinite(X[i, k]):
-                ok[k] = False
-                break
-    return ok.all()
+                return False
+    return True
 
 
 @njit(cache=True, parallel=True)
@@ -277,17 +260,16 @@ def _coverages(X):
         buf = X[:, k].copy()
         q05 = _quantile7_of(buf, m, 0.05)
         q95 = _quantile7_of(buf, m, 0.95)
-        s = 0.0
-        comp = 0.0
+        hi = 0.0
+        lo = 0.0
         cnt = 0
         for i in range(m):
             v = X[i, k]
             if q05 < v < q95:
-                s, comp = _neumaier_add(s, comp, v)
+                hi, lo = two_sum_add(hi, lo, v)
                 cnt += 1
-        out[k] = (s + comp) / cnt if cnt > 0 else np.nan
+        out[k] = double_double_div(hi, lo, float(cnt)) if cnt > 0 else np.nan
     return out
-
 
 
 # --------------------------------------------------------------------------------------------
@@ -297,7 +279,8 @@ def _coverages(X):
 def _count_matrix(X, what: str = "read count matrix") -> np.ndarray:
     """X as a new float64 (m, N) order-F matrix; InputError for non-numeric, NA or infinite values."""
     arr = np.asarray(X)
-    if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
+    if arr.dtype == object or np.iscomplexobj(arr) or not (np.issubdtype(arr.dtype, np.number)
+                                                          or arr.dtype == np.bool_):
         raise InputError(f"The {what} contains non-numeric values; every read count must be a number.")
     if arr.ndim != 2:
         raise InputError(f"The {what} must be two-dimensional (regions x samples), got {arr.ndim} dimension(s).")
@@ -389,35 +372,35 @@ def _check_ploidy(ploidy, n_samples: int) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------------
-# size factors and scaling factors
+# size factors and scaling factors of one chromosome block Y[r0:r0 + len(keep)]
 
 
-def _most_frequent_nonzero(Y, keep, c0: int, c1: int) -> float:
-    """Most frequent non-zero value of Y[keep, c0:c1] (ties: the smallest); NaN if there is none."""
-    cnt, lo, hi, whole = _nonzero_range(Y, keep, c0, c1)
+def _most_frequent_nonzero(Y, r0, keep, c0: int, c1: int) -> float:
+    """Most frequent non-zero value of the kept rows of columns c0:c1 (ties: the smallest); NaN if none."""
+    cnt, lo, hi, whole = _nonzero_range(Y, r0, keep, c0, c1)
     if cnt == 0:
         return math.nan
-    if whole and hi - lo < _COUNTING_RANGE:
-        return float(_whole_number_mode(Y, keep, c0, c1, lo, int(hi - lo) + 1))
-    vals = np.asarray(Y[:, c0:c1])[keep].ravel()
+    if whole and hi - lo < min(_COUNTING_RANGE, 4 * cnt + 1024):
+        return float(_whole_number_mode(Y, r0, keep, c0, c1, lo, int(hi - lo) + 1))
+    vals = Y[r0:r0 + keep.size, c0:c1][keep].ravel()
     uniq, counts = np.unique(vals[vals != 0], return_counts=True)
     return float(uniq[int(np.argmax(counts))])
 
 
-def _size_factors(Y, keep, n_keep, norm_type, size_factor, qu_size_factor) -> np.ndarray:
+def _size_factors(Y, r0, keep, n_keep, norm_type, size_factor, qu_size_factor) -> np.ndarray:
     if size_factor == "mean":
-        return _col_means(Y, keep, n_keep)
+        return _col_means(Y, r0, keep, n_keep)
     if size_factor == "median" or norm_type == "poisson":
-        return _col_order_stats(Y, keep, n_keep, 0.5, True)
+        return _col_order_stats(Y, r0, keep, n_keep, 0.5, True)
     if size_factor == "quant":
-        return _col_order_stats(Y, keep, n_keep, qu_size_factor, False)
+        return _col_order_stats(Y, r0, keep, n_keep, qu_size_factor, False)
     # mode
-    return np.array([_most_frequent_nonzero(Y, keep, k, k + 1) for k in range(Y.shape[1])])
+    return np.array([_most_frequent_nonzero(Y, r0, keep, k, k + 1) for k in range(Y.shape[1])])
 
 
-def _poisson_mode(Y, keep, n_keep, f) -> float:
-    """Mode of the variance-to-mean ratios of the kept rows of Y * f (R density, from 0 to their 95% quantile)."""
-    v = _variance_to_mean(Y, np.flatnonzero(keep), f)
+def _poisson_mode(Y, r0, keep, f) -> float:
+    """Mode of the variance-to-mean ratios of the kept rows scaled by f (R density, 0 to their 95% quantile)."""
+    v = _variance_to_mean(Y, r0 + np.flatnonzero(keep), f)
     v = v[~np.isnan(v)]
     if v.size < 2:
         return math.nan
@@ -425,20 +408,20 @@ def _poisson_mode(Y, keep, n_keep, f) -> float:
     return density_mode(v, 0.0, u, u * 100.0)
 
 
-def _block_factors(Y, silent, chrom, sample_idx, colsums, norm_type, size_factor, qu, qu_size_factor):
+def _block_factors(Y, r0, silent, chrom, sample_idx, colsums, norm_type, size_factor, qu, qu_size_factor):
     """Scaling factor per column of one chromosome block (cn.mops's per-chromosome step); (g,)."""
     keep = ~silent
     n_keep = int(np.count_nonzero(keep))
     g = Y.shape[1]
     if n_keep <= 1:
         warnings.warn(f"Chromosome {chrom}: not enough regions with reads (at most one) for normalization; "
-                      "its read counts are not normalized.", RuntimeWarning, stacklevel=4)
+                      "its read counts are not normalized.", RuntimeWarning, stacklevel=5)
         return np.ones(g)
-    sf = _size_factors(Y, keep, n_keep, norm_type, size_factor, qu_size_factor)
+    sf = _size_factors(Y, r0, keep, n_keep, norm_type, size_factor, qu_size_factor)
     if np.isnan(sf).any():
         warnings.warn(f"Chromosome {chrom}: some size factors could not be computed (a sample without non-zero "
                       "counts); the total read counts of the samples are used instead.",
-                      RuntimeWarning, stacklevel=4)
+                      RuntimeWarning, stacklevel=5)
         sf = colsums.copy()
     if (sf == 0).any():
         bad = [int(sample_idx[k]) + 1 for k in np.flatnonzero(sf == 0)]
@@ -446,21 +429,21 @@ def _block_factors(Y, silent, chrom, sample_idx, colsums, norm_type, size_factor
                          f"{chrom} (sizeFactor={size_factor!r}). Remove samples or regions without reads, or use "
                          "another sizeFactor.")
     if norm_type == "mean":
-        f = np.mean(sf) / sf
+        f = mean_correctly_rounded(sf, sf.size) / sf  # R: mean(sf) in long double
     elif norm_type == "median":
         f = r_median(sf) / sf
     elif norm_type == "quant":
         f = r_quantile(sf, qu) / sf
     elif norm_type == "mode":
-        f = _most_frequent_nonzero(Y, keep, 0, Y.shape[1]) / sf
+        f = _most_frequent_nonzero(Y, r0, keep, 0, g) / sf
     else:  # poisson
-        f = np.mean(sf) / sf
-        mode = _poisson_mode(Y, keep, n_keep, f)
+        f = mean_correctly_rounded(sf, sf.size) / sf  # R: mean(sf) in long double
+        mode = _poisson_mode(Y, r0, keep, f)
         if math.isfinite(mode):
             f = f / mode
     if not np.isfinite(f).all():
         warnings.warn(f"Chromosome {chrom}: normalization factors are not finite; its read counts are not "
-                      "normalized.", RuntimeWarning, stacklevel=4)
+                      "normalized.", RuntimeWarning, stacklevel=5)
         f = np.ones(g)
     return f
 
@@ -474,17 +457,16 @@ def _normalize_group(out, cols, blocks, colsums, norm_type, size_factor, qu, qu_
     all_cols = cols.size == out.shape[1]
     for chrom, rows in blocks:
         in_place = isinstance(rows, slice) and all_cols
-        if in_place:
-            Y = out[rows]
-        elif isinstance(rows, slice):
-            Y = np.asfortranarray(out[rows][:, cols])
+        if in_place:  # work on the output matrix itself
+            Y, r0, r1 = out, rows.start, rows.stop
         else:
-            Y = np.asfortranarray(out[np.ix_(rows, cols)])
-        silent, any_nonzero = _silent_rows(Y)
+            Y = np.asfortranarray(out[rows][:, cols] if isinstance(rows, slice) else out[np.ix_(rows, cols)])
+            r0, r1 = 0, Y.shape[0]
+        silent, any_nonzero = _silent_rows(Y, r0, r1)
         if not any_nonzero:
             continue
-        f = _block_factors(Y, silent, chrom, cols, colsums[cols], norm_type, size_factor, qu, qu_size_factor)
-        _scale_block(Y, f, silent)
+        f = _block_factors(Y, r0, silent, chrom, cols, colsums[cols], norm_type, size_factor, qu, qu_size_factor)
+        _scale_block(Y, r0, f, silent)
         if not in_place:
             if isinstance(rows, slice):
                 out[rows, cols] = Y

@@ -68,17 +68,18 @@ def quantile7_sorted(xs, n, p):
 
 
 @register_jitable
-def mean_correctly_rounded(v, n):
-    """The mean of v[0:n] rounded once (exact double-double sum), as R's long-double mean() gives it."""
-    hi = 0.0
-    lo = 0.0
-    for k in range(n):
-        t = hi + v[k]  # TwoSum(hi, v[k])
-        bp = t - hi
-        lo += (hi - (t - bp)) + (v[k] - bp)
-        hi = t
+def two_sum_add(hi, lo, v):
+    """Add v to the double-double (hi, lo) without rounding error (Knuth's TwoSum); returns (hi, lo)."""
+    t = hi + v
+    bp = t - hi
+    lo += (hi - (t - bp)) + (v - bp)
+    return t, lo
+
+
+@register_jitable
+def double_double_div(hi, lo, n):
+    """(hi + lo) / n rounded once to double (Dekker's exact product for the residual)."""
     q = hi / n
-    # residual (hi + lo) - q * n, with q * n split exactly (Dekker)
     split = 134217729.0 * q
     qh = split - (split - q)
     ql = q - qh
@@ -88,6 +89,16 @@ def mean_correctly_rounded(v, n):
     prod = q * n
     err = ((qh * nh - prod) + qh * nl + ql * nh) + ql * nl
     return q + (((hi - prod) - err) + lo) / n
+
+
+@register_jitable
+def mean_correctly_rounded(v, n):
+    """The mean of v[0:n] rounded once, which is what R's long-double ``mean()``/``colMeans()`` give."""
+    hi = 0.0
+    lo = 0.0
+    for k in range(n):
+        hi, lo = two_sum_add(hi, lo, v[k])
+    return double_double_div(hi, lo, float(n))
 
 
 def r_quantile(x: np.ndarray, p: float) -> float:

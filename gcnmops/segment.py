@@ -28,7 +28,8 @@ from numba.extending import register_jitable
 
 from .errors import InputError
 from .rstats import median_inplace, quantile7_sorted, select_kth
-from .tdist import APPROX_ERR, APPROX_MAX_T, APPROX_MIN_DOF, t_neglog_upper, t_tail_deviate_approx
+from .tdist import (APPROX1_ERR, APPROX1_MAX_T, APPROX1_MIN_DOF, APPROX2_ERR, APPROX2_MAX_T, APPROX2_MIN_DOF,
+                    approx_error_bound, log1p_fast, t_neglog_upper, t_tail_deviate_approx)
 
 log = logging.getLogger("gcnmops")
 
@@ -72,11 +73,6 @@ def window_t(S, Q, i, j, w, V):
 
 
 @register_jitable
-def _approx_ok(t, dof):
-    return dof >= APPROX_MIN_DOF and t <= APPROX_MAX_T
-
-
-@register_jitable
 def window_limit(i, m, max_int):
     """The largest window half-width j that fits around position i (j <= max_int, i-j-1 >= 0, i+j+1 < m)."""
     jl = max_int
@@ -87,36 +83,99 @@ def window_limit(i, m, max_int):
     return jl
 
 
+#: the screening approximation is not used where a window's sum of squares exceeds this multiple of its
+#: (prior-augmented) sum of squared deviations: there the cancellation in the latter would amplify the
+#: rounding differences between ``window_deviates`` and ``window_t`` beyond ~1e-10
+CANCELLATION_LIMIT = 1e5
+
+
 @register_jitable
-def window_deviates(S, Q, i, j0, nj, w, V, ybuf):
-    """ybuf[r] = approximate normal deviate of the tail of window j0 + r (r < nj), or -1 where the
-    approximation is not valid. Branch-free arithmetic only: the loop vectorizes on the CPU."""
+def window_constants(min_seg, nwin, w, jinv, jnn, jc):
+    """Per window half-width j = min_seg + r (r < nwin): jinv[r] = 1 / (j + 1), jnn[r] = nn = j + w - 1
+    and jc[r] = 1 / (nn (nn + 1)), the constants of ``window_deviates``."""
+    for r in range(nwin):
+        j = min_seg + r
+        nn = j + w - 1.0
+        jinv[r] = 1.0 / (j + 1.0)
+        jnn[r] = nn
+        jc[r] = 1.0 / (nn * (nn + 1.0))
+
+
+@register_jitable
+def window_deviates(S, Q, i, j0, nj, w, V, jinv, jnn, jc, ybuf, ebuf):
+    """For the windows j = j0 + r (r < nj) at position i: ybuf[r] = the approximate normal deviate
+    (``t_tail_deviate_approx``) of the tail, ebuf[r] = its error bound (``approx_error_bound``; inf where
+    the approximation is not valid and the exact tail must be used).
+
+    The same t and dof as ``window_t`` up to rounding: divisions by constants are replaced by products with
+    the tables of ``window_constants(j0, ...)`` (element r belongs to j = j0 + r), which changes t^2 by a
+    relative 1e-9 at most (CANCELLATION_LIMIT), far below the error bounds. Branch-free arithmetic only:
+    the loop vectorizes on the CPU (keep the tables 1-D: a 2-D table makes it three times slower).
+    """
+    wv = w * V
+    lim = CANCELLATION_LIMIT
+    t1 = APPROX1_MAX_T * APPROX1_MAX_T
+    t2 = APPROX2_MAX_T * APPROX2_MAX_T
     for r in range(nj):
-        t, dof = window_t(S, Q, i, j0 + r, w, V)
-        y = t_tail_deviate_approx(t, dof)
-        ybuf[r] = y if _approx_ok(t, dof) else -1.0
+        j = j0 + r
+        n1 = j + 1.0
+        # unsigned indices (never negative here) spare numba's wraparound select: contiguous vector loads
+        lo = np.uint64(i - j - 1)
+        hi = np.uint64(i + j + 1)
+        inv1 = jinv[r]
+        ml = (S[i] - S[lo]) * inv1
+        mr = (S[hi] - S[i]) * inv1
+        ql = Q[i] - Q[lo]
+        qr = Q[hi] - Q[i]
+        vl = (ql - n1 * (ml * ml)) + wv
+        vr = (qr - n1 * (mr * mr)) + wv
+        nn = jnn[r]
+        c = jc[r]
+        a = vl * c
+        b = vr * c
+        ab = a + b
+        a2b2 = a * a + b * b
+        dd = ml - mr
+        dd2 = dd * dd
+        den = ab + T_VAR_EPS
+        # t^2 / dof and dof of window_t
+        rr = (dd2 * a2b2) / (den * nn * (ab * ab))
+        dof = nn * (ab * ab) / a2b2
+        # Hill's deviate (t_tail_deviate_approx) with its two divisions merged
+        ah = dof - 0.5
+        bh = 48.0 * ah * ah
+        y = ah * log1p_fast(rr)
+        dn = 0.8 * y * y + 100.0 + bh
+        num = (((-0.4 * y - 3.3) * y - 24.0) * y - 85.5) + (y + 3.0) * dn
+        yd = (num / (dn * bh) + 1.0) * math.sqrt(y)
+        ok = (ql <= lim * vl) & (qr <= lim * vr) & (yd == yd)
+        e = APPROX2_ERR if ((dof >= APPROX2_MIN_DOF) & (dd2 <= t2 * den)) else math.inf
+        e = APPROX1_ERR if ((dof >= APPROX1_MIN_DOF) & (dd2 <= t1 * den)) else e
+        ybuf[r] = yd
+        ebuf[r] = e if ok else math.inf
 
 
 @register_jitable
-def position_stat(S, Q, i, m, min_seg, delta, max_int, w, V, ybuf, qbuf):
+def position_stat(S, Q, i, m, min_seg, delta, max_int, w, V, ybuf, ebuf, qbuf):
     """p_i of a candidate position i (0-based; breakpoint between i and i+1) of a vector of length m.
 
     The windows grow from j = min_seg while fewer than ``delta``+1 consecutive tail values failed to
     increase, j <= max_int and both windows fit; p_i is the largest q = -log P(T_dof > t) seen.
 
-    q is evaluated exactly (``t_neglog_upper``) only where it decides something: the approximate normal
-    deviate (``t_tail_deviate_approx``, error < APPROX_ERR) orders two values that differ by more than
-    2 * APPROX_ERR; closer pairs, the maximum and values outside the approximation's validity region use
-    the exact tail. ``ybuf``, ``qbuf``: scratch of length >= max_int - min_seg + 1.
+    q is evaluated exactly (``t_neglog_upper``) only where it decides something: approximate normal
+    deviates (``t_tail_deviate_approx``) order two tail values that differ by more than the sum of their
+    error bounds; closer pairs, the candidates for the maximum and windows outside the approximation's
+    validity use the exact tail. ``ybuf``, ``ebuf``, ``qbuf``: scratch of length >= max_int - min_seg + 1.
     The result equals ``position_stat_plain`` (every q exact).
     """
-    margin = 2.0 * APPROX_ERR
     j = min_seg
     d = 0
     k = 0
     while d <= delta and j <= max_int and i + j + 1 < m and i - j - 1 >= 0:
         t, dof = window_t(S, Q, i, j, w, V)
-        if _approx_ok(t, dof):
+        e = approx_error_bound(t, dof)
+        ebuf[k] = e
+        if e < math.inf:
             ybuf[k] = t_tail_deviate_approx(t, dof)
             qbuf[k] = math.nan
         else:
@@ -124,7 +183,7 @@ def position_stat(S, Q, i, m, min_seg, delta, max_int, w, V, ybuf, qbuf):
             qbuf[k] = t_neglog_upper(t, dof)
         if k == 0:
             up = True  # q >= log 2 > 0 = the initial "previous" value
-        elif not math.isnan(ybuf[k]) and not math.isnan(ybuf[k - 1]) and abs(ybuf[k] - ybuf[k - 1]) > margin:
+        elif abs(ybuf[k] - ybuf[k - 1]) > ebuf[k] + ebuf[k - 1]:  # False for NaN / inf: exact below
             up = ybuf[k] > ybuf[k - 1]
         else:
             if math.isnan(qbuf[k]):
@@ -139,63 +198,64 @@ def position_stat(S, Q, i, m, min_seg, delta, max_int, w, V, ybuf, qbuf):
             d += 1
         j += 1
         k += 1
-    # the maximum: exact values where known, and the exact value of every approximation near the top
-    ymax = -math.inf
+    # the maximum: exact values where known, and the exact value of every approximation that may be it
+    low = -math.inf
     for r in range(k):
-        if not math.isnan(ybuf[r]) and ybuf[r] > ymax:
-            ymax = ybuf[r]
+        if ebuf[r] < math.inf and ybuf[r] - ebuf[r] > low:
+            low = ybuf[r] - ebuf[r]
     best = 0.0
     for r in range(k):
-        if math.isnan(qbuf[r]) and ybuf[r] >= ymax - margin:
+        if ebuf[r] < math.inf and math.isnan(qbuf[r]) and ybuf[r] + ebuf[r] >= low:
             tr, dofr = window_t(S, Q, i, min_seg + r, w, V)
             qbuf[r] = t_neglog_upper(tr, dofr)
-        if not math.isnan(qbuf[r]) and qbuf[r] > best:
+        if qbuf[r] > best:
             best = qbuf[r]
     return best
 
 
 @register_jitable
-def position_scan(S, Q, i, m, min_seg, delta, max_int, w, V, ybuf, qbuf):
-    """Screen candidate position i: returns (value, jbest, exact).
+def position_scan(S, Q, i, m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf, ebuf, qbuf):
+    """Screen candidate position i: returns (value, jbest, err, exact).
 
     exact == True: value is p_i itself (``position_stat``). exact == False: the windows' tail values are
-    ordered unambiguously by their approximations, value is the approximate normal deviate of the
-    largest (within APPROX_ERR of the exact deviate of p_i) and p_i is the exact tail of window jbest.
+    ordered unambiguously by their approximations; value is the approximate normal deviate of the largest,
+    within ``err`` of the exact deviate of p_i, and p_i is the exact tail of window jbest.
     The common case evaluates no exact tail at all.
     """
-    margin = 2.0 * APPROX_ERR
     nj = window_limit(i, m, max_int) - min_seg + 1
-    window_deviates(S, Q, i, min_seg, nj, w, V, ybuf)
-    d = 0
-    ymax = -math.inf
-    y2 = -math.inf
-    rb = 0
-    simple = True
+    window_deviates(S, Q, i, min_seg, nj, w, V, jinv, jnn, jc, ybuf, ebuf)
+    emax = 0.0
     for r in range(nj):
-        y = ybuf[r]
-        if y < 0.0:
-            simple = False
-            break
-        if r > 0:
-            diff = y - ybuf[r - 1]
-            if abs(diff) <= margin:
-                simple = False
+        emax = max(emax, ebuf[r])
+    if emax < math.inf:
+        margin = 2.0 * emax
+        d = 0
+        ymax = -math.inf
+        y2 = -math.inf
+        rb = 0
+        simple = True
+        for r in range(nj):
+            y = ybuf[r]
+            if r > 0:
+                diff = y - ybuf[r - 1]
+                if abs(diff) <= margin:
+                    simple = False
+                    break
+                if diff > 0.0:
+                    d = 0
+                else:
+                    d += 1
+            if y > ymax:
+                y2 = ymax
+                ymax = y
+                rb = r
+            elif y > y2:
+                y2 = y
+            if d > delta:
                 break
-            if diff > 0.0:
-                d = 0
-            else:
-                d += 1
-        if y > ymax:
-            y2 = ymax
-            ymax = y
-            rb = r
-        elif y > y2:
-            y2 = y
-        if d > delta:
-            break
-    if simple and y2 < ymax - margin:
-        return ymax, min_seg + rb, False
-    return position_stat(S, Q, i, m, min_seg, delta, max_int, w, V, ybuf, qbuf), min_seg, True
+        if simple and y2 < ymax - margin:
+            return ymax, min_seg + rb, ebuf[rb], False
+    return position_stat(S, Q, i, m, min_seg, delta, max_int, w, V, ybuf, ebuf, qbuf), min_seg, 0.0, True
 
 
 @register_jitable
@@ -230,7 +290,7 @@ def position_stat_plain(S, Q, i, m, min_seg, delta, max_int, w, V):
 # per-vector CPU stages
 # ---------------------------------------------------------------------------------------------------------
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _clean(x):
     """In place: +Inf -> max finite, -Inf -> min finite, NaN -> 0. Returns (had_inf, had_nan)."""
     n = x.shape[0]
@@ -261,7 +321,7 @@ def _clean(x):
     return had_inf, had_nan
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _quantile7_select(buf, n, p):
     """R's quantile(buf[0:n], p, type=7); reorders ``buf`` (selection instead of a full sort)."""
     if n == 0:
@@ -280,7 +340,7 @@ def _quantile7_select(buf, n, p):
     return quantile7_sorted(buf, n, p)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _r_mean(x, s, e):
     """R's mean of x[s:e] (accumulation in extended precision, then one correction pass)."""
     n = e - s
@@ -303,7 +363,7 @@ def _r_mean(x, s, e):
     return mu + c / n
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _sd(x):
     """R's sd(x) (n - 1 denominator); NaN for fewer than two values."""
     n = x.shape[0]
@@ -317,7 +377,7 @@ def _sd(x):
     return math.sqrt(acc / (n - 1))
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _welford_var(x):
     """Sample variance of x by Welford's running update, floored at VAR_FLOOR."""
     mean = 0.0
@@ -333,7 +393,7 @@ def _welford_var(x):
     return v
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _median_of(x, s, e, buf):
     n = e - s
     for r in range(n):
@@ -341,14 +401,15 @@ def _median_of(x, s, e, buf):
     return median_inplace(buf, n)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _final_ends(x, alpha, t_hi, t_lo, default_t, no_merge, min_seg, eps, eps_given, delta, max_int, w,
-                reference, flags, scratch, code, ybuf, qbuf):
+                reference, flags, scratch, code, jinv, jnn, jc, ybuf, ebuf, qbuf):
     """Segment one clean vector x: flags[i] = 1 where a final segment ends at i (0-based). Returns the count.
 
-    ``scratch``: float64 work space of length >= 5 * len(x); ``code``: int64 work space of length len(x);
-    ``ybuf``, ``qbuf``: float64 of length >= max_int - min_seg + 1. ``reference``: evaluate every tail
-    exactly (``position_stat_plain``; slow, for verification).
+    ``scratch``: float64 work space of length >= 6 * len(x); ``code``: int64 work space of length len(x);
+    ``ybuf``, ``ebuf``, ``qbuf``: float64 of length >= max_int - min_seg + 1; ``jinv``, ``jnn``, ``jc``
+    from ``window_constants``. ``reference``: evaluate every tail exactly (``position_stat_plain``; slow,
+    for verification).
     """
     m = x.shape[0]
     for i in range(m):
@@ -360,6 +421,7 @@ def _final_ends(x, alpha, t_hi, t_lo, default_t, no_merge, min_seg, eps, eps_giv
     p = scratch[2 * m:3 * m]
     work = scratch[3 * m:4 * m]
     yv = scratch[4 * m:5 * m]
+    ev = scratch[5 * m:6 * m]
     # eps: the 0.75 quantile of |diff(x)| unless given
     if not eps_given:
         for i in range(m - 1):
@@ -378,7 +440,7 @@ def _final_ends(x, alpha, t_hi, t_lo, default_t, no_merge, min_seg, eps, eps_giv
         S[i] = acc_s
         Q[i] = acc_q
     # the statistic, screening: code[i] = 0 (no candidate), -1 (p[i] exact), or the best window j
-    # (p_i = the exact tail of window j, yv[i] = its approximate normal deviate)
+    # (p_i = the exact tail of window j, yv[i] = its approximate normal deviate, within ev[i])
     for i in range(m):
         p[i] = 0.0
         code[i] = 0
@@ -387,12 +449,14 @@ def _final_ends(x, alpha, t_hi, t_lo, default_t, no_merge, min_seg, eps, eps_giv
                 p[i] = position_stat_plain(S, Q, i, m, min_seg, delta, max_int, w, V)
                 code[i] = -1
                 continue
-            val, jb, exact = position_scan(S, Q, i, m, min_seg, delta, max_int, w, V, ybuf, qbuf)
+            val, jb, err, exact = position_scan(S, Q, i, m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf,
+                                                ebuf, qbuf)
             if exact:
                 p[i] = val
                 code[i] = -1
             else:
                 yv[i] = val
+                ev[i] = err
                 code[i] = jb
     # exact tails only where they can matter: with alpha < 1 a lower bound B of the order statistic under
     # the threshold (in deviate units) excludes positions whose p_i is surely below it (they cannot be
@@ -403,16 +467,16 @@ def _final_ends(x, alpha, t_hi, t_lo, default_t, no_merge, min_seg, eps, eps_giv
         for i in range(m):
             low = -math.inf
             if code[i] > 0:
-                low = yv[i] - APPROX_ERR
+                low = yv[i] - ev[i]
                 if h > 0 and i - h > 0 and i + h < m:
                     for r in range(i - h, i + h + 1):
-                        if r != i and code[r] != 0 and (code[r] < 0 or yv[r] + APPROX_ERR > low):
+                        if r != i and code[r] != 0 and (code[r] < 0 or yv[r] + ev[r] > low):
                             low = -math.inf
                             break
             work[i] = low
         lower = select_kth(work, m, int(math.floor((m - 1) * (1.0 - alpha))))
     for i in range(m):
-        if code[i] > 0 and yv[i] + APPROX_ERR >= lower:
+        if code[i] > 0 and yv[i] + ev[i] >= lower:
             p[i] = exact_tail(S, Q, i, code[i], w, V)
     # local maxima (S and Q are free from here on)
     stat = S
@@ -487,7 +551,7 @@ def _final_ends(x, alpha, t_hi, t_lo, default_t, no_merge, min_seg, eps, eps_giv
     return count
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _close_run(flags, s, e, min_seg):
     """Mark the boundaries of a kept run x[s..e] (0-based, inclusive) if it is at least min_seg long."""
     if e - s + 1 >= min_seg:
@@ -496,7 +560,7 @@ def _close_run(flags, s, e, min_seg):
         flags[e] = 1
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, error_model="numpy")
 def _segment_all(values, firsts, ends, alpha, t_hi, t_lo, default_t, no_merge, min_seg, eps, eps_given,
                  delta, max_int, w, reference, flags, counts, dirty):
     """Phase 1: final segment ends of every (block, sample) vector into ``flags`` (m, N) int8."""
@@ -514,15 +578,21 @@ def _segment_all(values, firsts, ends, alpha, t_hi, t_lo, default_t, no_merge, m
         x = values[f:e, s].copy()
         had_inf, had_nan = _clean(x)
         dirty[task] = (1 if had_inf else 0) + (2 if had_nan else 0)
-        scratch = np.empty(5 * m)
+        scratch = np.empty(6 * m)
         code = np.empty(m, dtype=np.int64)
         ybuf = np.empty(nwin)
+        ebuf = np.empty(nwin)
         qbuf = np.empty(nwin)
+        jinv = np.empty(nwin)
+        jnn = np.empty(nwin)
+        jc = np.empty(nwin)
+        window_constants(min_seg, nwin, w, jinv, jnn, jc)
         counts[task] = _final_ends(x, alpha, t_hi, t_lo, default_t, no_merge, min_seg, eps, eps_given, delta,
-                                   max_int, w, reference, flags[f:e, s], scratch, code, ybuf, qbuf)
+                                   max_int, w, reference, flags[f:e, s], scratch, code, jinv, jnn, jc, ybuf,
+                                   ebuf, qbuf)
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, error_model="numpy")
 def _fill_segments(values, firsts, ends, flags, offsets, dirty, out_start, out_end, out_mean, out_median):
     """Phase 2: start, end (1-based, block-relative), mean and median of every final segment."""
     nb = firsts.shape[0]

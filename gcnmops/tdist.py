@@ -137,19 +137,33 @@ def t_neglog_upper(t, dof):
 
 
 # --- a cheap approximation for ordering tail values -------------------------------------------------------
-#: the approximation below is only valid where dof >= APPROX_MIN_DOF and t <= APPROX_MAX_T ...
-APPROX_MIN_DOF = 30.0
-APPROX_MAX_T = 10.0
-#: ... where its absolute error in normal-deviate units is below this bound (measured maximum 2e-8 over
-#: dof in [30, 1e6], t in [0, 10]: a safety factor of 100; see tests/test_segment.py)
-APPROX_ERR = 2e-6
+#: ``t_tail_deviate_approx`` is used in two validity regions, each with a bound on its absolute error in
+#: normal-deviate units: dof >= 30 and t <= 10 (measured maximum 2e-8 over dof up to 1e6) ...
+APPROX1_MIN_DOF = 30.0
+APPROX1_MAX_T = 10.0
+APPROX1_ERR = 2e-6
+#: ... and dof >= 50, t <= 25 (measured maximum 1.5e-6); both bounds carry a safety factor of 100
+#: (tests/test_segment.py re-measures them)
+APPROX2_MIN_DOF = 50.0
+APPROX2_MAX_T = 25.0
+APPROX2_ERR = 1.5e-4
+
+
+@register_jitable
+def approx_error_bound(t, dof):
+    """The error bound of ``t_tail_deviate_approx(t, dof)``, or inf outside its validity regions."""
+    if dof >= APPROX1_MIN_DOF and abs(t) <= APPROX1_MAX_T:
+        return APPROX1_ERR
+    if dof >= APPROX2_MIN_DOF and abs(t) <= APPROX2_MAX_T:
+        return APPROX2_ERR
+    return math.inf
 
 
 @register_jitable
 def log1p_fast(r):
-    """log(1 + r) for 0 <= r <= 3.5 to ~1e-14 relative, branch-free (vectorizes; no libm call).
+    """log(1 + r) for 0 <= r < 23 to ~1e-14 relative, branch-free (vectorizes; no libm call).
 
-    1 + r = c * (1 + s) / (1 - s) with c in {1, 2, 4}, |s| <= 0.2, and log((1+s)/(1-s)) = 2 atanh(s).
+    1 + r = c * (1 + s) / (1 - s) with c in {1, 2, 4, 8, 16}, |s| <= 0.2, and log((1+s)/(1-s)) = 2 atanh(s).
     """
     c = 1.0
     lc = 0.0
@@ -159,6 +173,12 @@ def log1p_fast(r):
     if r >= 2.0:
         c = 4.0
         lc = 2.0 * LN2
+    if r >= 5.0:
+        c = 8.0
+        lc = 3.0 * LN2
+    if r >= 11.0:
+        c = 16.0
+        lc = 4.0 * LN2
     s = (r + (1.0 - c)) / (r + (1.0 + c))
     s2 = s * s
     poly = (1.0 / 3.0 + s2 * (1.0 / 5.0 + s2 * (1.0 / 7.0 + s2 * (1.0 / 9.0 + s2 * (
@@ -170,10 +190,10 @@ def log1p_fast(r):
 def t_tail_deviate_approx(t, dof):
     """Approximate normal deviate y with P(Z > y) = P(T_dof > |t|) (Hill 1970, CACM algorithm 395).
 
-    Valid for dof >= APPROX_MIN_DOF and |t| <= APPROX_MAX_T with absolute error < APPROX_ERR; no libm
-    calls besides sqrt, so loops over it vectorize. -log P(T_dof > t) is a strictly increasing function of
-    the exact deviate, so two tail values can be ordered by comparing approximations that differ by more
-    than 2 * APPROX_ERR; closer pairs need the exact ``t_neglog_upper``.
+    Absolute error below ``approx_error_bound(t, dof)``; no libm calls besides sqrt, so loops over it
+    vectorize. -log P(T_dof > t) is a strictly increasing function of the exact deviate, so two tail values
+    can be ordered by approximations that differ by more than the sum of their error bounds; closer pairs
+    need the exact ``t_neglog_upper``.
     """
     a = dof - 0.5
     b = 48.0 * a * a

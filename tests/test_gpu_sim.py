@@ -50,7 +50,10 @@ CHILD = textwrap.dedent(r'''
 
     cases = {
         # name: (folds, keep_post, kwargs)
-        "unroll_local_post": (inp["folds9"], True, dict(chunk_rows=37, config=KernelConfig(threads_per_block=16))),
+        "unroll_local_post": (inp["folds9"], True, dict(chunk_rows=37, config=KernelConfig(
+            threads_per_block=16, shared_p="no"))),
+        "shared_posteriors": (inp["folds9"], True, dict(chunk_rows=50, config=KernelConfig(
+            threads_per_block=16, shared_p="yes"))),
         "rolled_global": (inp["folds9"], False, dict(chunk_rows=64, config=KernelConfig(
             threads_per_block=32, variant="rolled", work="global"))),
         "five_classes_one_chunk": (inp["folds5"], True, dict(config=KernelConfig(threads_per_block=64))),
@@ -77,7 +80,7 @@ CHILD = textwrap.dedent(r'''
         if keep_post:
             arrays["post"] = res.post
         np.savez(f"{work}/{name}.npz", **arrays)
-        meta[name] = dict(rows=stats["rows_per_chunk"], n_chunks=stats["n_chunks"],
+        meta[name] = dict(shared_tpb=stats["shared_tpb"], rows=stats["rows_per_chunk"], n_chunks=stats["n_chunks"],
                           chunks={str(k): v for k, v in stats["chunks"].items()},
                           variant=stats["variant"], local_work=stats["local_work"], backend=stats["backend"])
     json.dump(meta, open(f"{work}/meta.json", "w"))
@@ -131,6 +134,7 @@ def _assert_same(got, ref, keep_post):
 
 @pytest.mark.parametrize("name,folds,keep_post", [
     ("unroll_local_post", FOLDS9, True),
+    ("shared_posteriors", FOLDS9, True),
     ("rolled_global", FOLDS9, False),
     ("five_classes_one_chunk", FOLDS5, True),
     ("two_devices", FOLDS9, False),
@@ -153,6 +157,7 @@ def test_simulated_chunking_and_order(sim_run):
     assert tiny["variant"] == "unroll" and tiny["local_work"] == x.shape[1]
     assert meta["rolled_global"]["variant"] == "rolled" and meta["rolled_global"]["local_work"] == 0
     assert meta["five_classes_one_chunk"]["n_chunks"] == 1
+    assert meta["shared_posteriors"]["shared_tpb"] == 16 and meta["unroll_local_post"]["shared_tpb"] == 0
     # two host threads pulled disjoint chunks that together cover every row once
     two = meta["two_devices"]
     pulled = sorted(tuple(c) for cs in two["chunks"].values() for c in cs)
