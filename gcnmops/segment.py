@@ -226,34 +226,31 @@ def position_scan(S, Q, i, m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf
     window_deviates(S, Q, i, min_seg, nj, w, V, jinv, jnn, jc, ybuf, ebuf)
     emax = 0.0
     for r in range(nj):
-        emax = max(emax, ebuf[r])
+        e = ebuf[r]
+        emax = e if e > emax else emax
     if emax < math.inf:
+        # the window loop of position_stat_plain on the approximations, written with selects (the data-
+        # dependent branches mispredict); any pair closer than the bounds allow sends us to position_stat
         margin = 2.0 * emax
         d = 0
         ymax = -math.inf
         y2 = -math.inf
+        yprev = -math.inf
         rb = 0
-        simple = True
+        tie = False
         for r in range(nj):
             y = ybuf[r]
-            if r > 0:
-                diff = y - ybuf[r - 1]
-                if abs(diff) <= margin:
-                    simple = False
-                    break
-                if diff > 0.0:
-                    d = 0
-                else:
-                    d += 1
-            if y > ymax:
-                y2 = ymax
-                ymax = y
-                rb = r
-            elif y > y2:
-                y2 = y
+            diff = y - yprev
+            tie = tie | (abs(diff) <= margin)
+            d = 0 if diff > 0.0 else d + 1
+            big = y > ymax
+            y2 = ymax if big else (y if y > y2 else y2)
+            rb = r if big else rb
+            ymax = y if big else ymax
+            yprev = y
             if d > delta:
                 break
-        if simple and y2 < ymax - margin:
+        if not tie and y2 < ymax - margin:
             return ymax, min_seg + rb, ebuf[rb], False
     return position_stat(S, Q, i, m, min_seg, delta, max_int, w, V, ybuf, ebuf, qbuf), min_seg, 0.0, True
 

@@ -17,12 +17,12 @@ def python_fit(x: np.ndarray, cov: np.ndarray, spec: ModelSpec, keep_post: bool)
     m, n_samples = x.shape
     n = spec.folds.size
     out = ModelOutput.allocate(m, n, n_samples, keep_post)
-    scratch = [np.empty(max(n, n_samples))] + [np.empty(n) for _ in range(3)] + [np.empty((n, n_samples))]
+    scratch = [np.empty(max(n, n_samples))] + [np.empty(n) for _ in range(4)] + [np.empty((n, n_samples))]
     for r in range(m):
         post = out.post[r] if keep_post else np.empty((1, 1))
         out.ini[r] = fit_region(x[r], cov, spec.folds, spec.log2_folds, spec.alpha_init,
                                 spec.alpha_prior, spec.prior_sum, spec.cyc, spec.min_read_count, spec.main_idx,
-                                keep_post, *scratch, out.lam[r], out.alpha[r], out.sini[r], out.cn[r], post)
+                                keep_post, True, *scratch, out.lam[r], out.alpha[r], out.sini[r], out.cn[r], post)
     return out
 
 

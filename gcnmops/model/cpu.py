@@ -22,12 +22,13 @@ def _fit_all(x, cov, folds, log2_folds, alpha_init, alpha_prior, prior_sum, cyc,
         a_s = np.empty(n)
         l_s = np.empty(n)
         ll_s = np.empty(n)
+        acc = np.empty(n)
         p = np.empty((n, N))
         for r in range(b * BLOCK, min(m, (b + 1) * BLOCK)):
             post_r = post[r] if keep_post else post[0]
             ini[r] = fit_region(
                 x[r], cov, folds, log2_folds, alpha_init, alpha_prior, prior_sum, cyc, min_read_count,
-                main_idx, keep_post, work, a_s, l_s, ll_s, p, lam[r], alpha[r], sini[r], cn[r], post_r,
+                main_idx, keep_post, True, work, a_s, l_s, ll_s, acc, p, lam[r], alpha[r], sini[r], cn[r], post_r,
             )
 
 

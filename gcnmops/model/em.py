@@ -71,18 +71,44 @@ def posterior_column(xk, ck, g, alpha, lam, log_lam, p, k):
 
 
 @register_jitable
+def last_estep_outputs(p, c, log2_folds, keep_post, sini_out, cn_out, post_out, k):
+    """From column c of the posteriors ``p`` (sample k of the last E-step): sINI_k, the label (first class
+    of maximal posterior) and the posterior column; returns sum_i |log2 I_i| p_ik (for INI)."""
+    n = log2_folds.shape[0]
+    sini = 0.0
+    gain = 0.0
+    best = p[0, c]
+    arg = 0
+    for i in range(n):
+        pik = p[i, c]
+        sini += log2_folds[i] * pik
+        gain += abs(log2_folds[i]) * pik
+        if pik > best:
+            best = pik
+            arg = i
+        if keep_post:
+            post_out[i, k] = pik
+    sini_out[k] = sini
+    cn_out[k] = arg
+    return gain
+
+
+@register_jitable
 def fit_region(
     x, cov, folds, log2_folds, alpha_init, alpha_prior, prior_sum, cyc, min_read_count, main_idx,
-    keep_post, work, alpha, lam, log_lam, p, lam_out, alpha_out, sini_out, cn_out, post_out,
+    keep_post, exact_order, work, alpha, lam, log_lam, acc, p, lam_out, alpha_out, sini_out, cn_out, post_out,
 ):
     """cn.mops's model of one region; returns INI and writes the other outputs.
 
     Inputs: ``x`` (N) counts, ``cov`` (N) coverages, ``folds`` and ``log2_folds`` (n),
     ``alpha_init``/``alpha_prior`` (n), ``prior_sum`` = sum(alpha_prior).
-    Scratch: ``work`` (>= N), ``alpha``, ``lam``, ``log_lam`` (n each), ``p`` (n, N) posteriors.
+    Scratch: ``work`` (>= N), ``alpha``, ``lam``, ``log_lam``, ``acc`` (n each) and the posteriors ``p``:
+    (n, N) with ``exact_order`` — every sum then runs in cn.mops's order and, with R's lgamma, the
+    results are bit-identical to cn.mops's — or (n, 1) without: the E- and M-steps stream over the
+    samples and no posterior is kept between them (sums in another order: ~1e-16 relative apart).
     Outputs: ``lam_out``, ``alpha_out`` (n) after the last M-step; from the last E-step ``sini_out`` (N)
     sum_i log2(I_i) p_ik, ``cn_out`` (N) first class of maximal posterior, ``post_out`` (n, N) if
-    ``keep_post``. Every sum runs in cn.mops's order, and lgamma is R's, so results are bit-identical.
+    ``keep_post``.
     """
     N = x.shape[0]
     n = folds.shape[0]
@@ -93,6 +119,7 @@ def fit_region(
     for k in range(N):
         work[k] = x[k] / cov[k]
         total += x[k]
+    total = (total / N) * N  # cn.mops works with the mean count
     scale = median_inplace(work, N)
     if scale < SCALE_FLOOR:
         m = 0.0
@@ -103,41 +130,34 @@ def fit_region(
         alpha[i] = alpha_init[i]
         lam[i] = scale * folds[i] * folds[i]
 
+    ini = 0.0
     for c in range(cyc):
+        last = c == cyc - 1
         for i in range(n):
             log_lam[i] = math.log(lam[i])
-        for k in range(N):
-            posterior_column(x[k], cov[k], lgamma_r(x[k] + 1.0), alpha, lam, log_lam, p, k)
+            acc[i] = 0.0
         t = 0.0
-        for i in range(n):
-            for k in range(N):
-                t += folds[i] * p[i, k] * cov[k]
+        for k in range(N):
+            col = k if exact_order else 0
+            posterior_column(x[k], cov[k], lgamma_r(x[k] + 1.0), alpha, lam, log_lam, p, col)
+            for i in range(n):
+                acc[i] += p[i, col]
+            if not exact_order:
+                for i in range(n):
+                    t += folds[i] * p[i, 0] * cov[k]
+                if last:
+                    work[k] = last_estep_outputs(p, 0, log2_folds, keep_post, sini_out, cn_out, post_out, k)
+        if exact_order:
+            for i in range(n):
+                for k in range(N):
+                    t += folds[i] * p[i, k] * cov[k]
         ratio = total / t
         for i in range(n):
-            acc = 0.0
-            for k in range(N):
-                acc += p[i, k]
             lam[i] = ratio * folds[i]
-            alpha[i] = (alpha_prior[i] + acc / N) / (1.0 + prior_sum)
-
-    # outputs of the last E-step (p still holds it)
-    for k in range(N):
-        sini = 0.0
-        gain = 0.0
-        best = p[0, k]
-        arg = 0
-        for i in range(n):
-            pik = p[i, k]
-            sini += log2_folds[i] * pik
-            gain += abs(log2_folds[i]) * pik
-            if pik > best:
-                best = pik
-                arg = i
-            if keep_post:
-                post_out[i, k] = pik
-        sini_out[k] = sini
-        cn_out[k] = arg
-        work[k] = gain
+            alpha[i] = (alpha_prior[i] + acc[i] / N) / (1.0 + prior_sum)
+    if exact_order:
+        for k in range(N):
+            work[k] = last_estep_outputs(p, k, log2_folds, keep_post, sini_out, cn_out, post_out, k)
     for i in range(n):
         lam_out[i] = lam[i]
         alpha_out[i] = alpha[i]
