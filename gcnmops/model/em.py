@@ -18,6 +18,8 @@ from ..rstats import mean_correctly_rounded, median_inplace
 
 #: floor of an unnormalized class likelihood (cn.mops applies it before normalizing)
 LIKELIHOOD_FLOOR = 1e-100
+#: exponents below this give alpha * exp(e) < LIKELIHOOD_FLOOR for any alpha <= 1: the exp is skipped
+EXP_CUTOFF = -236.0
 #: initial scale below which the median is replaced by the mean (at least 1)
 SCALE_FLOOR = 1e-10
 
@@ -60,9 +62,12 @@ def posterior_column(xk, ck, g, alpha, lam, log_lam, p, k):
     s = 0.0
     for i in range(n):
         lc = log_lam[i] if ck == 1.0 else math.log(ck * lam[i])
-        a = alpha[i] * math.exp(xk * lc - g - ck * lam[i])
-        if a < LIKELIHOOD_FLOOR:
-            a = LIKELIHOOD_FLOOR
+        e = xk * lc - g - ck * lam[i]
+        a = LIKELIHOOD_FLOOR
+        if e > EXP_CUTOFF:
+            a = alpha[i] * math.exp(e)
+            if a < LIKELIHOOD_FLOOR:
+                a = LIKELIHOOD_FLOOR
         p[i, k] = a
     for i in range(n):
         s += p[i, k]
@@ -129,6 +134,8 @@ def fit_region(
     for i in range(n):
         alpha[i] = alpha_init[i]
         lam[i] = scale * folds[i] * folds[i]
+    for k in range(N):  # work now holds lgamma(x_k + 1), R's
+        work[k] = lgamma_r(x[k] + 1.0)
 
     ini = 0.0
     for c in range(cyc):
@@ -139,7 +146,7 @@ def fit_region(
         t = 0.0
         for k in range(N):
             col = k if exact_order else 0
-            posterior_column(x[k], cov[k], lgamma_r(x[k] + 1.0), alpha, lam, log_lam, p, col)
+            posterior_column(x[k], cov[k], work[k], alpha, lam, log_lam, p, col)
             for i in range(n):
                 acc[i] += p[i, col]
             if not exact_order:
