@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from numba import njit
 
 from .data import chromosome_blocks
 from .errors import InputError
 from .model import fit
 from .model.spec import ModelSpec
 from .result import CNVDetectionResult
+from .rstats import double_double_div, two_sum_add
 
 NO_CNVR_MESSAGE = "No CNV regions in result object. Rerun cn.mops with different parameters!"
 
@@ -64,35 +66,74 @@ def _threshold_fallback(cn, stat, p, classes, mi):
     return cn
 
 
-def _segment_means(result: CNVDetectionResult, segs: pd.DataFrame) -> np.ndarray:
-    """(k, N) order F: per-sample mean of normalizedData over each segment's overlapping regions,
-    dropping the first and last region when there are 3 or more."""
-    x = result.normalized_data
-    gr = result.gr
-    out = np.empty((len(segs), x.shape[1]), order="F")
-    blocks = {name: (b, e) for name, b, e in chromosome_blocks(gr["seqnames"].to_numpy(dtype=object))}
-    starts = gr["start"].to_numpy()
-    ends = gr["end"].to_numpy()
-    for j, (chrom, s, e) in enumerate(zip(segs["seqnames"], segs["start"], segs["end"])):
-        b0, b1 = blocks[str(chrom)]
-        rows = b0 + np.flatnonzero((starts[b0:b1] <= e) & (ends[b0:b1] >= s))
-        if rows.size >= 3:
-            rows = rows[1:-1]
-        out[j] = x[rows].mean(axis=0)
+@njit(cache=True)
+def _range_means(x, lo, hi):
+    """(k, N) order F: column means of rows lo[j]:hi[j] of x, each rounded once as R's colMeans."""
+    k = lo.shape[0]
+    n = x.shape[1]
+    out = np.empty((n, k)).T
+    for j in range(k):
+        for c in range(n):
+            s_hi = 0.0
+            s_lo = 0.0
+            for r in range(lo[j], hi[j]):
+                s_hi, s_lo = two_sum_add(s_hi, s_lo, x[r, c])
+            out[j, c] = double_double_div(s_hi, s_lo, float(hi[j] - lo[j]))
     return out
 
 
+def _overlapping_rows(gr: pd.DataFrame, segs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Row range [lo, hi) of the regions of ``gr`` overlapping each segment, trimmed by one region at
+    each end when there are 3 or more (regions of a chromosome sorted, not nested)."""
+    lo = np.empty(len(segs), dtype=np.int64)
+    hi = np.empty(len(segs), dtype=np.int64)
+    starts = gr["start"].to_numpy()
+    ends = gr["end"].to_numpy()
+    seg_chrom = segs["seqnames"].astype(str).to_numpy()
+    for name, b0, b1 in chromosome_blocks(gr["seqnames"].to_numpy(dtype=object)):
+        idx = np.flatnonzero(seg_chrom == name)
+        if idx.size == 0:
+            continue
+        s = segs["start"].to_numpy()[idx]
+        e = segs["end"].to_numpy()[idx]
+        bs, be = starts[b0:b1], ends[b0:b1]
+        if (np.diff(bs) >= 0).all() and (np.diff(be) >= 0).all():
+            lo[idx] = b0 + np.searchsorted(be, s, side="left")
+            hi[idx] = b0 + np.searchsorted(bs, e, side="right")
+        else:
+            for j, (sj, ej) in zip(idx, zip(s, e)):
+                rows = np.flatnonzero((bs <= ej) & (be >= sj))
+                lo[j], hi[j] = b0 + rows[0], b0 + rows[-1] + 1
+    trim = hi - lo >= 3
+    lo[trim] += 1
+    hi[trim] -= 1
+    return lo, hi
+
+
+def _segment_means(result: CNVDetectionResult, segs: pd.DataFrame) -> np.ndarray:
+    """(k, N) order F: per-sample mean of normalizedData over each segment's overlapping regions,
+    dropping the first and last region when there are 3 or more."""
+    lo, hi = _overlapping_rows(result.gr, segs)
+    return _range_means(np.asarray(result.normalized_data, dtype=np.float64), lo, hi)
+
+
 def _cnvr_labels(cnvr: pd.DataFrame, cnvs: pd.DataFrame, main: str, sample_names: list[str]) -> pd.DataFrame:
-    """Per CNV region and sample: the CN of that sample's first overlapping CNV, else the main class."""
+    """Per CNV region and sample: the CN of that sample's first overlapping CNV, else the main class.
+
+    CNV regions are unions of the CNVs, so each CNV lies in exactly one region of its chromosome."""
     out = cnvr[["seqnames", "start", "end"]].reset_index(drop=True).copy()
     labels = np.full((len(out), len(sample_names)), main, dtype=object)
+    region = np.full(len(cnvs), -1, dtype=np.int64)
+    cnv_chrom = cnvs["seqnames"].astype(str).to_numpy()
+    for name, idx in out.groupby(out["seqnames"].astype(str), sort=False).indices.items():
+        order = idx[np.argsort(out["start"].to_numpy()[idx], kind="stable")]
+        sel = np.flatnonzero(cnv_chrom == name)
+        pos = np.searchsorted(out["start"].to_numpy()[order], cnvs["start"].to_numpy()[sel], side="right") - 1
+        region[sel] = order[np.clip(pos, 0, None)]
     col = pd.Index(sample_names).get_indexer(cnvs["sampleName"])
-    for r, (chrom, s, e) in enumerate(zip(out["seqnames"], out["start"], out["end"])):
-        hit = np.flatnonzero((cnvs["seqnames"].to_numpy() == chrom) & (cnvs["start"].to_numpy() <= e)
-                             & (cnvs["end"].to_numpy() >= s))
-        # the first CNV of each sample wins
-        _, first = np.unique(col[hit], return_index=True)
-        labels[r, col[hit][first]] = cnvs["CN"].to_numpy()[hit][first]
+    first = pd.DataFrame({"region": region, "col": col}).drop_duplicates(keep="first").index.to_numpy()
+    first = first[region[first] >= 0]
+    labels[region[first], col[first]] = cnvs["CN"].to_numpy()[first]
     for k, s in enumerate(sample_names):
         out[s] = labels[:, k]
     return out

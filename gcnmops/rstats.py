@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numba import njit
 from numba.extending import register_jitable
 
 
@@ -109,12 +110,17 @@ def r_quantile(x: np.ndarray, p: float) -> float:
     return float(quantile7_sorted(xs, xs.size, p))
 
 
+@njit(cache=True)
+def _median_compiled(buf):
+    return median_inplace(buf, buf.size)
+
+
 def r_median(x: np.ndarray) -> float:
     """R's ``median`` of a 1-D array (NaN-free)."""
     buf = np.array(x, dtype=np.float64).ravel()
     if buf.size == 0:
         return math.nan
-    return float(median_inplace(buf, buf.size))
+    return float(_median_compiled(buf))
 
 
 def col_quantiles(x: np.ndarray, p: float) -> np.ndarray:
