@@ -5,7 +5,11 @@ C = 1,000,000 x 100, D = 200,000 x 1000. Synthetic read counts: Poisson around a
 planted losses and gains and empty regions (the minReadCount short-cut), scaled by per-sample factors.
 
     python benchmarks/bench_gpu.py --shapes A,B,C,D --variants --json out.json
+    python benchmarks/bench_gpu.py --scaling A4 --devices 0,1   # end-to-end on one GPU vs on several
     python benchmarks/bench_gpu.py --profile B      # one kernel launch, for `ncu` (fp64 op counts)
+
+``--variants`` sweeps kernel configurations on the first shape and then measures every shape with the
+fastest one (printed; it is the KernelConfig default when the sweep confirms it).
 
 Kernel time: the whole matrix resident on the device, one launch, CUDA events, median of --repeat.
 End-to-end: ``fit_gpu(x, cov, spec)`` from a pageable host matrix to host results (pinned result arrays
@@ -62,7 +66,7 @@ def time_kernel(x, cov, spec, cfg: KernelConfig, repeat: int):
     m, N = x.shape
     n = spec.folds.size
     variant, nw = cfg.resolve(n, N)
-    kern = get_kernel(n, nw, False, variant, cfg.max_registers, cfg.shared_tpb(n, N))
+    kern = get_kernel(n, nw, False, variant, cfg.max_registers)
     cv = lambda a: cuda.as_cuda_array(a, sync=False)  # noqa: E731
     dx = cp.asarray(x, order="F")
     lam = cp.empty((m, n), order="F")
@@ -77,13 +81,11 @@ def time_kernel(x, cov, spec, cfg: KernelConfig, repeat: int):
     if nw == 0:
         sm = cp.cuda.Device().attributes["MultiProcessorCount"]
         blocks = min(blocks, sm * 16)
-        work = cp.empty((blocks * tpb, max(N, n)), order="F")
-        pscr = cp.empty((blocks * tpb, n, N), order="F")
+        work = cp.empty((blocks * tpb, N), order="F")
     else:
         work = cp.empty((1, 1), order="F")
-        pscr = cp.empty((1, 1, 1), order="F")
     args = [cv(dx)] + [cv(c) for c in consts] + [float(spec.prior_sum), int(spec.cyc), float(spec.min_read_count),
-                                                  int(spec.main_idx), cv(work), cv(pscr), cv(lam), cv(alpha), cv(sini), cv(cn),
+                                                  int(spec.main_idx), cv(work), cv(lam), cv(alpha), cv(sini), cv(cn),
                                                   cv(ini), cv(post)]
     stream = cp.cuda.Stream(non_blocking=True)
     nbs = cuda.external_stream(stream.ptr)
@@ -100,7 +102,7 @@ def time_kernel(x, cov, spec, cfg: KernelConfig, repeat: int):
         e1.synchronize()
         times.append(cp.cuda.get_elapsed_time(e0, e1) / 1e3)
     res = float(np.median(times))
-    del dx, lam, alpha, sini, cn, ini, work, pscr
+    del dx, lam, alpha, sini, cn, ini, work
     cp.get_default_memory_pool().free_all_blocks()
     return res, compile_s
 
@@ -159,6 +161,8 @@ def main(argv=None):
     ap.add_argument("--variants", action="store_true", help="sweep kernel variants on the first shape")
     ap.add_argument("--devices", default=None, help="e.g. all or 0,1 for the end-to-end runs")
     ap.add_argument("--profile", default=None, help="one kernel launch of this shape (for ncu)")
+    ap.add_argument("--scaling", default=None, help="end-to-end on device 0 alone vs on --devices, this shape")
+    ap.add_argument("--user-out", action="store_true", help="also time end-to-end into pageable user arrays")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     spec = spec_for()
@@ -176,37 +180,33 @@ def main(argv=None):
     devices = None
     if a.devices:
         devices = "all" if a.devices == "all" else [int(d) for d in a.devices.split(",")]
+    if a.scaling:
+        return scaling(a, spec, info, bw, devices)
     rows = []
     sweep = []
+    cfg_best = KernelConfig()
     for si, key in enumerate(a.shapes.split(",")):
         m, N = SHAPES[key]
         t = time.perf_counter()
         x, cov = make_data(m, N)
         gen_s = time.perf_counter() - t
         if a.variants and si == 0:
-            for cfg in (KernelConfig(shared_p="no"), KernelConfig(shared_p="no", max_registers=128),
-                        KernelConfig(shared_p="no", variant="rolled"),
-                        KernelConfig(threads_per_block=32, shared_p="yes"),
-                        KernelConfig(threads_per_block=32, shared_p="yes", max_registers=128),
-                        KernelConfig(threads_per_block=32, shared_p="yes", max_registers=None),
-                        KernelConfig(threads_per_block=32, shared_p="yes", variant="rolled"),
-                        KernelConfig(threads_per_block=40, shared_p="yes"),
-                        KernelConfig(work="global")):
+            for cfg in (KernelConfig(), KernelConfig(max_registers=None), KernelConfig(max_registers=96),
+                        KernelConfig(max_registers=168), KernelConfig(max_registers=192),
+                        KernelConfig(threads_per_block=64), KernelConfig(threads_per_block=256),
+                        KernelConfig(variant="rolled"), KernelConfig(work="global")):
                 kt, cs = time_kernel(x, cov, spec, cfg, a.repeat)
-                sweep.append(dict(shape=key, cfg=cfg.__dict__, kernel_s=kt, compile_s=cs))
+                sweep.append(dict(shape=key, cfg=dict(cfg.__dict__), kernel_s=kt, compile_s=cs))
                 print(f"  variant {cfg.__dict__}: kernel {kt:.4f} s (compile {cs:.1f} s)", flush=True)
-        kt, _ = time_kernel(x, cov, spec, KernelConfig(), a.repeat)
-        res = fit_gpu(x, cov, spec, devices=devices)        # warm-up (compile, pools)
-        del res
-        e2e = []
-        for _ in range(a.repeat):
-            st = {}
-            t = time.perf_counter()
-            res = fit_gpu(x, cov, spec, devices=devices, stats=st)
-            e2e.append(time.perf_counter() - t)
-            last = res
-            del res
-        e2e_s = float(np.median(e2e))
+            best = min(sweep, key=lambda r: r["kernel_s"])
+            cfg_best = KernelConfig(**best["cfg"])
+            print(f"  fastest: {best['cfg']} ({best['kernel_s']:.4f} s): used below", flush=True)
+        kt, _ = time_kernel(x, cov, spec, cfg_best, a.repeat)
+        e2e_s, e2e, st, last = time_e2e(x, cov, spec, a.repeat, devices, cfg_best)
+        user_s = None
+        if a.user_out:
+            user_s, user_all, _, _ = time_e2e(x, cov, spec, a.repeat, devices, cfg_best, user_out=True)
+            print(f"  {key}: end-to-end into pageable user arrays {user_s:.4f} s {user_all}", flush=True)
         same, rel, scale = check_vs_cpu(x, cov, spec, last)
         del last
         moved = x.nbytes + out_bytes(m, N, 9)
@@ -215,21 +215,95 @@ def main(argv=None):
         row = dict(shape=key, m=m, N=N, kernel_s=kt, e2e_s=e2e_s, e2e_all=e2e, chunks=st["n_chunks"],
                    rows_per_chunk=st["rows_per_chunk"], pcie_gb=moved / 1e9, pcie_gbs=moved / e2e_s / 1e9,
                    gen_s=gen_s, labels_equal_cpu=same, max_rel_lam_ini=rel, max_scaled_alpha_sini=scale,
-                   rsc_per_s=rsc / kt)
+                   rsc_per_s=rsc / kt, config=dict(cfg_best.__dict__), e2e_user_out_s=user_s)
         rows.append(row)
-        print(f"  {key}: {m} x {N}: kernel {kt:.4f} s, end-to-end {e2e_s:.4f} s ({st['n_chunks']} chunks), "
+        print(f"  {key}: {m} x {N}: kernel {kt:.4f} s, end-to-end {e2e_s:.4f} s ({st['n_chunks']} chunks; "
+              f"calls {', '.join(f'{v:.3f}' for v in e2e)}), "
               f"PCIe {moved / 1e9:.2f} GB -> {moved / e2e_s / 1e9:.1f} GB/s; cpu check labels={same} rel={rel:.1e}",
               flush=True)
-    print()
-    print(f"| shape | regions x samples | kernel (s) | end-to-end (s) | chunks | bytes over PCIe (GB) | "
-          f"achieved PCIe (GB/s) | region-sample-cycles / s | labels = CPU | max rel diff |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for r in rows:
-        print(f"| {r['shape']} | {r['m']:,} x {r['N']} | {r['kernel_s']:.4f} | {r['e2e_s']:.4f} | {r['chunks']} | "
-              f"{r['pcie_gb']:.2f} | {r['pcie_gbs']:.1f} | {r['rsc_per_s']:.3g} | {r['labels_equal_cpu']} | "
-              f"{max(r['max_rel_lam_ini'], r['max_scaled_alpha_sini']):.1e} |")
+        del x
     if a.json:
         Path(a.json).write_text(json.dumps(dict(device=info, pinned_bw=bw, rows=rows, sweep=sweep), indent=1))
+    print()
+    if sweep:
+        print("| kernel config (BM-A sweep) | kernel (s) |")
+        print("| --- | --- |")
+        for r in sweep:
+            c = r["cfg"]
+            print(f"| tpb {c['threads_per_block']}, {c['variant']}, work {c['work']}, regs {c['max_registers']} | "
+                  f"{r['kernel_s']:.4f} |")
+        print()
+    print(f"| shape | regions x samples | kernel (s) | end-to-end (s) | first call (s) | chunks | "
+          f"bytes over PCIe (GB) | achieved PCIe (GB/s) | region-sample-cycles / s | labels = CPU | max rel diff |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        print(f"| {r['shape']} | {r['m']:,} x {r['N']} | {r['kernel_s']:.4f} | {r['e2e_s']:.4f} | {r['e2e_all'][0]:.3f} | "
+              f"{r['chunks']} | "
+              f"{r['pcie_gb']:.2f} | {r['pcie_gbs']:.1f} | {r['rsc_per_s']:.3g} | {r['labels_equal_cpu']} | "
+              f"{max(r['max_rel_lam_ini'], r['max_scaled_alpha_sini']):.1e} |")
+
+
+def time_e2e(x, cov, spec, repeat, devices, cfg, user_out=False):
+    """Median wall time of fit_gpu from host arrays to host results, after one warm-up call (the first
+    element of the returned list; it includes compilation and the pools' first allocations).
+
+    ``user_out``: results go into preallocated (and already touched) pageable numpy arrays passed as
+    ``out`` (staging buffers + host scatter), instead of pinned arrays fit_gpu takes from cupy's pool.
+    With pinned results, two result sets are alive while timing (the last and the new one), so the pool
+    holds both after the first timed calls.
+    """
+    out = None
+    if user_out:
+        from gcnmops.model.spec import ModelOutput
+
+        m, N = x.shape
+        out = ModelOutput.allocate(m, spec.folds.size, N, False)
+        for f in ("lam", "alpha", "sini", "cn", "ini"):
+            getattr(out, f).fill(0)
+    t = time.perf_counter()
+    res = fit_gpu(x, cov, spec, devices=devices, config=cfg, out=out)        # warm-up (compile, pools)
+    first = time.perf_counter() - t
+    del res
+    e2e = []
+    for _ in range(repeat):
+        st = {}
+        t = time.perf_counter()
+        res = fit_gpu(x, cov, spec, devices=devices, config=cfg, stats=st, out=out)
+        e2e.append(time.perf_counter() - t)
+        last = res
+        del res
+    return float(np.median(e2e)), [first] + e2e, st, last
+
+
+def scaling(a, spec, info, bw, devices):
+    """End-to-end time of one large experiment on device 0 alone and on ``devices``; the speed-up."""
+    m, N = SHAPES[a.scaling]
+    t = time.perf_counter()
+    x, cov = make_data(m, N)
+    print(f"  data {m} x {N} in {time.perf_counter() - t:.1f} s", flush=True)
+    cfg = KernelConfig()
+    kt, _ = time_kernel(x, cov, spec, cfg, a.repeat)
+    one_s, one_all, st1, last = time_e2e(x, cov, spec, a.repeat, [0], cfg)
+    del last
+    print(f"  one GPU: kernel {kt:.4f} s, end-to-end {one_s:.4f} s {one_all}", flush=True)
+    many_s, many_all, st, last = time_e2e(x, cov, spec, a.repeat, devices, cfg)
+    same, rel, scale = check_vs_cpu(x, cov, spec, last)
+    ids = sorted(st["chunks"])
+    share = {d: sum(c[1] - c[0] for c in st["chunks"][d]) for d in ids}
+    print(f"  {len(ids)} GPUs: end-to-end {many_s:.4f} s {many_all}; rows per device {share}", flush=True)
+    moved = x.nbytes + out_bytes(m, N, 9)
+    row = dict(shape=a.scaling, m=m, N=N, kernel_one_s=kt, e2e_one_s=one_s, e2e_one_all=one_all, e2e_many_s=many_s,
+               e2e_many_all=many_all, devices=ids, rows_per_device=share, speedup=one_s / many_s,
+               chunks=st["n_chunks"], pcie_gb=moved / 1e9, labels_equal_cpu=same, max_rel_lam_ini=rel,
+               max_scaled_alpha_sini=scale)
+    if a.json:
+        Path(a.json).write_text(json.dumps(dict(device=info, pinned_bw=bw, scaling=row), indent=1))
+    print()
+    print("| shape | regions x samples | kernel 1 GPU (s) | end-to-end 1 GPU (s) | GPUs | end-to-end (s) | speed-up | "
+          "chunks | labels = CPU |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print(f"| {a.scaling} | {m:,} x {N} | {kt:.4f} | {one_s:.4f} | {len(ids)} | {many_s:.4f} | {one_s / many_s:.2f}x | "
+          f"{st['n_chunks']} | {same} |")
 
 
 if __name__ == "__main__":

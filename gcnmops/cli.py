@@ -49,6 +49,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--formats", type=_strings, default=None, help="tsv,bed,vcf,seg (default: all)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     sub.add_parser("info", help="show versions and whether a GPU backend is usable")
+    count = sub.add_parser("count", help="count reads of BAM files in windows or regions (a count TSV for run)")
+    count.add_argument("bams", nargs="+", metavar="BAM", help="BAM files (same reference genome)")
+    count.add_argument("-o", "--output", required=True, help="count table to write (.tsv, or .tsv.gz)")
+    count.add_argument("--window", type=int, default=25000, help="window length in bp (default 25000)")
+    count.add_argument("--regions", help="count in these regions instead: BED (0-based) or a seqnames/start/end table")
+    count.add_argument("--ref-seq-names", type=_strings, help="references to count, comma separated (default all)")
+    count.add_argument("--sample-names", type=_strings, help="sample names, comma separated (default file names)")
+    count.add_argument("--min-mapq", type=int, default=1)
+    count.add_argument("--workers", type=int, help="threads (default: all CPUs)")
+    count.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
 
@@ -102,6 +112,19 @@ def _summary(result, outdir: Path, n_files: int) -> str:
     return "\n".join(lines)
 
 
+def _count(args) -> int:
+    from .counting import count_reads, write_counts
+
+    t0 = time.perf_counter()
+    data = count_reads(args.bams, sample_names=args.sample_names, ref_seq_names=args.ref_seq_names,
+                       window=args.window, regions=args.regions, min_mapq=args.min_mapq, workers=args.workers,
+                       progress=not args.quiet)
+    write_counts(data, args.output)
+    print(f"gcnmops count: {data.n_regions:,} regions x {data.n_samples} samples, "
+          f"{int(data.counts.sum()):,} reads counted in {time.perf_counter() - t0:.2f} s -> {args.output}")
+    return 0
+
+
 def _info() -> int:
     import numba
     import numpy
@@ -117,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
+        if args.command == "count":
+            return _count(args)
         return _run(args) if args.command == "run" else _info()
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)

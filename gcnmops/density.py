@@ -15,7 +15,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .rstats import quantile7_sorted
+from .rstats import quantile7_low_index, quantile7_sorted
 
 __all__ = ["bw_nrd0", "quantiles7", "r_seq_length_out", "r_density", "density_mode"]
 
@@ -32,7 +32,7 @@ def quantiles7(x: np.ndarray, probs) -> list[float]:
         return [math.nan for _ in probs]
     kth = set()
     for p in probs:
-        lo = int(math.floor((n - 1) * p))
+        lo = quantile7_low_index(n, p)
         kth.update((lo, min(lo + 1, n - 1)))
     part = np.partition(x, sorted(kth))
     return [float(quantile7_sorted(part, n, p)) for p in probs]

@@ -1,8 +1,36 @@
-"""The cn.mops family's other entry points: the same pipeline with other defaults or normal class."""
+"""The cn.mops family's other entry points: exomecn.mops, haplocn.mops, referencecn.mops, singlecn.mops.
+
+- ``exome_cn_mops``: cn_mops with other defaults.
+- ``haplo_cn_mops``: the same EM with the normal class CN1 (cov reset to 1 inside the model, as cn.mops).
+- ``reference_cn_mops(cases, controls)`` and ``single_cn_mops(x)``: no EM; lambda per region is given (the
+  controls' mean / the chromosome's median positive count) and the one-step model of model/onestep.py
+  gives the posteriors. Segmentation and calls are cn.mops's (mops.assemble_result).
+"""
 from __future__ import annotations
 
-from .mops import cn_mops
+import importlib.util
+import logging
+import warnings
+
+import numpy as np
+import pandas as pd
+
+from .data import CountData, chromosome_blocks
+from .errors import InputError
+from .io import read_counts
+from .model import BACKENDS
+from .model.onestep import LAMBDA_FLOOR, REFERENCE_FLOOR, SINGLE_FLOOR, OneStepSpec, fit_onestep, row_means
+from .mops import FEW_REGIONS, _stage, assemble_result, cn_mops, run_mops
+from .normalize import normalize_chromosomes, sample_coverage
+from .params import (DEFAULT_CLASSES, DEFAULT_FOLDS, HAPLO_FOLDS, REFERENCE_CLASSES, REFERENCE_FOLDS,
+                     CnMopsParams)
 from .result import CNVDetectionResult
+from .rstats import r_median
+
+log = logging.getLogger("gcnmops")
+
+TUMOR_NORMAL_NOTE = 'NOTE: The default parameters are adjusted for "tumor-vs-normal"!'
+SINGLE_NORM_NOTE = "Normalization is not applicable for singlecn.mops! Normalization parameters are only dummies."
 
 
 def exome_cn_mops(input, prior_impact: float = 10, lower_threshold: float = -0.8, min_width: int = 5,
@@ -10,3 +38,249 @@ def exome_cn_mops(input, prior_impact: float = 10, lower_threshold: float = -0.8
     """``exomecn.mops()``: cn_mops with defaults tuned for exome targets (see cn_mops for arguments)."""
     return cn_mops(input, prior_impact=prior_impact, lower_threshold=lower_threshold, min_width=min_width,
                    min_read_count=min_read_count, **kwargs)
+
+
+def haplo_cn_mops(
+    input,
+    I=HAPLO_FOLDS,  # noqa: E741 - cn.mops's name
+    classes=DEFAULT_CLASSES,
+    prior_impact: float = 1,
+    cyc: int = 20,
+    norm: int = 1,
+    norm_type: str = "poisson",
+    size_factor: str = "mean",
+    norm_qu: float = 0.25,
+    qu_size_factor: float = 0.75,
+    upper_threshold: float = 0.6,
+    lower_threshold: float = -0.9,
+    min_width: int = 3,
+    seg_algorithm: str = "fast",
+    min_read_count: float = 1,
+    return_posterior: bool = False,
+    backend: str = "auto",
+    **segment_args,
+) -> CNVDetectionResult:
+    """``haplocn.mops()``: CNVs in haploid genomes (normal class CN1), cn.mops's defaults for it.
+
+    The model is cn.mops's EM with the initial/prior weight on CN1; as in cn.mops the coverages are reset
+    to 1 inside the model (``norm=2``'s coverages are recorded in ``params['cov']`` only). Segment means
+    (no ``use_median``). ``cnvr`` columns are named ``CN.<sample>`` before integer copy numbers, as in
+    cn.mops. Arguments otherwise as :func:`gcnmops.cn_mops`; runs on the CPU or the GPU backend.
+    """
+    params = CnMopsParams(
+        I=I, classes=classes, prior_impact=prior_impact, cyc=cyc, norm=norm, norm_type=norm_type,
+        size_factor=size_factor, norm_qu=norm_qu, qu_size_factor=qu_size_factor,
+        upper_threshold=upper_threshold, lower_threshold=lower_threshold, min_width=min_width,
+        seg_algorithm=seg_algorithm, min_read_count=min_read_count, use_median=False,
+        return_posterior=return_posterior, method="haplocn.mops", main_class="CN1", segment_args=segment_args,
+    ).validated()
+    timings: dict = {}
+    with _stage(timings, "read"):
+        data = read_counts(input)
+    result = run_mops(data, params, backend=backend, timings=timings, model_cov_is_one=True)
+    cnvr = result.cnvr.rename(columns={s: f"CN.{s}" for s in result.sample_names})
+    return result.replace(cnvr=cnvr)
+
+
+def reference_cn_mops(
+    cases,
+    controls,
+    I=REFERENCE_FOLDS,  # noqa: E741 - cn.mops's name
+    classes=REFERENCE_CLASSES,
+    prior_impact: float = 1,
+    cyc: int = 20,
+    norm: int = 1,
+    norm_type: str = "poisson",
+    size_factor: str = "mean",
+    norm_qu: float = 0.25,
+    qu_size_factor: float = 0.75,
+    upper_threshold: float = 0.5,
+    lower_threshold: float = -0.9,
+    min_width: int = 4,
+    seg_algorithm: str = "DNAcopy",
+    min_read_count: float = 1,
+    return_posterior: bool = False,
+    backend: str = "auto",
+    verbose: int = 1,
+    **segment_args,
+) -> CNVDetectionResult:
+    """``referencecn.mops(cases, controls)``: CNVs of case samples against control samples (tumour vs normal).
+
+    ``cases``, ``controls``: count tables as for :func:`gcnmops.cn_mops` (matrix, DataFrame with or
+    without ``seqnames, start, end``, CountData, file path); a 1-D array is one sample. Both ranged with
+    identical ranges, or both plain matrices with the same number of rows. Missing sample names become
+    Case_1.. / Control_1... Normalization: ``norm=1`` normalizes cases and controls together; ``norm=2``
+    estimates coverages on both, divides the controls by theirs and models the cases' raw counts with
+    theirs. Per region lambda = mean of the normalized controls (floored at 1e-5) and the one-step model
+    (model/onestep.py) gives the cases' posteriors; the results are for the cases. ``seg_algorithm``
+    defaults to cn.mops's "DNAcopy" (the fast segmentation is used, with a warning, where gcnmops has no
+    DNAcopy backend). ``cyc`` is recorded only (there is no EM). The model runs on the CPU (``backend`` is
+    validated; the one-step model is a single pass over the data).
+    """
+    _check_backend(backend)
+    if verbose > 0:
+        log.info(TUMOR_NORMAL_NOTE)
+    timings: dict = {}
+    with _stage(timings, "read"):
+        x = _read_named(cases, "Case", "cases")
+        r = _read_named(controls, "Control", "controls")
+    _check_same_regions(x, r)
+    params = CnMopsParams(
+        I=I, classes=classes, prior_impact=prior_impact, cyc=cyc, norm=norm, norm_type=norm_type,
+        size_factor=size_factor, norm_qu=norm_qu, qu_size_factor=qu_size_factor,
+        upper_threshold=upper_threshold, lower_threshold=lower_threshold, min_width=min_width,
+        seg_algorithm=_segmentation_available(seg_algorithm), min_read_count=min_read_count, use_median=False,
+        return_posterior=return_posterior, method="referencecn.mops", main_class="CN2", segment_args=segment_args,
+    ).validated()
+    if x.n_regions < FEW_REGIONS:
+        warnings.warn("Normalization might not be applicable for this small number of segments.",
+                      RuntimeWarning, stacklevel=2)
+    chrom = x.chromosomes
+    N = x.n_samples
+    with _stage(timings, "normalize"):
+        normalized, model_input, cov, controls_norm = _normalize_reference(x.counts, r.counts, chrom, params)
+    spec = OneStepSpec.build(params.I, params.classes, params.prior_impact, REFERENCE_FLOOR, params.min_read_count)
+    with _stage(timings, "model"):
+        lam = np.maximum(row_means(controls_norm), LAMBDA_FLOOR)
+        out = fit_onestep(model_input, cov, lam, spec, keep_post=params.return_posterior)
+    return assemble_result(x, params, out, normalized, cov, timings)
+
+
+def single_cn_mops(
+    x,
+    I=DEFAULT_FOLDS,  # noqa: E741 - cn.mops's name
+    classes=DEFAULT_CLASSES,
+    prior_impact: float = 1,
+    cyc: int = 20,
+    norm: int = 1,
+    norm_type: str = "poisson",
+    size_factor: str = "mean",
+    norm_qu: float = 0.25,
+    qu_size_factor: float = 0.75,
+    upper_threshold: float = 0.5,
+    lower_threshold: float = -0.9,
+    min_width: int = 3,
+    seg_algorithm: str = "fast",
+    min_read_count: float = 1,
+    return_posterior: bool = False,
+    backend: str = "auto",
+    **segment_args,
+) -> CNVDetectionResult:
+    """``singlecn.mops(x)``: CNVs of one sample without a cohort.
+
+    ``x``: a 1-D array (regions on the pseudo-chromosome "undef", coordinates = indices), a one-column
+    matrix, or a table / CountData / file with exactly one sample column. No normalization (the
+    normalization arguments are dummies, as in cn.mops); cov = 1. Per chromosome lambda = the median of
+    its positive counts (0 for a chromosome without reads: its regions take the short-cut answer); then the
+    one-step model with likelihood floor 1e-15. As in cn.mops the result says method "referencecn.mops"
+    (so calc_integer_copy_numbers refits with the reference model) and ``cnvr`` holds the CNVs themselves.
+    """
+    _check_backend(backend)
+    timings: dict = {}
+    with _stage(timings, "read"):
+        data = _read_single(x)
+    params = CnMopsParams(
+        I=I, classes=classes, prior_impact=prior_impact, cyc=cyc, norm=norm, norm_type=norm_type,
+        size_factor=size_factor, norm_qu=norm_qu, qu_size_factor=qu_size_factor,
+        upper_threshold=upper_threshold, lower_threshold=lower_threshold, min_width=min_width,
+        seg_algorithm=_segmentation_available(seg_algorithm), min_read_count=min_read_count, use_median=False,
+        return_posterior=return_posterior, method="referencecn.mops", main_class="CN2", segment_args=segment_args,
+    ).validated()
+    log.info(SINGLE_NORM_NOTE)
+    counts = data.counts
+    cov = np.ones(1)
+    spec = OneStepSpec.build(params.I, params.classes, params.prior_impact, SINGLE_FLOOR, params.min_read_count)
+    with _stage(timings, "model"):
+        lam = np.empty(data.n_regions)
+        for _, b0, b1 in chromosome_blocks(data.chromosomes):
+            y = counts[b0:b1, 0]
+            pos = y[y > 0]
+            lam[b0:b1] = r_median(pos) if pos.size else 0.0
+        out = fit_onestep(counts, cov, lam, spec, keep_post=params.return_posterior)
+    result = assemble_result(data, params, out, counts, cov, timings)
+    return result.replace(cnvr=result.cnvs.copy())
+
+
+# ------------------------------------------------------------------------------------------- helpers
+def _check_backend(backend: str) -> None:
+    if backend not in BACKENDS:
+        raise InputError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}.")
+    if backend == "gpu":
+        log.info("The one-step model of referencecn.mops/singlecn.mops runs on the CPU backend.")
+
+
+def _segmentation_available(seg_algorithm):
+    """cn.mops's "DNAcopy" where gcnmops has a DNAcopy backend, else the fast segmentation (with a warning)."""
+    if seg_algorithm == "DNAcopy" and importlib.util.find_spec(f"{__package__}.dnacopy") is None:
+        warnings.warn('segAlgorithm "DNAcopy" is not available in gcnmops: using the fast segmentation '
+                      '(seg_algorithm="fast").', RuntimeWarning, stacklevel=3)
+        return "fast"
+    return seg_algorithm
+
+
+def _read_named(obj, prefix: str, what: str) -> CountData:
+    """Counts of one side of referencecn.mops; unnamed samples become <prefix>_1, <prefix>_2, ..."""
+    if isinstance(obj, np.ndarray) or (isinstance(obj, (list, tuple)) and not isinstance(obj, str)):
+        arr = np.asarray(obj)
+        if arr.ndim == 1:
+            arr = arr.reshape(-1, 1)
+        if arr.ndim == 2:
+            obj = pd.DataFrame(arr, columns=[f"{prefix}_{k + 1}" for k in range(arr.shape[1])])
+    elif isinstance(obj, pd.Series):
+        obj = obj.to_frame(name=obj.name if obj.name is not None else f"{prefix}_1")
+    elif isinstance(obj, pd.DataFrame) and isinstance(obj.columns, pd.RangeIndex):
+        obj = obj.set_axis([f"{prefix}_{k + 1}" for k in range(obj.shape[1])], axis=1)
+    try:
+        return read_counts(obj, min_samples=1)
+    except InputError as err:
+        raise InputError(f"{what}: {err}") from None
+
+
+def _check_same_regions(x: CountData, r: CountData) -> None:
+    if (x.ranges is None) != (r.ranges is None):
+        raise InputError("Cases and controls must both carry genomic ranges (seqnames, start, end) or both be "
+                         "plain read-count matrices.")
+    if x.n_regions != r.n_regions:
+        raise InputError(f"Cases and controls must have the same length ({x.n_regions} case regions, "
+                         f"{r.n_regions} control regions).")
+    if x.ranges is not None:
+        a = x.ranges[["seqnames", "start", "end"]].reset_index(drop=True)
+        b = r.ranges[["seqnames", "start", "end"]].reset_index(drop=True)
+        same = (a["seqnames"].astype(str).to_numpy() == b["seqnames"].astype(str).to_numpy()) & \
+               (a["start"].to_numpy() == b["start"].to_numpy()) & (a["end"].to_numpy() == b["end"].to_numpy())
+        if not same.all():
+            i = int(np.argmin(same))
+            raise InputError(f"Cases and controls must have the same ranges (first difference at region {i + 1}: "
+                             f"{a.iloc[i, 0]}:{a.iloc[i, 1]}-{a.iloc[i, 2]} vs "
+                             f"{b.iloc[i, 0]}:{b.iloc[i, 1]}-{b.iloc[i, 2]}).")
+
+
+def _normalize_reference(X: np.ndarray, R: np.ndarray, chrom: np.ndarray, params: CnMopsParams):
+    """(normalizedData, matrix the model sees, cases' coverages, normalized controls) of referencecn.mops."""
+    N = X.shape[1]
+    if params.norm == 0:
+        return X, X, np.ones(N), R
+    kw = dict(norm_type=params.norm_type, size_factor=params.size_factor, qu=params.norm_qu,
+              qu_size_factor=params.qu_size_factor)
+    if params.norm == 1:
+        both = normalize_chromosomes(np.column_stack([X, R]), chrom, **kw)
+        return np.asfortranarray(both[:, :N]), np.asfortranarray(both[:, :N]), np.ones(N), both[:, N:]
+    viz = normalize_chromosomes(X, chrom, **kw)
+    cov_all = sample_coverage(np.column_stack([X, R]))
+    return viz, X, cov_all[:N].copy(), R / cov_all[N:]
+
+
+def _read_single(x) -> CountData:
+    """singlecn.mops's input: exactly one sample."""
+    if isinstance(x, (list, tuple)) and not isinstance(x, str):
+        x = np.asarray(x)
+    if isinstance(x, pd.Series):
+        x = x.to_frame(name=x.name if x.name is not None else "Sample_1")
+    data = read_counts(x, min_samples=1)
+    if data.n_samples != 1:
+        raise InputError(f"More than one sample detected ({data.n_samples} sample columns). Use standard "
+                         "cn.mops (gcnmops.cn_mops) for a cohort.")
+    return data
+
+
+__all__ = ["exome_cn_mops", "haplo_cn_mops", "reference_cn_mops", "single_cn_mops"]

@@ -13,6 +13,7 @@ from numba import njit
 from .data import chromosome_blocks
 from .errors import InputError
 from .model import fit
+from .model.onestep import REFERENCE_FLOOR, OneStepSpec, fit_onestep
 from .model.spec import ModelSpec
 from .result import CNVDetectionResult
 from .rstats import double_double_div, two_sum_add
@@ -25,8 +26,6 @@ def calc_integer_copy_numbers(result: CNVDetectionResult, backend: str = "cpu") 
     if len(result.cnvr) == 0 or len(result.cnvs) == 0:
         raise InputError(NO_CNVR_MESSAGE)
     p = result.params
-    if p["method"] == "referencecn.mops":
-        raise InputError("Integer copy numbers of referencecn.mops results are not supported yet.")
     classes = np.asarray(p["classes"], dtype=object)
     main = p["mainClass"]
     mi = list(classes).index(main)
@@ -40,10 +39,19 @@ def calc_integer_copy_numbers(result: CNVDetectionResult, backend: str = "cpu") 
         raise InputError("Some CNVs have no segment of the same sample and coordinates in the segmentation.")
     cnv_seg = cnv_seg.astype(np.int64)
 
-    means = _segment_means(result, seg.iloc[cnv_seg])
-    spec = ModelSpec.build(p["folds"], classes, main, p["priorImpact"], p["cyc"], p["minReadCount"])
-    cov = np.ones(len(result.sample_names)) if p["method"] == "haplocn.mops" else np.asarray(p["cov"], float)
-    refit = fit(means, cov, spec, backend=backend)
+    lo, hi = _overlapping_rows(result.gr, seg.iloc[cnv_seg])
+    means = _range_means(np.asarray(result.normalized_data, dtype=np.float64), lo, hi)
+    cov = np.asarray(p["cov"], dtype=np.float64)  # cn.mops passes params$cov to every refit (haplo too)
+    if p["method"] == "referencecn.mops":
+        # referencecn.mops (and singlecn.mops, whose result says so too): the one-step model, lambda = mean of
+        # the CN2 lambdas over the same regions, likelihood floor 1e-100
+        lam_main = np.asfortranarray(np.asarray(p["L"], dtype=np.float64)[:, [mi]])
+        lam = _range_means(lam_main, lo, hi)[:, 0]
+        spec1 = OneStepSpec.build(p["folds"], classes, p["priorImpact"], REFERENCE_FLOOR, p["minReadCount"])
+        refit = fit_onestep(means, cov, lam, spec1)
+    else:
+        spec = ModelSpec.build(p["folds"], classes, main, p["priorImpact"], p["cyc"], p["minReadCount"])
+        refit = fit(means, cov, spec, backend=backend)
     sample_idx = pd.Index(result.sample_names).get_indexer(seg["sampleName"].iloc[cnv_seg])
 
     seg_cn = np.full(len(seg), main, dtype=object)

@@ -86,13 +86,20 @@ def run_mops(data: CountData, params: CnMopsParams, backend: str = "auto", timin
     with _stage(timings, "model"):
         model_cov = np.ones(data.n_samples) if model_cov_is_one else cov
         out = fit(model_input, model_cov, spec, keep_post=params.return_posterior, backend=backend)
+    return assemble_result(data, params, out, normalized, cov, timings)
+
+
+def assemble_result(data: CountData, params: CnMopsParams, out, normalized: np.ndarray, cov: np.ndarray,
+                    timings: dict) -> CNVDetectionResult:
+    """Segmentation, calls and the result object from the per-region model's output ``out`` (a ModelOutput);
+    shared by every method of the family."""
     gr = data.genomic_ranges()
     with _stage(timings, "segment_call"):
         if params.seg_algorithm == "DNAcopy":
             from .dnacopy import call_cnvs_dnacopy as caller
         else:
             caller = call_cnvs
-        calls = caller(out.sini, gr, chromosome_blocks(chrom), data.sample_names, params.upper_threshold,
+        calls = caller(out.sini, gr, chromosome_blocks(data.chromosomes), data.sample_names, params.upper_threshold,
                        params.lower_threshold, params.min_width, params.use_median, params.segment_args)
     result_params = params.r_params()
     result_params.update(cov=cov, L=out.lam, A=out.alpha)

@@ -18,7 +18,7 @@ from numba import njit, prange
 
 from .density import density_mode, quantiles7
 from .errors import InputError
-from .rstats import (double_double_div, mean_correctly_rounded, quantile7_sorted, r_median, r_quantile, select_kth,
+from .rstats import (double_double_div, mean_correctly_rounded, quantile7_low_index, quantile7_sorted, r_median, r_quantile, select_kth,
                      two_sum_add)
 
 __all__ = ["NORM_TYPES", "SIZE_FACTORS", "normalize_chromosomes", "normalize_genome", "sample_coverage"]
@@ -119,7 +119,7 @@ def _median_of(buf, n):
 @njit(cache=True)
 def _quantile7_of(buf, n, p):
     """R's type-7 quantile p of buf[0:n]; may reorder buf (its values stay the same multiset)."""
-    lo = int(math.floor((n - 1) * p))
+    lo = quantile7_low_index(n, p)
     hi = min(lo + 1, n - 1)
     v = np.empty(2)
     _order_stats(buf, n, np.array([lo, hi]), v)

@@ -12,6 +12,13 @@ NORM_TYPES = ("mean", "min", "median", "quant", "mode", "poisson")
 SIZE_FACTORS = ("mean", "median", "quant", "mode")
 DEFAULT_FOLDS = (0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4)
 DEFAULT_CLASSES = tuple(f"CN{i}" for i in range(9))
+#: haplocn.mops: the normal class is CN1
+HAPLO_FOLDS = (0.025, 1, 2, 3, 4, 5, 6, 7, 8)
+#: referencecn.mops (tumour vs normal): high copy numbers too
+REFERENCE_FOLDS = (0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4, 8, 16, 32, 64)
+REFERENCE_CLASSES = tuple(f"CN{i}" for i in (*range(9), 16, 32, 64, 128))
+#: methods whose result params have no useMedian entry (they always use segment means)
+NO_USE_MEDIAN = ("haplocn.mops", "referencecn.mops")
 MAX_CLASSES = 64
 
 
@@ -98,7 +105,7 @@ class CnMopsParams:
             "useMedian": self.use_median, "mainClass": self.main_class, "version": VERSION,
             "SegmentationParams": dict(self.segment_args),
         }
-        if self.method == "haplocn.mops":
+        if self.method in NO_USE_MEDIAN:
             del out["useMedian"]
         return out
 

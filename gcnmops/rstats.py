@@ -57,11 +57,19 @@ def median_inplace(buf, n):
 
 
 @register_jitable
+def quantile7_low_index(n, p):
+    """0-based position of the lower order statistic R's type-7 quantile p of n values interpolates from
+    (R: index = 1 + (n - 1) p, lo = floor(index)); the upper one is the next position."""
+    return int(math.floor(1.0 + (n - 1) * p)) - 1
+
+
+@register_jitable
 def quantile7_sorted(xs, n, p):
-    """R's ``quantile(x, p, type=7)`` of the ascending ``xs[0:n]``."""
-    index = (n - 1) * p
-    lo = int(math.floor(index))
-    h = index - lo
+    """R's ``quantile(x, p, type=7)`` of ``xs[0:n]``, whose positions ``quantile7_low_index`` and the next
+    hold the right order statistics (e.g. sorted); R's 1-based index arithmetic, bit for bit."""
+    index = 1.0 + (n - 1) * p
+    lo = quantile7_low_index(n, p)
+    h = index - (lo + 1)
     q = xs[lo]
     if h > 0.0 and lo + 1 < n and xs[lo + 1] != q:
         q = (1.0 - h) * q + h * xs[lo + 1]

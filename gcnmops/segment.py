@@ -4,16 +4,23 @@ Behaviour: spec/20-segmentation-and-calls.md, part 1. Outline, per vector x of l
 
 1. clean x (+-Inf -> largest / smallest finite value, NaN -> 0); eps (default: the 0.75 quantile of
    |diff(x)|), the merge thresholds (default +-2 sd(x)) and the global variance V (Welford);
-2. per position i the statistic p_i: the largest -log P(T_dof > t) of cyber-t tests between growing windows
-   left and right of i (``position_stat``, the heavy part, compiled and run in parallel);
+2. per candidate position i the statistic p_i: the largest q = -log P(T_dof > t) of cyber-t tests between
+   growing windows left and right of i (``position_stat_plain`` is the definition). This is the heavy part
+   (about 38 windows per candidate): ``position_scan`` orders the windows' tails by a cheap vectorized
+   approximation (tdist.t_tail_deviate_approx) within error bounds 100 times its measured error, and the
+   exact tail (tdist.t_neglog_upper, R's pt()) is evaluated only where it decides something: near-ties,
+   the best window of positions that can reach the breakpoint threshold, windows outside the
+   approximation's range.
+   The result is identical to evaluating every tail exactly (tests compare with ``reference=True``);
 3. local maxima within floor(minSeg/2), breakpoints above the (1 - alpha) quantile (or the floor(alpha)
    largest), initial segments and their medians;
 4. segments with median beyond the thresholds are merged into gain / loss runs, runs shorter than minSeg
    are dropped, the gaps between runs become segments; every final segment gets its mean and median.
 
-The scalar kernels (``window_t``, ``position_stat`` and the t tail in tdist.py) are ``register_jitable``:
-the same source compiles for numba CPU drivers (here) and numba.cuda kernels. Everything else is numba-
-compiled CPU code, parallel over the (chromosome block, sample) vectors.
+The scalar kernels (``window_t``, ``window_deviates``, ``position_stat*``, ``position_scan``, ``exact_tail``
+and the t tail in tdist.py) are ``register_jitable``: the same source compiles for the numba CPU drivers
+here and for numba.cuda kernels (callers pass every buffer). Everything else is numba-compiled CPU code,
+parallel over the (chromosome block, sample) vectors.
 """
 from __future__ import annotations
 
@@ -27,7 +34,7 @@ from numba import njit, prange
 from numba.extending import register_jitable
 
 from .errors import InputError
-from .rstats import median_inplace, quantile7_sorted, select_kth
+from .rstats import mean_correctly_rounded, median_inplace, quantile7_low_index, quantile7_sorted, select_kth
 from .tdist import (APPROX1_ERR, APPROX1_MAX_T, APPROX1_MIN_DOF, APPROX2_ERR, APPROX2_MAX_T, APPROX2_MIN_DOF,
                     approx_error_bound, log1p_fast, t_neglog_upper, t_tail_deviate_approx)
 
@@ -222,6 +229,8 @@ def position_scan(S, Q, i, m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf
     within ``err`` of the exact deviate of p_i, and p_i is the exact tail of window jbest.
     The common case evaluates no exact tail at all.
     """
+    if delta < 0:
+        return 0.0, min_seg, 0.0, True  # no window is evaluated at all
     nj = window_limit(i, m, max_int) - min_seg + 1
     window_deviates(S, Q, i, min_seg, nj, w, V, jinv, jnn, jc, ybuf, ebuf)
     emax = 0.0
@@ -318,46 +327,73 @@ def _clean(x):
     return had_inf, had_nan
 
 
+#: vectors at least this long are selected through a sample: two pivots bracketing the wanted rank leave a
+#: small middle part for the exact selection (about three times faster than quickselect on everything)
+SAMPLED_SELECT_MIN = 4096
+SELECT_SAMPLE = 512
+
+
+@njit(cache=True, error_model="numpy")
+def _pair_select(buf, n, k):
+    """(x_(k), x_(k+1)): the k-th and (k+1)-th smallest (0-based) of buf[0:n], NaN for a missing second."""
+    a = select_kth(buf, n, k)
+    if k + 1 >= n:
+        return a, math.nan
+    # after the selection everything right of k is >= x_(k): x_(k+1) is their minimum
+    b = buf[k + 1]
+    for r in range(k + 2, n):
+        if buf[r] < b:
+            b = buf[r]
+    return a, b
+
+
+@njit(cache=True, error_model="numpy")
+def _kth_pair(buf, n, k):
+    """(x_(k), x_(k+1)) of buf[0:n] (0-based order statistics; NaN where k + 1 == n); reorders ``buf``."""
+    if n >= SAMPLED_SELECT_MIN:
+        ns = SELECT_SAMPLE
+        step = n // ns
+        sample = np.empty(ns)
+        for r in range(ns):
+            sample[r] = buf[r * step + step // 2]
+        sample.sort()
+        frac = k / n
+        spread = 3.0 * math.sqrt(ns * frac * (1.0 - frac)) + 4.0
+        ilo = int(math.floor(frac * ns - spread))
+        ihi = int(math.ceil(frac * ns + spread))
+        lo_v = sample[ilo] if ilo >= 0 else -math.inf
+        hi_v = sample[ihi] if ihi < ns else math.inf
+        c_lo = 0
+        c_mid = 0
+        for r in range(n):
+            v = buf[r]
+            c_lo += 1 if v < lo_v else 0
+            c_mid += 1 if (v >= lo_v) & (v <= hi_v) else 0
+        need = k + 2 if k + 1 < n else k + 1  # both wanted ranks must fall in the middle part
+        if c_lo <= k and need <= c_lo + c_mid:
+            wpos = 0
+            for r in range(n):
+                v = buf[r]
+                if v >= lo_v and v <= hi_v:
+                    buf[wpos] = v
+                    wpos += 1
+            return _pair_select(buf, c_mid, k - c_lo)
+        # an unlucky sample (buf is untouched): plain selection
+    return _pair_select(buf, n, k)
+
+
 @njit(cache=True, error_model="numpy")
 def _quantile7_select(buf, n, p):
     """R's quantile(buf[0:n], p, type=7); reorders ``buf`` (selection instead of a full sort)."""
     if n == 0:
         return math.nan
-    lo = int(math.floor((n - 1) * p))
-    select_kth(buf, n, lo)
+    lo = quantile7_low_index(n, p)
+    a, b = _kth_pair(buf, n, lo)
+    # quantile7_sorted reads the two order statistics at lo and lo + 1
+    buf[lo] = a
     if lo + 1 < n:
-        # everything right of lo is >= buf[lo]: bring their minimum next to it
-        kmin = lo + 1
-        for r in range(lo + 2, n):
-            if buf[r] < buf[kmin]:
-                kmin = r
-        tmp = buf[lo + 1]
-        buf[lo + 1] = buf[kmin]
-        buf[kmin] = tmp
+        buf[lo + 1] = b
     return quantile7_sorted(buf, n, p)
-
-
-@njit(cache=True, error_model="numpy")
-def _r_mean(x, s, e):
-    """R's mean of x[s:e] (accumulation in extended precision, then one correction pass)."""
-    n = e - s
-    hi = 0.0
-    lo = 0.0
-    for r in range(s, e):
-        v = x[r]
-        t = hi + v
-        if abs(hi) >= abs(v):
-            lo += (hi - t) + v
-        else:
-            lo += (v - t) + hi
-        hi = t
-    mu = (hi + lo) / n
-    if not math.isfinite(mu):
-        return mu
-    c = 0.0
-    for r in range(s, e):
-        c += x[r] - mu
-    return mu + c / n
 
 
 @njit(cache=True, error_model="numpy")
@@ -366,7 +402,7 @@ def _sd(x):
     n = x.shape[0]
     if n < 2:
         return math.nan
-    mu = _r_mean(x, 0, n)
+    mu = mean_correctly_rounded(x, n)
     acc = 0.0
     for r in range(n):
         dv = x[r] - mu
@@ -392,10 +428,40 @@ def _welford_var(x):
 
 @njit(cache=True, error_model="numpy")
 def _median_of(x, s, e, buf):
+    """R's median of x[s:e] (``buf``: scratch of length >= e - s)."""
     n = e - s
     for r in range(n):
         buf[r] = x[s + r]
-    return median_inplace(buf, n)
+    if n < SAMPLED_SELECT_MIN:
+        return median_inplace(buf, n)
+    if n % 2 == 1:
+        return _kth_pair(buf, n, n // 2)[0]
+    a, b = _kth_pair(buf, n, n // 2 - 1)
+    return (a + b) / 2.0  # as median_inplace
+
+
+@njit(cache=True, error_model="numpy")
+def _median_side(x, s, e, t_hi, t_lo, buf):
+    """1 if median(x[s:e]) > t_hi, -1 if it is < t_lo, else 0; by counting where that decides."""
+    n = e - s
+    c_hi = 0
+    c_lo = 0
+    for r in range(s, e):
+        c_hi += 1 if x[r] > t_hi else 0
+        c_lo += 1 if x[r] < t_lo else 0
+    h = n // 2
+    # odd n: the median is x_(h) (0-based), above t iff at least h + 1 values are; even n: the mean of
+    # x_(h-1) and x_(h), decided by the count unless exactly h values are above (then compute it)
+    if n % 2 == 1:
+        if c_hi >= h + 1:
+            return 1
+        return -1 if c_lo >= h + 1 else 0
+    if c_hi == h or c_lo == h:
+        med = _median_of(x, s, e, buf)
+        return 1 if med > t_hi else (-1 if med < t_lo else 0)
+    if c_hi >= h + 1:
+        return 1
+    return -1 if c_lo >= h + 1 else 0
 
 
 @njit(cache=True, error_model="numpy")
@@ -471,7 +537,7 @@ def _final_ends(x, alpha, t_hi, t_lo, default_t, no_merge, min_seg, eps, eps_giv
                             low = -math.inf
                             break
             work[i] = low
-        lower = select_kth(work, m, int(math.floor((m - 1) * (1.0 - alpha))))
+        lower = _kth_pair(work, m, int(math.floor((m - 1) * (1.0 - alpha))))[0]
     for i in range(m):
         if code[i] > 0 and yv[i] + ev[i] >= lower:
             p[i] = exact_tail(S, Q, i, code[i], w, V)
@@ -531,8 +597,7 @@ def _final_ends(x, alpha, t_hi, t_lo, default_t, no_merge, min_seg, eps, eps_giv
         if flags[i] != 2:
             continue
         flags[i] = 0
-        med = _median_of(x, seg_start, i + 1, work)
-        kind = 1 if med > t_hi else (-1 if med < t_lo else 0)
+        kind = _median_side(x, seg_start, i + 1, t_hi, t_lo, work)
         if kind != run_kind:
             if run_kind != 0:
                 _close_run(flags, run_start, seg_start - 1, min_seg)
@@ -612,7 +677,7 @@ def _fill_segments(values, firsts, ends, flags, offsets, dirty, out_start, out_e
             if flags[f + i, s] != 0:
                 out_start[o] = start + 1
                 out_end[o] = i + 1
-                out_mean[o] = _r_mean(x, start, i + 1)
+                out_mean[o] = mean_correctly_rounded(x[start:i + 1], i + 1 - start)  # R's long-double mean
                 out_median[o] = _median_of(x, start, i + 1, buf)
                 o += 1
                 start = i + 1

@@ -15,7 +15,9 @@ import gcnmops
 from golden import GOLDEN_DIR, array, assert_close, call_kwargs, case_names, manifest, table
 
 #: R entry point of a case -> our function
-ENTRY_POINTS = {"cn.mops": gcnmops.cn_mops, "exomecn.mops": gcnmops.exome_cn_mops}
+ENTRY_POINTS = {"cn.mops": gcnmops.cn_mops, "exomecn.mops": gcnmops.exome_cn_mops,
+                "haplocn.mops": gcnmops.haplo_cn_mops, "referencecn.mops": gcnmops.reference_cn_mops,
+                "singlecn.mops": gcnmops.single_cn_mops}
 #: cases checked in dedicated modules
 ELSEWHERE = {"normalize": "tests/test_normalize.py", "segment": "tests/test_segment.py"}
 MODEL_ARRAYS = ("normalizedData", "params_L", "params_A", "params_cov", "localAssessments", "iniCall",
@@ -47,18 +49,26 @@ def golden_items():
     return out
 
 
-@lru_cache(maxsize=None)
-def run_case(case: str):
-    counts = array(case, "input_counts")
-    names = manifest(case)["sampleNames"]
+def input_frame(case: str, name: str, names: list[str]) -> pd.DataFrame:
+    """The case's counts ``name`` (input_counts, controls_counts) as a table, with the input ranges if any."""
+    counts = array(case, name)
     if "input_ranges" in (manifest(case)["tables"] or {}):
         frame = table(case, "input_ranges")
         for k, s in enumerate(names):
             frame[s] = counts[:, k]
-        data = frame
-    else:
-        data = pd.DataFrame(np.asarray(counts, dtype=np.float64), columns=names)
-    result = ENTRY_POINTS[entry_point(case)](data, backend="cpu", **call_kwargs(case))
+        return frame
+    return pd.DataFrame(np.asarray(counts, dtype=np.float64), columns=names)
+
+
+@lru_cache(maxsize=None)
+def run_case(case: str):
+    data = input_frame(case, "input_counts", manifest(case)["sampleNames"])
+    args = [data]
+    if entry_point(case) == "referencecn.mops":  # the controls: manifest array controls_counts
+        info = manifest(case)["arrays"]["controls_counts"]
+        names = (info.get("dimnames") or [None, None])[1] or [f"Control_{k + 1}" for k in range(info["shape"][1])]
+        args.append(input_frame(case, "controls_counts", names))
+    result = ENTRY_POINTS[entry_point(case)](*args, backend="cpu", **call_kwargs(case))
     if "cnvr_integer" in (manifest(case)["tables"] or {}):
         return result, gcnmops.calc_integer_copy_numbers(result)
     return result, None

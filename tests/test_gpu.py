@@ -122,12 +122,15 @@ def test_many_chunks_equal_one_chunk():
     assert one_stats["n_chunks"] == 1 and many_stats["n_chunks"] == -(-x.shape[0] // 97)
     for f in ("lam", "alpha", "sini", "cn", "ini", "post"):
         np.testing.assert_array_equal(getattr(many, f), getattr(one, f), err_msg=f)
-    # the other kernel variants and the global-memory work buffer give the same numbers
-    for cfg in (KernelConfig(variant="rolled"), KernelConfig(work="global"), KernelConfig(threads_per_block=256)):
+    # the other kernel variants and the global-memory work buffer give the same numbers (a different
+    # register allocation may contract other multiply-adds into FMAs: last-bit differences)
+    for cfg in (KernelConfig(variant="rolled"), KernelConfig(work="global"), KernelConfig(threads_per_block=64),
+                KernelConfig(max_registers=None)):
         alt = fit_gpu(x, cov, spec, keep_post=True, chunk_rows=1000, config=cfg)
         np.testing.assert_array_equal(alt.cn, one.cn)
         for f in ("lam", "alpha", "sini", "ini", "post"):
-            np.testing.assert_allclose(getattr(alt, f), getattr(one, f), rtol=1e-12, atol=1e-300, err_msg=f)
+            b = getattr(one, f)
+            np.testing.assert_allclose(getattr(alt, f), b, rtol=1e-12, atol=1e-12 * np.max(np.abs(b)), err_msg=f)
     # a user-supplied (pageable) result goes through the staging buffers
     from gcnmops.model.spec import ModelOutput
 

@@ -1,14 +1,18 @@
 """GPU driver of the per-region EM: the functions of em.py compiled by numba.cuda, one thread per region.
 
-The kernel calls ``em.fit_region`` (the same source the CPU driver runs) from a grid-stride loop. Every
-array is region-fastest (column-major), so thread r and thread r+1 touch neighbouring addresses and each
-warp's loads and stores coalesce. Per-thread state lives in ``cuda.local.array``s sized by the number of
-classes, a compile-time constant of each specialization: with the fold changes copied into such an array
-``n`` is known to the compiler, every class loop unrolls and the state stays in registers ("unroll"
-variant; "rolled" keeps the run-time class count and local memory, used for many classes). The median's
-work buffer (max(N, n)) and the n x N posteriors of the region are local arrays for N <= LOCAL_WORK_MAX
-(local memory is interleaved per thread by the hardware, so it coalesces like a column-major array) and
-per-slot global column-major scratch (threads x ..., thread-fastest) beyond. The minReadCount short-cut is decided per region inside the kernel.
+The kernel calls ``em.fit_region`` (the same source the CPU driver runs) from a grid-stride loop with
+``exact_order=False``: the E- and M-steps stream over the samples, one posterior column (n x 1) at a time,
+and no posterior is kept between cycles (the CPU's exact-order (n, N) posterior scratch made the BM-A kernel
+4x slower). Every array is region-fastest (column-major), so thread r and thread r+1 touch neighbouring
+addresses and each warp's loads and stores coalesce. Per-thread state (alpha, lambda, log lambda, the
+M-step accumulators, the posterior column) lives in ``cuda.local.array``s sized by the number of classes, a
+compile-time constant of each specialization: with the fold changes copied into such an array ``n`` is
+known to the compiler, every class loop unrolls and the state stays in registers ("unroll" variant;
+"rolled" keeps the run-time class count, so the state goes to local memory; used for many classes). The
+one per-sample buffer, ``work`` (the median's buffer, then the per-sample INI terms), is a local array for
+N <= LOCAL_WORK_MAX (local memory is interleaved per thread by the hardware, so it coalesces like a
+column-major array) and a per-thread slice of a global thread-fastest scratch beyond. The minReadCount
+short-cut is decided per region inside the kernel.
 
 Host side: ``fit_gpu`` plans chunks from free device memory (plan.py), streams them through pinned
 double buffers on two streams (pipeline.py) and, with several devices, lets one host thread per device
@@ -37,12 +41,10 @@ log = logging.getLogger("gcnmops")
 
 #: the class loops are unrolled (state in registers) up to this many classes
 UNROLL_MAX_CLASSES = 16
-#: the median work buffer is a per-thread local array up to this many samples
+#: the per-sample work buffer is a per-thread local array up to this many samples (global scratch beyond)
 LOCAL_WORK_MAX = 128
-#: threads per block
-THREADS_PER_BLOCK = 128
-#: static shared memory a block may use (the posteriors scratch variant)
-SHARED_BYTES = 48 * 1024
+#: threads per block (H100, BM-A: 0.108 s at 256, 0.113 s at 128, 0.117 s at 64)
+THREADS_PER_BLOCK = 256
 #: resident blocks per SM assumed when sizing a global-memory work scratch
 BLOCKS_PER_SM = 16
 
@@ -62,13 +64,9 @@ _KERNELS: dict = {}
 _KERNELS_LOCK = threading.Lock()
 
 
-def get_kernel(nc: int, nw: int, keep_post: bool, variant: str = "unroll", max_registers: int | None = None,
-               shared_tpb: int = 0):
-    """The cuda.jit kernel specialized for ``nc`` classes, local work size ``nw`` (0: global scratch).
-
-    ``shared_tpb`` > 0: the posteriors scratch lives in shared memory for blocks of that many threads.
-    """
-    key = (nc, nw, bool(keep_post), variant, max_registers, int(shared_tpb))
+def get_kernel(nc: int, nw: int, keep_post: bool, variant: str = "unroll", max_registers: int | None = None):
+    """The cuda.jit kernel specialized for ``nc`` classes and local work size ``nw`` (0: global scratch)."""
+    key = (nc, nw, bool(keep_post), variant, max_registers)
     with _KERNELS_LOCK:
         k = _KERNELS.get(key)
         if k is None:
@@ -76,7 +74,7 @@ def get_kernel(nc: int, nw: int, keep_post: bool, variant: str = "unroll", max_r
         return k
 
 
-def _build_kernel(NC: int, NW: int, KEEP: bool, variant: str, max_registers, SHARED_TPB: int = 0):
+def _build_kernel(NC: int, NW: int, KEEP: bool, variant: str, max_registers):
     from numba import float64
 
     from .em import fit_region
@@ -85,16 +83,14 @@ def _build_kernel(NC: int, NW: int, KEEP: bool, variant: str, max_registers, SHA
         raise ValueError(f"unknown kernel variant {variant!r}")
     UNROLL = variant == "unroll"
     LOCAL_WORK = NW > 0
-    NWA = max(NW, NC, 1)      # fit_region's work buffer holds max(N, n) values
-    NPA = max(NW, 1)
-    SHARED_P = SHARED_TPB > 0 and NW > 0
-    TPBS = max(SHARED_TPB, 1)
 
     def kernel(x, cov, folds_g, log2_folds, alpha_init, alpha_prior, prior_sum, cyc, min_read_count,
-               main_idx, work_g, p_g, lam, alpha, sini, cn, ini, post):
+               main_idx, work_g, lam, alpha, sini, cn, ini, post):
         a_s = cuda.local.array(NC, float64)
         l_s = cuda.local.array(NC, float64)
         ll_s = cuda.local.array(NC, float64)
+        acc = cuda.local.array(NC, float64)
+        p = cuda.local.array((NC, 1), float64)   # one posterior column: exact_order=False streams samples
         if UNROLL:
             # the class count becomes a compile-time constant: loops unroll, state stays in registers
             folds = cuda.local.array(NC, float64)
@@ -105,21 +101,14 @@ def _build_kernel(NC: int, NW: int, KEEP: bool, variant: str, max_registers, SHA
         start = cuda.grid(1)
         stride = cuda.gridsize(1)
         if LOCAL_WORK:
-            work = cuda.local.array(NWA, float64)
-            if SHARED_P:
-                # thread-fastest in shared memory: no bank conflicts, no trips to L2/DRAM
-                sh = cuda.shared.array((NC, NPA, TPBS), float64)
-                p = sh[:, :, cuda.threadIdx.x]
-            else:
-                p = cuda.local.array((NC, NPA), float64)
+            work = cuda.local.array(NW, float64)
         else:
             work = work_g[start]
-            p = p_g[start]
         for r in range(start, x.shape[0], stride):
             post_r = post[r] if KEEP else post[0]
             ini[r] = fit_region(
                 x[r], cov, folds, log2_folds, alpha_init, alpha_prior, prior_sum, cyc, min_read_count,
-                main_idx, KEEP, work, a_s, l_s, ll_s, p, lam[r], alpha[r], sini[r], cn[r], post_r,
+                main_idx, KEEP, False, work, a_s, l_s, ll_s, acc, p, lam[r], alpha[r], sini[r], cn[r], post_r,
             )
 
     opts = {}
@@ -131,27 +120,19 @@ def _build_kernel(NC: int, NW: int, KEEP: bool, variant: str, max_registers, SHA
 # --------------------------------------------------------------------------------------- device state
 @dataclass
 class KernelConfig:
-    """Launch choices (defaults are the measured best on an H100; see benchmarks/RESULTS.md)."""
+    """Launch choices; the defaults are the measured best on an H100 (benchmarks/RESULTS.md).
+
+    ``threads_per_block``; ``variant``: "unroll" (class count compiled in, state in registers), "rolled"
+    (run-time class count) or "auto" (unroll up to UNROLL_MAX_CLASSES classes); ``work``: the per-sample
+    buffer in "local" memory, in "global" thread-fastest scratch, or "auto" (local up to LOCAL_WORK_MAX
+    samples); ``max_registers``: the per-thread register cap handed to the compiler (None: uncapped).
+    """
 
     threads_per_block: int = THREADS_PER_BLOCK
-    variant: str = "auto"        # "unroll" | "rolled" | "auto"
-    work: str = "auto"           # "local" | "global" | "auto"
-    # measured on an H100, BM-A, em.py of 51102d2: 0.382 s at 128 vs 0.406 s at 168 and 0.457 s uncapped
+    variant: str = "auto"
+    work: str = "auto"
+    # H100, BM-A, 128 threads/block: 0.113 s at 128 registers; 96: 0.122, 168: 0.126, 192: 0.167, uncapped 0.167
     max_registers: int | None = 128
-    # posteriors scratch in shared memory ("auto" | "yes" | "no"): 0.46-0.62 s on BM-A, slower than local
-    shared_p: str = "no"
-
-    def shared_tpb(self, n: int, N: int) -> int:
-        """Threads per block of the shared-memory posteriors variant (0: not used)."""
-        _, nw = self.resolve(n, N)
-        if nw == 0 or self.shared_p == "no":
-            return 0
-        fits = n * N * 8 * self.threads_per_block <= SHARED_BYTES
-        if self.shared_p == "yes":
-            if not fits:
-                raise ValueError("posteriors do not fit in shared memory with this many threads per block")
-            return self.threads_per_block
-        return self.threads_per_block if fits else 0
 
     def resolve(self, n: int, N: int) -> tuple[str, int]:
         variant = self.variant
@@ -176,8 +157,7 @@ class _Device:
         self.keep_post = keep_post
         self.cfg = cfg
         self.variant, self.nw = cfg.resolve(self.n, N)
-        self.kernel = get_kernel(self.n, self.nw, keep_post, self.variant, cfg.max_registers,
-                                 cfg.shared_tpb(self.n, N))
+        self.kernel = get_kernel(self.n, self.nw, keep_post, self.variant, cfg.max_registers)
         self.pipeline: ChunkPipeline | None = None
         self.simulated = simulating()
         self.work: list = []
@@ -188,7 +168,7 @@ class _Device:
             self.consts = [be.to_device(a) for a in (cov, spec.folds, spec.log2_folds, spec.alpha_init,
                                                       spec.alpha_prior)]
             self.dummy_post = be.to_device(np.zeros(1)).reshape((1, 1, 1), order="F")
-            self.dummy_work = be.to_device(np.zeros(1)).reshape((1, 1), order="F")
+            self.dummy_work = be.to_device(np.zeros(1)).reshape((1, 1), order="F")  # local work: unused
             self.sm_count = _sm_count()
 
     def scratch_threads(self, capacity: int) -> int:
@@ -202,8 +182,8 @@ class _Device:
             free, _total = self.backend.mem_info()
             fixed = 0
             if self.nw == 0:
-                # per-thread work (max(N, n)) and posteriors (n x N), one set per slot
-                fixed = slots * self.scratch_threads(m) * (max(self.N, self.n) + self.n * self.N) * 8
+                # per-thread work buffer (N values), one scratch per slot (the slots' kernels may overlap)
+                fixed = slots * self.scratch_threads(m) * self.N * 8
             plan = _plan.plan_chunks(m, self.N, self.n, self.keep_post, free, max_device_memory, slots=slots,
                                      fixed_bytes=fixed, max_rows=max_rows)
             while True:
@@ -228,16 +208,14 @@ class _Device:
         if self.nw == 0:
             T = self.scratch_threads(plan.rows)
             self.max_blocks = T // self.cfg.threads_per_block
-            W = max(self.N, self.n)
             for _ in range(plan.slots):
-                w = self.backend.device_array(T * W, np.float64).reshape((T, W), order="F")
-                p = self.backend.device_array(T * self.n * self.N, np.float64).reshape((T, self.n, self.N), order="F")
-                self.work.append((w, p))
+                # thread-fastest: thread t's buffer is row t, so a warp's accesses coalesce
+                self.work.append(self.backend.device_array(T * self.N, np.float64).reshape((T, self.N), order="F"))
 
     def launch(self, views, stream, rows: int, k: int) -> None:
         tpb = self.cfg.threads_per_block
         blocks = math.ceil(rows / tpb)
-        work = (self.dummy_work, self.dummy_post)
+        work = self.dummy_work
         if self.nw == 0:
             blocks = min(blocks, self.max_blocks)
             work = self.work[k]
@@ -249,7 +227,7 @@ class _Device:
         cov, folds, log2_folds, alpha_init, alpha_prior = self.consts
         self.kernel[blocks, tpb, stream](
             views["x"], cov, folds, log2_folds, alpha_init, alpha_prior, float(s.prior_sum), int(s.cyc),
-            float(s.min_read_count), int(s.main_idx), work[0], work[1], views["lam"], views["alpha"], views["sini"],
+            float(s.min_read_count), int(s.main_idx), work, views["lam"], views["alpha"], views["sini"],
             views["cn"], views["ini"], views.get("post", self.dummy_post),
         )
 
@@ -336,7 +314,9 @@ def fit_gpu(x: np.ndarray, cov: np.ndarray, spec: ModelSpec, keep_post: bool = F
     if m == 0:
         return out
 
-    plans = [d.setup(m, max_device_memory, chunk_rows) for d in devs]
+    # each device runs about m / len(devs) rows: plan its chunks (and their overlap) for that share
+    share = math.ceil(m / len(devs))
+    plans = [d.setup(share, max_device_memory, chunk_rows) for d in devs]
     rows = min(p.rows for p in plans)
     chunks = _plan.chunk_bounds(m, rows)
     lock = threading.Lock()
@@ -373,7 +353,6 @@ def fit_gpu(x: np.ndarray, cov: np.ndarray, spec: ModelSpec, keep_post: bool = F
     if stats is not None:
         stats.update(rows_per_chunk=rows, n_chunks=len(chunks), plans=plans, chunks=taken, direct=direct,
                      backend=devs[0].backend.name, variant=devs[0].variant, local_work=devs[0].nw,
-                     shared_tpb=cfg.shared_tpb(n, N),
                      order={d.device_id: list(d.pipeline.order) for d in devs})
     return out
 

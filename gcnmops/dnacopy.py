@@ -1,0 +1,212 @@
+"""segAlgorithm "DNAcopy": circular binary segmentation of sINI through R's DNAcopy (rpy2), as cn.mops does.
+
+cn.mops adds Gaussian jitter (sd 1e-5) to every sample's sINI, segments it per chromosome with DNAcopy's
+CBS (``min.width = min(minWidth, 5)``, boundary ``getbdry(eta=0.05, nperm=10000, tol=0.01,
+max.ones=101)``), keeps DNAcopy's segment means (of the jittered values, rounded to 4 decimals by
+DNAcopy) and takes each segment's median from the un-jittered values. The CNV calls that follow are the
+fast path's (``min(minWidth, 5)`` is also the CNV width filter, as in cn.mops). Not bit-reproducible
+against R (the jitter is random); ``seed`` makes our runs reproducible: it seeds numpy's Generator for
+the jitter and R's RNG (DNAcopy's permutation p-values).
+
+rpy2, R and DNAcopy are optional: they are imported on first use, and their absence raises an
+InputError that says how to install them.
+"""
+from __future__ import annotations
+
+import logging
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+
+from .calls import MIN_REGIONS_TO_SEGMENT, NO_CNV_MESSAGE, Calls, empty_cnvr, empty_segments
+from .errors import InputError
+
+log = logging.getLogger("gcnmops")
+
+#: the R package we need (a module attribute so that tests can simulate its absence)
+R_PACKAGE = "DNAcopy"
+JITTER_SD = 1e-5
+#: cn.mops's getbdry arguments (eta, nperm, alpha -> tol; max.ones = floor(nperm * alpha) + 1)
+BDRY_ETA, BDRY_NPERM, BDRY_ALPHA = 0.05, 10000, 0.01
+MAX_MIN_WIDTH = 5
+INSTALL_HINT = (
+    "segAlgorithm 'DNAcopy' runs R's Bioconductor package DNAcopy through rpy2. Install both: "
+    "`pip install 'rpy2>=3.5,<3.6'` (or `pip install gcnmops[r]`), and R with DNAcopy: "
+    "`apt-get install r-bioc-dnacopy` (Debian/Ubuntu) or, in R, "
+    "`install.packages('BiocManager'); BiocManager::install('DNAcopy')`. "
+    "Or use seg_algorithm='fast' (cn.mops's default), which needs neither."
+)
+#: DNAcopy::segment arguments a caller may pass (Python spellings -> R names)
+SEGMENT_ARGS = {
+    "alpha": "alpha", "nperm": "nperm", "p_method": "p.method", "p.method": "p.method", "kmax": "kmax",
+    "nmin": "nmin", "eta": "eta", "trim": "trim", "undo_splits": "undo.splits", "undo.splits": "undo.splits",
+    "undo_prune": "undo.prune", "undo.prune": "undo.prune", "undo_SD": "undo.SD", "undo_sd": "undo.SD",
+    "undo.SD": "undo.SD", "verbose": "verbose",
+}
+
+_R_SEGMENT = """
+function(x, chrom, maploc, min_width, sbdry, seed, args) {
+    if (!is.na(seed)) set.seed(seed)
+    ids <- paste0("s", seq_len(ncol(x)))
+    cna <- DNAcopy::CNA(x, chrom = chrom, maploc = maploc, data.type = "logratio", sampleid = ids)
+    seg <- do.call(DNAcopy::segment, c(list(cna, min.width = min_width, sbdry = sbdry), args))
+    o <- seg$output
+    list(sample = match(o$ID, ids), chrom = as.integer(o$chrom), start = as.integer(o$loc.start),
+         end = as.integer(o$loc.end), mean = as.double(o$seg.mean))
+}
+"""
+
+
+@lru_cache(maxsize=1)
+def _r_session():
+    """(robjects, numpy converter, segment function) or InputError naming what is missing."""
+    try:
+        import rpy2.robjects as ro
+        from rpy2.robjects import numpy2ri
+        from rpy2.robjects.conversion import localconverter
+    except Exception as err:  # ImportError, or rpy2 failing to find/load R (RuntimeError, OSError)
+        raise InputError(f"rpy2 with a working R is not available ({type(err).__name__}: {err}). "
+                         + INSTALL_HINT) from err
+    try:
+        from rpy2.robjects.packages import importr
+
+        importr(R_PACKAGE)
+    except Exception as err:  # rpy2's PackageNotInstalledError and R errors
+        raise InputError(f"The R package {R_PACKAGE} is not installed in the R that rpy2 uses "
+                         f"({type(err).__name__}). " + INSTALL_HINT) from err
+    converter = ro.default_converter + numpy2ri.converter
+    return ro, converter, localconverter, ro.r(_R_SEGMENT)
+
+
+def dnacopy_available() -> bool:
+    """True when rpy2, R and DNAcopy can be loaded."""
+    try:
+        _r_session()
+    except InputError:
+        return False
+    return True
+
+
+@lru_cache(maxsize=4)
+def _boundary(eta: float, nperm: int, alpha: float) -> np.ndarray:
+    """DNAcopy::getbdry(eta, nperm, max.ones = floor(nperm * alpha) + 1, tol = alpha), as cn.mops calls it."""
+    ro, converter, localconverter, _ = _r_session()
+    bdry = ro.r("DNAcopy::getbdry")
+    out = bdry(eta=eta, nperm=nperm, tol=alpha, **{"max.ones": int(np.floor(nperm * alpha)) + 1})
+    return np.asarray(out, dtype=np.int32)
+
+
+def _r_args(segment_args: dict) -> dict:
+    out = {"verbose": 0}
+    unknown = sorted(set(segment_args) - set(SEGMENT_ARGS))
+    if unknown:
+        raise InputError(f"Unknown DNAcopy segmentation argument(s) {unknown}; DNAcopy::segment takes "
+                         f"{sorted(set(SEGMENT_ARGS.values()))}.")
+    for k, v in segment_args.items():
+        out[SEGMENT_ARGS[k]] = v
+    return out
+
+
+def dnacopy_segments(sini: np.ndarray, blocks: list[tuple[str, int, int]], min_width: int,
+                     seed: int | None = None, segment_args: dict | None = None) -> pd.DataFrame:
+    """DNAcopy CBS of every sample's jittered sINI, per chromosome, as cn.mops's ``.segmentation``.
+
+    Returns the fast segmentation's table (``segment_columns`` layout): block, sample, start, end
+    (1-based rows relative to the block), mean (DNAcopy's seg.mean of the jittered values), median (of
+    the un-jittered values), ordered by block, sample, start.
+    """
+    ro, converter, localconverter, r_segment = _r_session()
+    sini = np.asarray(sini, dtype=np.float64)
+    m, n_samples = sini.shape
+    rng = np.random.Generator(np.random.PCG64(seed))
+    # one column of jitter per sample, in column order, as cn.mops's apply(sINI, 2, .segmentation)
+    jitter = rng.normal(0.0, JITTER_SD, size=(n_samples, m)).T
+    r_seed = int(rng.integers(1, 2**31 - 1)) if seed is not None else None
+    x = np.asfortranarray(sini + jitter)
+    chrom = np.empty(m, dtype=np.int32)
+    maploc = np.empty(m, dtype=np.int32)
+    for k, (_, b, e) in enumerate(blocks):
+        chrom[b:e] = k + 1  # integer codes sort in block order inside DNAcopy::CNA
+        maploc[b:e] = np.arange(1, e - b + 1, dtype=np.int32)
+    bdry = _boundary(BDRY_ETA, BDRY_NPERM, BDRY_ALPHA)
+    with localconverter(converter):
+        res = r_segment(x, chrom, maploc, int(min_width), bdry,
+                        ro.NA_Integer if r_seed is None else r_seed,
+                        ro.ListVector(_r_args(dict(segment_args or {}))))
+        cols = {name: np.asarray(res.rx2(name)) for name in ("sample", "chrom", "start", "end", "mean")}
+    block = cols["chrom"].astype(np.int64) - 1
+    sample = cols["sample"].astype(np.int64) - 1
+    start = cols["start"].astype(np.int64)
+    end = cols["end"].astype(np.int64)
+    first = np.array([b for _, b, _ in blocks], dtype=np.int64)[block]
+    median = np.array([np.median(sini[f + s - 1:f + e, k]) for f, s, e, k in zip(first, start, end, sample)],
+                      dtype=np.float64)
+    seg = pd.DataFrame({"block": block, "sample": sample, "start": start, "end": end,
+                        "mean": cols["mean"].astype(np.float64), "median": median})
+    order = np.lexsort((seg["start"].to_numpy(), seg["sample"].to_numpy(), seg["block"].to_numpy()))
+    return seg.iloc[order].reset_index(drop=True)
+
+
+def call_cnvs_dnacopy(sini: np.ndarray, gr: pd.DataFrame, blocks: list[tuple[str, int, int]],
+                      sample_names: list[str], upper_threshold: float, lower_threshold: float, min_width: int,
+                      use_median: bool, segment_args: dict | None = None, *, seed: int | None = None) -> Calls:
+    """``call_cnvs`` with cn.mops's segAlgorithm "DNAcopy" (see the module docstring).
+
+    ``segment_args`` go to ``DNAcopy::segment`` (alpha, nperm, p_method, kmax, nmin, eta, trim,
+    undo_splits, undo_prune, undo_SD, verbose); a ``seed`` entry there is taken as ``seed``.
+    """
+    args = dict(segment_args or {})
+    seed = args.pop("seed", seed)
+    m, n_samples = np.shape(sini)
+    if m < MIN_REGIONS_TO_SEGMENT:
+        return Calls(np.array(sini, order="F"), empty_segments(), empty_segments(), empty_cnvr(sample_names))
+    if min_width > MAX_MIN_WIDTH:
+        log.info('For DNAcopy the maximum "minWidth" is 5. Resetting "minWidth" to 5.')
+    width = min(int(min_width), MAX_MIN_WIDTH)
+    if width < 2:
+        raise InputError(f"seg_algorithm='DNAcopy' needs min_width >= 2 (DNAcopy's min.width is 2..5), "
+                         f"got {min_width}.")
+    _r_args(args)  # validate before the (slow) boundary and segmentation
+    seg = dnacopy_segments(sini, blocks, width, seed=seed, segment_args=args)
+    return _calls_from_segments(seg, gr, blocks, sample_names, upper_threshold, lower_threshold, width, use_median,
+                               m=m, n_samples=n_samples)
+
+
+def _calls_from_segments(seg: pd.DataFrame, gr: pd.DataFrame, blocks, sample_names, upper_threshold,
+                         lower_threshold, min_width, use_median, *, m: int, n_samples: int) -> Calls:
+    """The second half of ``calls.call_cnvs`` (after ``segment_columns``), on any segment table.
+
+    Built from calls.py's helpers; meant to move into calls.py as a public ``calls_from_segments`` that
+    ``call_cnvs`` itself ends with (then this copy goes).
+    """
+    from .calls import _cnv_regions, _fill_by_segment
+
+    block = seg["block"].to_numpy()
+    sample = seg["sample"].to_numpy()
+    first = np.array([b for _, b, _ in blocks])[block]
+    row_start = first + seg["start"].to_numpy() - 1
+    row_end = first + seg["end"].to_numpy() - 1
+    mean = seg["mean"].to_numpy(dtype=np.float64)
+    median = seg["median"].to_numpy(dtype=np.float64)
+    stat = median if use_median else mean
+    individual = _fill_by_segment(stat, sample, row_start, row_end, m, n_samples)
+    gr_start = gr["start"].to_numpy()
+    gr_end = gr["end"].to_numpy()
+    names = np.array([name for name, _, _ in blocks], dtype=object)[block]
+    samples = np.asarray(sample_names, dtype=object)[sample]
+    segmentation = pd.DataFrame({
+        "seqnames": names, "start": gr_start[row_start], "end": gr_end[row_end], "sampleName": samples,
+        "median": median, "mean": mean, "CN": None,
+    })
+    is_cnv = ((stat >= upper_threshold) | (stat <= lower_threshold)) & (row_end - row_start + 1 >= min_width)
+    if not is_cnv.any():
+        log.info(NO_CNV_MESSAGE)
+        return Calls(individual, segmentation, empty_segments(), empty_cnvr(sample_names))
+    cnvs = segmentation[is_cnv].reset_index(drop=True)
+    cnvr = _cnv_regions(block[is_cnv], row_start[is_cnv], row_end[is_cnv], names[is_cnv], gr_start, gr_end,
+                        sample_names)
+    return Calls(individual, segmentation, cnvs, cnvr)
+
+
+__all__ = ["call_cnvs_dnacopy", "dnacopy_segments", "dnacopy_available"]

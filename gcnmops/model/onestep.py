@@ -1,0 +1,274 @@
+"""The one-step model of referencecn.mops and singlecn.mops: no EM, lambda given per region.
+
+Per region, with lambda (the controls' mean for referencecn.mops, the chromosome's median positive count
+for singlecn.mops), for every sample k and class i:
+
+    a_ik = max(exp(x_k log(lambda cov_k I_i) - lgamma(x_k + 1) - lambda cov_k I_i), floor) * w
+    p_ik = a_ik / sum_i a_ik
+
+alpha_i = mean_k p_ik; sINI_k = sum_i log2(I_i) p_ik; the label is the first class of maximal p_ik;
+INI = mean_k sum_i |log2 I_i| p_ik; lambda output = lambda * I. Short-cut (every x_k <= minReadCount and
+lambda <= minReadCount): alpha 1 at the main class, labels main, sINI 0, INI 0.
+
+The prior weight ``w`` reproduces an R quirk of cn.mops bit for bit: the weights (1 per class, 1 + priorImpact
+at CN2, divided by their sum) multiply the N x n matrix of the a_ik with R's recycling in column-major order,
+so a_ik gets ``prior[(i * N + k) % n]``: the weight of class i only when N == 1 (singlecn.mops, and integer
+refits of one-sample results). The golden referencecn.mops case (N = 5, n = 13) confirms the recycled form;
+the per-class form misses its alpha by up to 5e-2.
+
+Every function here is ``register_jitable`` and allocation-free (callers hand in scratch), so it runs in
+plain Python, in ``numba.njit`` (the CPU driver below) and in ``numba.cuda`` kernels. The samples are
+streamed: one posterior column (n) at a time, the per-class means accumulated exactly (double-double) in
+sample order, so no (n, N) scratch is needed (a GPU's exp/log may differ from glibc's in the last bit).
+Sums follow R: the column normalizer is R's long-double ``rowSums`` (here the correctly rounded sum),
+sINI and INI terms are R's ``%*%`` (reference BLAS dgemv: sequential double sums in class order), alpha and
+INI are R's long-double means (correctly rounded).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit, prange
+from numba.extending import register_jitable
+
+from ..errors import InputError
+from ..rmath import lgamma_r
+from ..rstats import double_double_div, two_sum_add
+from .spec import ModelOutput
+
+#: likelihood floors: referencecn.mops (and every integer refit of a referencecn.mops result) / singlecn.mops
+REFERENCE_FLOOR = 1e-100
+SINGLE_FLOOR = 1e-15
+#: referencecn.mops floors the controls' mean at this value
+LAMBDA_FLOOR = 1e-5
+#: regions per parallel work item of the CPU driver
+BLOCK = 256
+
+
+# ------------------------------------------------------------------- R's long double (x87, 64-bit significand)
+# cn.mops's one-step model normalizes with R's rowSums/sum and averages with rowMeans, which accumulate in
+# long double: each partial sum is rounded to a 64-bit significand, and that rounding (then the rounding to
+# double) decides the last bit of about 1 value in 1000. A long double is held exactly as a double-double
+# (hi, lo) with hi = the value rounded to double.
+@register_jitable
+def _two_sum(a, b):
+    s = a + b
+    bp = s - a
+    return s, (a - (s - bp)) + (b - bp)
+
+
+@register_jitable
+def _two_prod(a, b):
+    """a * b = p + e exactly (Dekker; no FMA needed)."""
+    p = a * b
+    t = 134217729.0 * a
+    ah = t - (t - a)
+    al = a - ah
+    t = 134217729.0 * b
+    bh = t - (t - b)
+    bl = b - bh
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+@register_jitable
+def round64(h, l, f):
+    """h + l + f rounded to a 64-bit significand, ties to even, as (hi, lo). (h, l): a normalized
+    double-double (h = fl(h + l)); f: a remainder far below l's last bit that only breaks ties."""
+    if h == 0.0:
+        return 0.0, 0.0
+    m, ex = math.frexp(h)
+    e = ex - 1
+    if abs(m) == 0.5:  # h a power of two: the sum has a smaller exponent if the rest points to zero
+        rest = l if l != 0.0 else f
+        if (rest < 0.0) != (h < 0.0) and rest != 0.0:
+            e -= 1
+    g = math.ldexp(1.0, e - 63)  # the last bit of a 64-bit significand at this exponent
+    u = l / g
+    fl = math.floor(u)
+    w = ((u - fl) - 0.5) + f / g
+    k = fl
+    if w > 0.0 or (w == 0.0 and fl % 2.0 != 0.0):
+        k = fl + 1.0
+    return _two_sum(h, k * g)
+
+
+@register_jitable
+def ld_add(hi, lo, v):
+    """The long double (hi, lo) plus the double v, rounded as the x87 does (non-negative operands)."""
+    s, e = _two_sum(hi, v)
+    t, f = _two_sum(e, lo)
+    h, l = _two_sum(s, t)
+    return round64(h, l, f)
+
+
+@register_jitable
+def ld_div(hi, lo, n):
+    """The long double (hi, lo) divided by n (a positive whole number), rounded to a long double."""
+    q1 = hi / n
+    p, pe = _two_prod(q1, n)
+    r = hi - p  # exact (Sterbenz)
+    c, d = _two_sum(r, -pe)
+    c2, d2 = _two_sum(c, lo)
+    q2 = (c2 + (d + d2)) / n
+    h, l = _two_sum(q1, q2)
+    return round64(h, l, 0.0)
+
+
+@register_jitable
+def onestep_column(xk, ck, lam, folds, prior, floor, N, k, col):
+    """Posterior column of sample k (of N) into ``col`` (n): cn.mops's floored, prior-weighted, normalized
+    Poisson likelihoods of every class."""
+    n = folds.shape[0]
+    g = lgamma_r(xk + 1.0)
+    lc = lam * ck
+    s_hi = 0.0
+    s_lo = 0.0
+    for i in range(n):
+        t = lc * folds[i]
+        a = math.exp(xk * math.log(t) - g - t)
+        if a < floor:
+            a = floor
+        a = a * prior[(i * N + k) % n]  # R's column-major recycling of the prior vector
+        col[i] = a
+        s_hi, s_lo = ld_add(s_hi, s_lo, a)  # R's rowSums / sum: a long double sum
+    s = s_hi
+    for i in range(n):
+        col[i] = col[i] / s
+
+
+@register_jitable
+def onestep_region(x, cov, lam, folds, log2_folds, prior, floor, min_read_count, main_idx, keep_post,
+                   col, acc_hi, acc_lo, lam_out, alpha_out, sini_out, cn_out, post_out):
+    """The one-step model of one region; returns INI and writes the other outputs.
+
+    Inputs: ``x`` (N) counts, ``cov`` (N) coverages, ``lam`` the region's lambda, ``folds``/``log2_folds``/
+    ``prior`` (n), ``floor`` (1e-100 reference, 1e-15 single), ``main_idx`` (index of CN2).
+    Scratch: ``col``, ``acc_hi``, ``acc_lo`` (n each). Outputs: ``lam_out``, ``alpha_out`` (n),
+    ``sini_out`` (N), ``cn_out`` (N) class indices, ``post_out`` (n, N) if ``keep_post``.
+    """
+    N = x.shape[0]
+    n = folds.shape[0]
+    for i in range(n):
+        lam_out[i] = lam * folds[i]
+    short_cut = lam <= min_read_count
+    if short_cut:
+        for k in range(N):
+            if x[k] > min_read_count:
+                short_cut = False
+                break
+    if short_cut:
+        for i in range(n):
+            alpha_out[i] = 1.0 if i == main_idx else 0.0
+        for k in range(N):
+            sini_out[k] = 0.0
+            cn_out[k] = main_idx
+            if keep_post:
+                for i in range(n):
+                    post_out[i, k] = 1.0 if i == main_idx else 0.0
+        return 0.0
+
+    for i in range(n):
+        acc_hi[i] = 0.0
+        acc_lo[i] = 0.0
+    g_hi = 0.0
+    g_lo = 0.0
+    for k in range(N):
+        onestep_column(x[k], cov[k], lam, folds, prior, floor, N, k, col)
+        sini = 0.0
+        gain = 0.0
+        best = col[0]
+        arg = 0
+        for i in range(n):
+            pik = col[i]
+            sini += log2_folds[i] * pik
+            gain += abs(log2_folds[i]) * pik
+            if pik > best:
+                best = pik
+                arg = i
+            acc_hi[i], acc_lo[i] = ld_add(acc_hi[i], acc_lo[i], pik)
+            if keep_post:
+                post_out[i, k] = pik
+        sini_out[k] = sini
+        cn_out[k] = arg
+        g_hi, g_lo = two_sum_add(g_hi, g_lo, gain)
+    for i in range(n):  # R's rowMeans: the long double sum divided by N in long double
+        alpha_out[i] = ld_div(acc_hi[i], acc_lo[i], float(N))[0]
+    return double_double_div(g_hi, g_lo, float(N))
+
+
+# ------------------------------------------------------------------------------------------ host side
+@dataclass(frozen=True)
+class OneStepSpec:
+    """Per-run constants of the one-step model (arrays of shape (n,), float64)."""
+
+    folds: np.ndarray
+    log2_folds: np.ndarray
+    prior: np.ndarray
+    floor: float
+    main_idx: int
+    min_read_count: float
+
+    @classmethod
+    def build(cls, folds, classes, prior_impact: float, floor: float, min_read_count: float) -> "OneStepSpec":
+        """cn.mops's prior: 1 for every class, 1 + priorImpact for CN2, divided by their (long-double) sum."""
+        folds = np.ascontiguousarray(folds, dtype=np.float64)
+        classes = list(classes)
+        if "CN2" not in classes:
+            raise InputError("One element of classes must be CN2.")
+        main_idx = classes.index("CN2")
+        prior = np.ones(folds.size)
+        prior[main_idx] = 1.0 + prior_impact
+        prior = prior / math.fsum(prior)
+        return cls(folds=folds, log2_folds=np.log2(folds), prior=prior, floor=float(floor), main_idx=main_idx,
+                   min_read_count=float(min_read_count))
+
+
+@njit(parallel=True, cache=True)
+def _onestep_all(x, cov, lam, folds, log2_folds, prior, floor, min_read_count, main_idx, keep_post,
+                 lam_out, alpha_out, sini, cn, ini, post):
+    m = x.shape[0]
+    n = folds.shape[0]
+    nblocks = (m + BLOCK - 1) // BLOCK
+    for b in prange(nblocks):
+        col = np.empty(n)
+        acc_hi = np.empty(n)
+        acc_lo = np.empty(n)
+        for r in range(b * BLOCK, min(m, (b + 1) * BLOCK)):
+            post_r = post[r] if keep_post else post[0]
+            ini[r] = onestep_region(x[r], cov, lam[r], folds, log2_folds, prior, floor, min_read_count, main_idx,
+                                    keep_post, col, acc_hi, acc_lo, lam_out[r], alpha_out[r], sini[r], cn[r],
+                                    post_r)
+
+
+def fit_onestep(x: np.ndarray, cov: np.ndarray, lam: np.ndarray, spec: OneStepSpec,
+                keep_post: bool = False) -> ModelOutput:
+    """The one-step model of every region of ``x`` (m, N) with coverages ``cov`` (N,) and ``lam`` (m,), CPU."""
+    x = np.asarray(x, dtype=np.float64, order="F")
+    m, N = x.shape
+    n = spec.folds.size
+    out = ModelOutput.allocate(m, n, N, keep_post)
+    post = out.post if keep_post else np.empty((1, 1, 1), order="F")
+    _onestep_all(x, np.ascontiguousarray(cov, dtype=np.float64), np.ascontiguousarray(lam, dtype=np.float64),
+                 spec.folds, spec.log2_folds, spec.prior, spec.floor, spec.min_read_count, spec.main_idx,
+                 keep_post, out.lam, out.alpha, out.sini, out.cn, out.ini, post)
+    return out
+
+
+@njit(cache=True)
+def row_means(x):
+    """(m,) R ``rowMeans`` of a non-negative (m, M) matrix: long double sums divided by M in long double."""
+    m, M = x.shape
+    out = np.empty(m)
+    for r in range(m):
+        hi = 0.0
+        lo = 0.0
+        for j in range(M):
+            hi, lo = ld_add(hi, lo, x[r, j])
+        out[r] = ld_div(hi, lo, float(M))[0]
+    return out
+
+
+__all__ = ["onestep_column", "onestep_region", "OneStepSpec", "fit_onestep", "row_means", "REFERENCE_FLOOR",
+           "SINGLE_FLOOR", "LAMBDA_FLOOR"]

@@ -1,0 +1,218 @@
+# gcn.mops(): cn.mops() with the gcnmops engine. Same arguments, defaults, checks (and error messages)
+# and result as cn.mops(); plus `backend` ("auto", "cpu", "gpu") and `devices` (GPU ids).
+
+.default_I <- c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4)
+.default_classes <- c("CN0", "CN1", "CN2", "CN3", "CN4", "CN5", "CN6", "CN7", "CN8")
+
+gcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
+                     classes = c("CN0", "CN1", "CN2", "CN3", "CN4", "CN5", "CN6", "CN7", "CN8"),
+                     priorImpact = 1, cyc = 20, parallel = 0, norm = 1, normType = "poisson",
+                     sizeFactor = "mean", normQu = 0.25, quSizeFactor = 0.75, upperThreshold = 0.5,
+                     lowerThreshold = -0.9, minWidth = 3, segAlgorithm = "fast", minReadCount = 5,
+                     useMedian = FALSE, returnPosterior = FALSE, ...,
+                     backend = getOption("gcn.mops.backend", "auto"), devices = NULL) {
+  args <- list(I = I, classes = classes, priorImpact = priorImpact, cyc = cyc, parallel = parallel,
+               norm = norm, normType = normType, sizeFactor = sizeFactor, normQu = normQu,
+               quSizeFactor = quSizeFactor, upperThreshold = upperThreshold, lowerThreshold = lowerThreshold,
+               minWidth = minWidth, segAlgorithm = segAlgorithm, minReadCount = minReadCount,
+               useMedian = useMedian, returnPosterior = returnPosterior)
+  .gcn_mops(input, args, list(...), backend, devices)
+}
+
+exomegcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
+                          classes = c("CN0", "CN1", "CN2", "CN3", "CN4", "CN5", "CN6", "CN7", "CN8"),
+                          priorImpact = 10, cyc = 20, parallel = 0, norm = 1, normType = "poisson",
+                          sizeFactor = "mean", normQu = 0.25, quSizeFactor = 0.75, upperThreshold = 0.5,
+                          lowerThreshold = -0.8, minWidth = 5, segAlgorithm = "fast", minReadCount = 1,
+                          useMedian = FALSE, returnPosterior = FALSE, ...,
+                          backend = getOption("gcn.mops.backend", "auto"), devices = NULL) {
+  gcn.mops(input, I = I, classes = classes, priorImpact = priorImpact, cyc = cyc, parallel = parallel,
+           norm = norm, normType = normType, sizeFactor = sizeFactor, normQu = normQu,
+           quSizeFactor = quSizeFactor, upperThreshold = upperThreshold, lowerThreshold = lowerThreshold,
+           minWidth = minWidth, segAlgorithm = segAlgorithm, minReadCount = minReadCount,
+           useMedian = useMedian, returnPosterior = returnPosterior, ..., backend = backend, devices = devices)
+}
+
+# The read counts as a double matrix (the engine views it in place), with the regions.
+# A double matrix is used as it is (no copy); integer counts are converted once; a GRanges's columns
+# are written into one new double matrix.
+.prepare_input <- function(input, min_samples = 2L) {
+  out <- list()
+  if (methods::is(input, "GRanges")) {
+    input <- sortSeqlevels(input)
+    mc <- mcols(input)
+    if (ncol(mc) == 1L && min_samples > 1L) stop("It is not possible to run cn.mops on only ONE sample.\n")
+    if (length(unique(strand(input))) > 1L)
+      stop(paste("Different strands found in GRanges object. Please make",
+                 "read counts independent of strand."))
+    sn <- seqnames(input)
+    rv <- as.integer(runValue(sn))
+    if (anyDuplicated(rv)) {
+      # cn.mops cuts the matrix per chromosome and needs each chromosome's rows together
+      warning("Rows of a chromosome were not contiguous: regrouping rows by chromosome.", call. = FALSE)
+      f <- as.integer(sn)
+      input <- input[order(match(f, unique(f)), method = "radix")]
+      mc <- mcols(input)
+      sn <- seqnames(input)
+      rv <- as.integer(runValue(sn))
+    }
+    out$chr_levels <- levels(sn)[rv]
+    out$chr_index <- rep.int(seq_along(rv), runLength(sn))
+    out$start <- start(input)
+    out$end <- end(input)
+    out$seqinfo <- seqinfo(input)
+    out$input_type <- "GRanges"
+    m <- length(input)
+    N <- ncol(mc)
+    cols <- as.list(mc)
+    if (N == 0L) stop("GRanges object or read count matrix needed as input.")
+    X <- numeric(m * N)
+    dim(X) <- c(m, N)
+    for (k in seq_len(N)) {
+      v <- cols[[k]]
+      if (methods::is(v, "Rle")) v <- as.vector(v)
+      if (!(is.numeric(v) || is.logical(v)))
+        stop(sprintf(paste("All values must be greater or equal zero and finite.\n",
+                           "(metadata column '%s' is %s, not read counts)"), names(cols)[k], class(v)[1L]))
+      X[, k] <- v
+    }
+    out$sampleNames <- names(cols)
+    out$rownames <- paste(out$chr_levels[out$chr_index], out$start, out$end, sep = "_")
+    dimnames(X) <- list(out$rownames, out$sampleNames)  # our own matrix: set in place, as cn.mops names it
+  } else if (is.matrix(input) || is.vector(input)) {
+    if (!(is.numeric(input) || is.logical(input)))
+      stop("All values must be greater or equal zero and finite.\n")
+    if (is.matrix(input)) {
+      X <- input
+      out$sampleNames <- colnames(input)
+    } else {
+      X <- input
+      dim(X) <- c(1L, length(input))
+      out$sampleNames <- NULL
+    }
+    if (!is.double(X)) storage.mode(X) <- "double"
+    m <- nrow(X)
+    out$chr_levels <- "undef"
+    out$chr_index <- rep.int(1L, m)
+    out$start <- seq_len(m)
+    out$end <- seq_len(m)
+    out$input_type <- "DataMatrix"
+    out$rownames <- NULL
+  } else {
+    stop("GRanges object or read count matrix needed as input.")
+  }
+  if (length(X)) {
+    rg <- range(X)
+    if (anyNA(rg) || rg[1L] < 0 || !is.finite(rg[2L]))
+      stop("All values must be greater or equal zero and finite.\n")
+  }
+  if (is.null(out$sampleNames)) out$sampleNames <- paste("Sample", seq_len(ncol(X)), sep = "_")
+  out$X <- X
+  out
+}
+
+.num1 <- function(x) is.numeric(x) & length(x) == 1
+
+# cn.mops's parameter checks, in its order, with its messages.
+.check_args <- function(a) {
+  if (!is.numeric(a$I)) stop("\"I\" must be numeric.")
+  if (!is.character(a$classes)) stop("\"classes\" must be character.")
+  if (length(a$I) != length(a$classes)) stop("I and classes must have same length!")
+  if (!("CN2" %in% a$classes)) stop("One element of classes must be CN2 .\n")
+  if (!.num1(a$priorImpact)) stop("\"priorImpact\" be must numeric and of length 1.")
+  if (!.num1(a$cyc)) stop("\"cyc\" must be numeric and of length 1.")
+  if (!.num1(a$parallel)) stop("\"parallel\" must be numeric and of length 1.")
+  if (!(a$normType %in% c("mean", "min", "median", "quant", "mode", "poisson")))
+    stop(paste("Set normalization to \"mean\"", "\"min\", \"median\", \"quant\" or \"mode\"."))
+  if (!.num1(a$normQu)) stop("\"normQu\" must be numeric and of length 1.")
+  norm <- a$norm
+  if (is.logical(norm)) norm <- as.integer(norm)
+  if (!(length(norm) == 1L && norm %in% c(0, 1, 2))) stop("\"norm\" must be 0,1 or 2.")
+  if (!.num1(a$lowerThreshold)) stop("\"lowerThreshold\" must be numeric and of length 1.")
+  if (!.num1(a$upperThreshold)) stop("\"upperThreshold\" must be numeric and of length 1.")
+  if (!.num1(a$minWidth)) stop("\"minWidth\" must be numeric and of length 1.")
+  if (!is.character(a$segAlgorithm)) stop("\"segAlgorithm\" must be \"fastseg\" or \"DNAcopy\"!")
+  if (!.num1(a$minReadCount)) stop("\"minReadCount\" must be numeric and of length 1.")
+  if (!is.logical(a$returnPosterior)) stop("\"returnPosterior\" must be logical.")
+  norm
+}
+
+.alloc <- function(type, dims, dn = NULL) {
+  x <- vector(type, prod(dims))
+  dim(x) <- dims
+  if (!is.null(dn)) dimnames(x) <- dn
+  x
+}
+
+.gcn_mops <- function(input, args, dots, backend, devices, method = "cn.mops") {
+  d <- .prepare_input(input)
+  norm <- .check_args(args)
+  args$norm <- norm
+  if (!(is.character(backend) && length(backend) == 1L && backend %in% c("auto", "cpu", "gpu")))
+    stop("\"backend\" must be \"auto\", \"cpu\" or \"gpu\".")
+  m <- nrow(d$X)
+  N <- ncol(d$X)
+  n <- length(args$I)
+  sn <- d$sampleNames
+  rn <- d$rownames
+  classes <- args$classes
+  if (m < 100)
+    warning(paste("Normalization might not be applicable",
+                  "for this small number of segments."))
+
+  version <- "1.53.0"
+  params <- list(method, args$I, classes, args$priorImpact, args$cyc, args$normType, args$normQu,
+                 args$upperThreshold, args$lowerThreshold, args$minWidth, args$segAlgorithm,
+                 args$minReadCount, args$useMedian, "CN2", version, do.call(paste, unname(dots)))
+  names(params) <- c("method", "folds", "classes", "priorImpact", "cyc", "normType", "normQu",
+                     "upperThreshold", "lowerThreshold", "minWidth", "segAlgorithm", "minReadCount",
+                     "useMedian", "mainClass", "version", "SegmentationParams")
+
+  env <- new.env(parent = emptyenv())
+  for (nm in c("chr_levels", "start", "end", "seqinfo", "input_type", "sampleNames")) env[[nm]] <- d[[nm]]
+  env$rownames <- rn
+  if (d$input_type == "GRanges") {
+    env$chr_index <- d$chr_index
+  } else {
+    env$chr_index_r <- d$chr_index  # the engine takes a bare matrix as rows 1..m on "undef"
+  }
+  env$X <- d$X
+  args$segment_args <- dots
+  env$args <- args
+  env$backend <- backend
+  env$devices <- if (is.null(devices)) NULL else as.integer(devices)
+  dn <- list(rn, sn)
+  # every numeric result allocated here, with its final dimnames; the engine writes into them
+  env$normalizedData <- if (norm == 0) NULL else .alloc("double", c(m, N), dn)
+  env$localAssessments <- .alloc("double", c(m, N), dn)
+  env$individualCall <- .alloc("double", c(m, N), list(NULL, sn))
+  ini <- numeric(m)
+  names(ini) <- rn
+  env$iniCall <- ini
+  rm(ini)
+  env$L <- .alloc("double", c(m, n), list(rn, classes))
+  env$A <- .alloc("double", c(m, n), list(rn, classes))
+  env$cn <- .alloc("raw", c(m, N))
+  if (isTRUE(args$returnPosterior))
+    env$posteriorProbs <- .alloc("double", c(m, n, N), list(NULL, classes, sn))
+
+  if (norm == 1) message("Normalizing...")
+  message("Starting local modeling, please be patient...  ")
+  res <- .call_engine("run_from_r", env, method)
+  .state$last_run <- res
+
+  if (norm == 0) {
+    X <- env$X
+    if (!identical(dimnames(X), dn)) dimnames(X) <- dn   # cn.mops's normalizedData carries these names
+    env$normalizedData <- X
+  }
+  cov <- env$cov
+  if (norm == 2) names(cov) <- sn
+  params$cov <- cov
+  params$L <- env$L
+  params$A <- env$A
+  env$params <- params
+  env$segmented <- m > 5
+  env$chr_index <- d$chr_index
+  .build_result(env)
+}

@@ -1,0 +1,458 @@
+"""Read counting from BAM files (gcnmops.counting / gcnmops.io.bam) against cn.mops's golden counts,
+an independent brute-force count, pysam, and (where R is installed) Rsamtools."""
+from __future__ import annotations
+
+import gzip
+import logging
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pysam = pytest.importorskip("pysam", reason="pysam not installed (pip install 'gcnmops[bam]')")
+
+from gcnmops.cli import main  # noqa: E402
+from gcnmops.counting import count_reads, write_counts  # noqa: E402
+from gcnmops.errors import InputError  # noqa: E402
+from gcnmops.io import bam as B  # noqa: E402
+from gcnmops.io import read_counts  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+GOLDEN_DIR = Path(os.environ.get("GCNMOPS_GOLDEN_DIR", REPO.parent / "shared" / "golden"))
+GOLDEN_BAMS = [GOLDEN_DIR / "bam" / f"test{i}.bam" for i in (1, 2, 3)]
+needs_golden = pytest.mark.skipif(
+    not (GOLDEN_DIR / "bam_counts" / "manifest.json").is_file() or not all(p.is_file() for p in GOLDEN_BAMS),
+    reason=f"golden case bam_counts not found under {GOLDEN_DIR} (set GCNMOPS_GOLDEN_DIR)")
+
+FLAG_UNMAPPED, FLAG_SECONDARY, FLAG_QCFAIL, FLAG_DUP, FLAG_SUPP = 0x4, 0x100, 0x200, 0x400, 0x800
+
+
+def golden_table(name: str) -> pd.DataFrame:
+    return pd.read_csv(GOLDEN_DIR / "bam_counts" / f"{name}.tsv", sep="\t", dtype={"seqnames": str})
+
+
+# --------------------------------------------------------------------------------------------
+# helpers: synthetic BAMs
+# --------------------------------------------------------------------------------------------
+def simulate_reads(refs, n, seed=0):
+    """Random reads (ref index, 1-based pos, mapq, flag); positions include each reference's ends."""
+    rng = np.random.default_rng(seed)
+    lens = np.array([length for _, length in refs])
+    ref = rng.integers(0, len(refs), n)
+    pos = (rng.random(n) * lens[ref]).astype(np.int64) + 1
+    edge = rng.random(n) < 0.05
+    pos[edge] = np.where(rng.random(edge.sum()) < 0.5, 1, lens[ref[edge]])
+    mapq = rng.choice([0, 1, 2, 37, 60, 255], n, p=[0.1, 0.05, 0.05, 0.2, 0.5, 0.1])
+    flag = rng.choice([0, 16, FLAG_DUP, FLAG_SECONDARY, FLAG_SUPP, FLAG_QCFAIL, FLAG_UNMAPPED], n,
+                      p=[0.45, 0.3, 0.06, 0.05, 0.04, 0.04, 0.06])
+    return ref, pos, mapq, flag
+
+
+def write_bam(path: Path, refs, reads, *, index=True, unplaced=3, read_len=30, long_read_at=None):
+    """Write a coordinate-sorted BAM of ``reads`` (+ ``unplaced`` unmapped reads without reference)."""
+    ref, pos, mapq, flag = reads
+    order = np.lexsort((pos, ref))
+    header = {"HD": {"VN": "1.6", "SO": "coordinate"}, "SQ": [{"SN": n, "LN": int(ln)} for n, ln in refs]}
+    qual = pysam.qualitystring_to_array("I" * read_len)
+    with pysam.AlignmentFile(str(path), "wb", header=header) as out:
+        for k, i in enumerate(order):
+            a = pysam.AlignedSegment(out.header)
+            a.query_name = f"r{i}"
+            a.flag = int(flag[i])
+            a.reference_id = int(ref[i])
+            a.reference_start = int(pos[i]) - 1
+            a.mapping_quality = int(mapq[i])
+            length = 70000 if long_read_at is not None and k == long_read_at else read_len
+            a.query_sequence = "ACGT" * (length // 4) + "A" * (length % 4)
+            a.query_qualities = qual if length == read_len else pysam.qualitystring_to_array("I" * length)
+            if not flag[i] & FLAG_UNMAPPED:
+                a.cigarstring = f"{length}M"
+            out.write(a)
+        for u in range(unplaced):
+            a = pysam.AlignedSegment(out.header)
+            a.query_name = f"u{u}"
+            a.flag = FLAG_UNMAPPED
+            a.reference_id = -1
+            a.reference_start = -1
+            a.query_sequence = "A" * read_len
+            a.query_qualities = qual
+            out.write(a)
+    if index:
+        pysam.index(str(path))
+    return path
+
+
+def brute_force(ranges: pd.DataFrame, refs, reads, min_mapq=1) -> np.ndarray:
+    """Independent oracle: per region, the reads it holds (mapped, mapq >= min_mapq, at pos)."""
+    ref, pos, mapq, flag = reads
+    names = np.array([n for n, _ in refs], dtype=object)
+    ok = ((flag & FLAG_UNMAPPED) == 0) & (mapq >= min_mapq)
+    out = np.zeros(len(ranges))
+    for i, (s, st, en) in enumerate(ranges[["seqnames", "start", "end"]].itertuples(index=False)):
+        out[i] = np.count_nonzero(ok & (names[ref] == s) & (pos >= st) & (pos <= en))
+    return out
+
+
+def rebgzf(src: Path, dst: Path, sizes=(1, 3, 2, 7, 50, 333, 4096, 5, 1000)) -> Path:
+    """Recompress a BAM into BGZF blocks of the given (cycled) data sizes, so records straddle
+    blocks in every way (even the 4-byte length field), as other writers may produce."""
+    data = gzip.open(src).read()
+    out = bytearray()
+    p, k = 0, 0
+    while p < len(data):
+        chunk = data[p:p + sizes[k % len(sizes)]]
+        p += len(chunk)
+        k += 1
+        comp = zlib.compressobj(6, zlib.DEFLATED, -15)
+        body = comp.compress(chunk) + comp.flush()
+        out += struct.pack("<4BI2BH2BHH", 31, 139, 8, 4, 0, 0, 255, 6, 66, 67, 2, 25 + len(body))
+        out += body + struct.pack("<II", zlib.crc32(chunk), len(chunk))
+    out += bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
+    dst.write_bytes(bytes(out))
+    return dst
+
+
+REFS = [("chr1", 100_000), ("chr2", 60_000), ("chrM", 16_569), ("chr10", 20_000)]
+
+
+@pytest.fixture(scope="module")
+def synth(tmp_path_factory):
+    d = tmp_path_factory.mktemp("bams")
+    reads = [simulate_reads(REFS, 4000, seed=s) for s in (1, 2)]
+    paths = [write_bam(d / f"s{k + 1}.bam", REFS, r) for k, r in enumerate(reads)]
+    return d, paths, reads
+
+
+# --------------------------------------------------------------------------------------------
+# golden: cn.mops getReadCountsFromBAM / getSegmentReadCountsFromBAM
+# --------------------------------------------------------------------------------------------
+@needs_golden
+@pytest.mark.parametrize("engine", ["native", "pysam"])
+@pytest.mark.parametrize("wl", [5000, 10000])
+def test_golden_windows(wl, engine):
+    gold = golden_table(f"counts_WL{wl}")
+    data = count_reads([str(p) for p in GOLDEN_BAMS], window=wl, engine=engine, progress=False)
+    assert data.sample_names == ["test1", "test2", "test3"]
+    pd.testing.assert_frame_equal(data.ranges, gold[["seqnames", "start", "end"]], check_dtype=False)
+    np.testing.assert_array_equal(data.counts, gold[["test1", "test2", "test3"]].to_numpy(np.float64))
+    assert data.counts.dtype == np.float64 and data.counts.flags.f_contiguous
+
+
+@needs_golden
+@pytest.mark.parametrize("engine", ["native", "pysam"])
+def test_golden_segments(engine):
+    gold = golden_table("segment_counts")
+    data = count_reads(GOLDEN_BAMS, regions=gold[["seqnames", "start", "end"]], engine=engine, progress=False)
+    pd.testing.assert_frame_equal(data.ranges, gold[["seqnames", "start", "end"]], check_dtype=False)
+    np.testing.assert_array_equal(data.counts, gold[["test1", "test2", "test3"]].to_numpy(np.float64))
+
+
+@needs_golden
+def test_golden_segments_from_bed(tmp_path):
+    gold = golden_table("segment_counts")
+    bed = tmp_path / "regions.bed"
+    bed.write_text("track name=x\n# comment\n" + "".join(
+        f"{s}\t{a - 1}\t{b}\tname{i}\n" for i, (s, a, b) in enumerate(gold[["seqnames", "start", "end"]].itertuples(
+            index=False))))
+    data = count_reads(GOLDEN_BAMS, regions=bed, progress=False)
+    np.testing.assert_array_equal(data.ranges["start"], gold["start"])
+    np.testing.assert_array_equal(data.counts, gold[["test1", "test2", "test3"]].to_numpy(np.float64))
+
+
+@needs_golden
+def test_golden_zlib_fallback_and_workers(monkeypatch):
+    gold = golden_table("counts_WL5000")
+    monkeypatch.setattr(B, "_inflate", lambda data, isize: zlib.decompress(data, -15, max(isize, 1)))
+    monkeypatch.setattr(B, "_crc32", zlib.crc32)
+    for workers in (1, 3):
+        data = count_reads(GOLDEN_BAMS, window=5000, workers=workers, progress=False)
+        np.testing.assert_array_equal(data.counts, gold[["test1", "test2", "test3"]].to_numpy(np.float64))
+
+
+@needs_golden
+def test_golden_counting_rule():
+    """The golden totals are mapped reads with mapq >= 1, duplicates included (checked with pysam)."""
+    gold = golden_table("counts_WL5000")
+    for p, col in zip(GOLDEN_BAMS, ["test1", "test2", "test3"]):
+        with pysam.AlignmentFile(str(p)) as f:
+            reads = list(f.fetch(until_eof=True))
+        expect = sum(1 for r in reads if not r.is_unmapped and r.mapping_quality >= 1)
+        assert gold[col].sum() == expect
+        assert any(r.is_duplicate and r.mapping_quality >= 1 for r in reads)  # so duplicates do count
+
+
+# --------------------------------------------------------------------------------------------
+# windows
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("length,wl,starts,ends", [
+    (100, 100, [0], [100]),  # WL >= L: [0, L]
+    (100, 1000, [0], [100]),
+    (100, 10, list(range(1, 92, 10)), list(range(10, 91, 10)) + [99]),  # L multiple of WL: L - 1
+    (101, 10, list(range(1, 102, 10)), list(range(10, 101, 10)) + [101]),  # last window [101, 101]
+    (105, 10, list(range(1, 102, 10)), list(range(10, 101, 10)) + [105]),
+    (2, 1, [1], [1]),
+])
+def test_reference_windows(length, wl, starts, ends):
+    s, e = B.reference_windows(length, wl)
+    assert s.tolist() == starts and e.tolist() == ends
+
+
+def test_windows_against_brute_force(synth):
+    d, paths, reads = synth
+    for wl in (997, 5000, 16_569, 20_000, 200_000):
+        data = count_reads(paths, window=wl, progress=False)
+        assert data.sample_names == ["s1", "s2"]
+        assert list(dict.fromkeys(data.ranges["seqnames"])) == [n for n, _ in REFS]
+        for j in range(2):
+            np.testing.assert_array_equal(data.counts[:, j], brute_force(data.ranges, REFS, reads[j]))
+    # chrM is 16569 bp: with WL 16569 it is the single window [0, 16569]; chr10 (20000) with WL 5000 loses its last bp
+    data = count_reads(paths, window=16_569, ref_seq_names=["chrM"], progress=False)
+    assert data.ranges[["start", "end"]].values.tolist() == [[0, 16_569]]
+    data = count_reads(paths, window=5000, ref_seq_names="chr10", progress=False)
+    assert data.ranges["end"].tolist() == [5000, 10000, 15000, 19999]
+
+
+def test_min_mapq_and_engines_agree(synth):
+    d, paths, reads = synth
+    for q in (0, 1, 30, 255):
+        nat = count_reads(paths, window=3000, min_mapq=q, progress=False)
+        pys = count_reads(paths, window=3000, min_mapq=q, engine="pysam", progress=False)
+        np.testing.assert_array_equal(nat.counts, pys.counts)
+        np.testing.assert_array_equal(nat.counts[:, 0], brute_force(nat.ranges, REFS, reads[0], min_mapq=q))
+
+
+def test_reference_subset_with_and_without_index(synth, tmp_path):
+    d, paths, reads = synth
+    noidx = tmp_path / "noidx.bam"
+    shutil.copy(paths[0], noidx)
+    subset = ["chr2", "chr10"]  # not header order: output follows ref_seq_names
+    a = count_reads([paths[0]], ref_seq_names=subset, window=4000, progress=False)
+    b = count_reads([noidx], ref_seq_names=subset, window=4000, progress=False)
+    assert list(dict.fromkeys(a.ranges["seqnames"])) == subset
+    np.testing.assert_array_equal(a.counts, b.counts)
+    np.testing.assert_array_equal(a.counts[:, 0], brute_force(a.ranges, REFS, reads[0]))
+    full = count_reads([noidx], window=4000, progress=False)  # no index needed for the whole file
+    np.testing.assert_array_equal(full.counts[:, 0], brute_force(full.ranges, REFS, reads[0]))
+
+
+def test_records_straddling_blocks(synth, tmp_path):
+    """Tiny BGZF blocks (records split anywhere), with and without an index, and a >64 KiB record."""
+    d, paths, reads = synth
+    small = rebgzf(paths[0], tmp_path / "small.bam")
+    expect = count_reads([paths[0]], window=2500, progress=False).counts
+    for workers in (1, 4):
+        got = count_reads([small], window=2500, workers=workers, progress=False)
+        np.testing.assert_array_equal(got.counts, expect)
+    pysam.index(str(small))
+    for subset in (["chr2"], ["chrM", "chr2"], ["chr1", "chr10"]):
+        got = count_reads([small], ref_seq_names=subset, window=2500, progress=False)
+        np.testing.assert_array_equal(got.counts[:, 0], brute_force(got.ranges, REFS, reads[0]))
+    long_reads = simulate_reads(REFS, 300, seed=9)
+    big = write_bam(tmp_path / "long.bam", REFS, long_reads, long_read_at=150)
+    got = count_reads([big], window=7000, progress=False)
+    np.testing.assert_array_equal(got.counts[:, 0], brute_force(got.ranges, REFS, long_reads))
+
+
+def test_regions_overlapping_and_unsorted(synth, tmp_path):
+    d, paths, reads = synth
+    regions = pd.DataFrame({"seqnames": ["chr2", "chr1", "chr1", "chr1", "chrM", "chr2"],
+                            "start": [1, 50_000, 40_000, 100_000, 0, 59_999],
+                            "end": [60_000, 60_000, 55_000, 100_000, 16_569, 60_000]})
+    data = count_reads(paths, regions=regions, progress=False)
+    # make_count_data groups a chromosome's rows (stably): chr2 rows first, then chr1, then chrM
+    order = [0, 5, 1, 2, 3, 4]
+    exp = regions.iloc[order].reset_index(drop=True)
+    pd.testing.assert_frame_equal(data.ranges, exp, check_dtype=False)
+    for j in range(2):
+        np.testing.assert_array_equal(data.counts[:, j], brute_force(exp, REFS, reads[j]))
+    tsv = tmp_path / "regions.tsv"
+    regions.rename(columns={"seqnames": "chrom"}).to_csv(tsv, sep="\t", index=False)
+    np.testing.assert_array_equal(count_reads(paths, regions=tsv, progress=False).counts, data.counts)
+
+
+# --------------------------------------------------------------------------------------------
+# Rsamtools agrees on the rule (mapq 255 counts, unmapped never)
+# --------------------------------------------------------------------------------------------
+@pytest.mark.r
+def test_rsamtools_agrees(synth, tmp_path):
+    if shutil.which("Rscript") is None:
+        pytest.skip("Rscript not found")
+    probe = subprocess.run(["Rscript", "-e", "suppressMessages(library(Rsamtools))"], capture_output=True)
+    if probe.returncode:
+        pytest.skip("Rsamtools not installed")
+    d, paths, reads = synth
+    script = tmp_path / "count.R"
+    script.write_text(R_COUNT_SCRIPT)
+    out = tmp_path / "r.tsv"
+    subprocess.run(["Rscript", str(script), str(paths[0]), "3000", str(out)], check=True, capture_output=True)
+    r = pd.read_csv(out, sep="\t", dtype={"seqnames": str})
+    ours = count_reads([paths[0]], window=3000, progress=False)
+    pd.testing.assert_frame_equal(ours.ranges, r[["seqnames", "start", "end"]], check_dtype=False)
+    np.testing.assert_array_equal(ours.counts[:, 0], r["count"].to_numpy(np.float64))
+
+
+R_COUNT_SCRIPT = r"""
+suppressMessages({library(Rsamtools); library(GenomicRanges)})
+a <- commandArgs(TRUE); f <- a[1]; WL <- as.integer(a[2])
+tg <- scanBamHeader(f)[[1]]$targets
+out <- list()
+for (chr in names(tg)) {
+  L <- tg[[chr]]
+  if (WL >= L) { st <- 0L; en <- L } else {
+    if (L %% WL == 0) L <- L - 1L
+    st <- seq(1L, L, by = WL); en <- c(st[-1] - 1L, L) }
+  x <- scanBam(f, param = ScanBamParam(what = c("pos", "mapq"), which = GRanges(chr, IRanges(1, tg[[chr]]))))[[1]]
+  keep <- which(x$mapq >= 1L)
+  out[[chr]] <- data.frame(seqnames = chr, start = st, end = en,
+                           count = countOverlaps(IRanges(st, en), IRanges(x$pos[keep], width = 1L)))
+}
+write.table(do.call(rbind, out), a[3], sep = "\t", quote = FALSE, row.names = FALSE)
+"""
+
+
+# --------------------------------------------------------------------------------------------
+# errors
+# --------------------------------------------------------------------------------------------
+def test_error_missing_and_not_bam(synth, tmp_path):
+    d, paths, _ = synth
+    with pytest.raises(InputError, match="not found"):
+        count_reads([paths[0], tmp_path / "nope.bam"], progress=False)
+    with pytest.raises(InputError, match="directory"):
+        count_reads([tmp_path], progress=False)
+    (tmp_path / "empty.bam").write_bytes(b"")
+    with pytest.raises(InputError, match="empty"):
+        count_reads([tmp_path / "empty.bam"], progress=False)
+    (tmp_path / "text.bam").write_text("@HD\tVN:1.6\nr1\t0\tchr1\t1\t60\t*\t*\t0\t0\t*\t*\n")
+    with pytest.raises(InputError, match="not a BAM"):
+        count_reads([tmp_path / "text.bam"], progress=False)
+    with pytest.raises(InputError, match="No BAM files"):
+        count_reads([], progress=False)
+
+
+def test_error_truncated_and_corrupt(synth, tmp_path, caplog):
+    d, paths, reads = synth
+    raw = paths[0].read_bytes()
+    (tmp_path / "cut.bam").write_bytes(raw[:-1000])
+    with pytest.raises(InputError, match="truncated"):
+        count_reads([tmp_path / "cut.bam"], progress=False)
+    # only the EOF marker missing: counted, with a warning (as htslib)
+    (tmp_path / "noeof.bam").write_bytes(raw[:-28])
+    with caplog.at_level(logging.WARNING, logger="gcnmops"):
+        data = count_reads([tmp_path / "noeof.bam"], window=5000, progress=False)
+    assert "end-of-file marker" in caplog.text
+    np.testing.assert_array_equal(data.counts[:, 0], brute_force(data.ranges, REFS, reads[0]))
+    bad = bytearray(raw)
+    mid = len(bad) // 2
+    bad[mid:mid + 64] = bytes(64)
+    (tmp_path / "bad.bam").write_bytes(bytes(bad))
+    with pytest.raises(InputError, match="damaged|corrupt|not a BAM"):
+        count_reads([tmp_path / "bad.bam"], progress=False)
+
+
+def test_error_headers_differ(synth, tmp_path):
+    d, paths, _ = synth
+    few = simulate_reads(REFS[:2], 50)
+    other_len = write_bam(tmp_path / "len.bam", [("chr1", 100_000), ("chr2", 60_001), *REFS[2:]], few)
+    other_names = write_bam(tmp_path / "names.bam", [("chr1", 100_000), ("chrX", 60_000), *REFS[2:]], few)
+    other_order = write_bam(tmp_path / "order.bam", [REFS[1], REFS[0], *REFS[2:]], few)
+    with pytest.raises(InputError, match="different lengths"):
+        count_reads([paths[0], other_len], progress=False)
+    with pytest.raises(InputError, match="different references"):
+        count_reads([paths[0], other_names], progress=False)
+    with pytest.raises(InputError, match="different order"):
+        count_reads([paths[0], other_order], progress=False)
+
+
+def test_error_arguments(synth, tmp_path):
+    d, paths, _ = synth
+    with pytest.raises(InputError, match="chr99.*not in the BAM header"):
+        count_reads(paths, ref_seq_names=["chr1", "chr99"], progress=False)
+    with pytest.raises(InputError, match="more than once"):
+        count_reads(paths, ref_seq_names=["chr1", "chr1"], progress=False)
+    with pytest.raises(InputError, match="chr99.*not in the BAM header"):
+        count_reads(paths, regions=pd.DataFrame({"seqnames": ["chr99"], "start": [1], "end": [10]}), progress=False)
+    with pytest.raises(InputError, match="window"):
+        count_reads(paths, window=0, progress=False)
+    with pytest.raises(InputError, match="sample names"):
+        count_reads(paths, sample_names=["a"], progress=False)
+    with pytest.raises(InputError, match="unique"):
+        count_reads(paths, sample_names=["a", "a"], progress=False)
+    with pytest.raises(InputError, match="either regions or ref_seq_names"):
+        count_reads(paths, regions=pd.DataFrame({"seqnames": ["chr1"], "start": [1], "end": [10]}),
+                    ref_seq_names=["chr1"], progress=False)
+    (tmp_path / "bad.bed").write_text("chr1\t10\n")
+    with pytest.raises(InputError, match="BED line"):
+        count_reads(paths, regions=tmp_path / "bad.bed", progress=False)
+    with pytest.raises(InputError, match="Regions file not found"):
+        count_reads(paths, regions=tmp_path / "none.bed", progress=False)
+    with pytest.raises(InputError, match="min_mapq"):
+        count_reads(paths, min_mapq=-1, progress=False)
+    with pytest.raises(InputError, match="workers"):
+        count_reads(paths, workers=0, progress=False)
+
+
+def test_sample_names_and_progress(synth, capsys):
+    d, paths, _ = synth
+    data = count_reads(paths, sample_names=["x", "y"], window=50_000, progress=True)
+    assert data.sample_names == ["x", "y"]
+    data = count_reads(str(paths[0]), window=50_000, progress=False)  # one path as a string
+    assert data.sample_names == ["s1"] and data.n_samples == 1
+
+
+# --------------------------------------------------------------------------------------------
+# command line: count -> read_counts -> run
+# --------------------------------------------------------------------------------------------
+def test_cli_count_round_trip(synth, tmp_path):
+    d, paths, _ = synth
+    out = tmp_path / "counts.tsv"
+    proc = subprocess.run([sys.executable, "-m", "gcnmops", "count", *map(str, paths), "--window", "5000",
+                           "--workers", "2", "--quiet", "-o", str(out)], capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert "2 samples" in proc.stdout
+    expect = count_reads(paths, window=5000, progress=False)
+    back = read_counts(out)
+    assert back.sample_names == ["s1", "s2"]
+    pd.testing.assert_frame_equal(back.genomic_ranges(), expect.genomic_ranges(), check_dtype=False)
+    np.testing.assert_array_equal(back.counts, expect.counts)
+    assert out.read_text().splitlines()[0] == "seqnames\tstart\tend\ts1\ts2"
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    # regions and gzip output
+    bed = tmp_path / "r.bed"
+    bed.write_text("chr1\t0\t50000\nchr2\t100\t200\n")
+    out_gz = tmp_path / "seg.tsv.gz"
+    assert main(["count", *map(str, paths), "--regions", str(bed), "--sample-names", "a,b", "--quiet",
+                 "-o", str(out_gz)]) == 0
+    back = read_counts(out_gz)
+    assert back.sample_names == ["a", "b"] and back.ranges["start"].tolist() == [1, 101]
+
+
+def test_cli_count_errors(synth, tmp_path, capsys):
+    d, paths, _ = synth
+    assert main(["count", str(tmp_path / "missing.bam"), "-o", str(tmp_path / "c.tsv")]) == 2
+    assert "not found" in capsys.readouterr().err
+    assert main(["count", str(paths[0]), "--ref-seq-names", "chr1,nope", "-o", str(tmp_path / "c.tsv")]) == 2
+    assert "nope" in capsys.readouterr().err
+    assert not (tmp_path / "c.tsv").exists()
+
+
+def test_write_counts_atomic_on_failure(synth, tmp_path, monkeypatch):
+    d, paths, _ = synth
+    data = count_reads(paths, window=50_000, progress=False)
+    out = tmp_path / "c.tsv"
+    out.write_text("old")
+
+    def boom(*a, **k):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", boom)
+    with pytest.raises(RuntimeError):
+        write_counts(data, out)
+    assert out.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["c.tsv"]
