@@ -7,7 +7,6 @@ from .errors import InputError
 from .family import exome_cn_mops, haplo_cn_mops, reference_cn_mops, single_cn_mops
 from .integer import calc_integer_copy_numbers
 from .io import read_counts
-from .model.gpu import run_many
 from .mops import cn_mops
 from .normalize import normalize_chromosomes, normalize_genome
 from .result import CNVDetectionResult
@@ -15,8 +14,17 @@ from .segment import segment
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str):
+    """``run_many`` (several experiments, one per GPU) loads numba.cuda, so it is imported on first use."""
+    if name == "run_many":
+        from .model.gpu import run_many
+
+        return run_many
+    raise AttributeError(f"module 'gcnmops' has no attribute {name!r}")
+
 __all__ = [
     "cn_mops", "exome_cn_mops", "haplo_cn_mops", "reference_cn_mops", "single_cn_mops",
     "calc_integer_copy_numbers", "normalize_chromosomes", "normalize_genome",
-    "segment", "read_counts", "CNVDetectionResult", "CountData", "InputError",
+    "segment", "read_counts", "run_many", "CNVDetectionResult", "CountData", "InputError",
 ]

@@ -19,8 +19,16 @@
   cnvr              = function(object) object@cnvr,
   segmentation      = function(object) object@segmentation,
   integerCopyNumber = function(object) .with_gr(object, object@integerCopyNumber),
-  params            = function(object) object@params,
   sampleNames       = function(object) object@sampleNames)
+
+# params(): S4Vectors already has a generic params(x, ...); methods are added to it (no masking).
+setMethod("params", "CNVDetectionResult", function(x, ...) x@params)
+setMethod("params", "ANY", function(x, ...) {
+  if (!.is_result(x))
+    stop(sprintf("unable to find an inherited method for function 'params' for signature '\"%s\"'",
+                 class(x)[1L]), call. = FALSE)
+  x@params
+})
 
 for (.name in names(.accessors)) {
   setGeneric(.name, eval(substitute(function(object) standardGeneric(NAME), list(NAME = .name))))
