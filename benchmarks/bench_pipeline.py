@@ -1,12 +1,18 @@
 """The whole cn.MOPS pipeline, stage by stage, on a BM-B-shaped cohort (481,299 regions x 15 samples).
 
 Usage: python benchmarks/bench_pipeline.py [--regions 481299] [--samples 15] [--backend cpu|gpu|auto]
+                                           [--repeat 1] [--check] [--json PATH]
 Compares with cn.mops 1.53 on this machine (one core): whole cn.mops() 85.3 s, calcIntegerCopyNumbers 0.7 s.
-One warm-up run on a small matrix compiles the kernels first.
+One warm-up run on a small matrix compiles the kernels first. ``--repeat``: time the whole pipeline that many
+times (stage table of the run with the median whole time; every run's whole time listed). With the GPU
+backend the segmentation's sub-stages are listed too. ``--check``: the GPU segmentation of the run's sINI
+against the CPU segmentation (``segment.segment_columns_arrays``; bit-identical arrays required).
 """
 from __future__ import annotations
 
 import argparse
+import importlib
+import json
 import os
 import time
 
@@ -41,25 +47,102 @@ def main() -> None:
     ap.add_argument("--regions", type=int, default=481_299)
     ap.add_argument("--samples", type=int, default=15)
     ap.add_argument("--backend", default="cpu")
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--check", action="store_true")
+    ap.add_argument("--json", default=None)
     args = ap.parse_args()
     data = simulated_cohort(args.regions, args.samples)
     warm = simulated_cohort(3000, args.samples, seed=1)
     gcnmops.calc_integer_copy_numbers(gcnmops.cn_mops(warm, backend=args.backend))
-    t0 = time.perf_counter()
-    result = gcnmops.cn_mops(data, backend=args.backend)
-    t_mops = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    integer = gcnmops.calc_integer_copy_numbers(result)
-    t_int = time.perf_counter() - t0
+    runs = []
+    for _ in range(max(args.repeat, 1)):
+        result = None  # results of the previous run are released first (pinned pools)
+        t0 = time.perf_counter()
+        result = gcnmops.cn_mops(data, backend=args.backend)
+        t_mops = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        integer = gcnmops.calc_integer_copy_numbers(result)
+        t_int = time.perf_counter() - t0
+        seg = {}
+        if args.backend != "cpu":
+            from gcnmops.gpu_pipeline import LAST_STATS
+
+            seg = dict(LAST_STATS)
+        other = t_mops - sum(result.timings.values())  # gr, row names, the result object
+        runs.append(dict(stages={**result.timings, "result assembly": other, "integer copy numbers": t_int},
+                         segment=seg,
+                         whole=t_mops + t_int, n_segments=len(result.segmentation), n_cnvs=len(integer.cnvs),
+                         n_cnvr=len(integer.cnvr)))
+    order = sorted(range(len(runs)), key=lambda r: runs[r]["whole"])
+    med = runs[order[len(order) // 2]]
     print(f"{args.regions:,} regions x {args.samples} samples, backend {args.backend}, {os.cpu_count()} cores; "
-          f"{len(result.segmentation):,} segments, {len(integer.cnvs):,} CNVs, {len(integer.cnvr):,} CNV regions")
+          f"{med['n_segments']:,} segments, {med['n_cnvs']:,} CNVs, {med['n_cnvr']:,} CNV regions")
     print(f"{'stage':<22}{'seconds':>9}")
-    for stage, secs in result.timings.items():
-        print(f"{stage:<22}{secs:>9.2f}")
-    print(f"{'integer copy numbers':<22}{t_int:>9.2f}")
-    total = t_mops + t_int
+    for stage, secs in med["stages"].items():
+        print(f"{stage:<22}{secs:>9.3f}")
+        if stage == "segment_call":
+            for k, v in med["segment"].items():
+                print(f"  {k:<20}{v:>9.3f}" if isinstance(v, float) else f"  {k:<20}{v:>9,}")
+    total = med["whole"]
     ref = CN_MOPS_WHOLE_S + CN_MOPS_INTEGER_S
-    print(f"{'whole pipeline':<22}{total:>9.2f}   cn.mops {ref:.1f} s -> {ref / total:.1f}x faster")
+    print(f"{'whole pipeline':<22}{total:>9.3f}   cn.mops {ref:.1f} s -> {ref / total:.1f}x faster")
+    if len(runs) > 1:
+        print("whole pipeline, every run: " + ", ".join(f"{r['whole']:.3f}" for r in runs))
+    report = dict(regions=args.regions, samples=args.samples, backend=args.backend, cores=os.cpu_count(), runs=runs)
+    if args.check:
+        report["check"] = check_segmentation(result)
+        print("check:", report["check"])
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(report, fh, indent=1, default=str)
+
+
+def check_segmentation(result) -> dict:
+    """GPU segmentation of the result's sINI == CPU segmentation (arrays bit for bit), with timings."""
+    from gcnmops.data import chromosome_blocks
+    from gcnmops.segment_gpu import segment_columns_arrays_gpu
+
+    seg_cpu = importlib.import_module("gcnmops.segment")
+    sini = result.local_assessments
+    blocks = [(b, e) for _, b, e in chromosome_blocks(result.gr["seqnames"].to_numpy())]
+    t0 = time.perf_counter()
+    ref = seg_cpu.segment_columns_arrays(sini, blocks, min_seg=int(result.params["minWidth"]))
+    t_cpu = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    out = segment_columns_arrays_gpu(sini, blocks, min_seg=int(result.params["minWidth"]))
+    t_gpu = time.perf_counter() - t0
+    same = all(ref[k].shape == out[k].shape and (ref[k] == out[k]).all() for k in ref)
+    return dict(identical=bool(same), segments=int(ref["start"].size), cpu_segmentation_s=round(t_cpu, 3),
+                gpu_segmentation_s=round(t_gpu, 3),
+                **statistic_difference(sini, blocks, int(result.params["minWidth"])))
+
+
+def statistic_difference(sini, blocks, min_seg) -> dict:
+    """The GPU's per-position statistic against the CPU's over every candidate position."""
+    import numpy as np
+
+    import gcnmops.segment_gpu as sgg
+
+    vals = np.asarray(sini, dtype=np.float64, order="F")
+    N = vals.shape[1]
+    firsts = np.array([b for b, _ in blocks], dtype=np.int64)
+    ends = np.array([e for _, e in blocks], dtype=np.int64)
+    nt = firsts.size * N
+    offs = np.zeros(nt + 1, dtype=np.int64)
+    np.cumsum(np.repeat(ends - firsts, N), out=offs[1:])
+    xt = np.empty(int(offs[-1]))
+    e, V, th, tl = (np.empty(nt) for _ in range(4))
+    sgg._prepare_all(vals, firsts, ends, N, offs, False, 0.0, True, 0.0, 0.0, xt, e, V, th, tl,
+                     np.zeros(nt, dtype=np.int8))
+    pg, jg = sgg.gpu_statistic(xt, offs, e, V, min_seg, 20, 40, 50.0)
+    t0 = time.perf_counter()
+    pc, jc = sgg.cpu_statistic(xt, offs, e, V, min_seg, 20, 40, 50.0)
+    t_cpu = time.perf_counter() - t0
+    nz = pc > 0
+    rel = np.abs(pg[nz] - pc[nz]) / pc[nz]
+    return dict(candidates=int(nz.sum()), zero_pattern_equal=bool(np.array_equal(pg == 0, pc == 0)),
+                max_rel_p=float(rel.max()) if rel.size else 0.0, p_bit_equal_fraction=float(np.mean(rel == 0)),
+                best_window_equal_fraction=float(np.mean(jg[nz] == jc[nz])), cpu_statistic_s=round(t_cpu, 3))
 
 
 if __name__ == "__main__":

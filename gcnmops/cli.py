@@ -8,7 +8,9 @@ import time
 from pathlib import Path
 
 from .errors import InputError
-from .params import DEFAULT_CLASSES, DEFAULT_FOLDS
+
+#: --method choices
+METHODS = ("cn.mops", "exome", "haplo", "reference", "single")
 
 
 def _floats(text: str) -> list[float]:
@@ -27,27 +29,31 @@ def build_parser() -> argparse.ArgumentParser:
                                               ".parquet or .npz")
     run.add_argument("--example", action="store_true", help="run on the built-in simulated cohort")
     run.add_argument("-o", "--outdir", required=True, help="output folder (created)")
-    run.add_argument("--method", choices=["cn.mops", "exome"], default="cn.mops")
+    run.add_argument("--method", choices=list(METHODS), default="cn.mops",
+                     help="cn.mops (cohort), exome, haplo (haploid), reference (cases vs --controls), single")
+    run.add_argument("--controls", help="reference method: the control samples' counts (same regions as INPUT)")
     run.add_argument("--backend", choices=["auto", "cpu", "gpu"], default="auto")
-    run.add_argument("--I", type=_floats, default=list(DEFAULT_FOLDS), help="fold changes, comma separated")
-    run.add_argument("--classes", type=_strings, default=list(DEFAULT_CLASSES), help="labels, comma separated")
+    run.add_argument("--I", type=_floats, help="fold changes, comma separated (default: the method's)")
+    run.add_argument("--classes", type=_strings, help="labels, comma separated (default: the method's)")
     run.add_argument("--prior-impact", type=float)
-    run.add_argument("--cyc", type=int, default=20)
+    run.add_argument("--cyc", type=int)
     run.add_argument("--norm", type=int, choices=[0, 1, 2], default=1)
     run.add_argument("--norm-type", default="poisson")
     run.add_argument("--size-factor", default="mean")
     run.add_argument("--norm-qu", type=float, default=0.25)
     run.add_argument("--qu-size-factor", type=float, default=0.75)
-    run.add_argument("--upper-threshold", type=float, default=0.5)
+    run.add_argument("--upper-threshold", type=float)
     run.add_argument("--lower-threshold", type=float)
     run.add_argument("--min-width", type=int)
-    run.add_argument("--seg-algorithm", default="fast")
+    run.add_argument("--seg-algorithm")
     run.add_argument("--min-read-count", type=float)
     run.add_argument("--use-median", action="store_true")
     run.add_argument("--return-posterior", action="store_true")
     run.add_argument("--no-integer", action="store_true", help="skip integer copy numbers")
     run.add_argument("--formats", type=_strings, default=None, help="tsv,bed,vcf,seg (default: all)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument("--plots", action="store_true", help="write PNG plots (CNV regions, segments, overview)")
+    run.add_argument("--report", action="store_true", help="write report.html (summary, plots, output files)")
     sub.add_parser("info", help="show versions and whether a GPU backend is usable")
     count = sub.add_parser("count", help="count reads of BAM files in windows or regions (a count TSV for run)")
     count.add_argument("bams", nargs="+", metavar="BAM", help="BAM files (same reference genome)")
@@ -63,17 +69,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run(args) -> int:
-    from . import calc_integer_copy_numbers, cn_mops, exome_cn_mops
+    from . import calc_integer_copy_numbers
     from .example import example_cohort
     from .io import read_counts
     from .progress import Progress
 
     if args.example == bool(args.input):
         raise InputError("give either an INPUT file or --example")
+    if (args.method == "reference") != bool(args.controls) and not (args.example and args.method == "reference"):
+        raise InputError("--controls FILE is needed by --method reference (and only by it)")
     stages = ["read", "normalize+model+calls"] + ([] if args.no_integer else ["integer"]) + ["write"]
     with Progress(stages, disable=args.quiet) as progress:
         t0 = time.perf_counter()
-        data = example_cohort()[0] if args.example else read_counts(args.input)
+        data = example_cohort()[0] if args.example else read_counts(
+            args.input, min_samples=1 if args.method in ("reference", "single") else 2)
         read_s = time.perf_counter() - t0
         progress.advance("read")
         kwargs = {k: v for k, v in dict(
@@ -83,7 +92,11 @@ def _run(args) -> int:
             lower_threshold=args.lower_threshold, min_width=args.min_width, seg_algorithm=args.seg_algorithm,
             min_read_count=args.min_read_count, use_median=args.use_median,
             return_posterior=args.return_posterior, backend=args.backend).items() if v is not None}
-        result = (exome_cn_mops if args.method == "exome" else cn_mops)(data, **kwargs)
+        if args.method in ("haplo", "reference", "single"):  # these methods always use segment means
+            if kwargs.pop("use_median", False):
+                raise InputError(f"--use-median is not available with --method {args.method} "
+                                 "(cn.mops uses segment means there)")
+        result = _call_method(args, data, kwargs)
         result.timings["read"] = read_s
         progress.advance("normalize+model+calls")
         if not args.no_integer and len(result.cnvr):
@@ -93,11 +106,49 @@ def _run(args) -> int:
         if not args.no_integer:
             progress.advance("integer")
         t0 = time.perf_counter()
-        written = result.write(args.outdir, formats=args.formats)
+        from .family import cnvr_per_sample
+
+        # files want one CN column per sample in cnvr (haplo/single keep cn.mops's own cnvr shape until integer CNs)
+        written = result.replace(cnvr=cnvr_per_sample(result)).write(args.outdir, formats=args.formats)
         result.timings["write"] = time.perf_counter() - t0
         progress.advance("write")
+    if args.plots or args.report:
+        from .plots import write_plots
+
+        t0 = time.perf_counter()
+        written += write_plots(result, args.outdir)
+        result.timings["plots"] = time.perf_counter() - t0
+    if args.report:
+        from .report import write_report
+
+        t0 = time.perf_counter()
+        written.append(write_report(result, args.outdir, files=written))
+        result.timings["report"] = time.perf_counter() - t0
     print(_summary(result, Path(args.outdir), len(written)))
     return 0
+
+
+def _call_method(args, data, kwargs):
+    """The family member of ``--method`` on ``data`` (controls from ``--controls``; with --example the
+    reference method takes the first 5 samples as cases, the others as controls, single the first)."""
+    from . import family
+    from .mops import cn_mops
+
+    if args.method == "reference":
+        if args.example:
+            from .data import make_count_data
+
+            cases = make_count_data(data.counts[:, :5], data.sample_names[:5], data.ranges, min_samples=1)
+            controls = make_count_data(data.counts[:, 5:], data.sample_names[5:], data.ranges, min_samples=1)
+            return family.reference_cn_mops(cases, controls, **kwargs)
+        return family.reference_cn_mops(data, args.controls, **kwargs)
+    if args.method == "single" and args.example:
+        from .data import make_count_data
+
+        data = make_count_data(data.counts[:, :1], data.sample_names[:1], data.ranges, min_samples=1)
+    fn = {"cn.mops": cn_mops, "exome": family.exome_cn_mops, "haplo": family.haplo_cn_mops,
+          "single": family.single_cn_mops}[args.method]
+    return fn(data, **kwargs)
 
 
 def _summary(result, outdir: Path, n_files: int) -> str:

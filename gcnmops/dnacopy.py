@@ -69,12 +69,12 @@ def _r_session():
         raise InputError(f"rpy2 with a working R is not available ({type(err).__name__}: {err}). "
                          + INSTALL_HINT) from err
     try:
-        from rpy2.robjects.packages import importr
-
-        importr(R_PACKAGE)
-    except Exception as err:  # rpy2's PackageNotInstalledError and R errors
-        raise InputError(f"The R package {R_PACKAGE} is not installed in the R that rpy2 uses "
-                         f"({type(err).__name__}). " + INSTALL_HINT) from err
+        found = bool(ro.r("requireNamespace")(R_PACKAGE, quietly=True)[0])
+    except Exception as err:  # R errors while loading the namespace
+        raise InputError(f"The R package {R_PACKAGE} could not be loaded in the R that rpy2 uses "
+                         f"({type(err).__name__}: {err}). " + INSTALL_HINT) from err
+    if not found:
+        raise InputError(f"The R package {R_PACKAGE} is not installed in the R that rpy2 uses. " + INSTALL_HINT)
     converter = ro.default_converter + numpy2ri.converter
     return ro, converter, localconverter, ro.r(_R_SEGMENT)
 
@@ -90,11 +90,31 @@ def dnacopy_available() -> bool:
 
 @lru_cache(maxsize=4)
 def _boundary(eta: float, nperm: int, alpha: float) -> np.ndarray:
-    """DNAcopy::getbdry(eta, nperm, max.ones = floor(nperm * alpha) + 1, tol = alpha), as cn.mops calls it."""
+    """DNAcopy::getbdry(eta, nperm, max.ones = floor(nperm * alpha) + 1, tol = alpha), as cn.mops calls it.
+
+    For cn.mops's values (0.05, 10000, 0.01) that is DNAcopy's stored ``default.DNAcopy.bdry`` (identical;
+    tests/test_dnacopy.py checks it), loaded instead of recomputed (getbdry takes ~2.5 s)."""
     ro, converter, localconverter, _ = _r_session()
-    bdry = ro.r("DNAcopy::getbdry")
-    out = bdry(eta=eta, nperm=nperm, tol=alpha, **{"max.ones": int(np.floor(nperm * alpha)) + 1})
-    return np.asarray(out, dtype=np.int32)
+    if (eta, nperm, alpha) == (BDRY_ETA, BDRY_NPERM, BDRY_ALPHA):
+        out = ro.r('local({ e <- new.env(); utils::data("default.DNAcopy.bdry", package = "DNAcopy", envir = e); '
+                   'e$default.DNAcopy.bdry })')
+    else:
+        out = ro.r("DNAcopy::getbdry")(eta=eta, nperm=nperm, tol=alpha,
+                                       **{"max.ones": int(np.floor(nperm * alpha)) + 1})
+    return _copy(out, np.int32)
+
+
+def _getbdry(eta: float, nperm: int, alpha: float) -> np.ndarray:
+    """DNAcopy::getbdry computed (for the test of the stored boundary)."""
+    ro = _r_session()[0]
+    return _copy(ro.r("DNAcopy::getbdry")(eta=eta, nperm=nperm, tol=alpha,
+                                          **{"max.ones": int(np.floor(nperm * alpha)) + 1}), np.int32)
+
+
+def _copy(r_vector, dtype) -> np.ndarray:
+    """A numpy copy of an R vector. np.asarray would view R's memory (rpy2 vectors export buffers), which R's
+    garbage collector may reuse once the R object is unreferenced: NA boundaries in later DNAcopy calls."""
+    return np.array(r_vector, dtype=dtype, copy=True)
 
 
 def _r_args(segment_args: dict) -> dict:
@@ -134,7 +154,8 @@ def dnacopy_segments(sini: np.ndarray, blocks: list[tuple[str, int, int]], min_w
         res = r_segment(x, chrom, maploc, int(min_width), bdry,
                         ro.NA_Integer if r_seed is None else r_seed,
                         ro.ListVector(_r_args(dict(segment_args or {}))))
-        cols = {name: np.asarray(res.rx2(name)) for name in ("sample", "chrom", "start", "end", "mean")}
+        cols = {name: _copy(res[name], np.float64 if name == "mean" else np.int64)
+                for name in ("sample", "chrom", "start", "end", "mean")}
     block = cols["chrom"].astype(np.int64) - 1
     sample = cols["sample"].astype(np.int64) - 1
     start = cols["start"].astype(np.int64)

@@ -18,8 +18,9 @@ import pandas as pd
 from .data import CountData, chromosome_blocks
 from .errors import InputError
 from .io import read_counts
-from .model import BACKENDS
-from .model.onestep import LAMBDA_FLOOR, REFERENCE_FLOOR, SINGLE_FLOOR, OneStepSpec, fit_onestep, row_means
+from .model import BACKENDS, resolve_backend
+from .model.onestep import (LAMBDA_FLOOR, REFERENCE_FLOOR, SINGLE_FLOOR, OneStepSpec, fit_onestep, fit_onestep_gpu,
+                            row_means)
 from .mops import FEW_REGIONS, _stage, assemble_result, cn_mops, run_mops
 from .normalize import normalize_chromosomes, sample_coverage
 from .params import (DEFAULT_CLASSES, DEFAULT_FOLDS, HAPLO_FOLDS, REFERENCE_CLASSES, REFERENCE_FOLDS,
@@ -114,8 +115,8 @@ def reference_cn_mops(
     theirs. Per region lambda = mean of the normalized controls (floored at 1e-5) and the one-step model
     (model/onestep.py) gives the cases' posteriors; the results are for the cases. ``seg_algorithm``
     defaults to cn.mops's "DNAcopy" (the fast segmentation is used, with a warning, where gcnmops has no
-    DNAcopy backend). ``cyc`` is recorded only (there is no EM). The model runs on the CPU (``backend`` is
-    validated; the one-step model is a single pass over the data).
+    DNAcopy backend). ``cyc`` is recorded only (there is no EM). ``backend``: "cpu" (bit-identical to
+    cn.mops), "gpu" or "auto" (the GPU when usable).
     """
     _check_backend(backend)
     if verbose > 0:
@@ -136,14 +137,13 @@ def reference_cn_mops(
         warnings.warn("Normalization might not be applicable for this small number of segments.",
                       RuntimeWarning, stacklevel=2)
     chrom = x.chromosomes
-    N = x.n_samples
     with _stage(timings, "normalize"):
         normalized, model_input, cov, controls_norm = _normalize_reference(x.counts, r.counts, chrom, params)
     spec = OneStepSpec.build(params.I, params.classes, params.prior_impact, REFERENCE_FLOOR, params.min_read_count)
     with _stage(timings, "model"):
         lam = np.maximum(row_means(controls_norm), LAMBDA_FLOOR)
-        out = fit_onestep(model_input, cov, lam, spec, keep_post=params.return_posterior)
-    return assemble_result(x, params, out, normalized, cov, timings)
+        out = _fit_onestep(model_input, cov, lam, spec, params.return_posterior, backend)
+    return assemble_result(x, params, out, normalized, cov, timings, backend=resolve_backend(backend))
 
 
 def single_cn_mops(
@@ -196,17 +196,42 @@ def single_cn_mops(
             y = counts[b0:b1, 0]
             pos = y[y > 0]
             lam[b0:b1] = r_median(pos) if pos.size else 0.0
-        out = fit_onestep(counts, cov, lam, spec, keep_post=params.return_posterior)
-    result = assemble_result(data, params, out, counts, cov, timings)
+        out = _fit_onestep(counts, cov, lam, spec, params.return_posterior, backend)
+    result = assemble_result(data, params, out, counts, cov, timings, backend=resolve_backend(backend))
     return result.replace(cnvr=result.cnvs.copy())
+
+
+def cnvr_per_sample(result: CNVDetectionResult) -> pd.DataFrame:
+    """``result.cnvr`` as seqnames, start, end + one label column per sample, whatever cn.mops's shape of it:
+    haplocn.mops names its columns ``CN.<sample>`` before integer copy numbers, and singlecn.mops returns the
+    CNVs themselves (sampleName, median, mean, CN) as CNV regions."""
+    cnvr = result.cnvr.reset_index(drop=True)
+    names = list(result.sample_names)
+    if all(s in cnvr.columns for s in names):
+        return cnvr
+    out = cnvr[["seqnames", "start", "end"]].copy()
+    if all(f"CN.{s}" in cnvr.columns for s in names):
+        for s in names:
+            out[s] = cnvr[f"CN.{s}"].to_numpy()
+        return out
+    for s in names:  # CNVs as regions: each row is one sample's CNV
+        own = cnvr["sampleName"].astype(str).to_numpy() == str(s) if "sampleName" in cnvr else np.zeros(len(cnvr), bool)
+        label = cnvr["CN"].to_numpy(dtype=object) if "CN" in cnvr else np.full(len(cnvr), None, dtype=object)
+        out[s] = np.where(own, label, None)
+    return out
 
 
 # ------------------------------------------------------------------------------------------- helpers
 def _check_backend(backend: str) -> None:
     if backend not in BACKENDS:
         raise InputError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}.")
-    if backend == "gpu":
-        log.info("The one-step model of referencecn.mops/singlecn.mops runs on the CPU backend.")
+
+
+def _fit_onestep(x, cov, lam, spec, keep_post: bool, backend: str):
+    """The one-step model on the backend asked for ("auto": the GPU when one is usable)."""
+    if resolve_backend(backend) == "gpu":
+        return fit_onestep_gpu(x, cov, lam, spec, keep_post=keep_post)
+    return fit_onestep(x, cov, lam, spec, keep_post=keep_post)
 
 
 def _segmentation_available(seg_algorithm):
@@ -283,4 +308,4 @@ def _read_single(x) -> CountData:
     return data
 
 
-__all__ = ["exome_cn_mops", "haplo_cn_mops", "reference_cn_mops", "single_cn_mops"]
+__all__ = ["exome_cn_mops", "haplo_cn_mops", "reference_cn_mops", "single_cn_mops", "cnvr_per_sample"]

@@ -13,10 +13,9 @@ from numba import njit
 from .data import chromosome_blocks
 from .errors import InputError
 from .model import fit
-from .model.onestep import REFERENCE_FLOOR, OneStepSpec, fit_onestep
+from .model.onestep import REFERENCE_FLOOR, OneStepSpec, fit_onestep, ld_mean
 from .model.spec import ModelSpec
 from .result import CNVDetectionResult
-from .rstats import double_double_div, two_sum_add
 
 NO_CNVR_MESSAGE = "No CNV regions in result object. Rerun cn.mops with different parameters!"
 
@@ -76,17 +75,14 @@ def _threshold_fallback(cn, stat, p, classes, mi):
 
 @njit(cache=True)
 def _range_means(x, lo, hi):
-    """(k, N) order F: column means of rows lo[j]:hi[j] of x, each rounded once as R's colMeans."""
+    """(k, N) order F: column means of rows lo[j]:hi[j] of x, bit for bit R's ``apply(x[ii, ], 2, mean)``
+    (``mean()``'s two-pass long double arithmetic, emulated exactly)."""
     k = lo.shape[0]
     n = x.shape[1]
     out = np.empty((n, k)).T
     for j in range(k):
         for c in range(n):
-            s_hi = 0.0
-            s_lo = 0.0
-            for r in range(lo[j], hi[j]):
-                s_hi, s_lo = two_sum_add(s_hi, s_lo, x[r, c])
-            out[j, c] = double_double_div(s_hi, s_lo, float(hi[j] - lo[j]))
+            out[j, c] = ld_mean(x[lo[j]:hi[j], c], hi[j] - lo[j])
     return out
 
 

@@ -11,7 +11,7 @@ import numpy as np
 from .calls import call_cnvs
 from .data import CountData, chromosome_blocks
 from .io import read_counts
-from .model import fit
+from .model import fit, resolve_backend
 from .model.spec import ModelSpec
 from .normalize import normalize_chromosomes, sample_coverage
 from .params import DEFAULT_CLASSES, DEFAULT_FOLDS, CnMopsParams
@@ -72,8 +72,11 @@ def cn_mops(
 
 
 def run_mops(data: CountData, params: CnMopsParams, backend: str = "auto", timings: dict | None = None,
-             model_cov_is_one: bool = False) -> CNVDetectionResult:
-    """The pipeline on validated data and parameters (shared by the family's entry points)."""
+             model_cov_is_one: bool = False, out=None, **fit_options) -> CNVDetectionResult:
+    """The pipeline on validated data and parameters (shared by the family's entry points).
+
+    ``out``: optional preallocated ModelOutput the model writes into (the R bridge passes views of
+    R-allocated matrices); ``fit_options`` go to ``model.fit`` (e.g. ``devices``)."""
     timings = {} if timings is None else timings
     if data.n_regions < FEW_REGIONS:
         warnings.warn("Normalization might not be applicable for this small number of segments.",
@@ -85,18 +88,21 @@ def run_mops(data: CountData, params: CnMopsParams, backend: str = "auto", timin
                            params.min_read_count)
     with _stage(timings, "model"):
         model_cov = np.ones(data.n_samples) if model_cov_is_one else cov
-        out = fit(model_input, model_cov, spec, keep_post=params.return_posterior, backend=backend)
-    return assemble_result(data, params, out, normalized, cov, timings)
+        out = fit(model_input, model_cov, spec, keep_post=params.return_posterior, backend=backend, out=out,
+                  **fit_options)
+    return assemble_result(data, params, out, normalized, cov, timings, backend=resolve_backend(backend))
 
 
 def assemble_result(data: CountData, params: CnMopsParams, out, normalized: np.ndarray, cov: np.ndarray,
-                    timings: dict) -> CNVDetectionResult:
+                    timings: dict, backend: str = "cpu") -> CNVDetectionResult:
     """Segmentation, calls and the result object from the per-region model's output ``out`` (a ModelOutput);
-    shared by every method of the family."""
+    shared by every method of the family. ``backend`` "gpu": the segmentation's statistic runs on the GPU."""
     gr = data.genomic_ranges()
     with _stage(timings, "segment_call"):
         if params.seg_algorithm == "DNAcopy":
             from .dnacopy import call_cnvs_dnacopy as caller
+        elif backend == "gpu":
+            from .gpu_pipeline import call_cnvs_gpu as caller
         else:
             caller = call_cnvs
         calls = caller(out.sini, gr, chromosome_blocks(data.chromosomes), data.sample_names, params.upper_threshold,

@@ -28,6 +28,7 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+import re
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
@@ -68,7 +69,7 @@ _R_HELPERS = r"""
 local({
   alloc <- function(type, dims, dn) {
     x <- vector(type, prod(dims))
-    dim(x) <- dims
+    if (length(dims) > 1L) dim(x) <- dims   # a plain vector for one dimension
     if (!is.null(dn)) dimnames(x) <- dn
     x
   }
@@ -85,6 +86,8 @@ local({
   }
   cnvr_table <- function(g, classes, samples) {
     if (length(g) == 0L) return(NULL)
+    if ("sampleName" %in% names(S4Vectors::mcols(g)))  # singlecn.mops: the CNVs themselves
+      return(c(seg_table(g, classes), list(kind = "segments")))
     mc <- as.list(S4Vectors::mcols(g))
     sn <- GenomeInfoDb::seqnames(g)
     labelled <- length(mc) > 0L && !all(vapply(mc, function(v) all(is.na(v)), TRUE))
@@ -132,10 +135,14 @@ def _r():
     global _rt
     if _rt is not None:
         return _rt
+    rpy2_log = logging.getLogger("rpy2.rinterface_lib.embedded")
+    old_level = rpy2_log.level
     try:
         with warnings.catch_warnings():
-            # inside an R session (R -> reticulate -> Python) rpy2 attaches to the running R and says so
+            # inside an R session (R -> reticulate -> Python) rpy2 attaches to the running R and says so,
+            # as a warning and as a log line: expected here, not news for the user
             warnings.filterwarnings("ignore", message="R was initialized outside of rpy2")
+            rpy2_log.setLevel(logging.ERROR)
             import rpy2.rinterface as ri
             import rpy2.robjects as ro
             from rpy2.rinterface_lib import openrlib
@@ -143,6 +150,8 @@ def _r():
     except Exception as e:  # ImportError, or R itself not found / failing to start
         raise InputError(f"The R bridge needs R and the Python package rpy2 3.5.x (pip install 'gcnmops[r]'): "
                          f"{type(e).__name__}: {e}") from None
+    finally:
+        rpy2_log.setLevel(old_level)
     with localconverter(ro.default_converter):
         helpers = ro.r(_R_HELPERS)
     fns = {name: helpers.rx2(name) for name in ("alloc", "bridge_env", "describe_result", "build_result", "new_env")}
@@ -314,6 +323,9 @@ def _collect_messages():
             warnings.simplefilter("always")
             yield messages, warned
         for w in caught:
+            # the engine's own warnings (cn.mops's: RuntimeWarning/UserWarning), not libraries' deprecations
+            if not issubclass(w.category, (RuntimeWarning, UserWarning)) or "rpy2" in str(w.filename):
+                continue
             text = str(w.message)
             if text not in warned:
                 warned.append(text)
@@ -426,23 +438,33 @@ def _label_codes(values, classes) -> np.ndarray | None:
     return np.where(idx < 0, np.iinfo(np.int32).min, idx).astype(np.int32)
 
 
+def _segments_into_env(env, prefix: str, frame: pd.DataFrame, chr_levels, samples, classes) -> None:
+    env[prefix + "chr"] = _int_vec(_codes(frame["seqnames"].astype(str), chr_levels))
+    env[prefix + "start"] = _int_vec(frame["start"].to_numpy())
+    env[prefix + "end"] = _int_vec(frame["end"].to_numpy())
+    env[prefix + "sample"] = _int_vec(_codes(frame["sampleName"].astype(str), samples))
+    env[prefix + "median"] = _dbl_vec(frame["median"].to_numpy(dtype=np.float64))
+    env[prefix + "mean"] = _dbl_vec(frame["mean"].to_numpy(dtype=np.float64))
+    cn = _label_codes(frame["CN"].to_numpy(dtype=object), classes)
+    if cn is not None:
+        env[prefix + "CN"] = _int_vec(cn)
+
+
 def _tables_into_env(env, result: CNVDetectionResult, chr_levels, samples) -> None:
     """segmentation, cnvs (prefix seg_/cnv_) and cnvr (cnvr_) as plain vectors in ``env``."""
     classes = result.classes
     for prefix, frame in (("seg_", result.segmentation), ("cnv_", result.cnvs)):
         env[prefix + "n"] = _int_vec([len(frame)])
-        if len(frame) == 0:
-            continue
-        env[prefix + "chr"] = _int_vec(_codes(frame["seqnames"].astype(str), chr_levels))
-        env[prefix + "start"] = _int_vec(frame["start"].to_numpy())
-        env[prefix + "end"] = _int_vec(frame["end"].to_numpy())
-        env[prefix + "sample"] = _int_vec(_codes(frame["sampleName"].astype(str), samples))
-        env[prefix + "median"] = _dbl_vec(frame["median"].to_numpy(dtype=np.float64))
-        env[prefix + "mean"] = _dbl_vec(frame["mean"].to_numpy(dtype=np.float64))
-        cn = _label_codes(frame["CN"].to_numpy(dtype=object), classes)
-        if cn is not None:
-            env[prefix + "CN"] = _int_vec(cn)
+        if len(frame):
+            _segments_into_env(env, prefix, frame, chr_levels, samples, classes)
     cnvr = result.cnvr
+    if "sampleName" in cnvr.columns:  # singlecn.mops: the CNV regions are the CNVs themselves
+        env["cnvr_kind"] = _str_vec(["segments"])
+        env["cnvr_n"] = _int_vec([len(cnvr)])
+        if len(cnvr):
+            _segments_into_env(env, "cnvr_", cnvr, chr_levels, samples, classes)
+        return
+    env["cnvr_columns"] = _str_vec([c for c in cnvr.columns if c not in ("seqnames", "start", "end")])
     env["cnvr_n"] = _int_vec([len(cnvr)])
     if len(cnvr):
         env["cnvr_chr"] = _int_vec(_codes(cnvr["seqnames"].astype(str), chr_levels))
@@ -453,6 +475,14 @@ def _tables_into_env(env, result: CNVDetectionResult, chr_levels, samples) -> No
         if any(c is not None for c in codes):
             na = np.full(len(cnvr), np.iinfo(np.int32).min, dtype=np.int32)
             env["cnvr_CN"] = _int_vec(np.concatenate([na if c is None else c for c in codes]))
+
+
+def _r_names(message: str) -> str:
+    """An engine message with cn.mops's argument names (size_factor -> sizeFactor, ...) for R users."""
+    for rname, pyname in {**_R_ARGS, **_SEGMENT_ARGS}.items():
+        if "_" in pyname:
+            message = re.sub(rf"\b{pyname}\b", rname, message)
+    return message
 
 
 def run_from_r(key: str, method: str = "cn.mops") -> dict:
@@ -471,7 +501,7 @@ def run_from_r(key: str, method: str = "cn.mops") -> dict:
         out.update(messages=messages, warnings=warned)
         return out
     except InputError as e:
-        return {"error": str(e)}
+        return {"error": _r_names(str(e))}
 
 
 def _run_from_r(key: str, method: str) -> dict:
@@ -520,10 +550,10 @@ def _run_from_r(key: str, method: str) -> dict:
             "copied": copied, "version": VERSION}
 
 
-def address_in_env(key: str, name: str) -> str:
+def address_in_env(key: str, name: str) -> dict:
     """Hex data address of ``name`` in the bridge environment ``key`` (for the R zero-copy test)."""
     v = _get(bridge_env(key), name)
-    return hex(r_address(v)) if v is not None else ""
+    return {"address": hex(r_address(v)) if v is not None else ""}
 
 
 def normalize_from_r(key: str) -> dict:
@@ -549,7 +579,7 @@ def normalize_from_r(key: str) -> dict:
             _put_into(r_array(_get(env, "out")), res)
         return {"messages": messages, "warnings": warned}
     except InputError as e:
-        return {"error": str(e)}
+        return {"error": _r_names(str(e))}
 
 
 def integer_from_r(key: str, backend: str = "cpu") -> dict:
@@ -570,32 +600,137 @@ def integer_from_r(key: str, backend: str = "cpu") -> dict:
             env["cnvr_CN"] = _int_vec(np.concatenate([_label_codes(c, classes) for c in cols]))
         return {"messages": messages, "warnings": warned}
     except InputError as e:
-        return {"error": str(e)}
+        return {"error": _r_names(str(e))}
 
 
-def run_family_from_r(key: str, function: str, kwargs: dict | None = None) -> dict:
-    """Engine side of the R wrappers of entry points without the zero-copy path (haplo, reference,
-    single, ...): runs ``gcnmops.<function>`` on a view of ``X`` and hands the result to R through
-    :func:`_result_into_env` (each output copied once into an R-allocated array)."""
+def run_family_from_r(key: str, function: str) -> dict:
+    """Engine side of the R wrappers of the family's other entry points (``haplo_cn_mops``,
+    ``reference_cn_mops``, ``single_cn_mops``): runs ``gcnmops.<function>`` on a zero-copy view of ``X``
+    (``controls``: a second bridge environment for referencecn.mops) with the arguments in ``args``
+    (cn.mops's names) and hands the result to R through :func:`_result_into_env` (each output copied
+    once, into an R-allocated array; these entry points have no preallocated-output path yet)."""
     import gcnmops
 
     try:
         with _collect_messages() as (messages, warned):
             env = bridge_env(key)
             fn = getattr(gcnmops, function, None)
-            if fn is None:
-                raise InputError(f"This gcnmops engine has no {function}(); update the Python package.")
+            if fn is None or not function.endswith("cn_mops"):
+                raise InputError(f"This gcnmops engine has no {function}(); update the Python package gcnmops.")
+            plist = _get(env, "args")
+            kw = {}
+            for rname, value in zip(list(plist.names), plist):
+                if _is_null(value):
+                    continue
+                if rname == "segment_args":
+                    for sname, svalue in zip(list(value.names) if len(value) else [], value):
+                        if sname not in _SEGMENT_ARGS:
+                            raise InputError(f"Unknown argument '{sname}' for the segmentation (known: "
+                                             f"{', '.join(_SEGMENT_ARGS)}).")
+                        kw[_SEGMENT_ARGS[sname]] = _scalar(svalue)
+                elif rname in ("I",):
+                    kw["I"] = tuple(float(v) for v in r_array(value))
+                elif rname == "classes":
+                    kw["classes"] = tuple(_strings(value))
+                elif rname in _R_ARGS:
+                    kw[_R_ARGS[rname]] = _scalar(value)
+                elif rname == "verbose":
+                    kw["verbose"] = _scalar(value)
+            parallel = kw.pop("parallel", 0) or 0
+            if isinstance(kw.get("norm"), bool):
+                kw["norm"] = int(kw["norm"])
+            kw["backend"] = str(_scalar(_get(env, "backend")) or "auto")
             data = _count_data_from_env(env)
-            kw = dict(kwargs or {})
-            controls_key = kw.pop("controls_env", None)
-            if controls_key:
-                kw["controls"] = _count_data_from_env(bridge_env(controls_key))
-            result = fn(data, **kw)
+            controls = _get(env, "controls")
+            with _threads(parallel):
+                if controls is not None:
+                    result = fn(data, _count_data_from_env(controls), **kw)
+                else:
+                    result = fn(data, **kw)
             _result_into_env(env, result)
         return {"messages": messages, "warnings": warned,
                 "timings": {k: float(v) for k, v in result.timings.items()}}
     except InputError as e:
-        return {"error": str(e)}
+        return {"error": _r_names(str(e))}
+
+
+_ENGINE_CALLS = ("run_from_r", "normalize_from_r", "integer_from_r", "run_family_from_r", "address_in_env",
+                 "engine_info")
+
+
+def _to_r_value(value):
+    """A plain Python value (dict, list, str, number, bool, None) -> R (named list, vectors, NULL)."""
+    ri, ro, _, _ = _r()
+    if value is None:
+        return ri.NULL
+    if isinstance(value, dict):
+        with _converter():
+            lst = ro.vectors.ListVector.from_length(len(value))
+            for i, v in enumerate(value.values()):
+                lst[i] = _to_r_value(v)
+            if value:
+                lst.names = _str_vec([str(k) for k in value])
+        return lst
+    if isinstance(value, (bool, np.bool_)):
+        return ri.BoolSexpVector([bool(value)])
+    if isinstance(value, str):
+        return _str_vec([value])
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return _dbl_vec([float(value)])
+    if isinstance(value, (list, tuple)):
+        if all(isinstance(v, str) for v in value):
+            return _str_vec(list(value))
+        return _to_r_value({str(i): v for i, v in enumerate(value)})
+    raise TypeError(f"no R value for {type(value).__name__}")
+
+
+def _host_dispatch(fun, key, *args):
+    """R's way into the engine: the R package calls this (an rpy2 callback) for every engine call."""
+    name = str(fun[0])
+    if name not in _ENGINE_CALLS:
+        return _to_r_value({"error": f"unknown engine call {name}"})
+    try:
+        py_args = [_scalar(a) for a in args]
+        out = globals()[name](str(key[0]), *py_args)
+    except Exception as e:  # noqa: BLE001 - a bug, not bad input: R gets the error with where it happened
+        import traceback
+
+        where = "".join(traceback.format_exception(e)[-3:]).strip()
+        out = {"error": f"gcnmops engine failure in {name}: {type(e).__name__}: {e}\n{where}"}
+    return _to_r_value(out)
+
+
+_hook = None
+
+
+def attach(force: bool = False) -> None:
+    """Register the engine callback in the R package gcn.mops (the way R calls the engine).
+
+    Python users whose R code (run through rpy2) calls gcn.mops need this once; :func:`to_r` and
+    :func:`from_r` call it. ``force``: register even when R was not started by this Python (what the R
+    package does after starting Python with reticulate).
+    """
+    global _hook
+    ri, ro, _, _ = _r()
+    with _converter():
+        if not force and not bool(ro.r("function() gcn.mops:::.python_host()")()[0]):
+            return
+        if _hook is None:
+            _hook = ri.rternalize(_host_dispatch)
+        ro.r('function(f) assign("host_hook", f, envir = getNamespace("gcn.mops")$.state)')(_hook)
+
+
+def engine_info(key: str) -> dict:
+    """Versions and capabilities of the engine (for the R ``gcnmopsEngine()``)."""
+    import sys
+
+    import numba
+
+    import gcnmops
+    from .model import gpu_usable
+
+    return {"python": sys.executable, "gcnmops": gcnmops.__version__, "numpy": np.__version__,
+            "numba": numba.__version__, "threads": numba.get_num_threads(), "gpu": bool(gpu_usable())}
 
 
 # --------------------------------------------------------------------------------------------
@@ -704,10 +839,18 @@ def to_r(result: CNVDetectionResult):
     R. Needs R, rpy2 and the installed R package (``R CMD INSTALL r_package/gcn.mops``).
     """
     _, _, _, fns = _r()
+    _attach_quietly()
     with _converter():
         env = fns["new_env"]()
         _result_into_env(env, result)
         return fns["build_result"](env)
+
+
+def _attach_quietly() -> None:
+    try:
+        attach()
+    except Exception:  # noqa: BLE001 - the R package may be missing: to_r says so itself, from_r does not need it
+        pass
 
 
 def _table_from_r(t, samples=None) -> pd.DataFrame | None:
@@ -749,6 +892,7 @@ def from_r(obj) -> CNVDetectionResult:
     if isinstance(obj, (str, os.PathLike)):
         return read_rds_result(obj)
     _, _, _, fns = _r()
+    _attach_quietly()
     with _converter():
         d = fns["describe_result"](obj)
         p = _get(d, "params")
@@ -783,6 +927,8 @@ def from_r(obj) -> CNVDetectionResult:
             from .calls import empty_cnvr
 
             cnvr = empty_cnvr(samples)
+        elif _scalar(_get(cnvr_t, "kind")) == "segments":
+            cnvr = _segments_from_r(cnvr_t, classes)
         else:
             cols = _strings(_get(cnvr_t, "columns")) or list(samples)
             codes = _get(cnvr_t, "CN")
@@ -821,5 +967,5 @@ def read_rds_result(path) -> CNVDetectionResult:
     return from_r(obj)
 
 
-__all__ = ["r_array", "r_address", "to_r", "from_r", "write_rds", "read_rds_result", "run_from_r",
+__all__ = ["r_array", "r_address", "to_r", "from_r", "attach", "write_rds", "read_rds_result", "run_from_r",
            "normalize_from_r", "integer_from_r", "run_family_from_r"]

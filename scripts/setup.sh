@@ -7,9 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 R_PACKAGES="r-base-core r-base-dev r-bioc-genomicranges r-bioc-iranges r-bioc-s4vectors r-bioc-genomeinfodb
- r-bioc-biocgenerics r-bioc-rsamtools r-cran-reticulate r-cran-testthat r-cran-jsonlite"
+ r-bioc-biocgenerics r-bioc-rsamtools r-cran-reticulate r-cran-testthat r-cran-jsonlite r-bioc-dnacopy"
 
-if ! Rscript -e 'suppressMessages(library(GenomicRanges)); library(reticulate); library(testthat)' >/dev/null 2>&1; then
+if ! Rscript -e 'suppressMessages(library(GenomicRanges)); library(reticulate); library(testthat); library(DNAcopy)' >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         echo "setup: installing R and Bioconductor packages (Debian)..." >&2
         apt-get update -qq

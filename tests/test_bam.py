@@ -186,6 +186,12 @@ def test_golden_counting_rule():
         expect = sum(1 for r in reads if not r.is_unmapped and r.mapping_quality >= 1)
         assert gold[col].sum() == expect
         assert any(r.is_duplicate and r.mapping_quality >= 1 for r in reads)  # so duplicates do count
+    # segments count reads by their start position, not by overlap: test1 has 2 reads that start
+    # before 60000 and overlap the first region, which cn.mops does not count
+    seg = golden_table("segment_counts")
+    with pysam.AlignmentFile(str(GOLDEN_BAMS[0])) as f:
+        overlapping = sum(1 for r in f.fetch("20", 59_999, 64_999) if r.mapping_quality >= 1)
+    assert seg["test1"][0] == 458 and overlapping == 460
 
 
 # --------------------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ _BAM_MAGIC = b"BAM\x01"
 _BAI_MAGIC = b"BAI\x01"
 _PSEUDO_BIN = 37450
 #: BGZF blocks inflated per thread-pool task (at most; fewer for small files).
-_GROUP_BLOCKS = 64
+_GROUP_BLOCKS = 16
 #: BGZF blocks located per call of the block finder.
 _FIND_BATCH = 8192
 
@@ -165,61 +165,66 @@ class _MappedFile:
 
 
 def _inflated_chunks(f: _MappedFile, start: int, stop: int, pool: Executor | None, n_threads: int,
-                     on_bytes: Callable[[int], None] | None = None, max_blocks: int | None = None
-                     ) -> Iterator[bytes]:
+                     on_bytes: Callable[[int], None] | None = None) -> Iterator[bytes]:
     """Yield the inflated data of each non-empty BGZF block in compressed bytes [start, stop), in order.
 
     Blocks are inflated in groups by ``pool`` (inline when None), at most ``4 * n_threads`` groups
-    in flight. ``max_blocks`` stops after that many blocks (header reading).
+    in flight; ``on_bytes(n)`` reports the compressed bytes of each group consumed.
     """
     offs = np.empty(_FIND_BATCH, np.int64)
     doff = np.empty(_FIND_BATCH, np.int64)
     sizes = np.empty(_FIND_BATCH, np.int64)
-    span = max(stop - start, 1)
-    # groups small enough that every thread gets several (BGZF blocks hold <= 64 KiB of data)
-    est_blocks = span // 20000 + 1
-    group = int(min(_GROUP_BLOCKS, max(1, est_blocks // (4 * max(n_threads, 1)))))
+    # inline: one block at a time (scanned while still in cache); threaded: groups of at most
+    # _GROUP_BLOCKS (~1 MiB inflated), small enough that every thread gets several
+    est_blocks = max(stop - start, 1) // 20000 + 1
+    group = 1 if pool is None else int(min(_GROUP_BLOCKS, max(1, est_blocks // (4 * n_threads))))
     pending: deque = deque()
+
+    def take(fut_nb):
+        fut, nb = fut_nb
+        data = fut.result()
+        if on_bytes:
+            on_bytes(nb)
+        return data
+
     p = start
-    done_blocks = 0
-    while True:
-        want = _FIND_BATCH if max_blocks is None else min(_FIND_BATCH, max_blocks - done_blocks)
-        if want <= 0 or p >= stop:
-            break
-        n, p_next, status = _find_blocks(f.array, p, stop, want, offs, doff, sizes)
-        if status == 1 and n == 0:
-            raise InputError(f"{f.path}: truncated BAM file (a BGZF block at byte {p} runs past the end of the "
-                             "file).")
-        if status < 0 and n == 0:
-            what = "not a BGZF block" if status == -1 else "a gzip block without the BGZF size field"
-            raise InputError(f"{f.path}: {what} at byte {p}: not a BAM file, or a damaged one "
-                             "(gcnmops reads BAM; convert SAM/CRAM with samtools view -b).")
-        for a in range(0, n, group):
-            b = min(a + group, n)
-            o, d, s = offs[a:b].copy(), doff[a:b].copy(), sizes[a:b].copy()
-            nbytes = int(s.sum())
-            if pool is None:
-                yield from _inflate_group(f.view, o, d, s, f.path)
-                if on_bytes:
-                    on_bytes(nbytes)
-                continue
-            pending.append((pool.submit(_inflate_group, f.view, o, d, s, f.path), nbytes))
-            while len(pending) > 4 * n_threads:
-                fut, nb = pending.popleft()
-                yield from fut.result()
-                if on_bytes:
-                    on_bytes(nb)
-        done_blocks += n
-        p = p_next
     try:
+        while p < stop:
+            n, p_next, status = _find_blocks(f.array, p, stop, _FIND_BATCH, offs, doff, sizes)
+            if n == 0 and status == 1:
+                raise InputError(f"{f.path}: truncated BAM file (a BGZF block at byte {p} runs past the end of "
+                                 "the file).")
+            if n == 0:
+                what = "not a BGZF block" if status == -1 else "a gzip block without the BGZF size field"
+                raise InputError(f"{f.path}: {what} at byte {p}: not a BAM file, or a damaged one "
+                                 "(gcnmops reads BAM; convert SAM/CRAM with samtools view -b).")
+            for a in range(0, n, group):
+                b = min(a + group, n)
+                o, d, s = offs[a:b].copy(), doff[a:b].copy(), sizes[a:b].copy()
+                if pool is None:
+                    yield from take((_Done(_inflate_group(f.view, o, d, s, f.path)), int(s.sum())))
+                    continue
+                pending.append((pool.submit(_inflate_group, f.view, o, d, s, f.path), int(s.sum())))
+                while len(pending) > 4 * n_threads:
+                    yield from take(pending.popleft())
+            p = p_next
         while pending:
-            fut, nb = pending.popleft()
-            yield from fut.result()
-            if on_bytes:
-                on_bytes(nb)
+            yield from take(pending.popleft())
     finally:
         for fut, _ in pending:
             fut.cancel()
+
+
+class _Done:
+    """A finished result with a future's ``result()``."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value) -> None:
+        self.value = value
+
+    def result(self):
+        return self.value
 
 
 # --------------------------------------------------------------------------------------------
@@ -238,47 +243,67 @@ class BamHeader:
         return dict(zip(self.references, self.lengths))
 
 
-def _parse_header(buf: bytes, path: str) -> tuple[BamHeader, int] | None:
-    """(header, offset of the first record) if ``buf`` holds the whole binary header, else None."""
-    if len(buf) < 12:
-        return None
-    if buf[:4] != _BAM_MAGIC:
-        raise InputError(f"{path} is not a BAM file (no BAM magic after decompression).")
-    l_text = struct.unpack_from("<i", buf, 4)[0]
-    p = 8 + l_text
-    if l_text < 0:
-        raise InputError(f"{path}: damaged BAM header (negative text length).")
-    if len(buf) < p + 4:
-        return None
-    n_ref = struct.unpack_from("<i", buf, p)[0]
-    if n_ref < 0:
-        raise InputError(f"{path}: damaged BAM header (negative reference count).")
-    p += 4
-    names, lengths = [], []
-    for _ in range(n_ref):
-        if len(buf) < p + 4:
+class _HeaderParser:
+    """Incremental parser of the binary BAM header (magic, text, references), fed inflated data."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.buf = bytearray()
+        self.p = 0  # parse position
+        self.text = None
+        self.n_ref = None
+        self.names: list[str] = []
+        self.lengths: list[int] = []
+
+    def feed(self, chunk: bytes) -> tuple[BamHeader, int] | None:
+        """(header, offset of the first record in ``self.buf``) once complete, else None."""
+        self.buf += chunk
+        buf, path = self.buf, self.path
+        if self.text is None:
+            if len(buf) < 8:
+                return None
+            if buf[:4] != _BAM_MAGIC:
+                raise InputError(f"{path} is not a BAM file (no BAM magic after decompression).")
+            l_text = struct.unpack_from("<i", buf, 4)[0]
+            if l_text < 0:
+                raise InputError(f"{path}: damaged BAM header (negative text length).")
+            if len(buf) < 8 + l_text:
+                return None
+            self.text = bytes(buf[8:8 + l_text]).split(b"\x00", 1)[0].decode("utf-8", "replace")
+            self.p = 8 + l_text
+        if self.n_ref is None:
+            if len(buf) < self.p + 4:
+                return None
+            self.n_ref = struct.unpack_from("<i", buf, self.p)[0]
+            if self.n_ref < 0:
+                raise InputError(f"{path}: damaged BAM header (negative reference count).")
+            self.p += 4
+        p = self.p
+        while len(self.names) < self.n_ref:
+            if len(buf) < p + 4:
+                break
+            l_name = struct.unpack_from("<i", buf, p)[0]
+            if l_name <= 0:
+                raise InputError(f"{path}: damaged BAM header (reference name length {l_name}).")
+            if len(buf) < p + 8 + l_name:
+                break
+            self.names.append(bytes(buf[p + 4:p + 4 + l_name]).rstrip(b"\x00").decode("ascii", "replace"))
+            self.lengths.append(struct.unpack_from("<i", buf, p + 4 + l_name)[0])
+            p += 8 + l_name
+        self.p = p
+        if len(self.names) < self.n_ref:
             return None
-        l_name = struct.unpack_from("<i", buf, p)[0]
-        if l_name <= 0:
-            raise InputError(f"{path}: damaged BAM header (reference name length {l_name}).")
-        if len(buf) < p + 4 + l_name + 4:
-            return None
-        names.append(bytes(buf[p + 4:p + 4 + l_name]).rstrip(b"\x00").decode("ascii", "replace"))
-        lengths.append(struct.unpack_from("<i", buf, p + 4 + l_name)[0])
-        p += 4 + l_name + 4
-    text = bytes(buf[8:8 + l_text]).split(b"\x00", 1)[0].decode("utf-8", "replace")
-    return BamHeader(path, tuple(names), tuple(lengths), text), p
+        return BamHeader(path, tuple(self.names), tuple(self.lengths), self.text), p
 
 
 def _header_from(chunks: Iterator[bytes], path: str) -> tuple[BamHeader, bytes, int]:
     """Parse the header from the first inflated chunks; return it, the data consumed (which may
     hold the first records) and the offset of the first record in that data."""
-    buf = b""
+    parser = _HeaderParser(path)
     for chunk in chunks:
-        buf = chunk if not buf else buf + chunk
-        parsed = _parse_header(buf, path)
+        parsed = parser.feed(chunk)
         if parsed is not None:
-            return parsed[0], buf, parsed[1]
+            return parsed[0], bytes(parser.buf), parsed[1]
     raise InputError(f"{path}: truncated BAM file (the header is incomplete).")
 
 

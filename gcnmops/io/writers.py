@@ -38,7 +38,7 @@ import pandas as pd
 
 FORMATS = ("tsv", "bed", "vcf", "seg")
 #: accepted besides FORMATS (not written by default)
-OPTIONAL_FORMATS = ("tsv.gz",)
+OPTIONAL_FORMATS = ("tsv.gz", "rds")  # rds: the R CNVDetectionResult (needs R, rpy2, the gcn.mops R package)
 GZIP_LEVEL = 1  # the TSVs compress ~3x at level 1; higher levels cost several times the time for ~10% more
 _CN_LABEL = re.compile(r"^CN(\d+(?:\.\d*)?)$")
 _RGB = {"loss": "200,0,0", "gain": "0,0,200", None: "128,128,128"}
@@ -79,23 +79,41 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
 
 
 class _Batch:
-    """Files written under temporary names and renamed together by ``commit`` (or all removed)."""
+    """Files written under temporary names and renamed together by ``commit``, or all removed by ``abort``.
 
-    def __init__(self, outdir: Path):
+    Files are written by a few threads (Arrow's CSV writer and zlib release the GIL), except those staged
+    with ``inline=True`` (anything calling into R: the embedded R must stay on the calling thread)."""
+
+    def __init__(self, outdir: Path, workers: int | None = None):
+        from concurrent.futures import ThreadPoolExecutor
+
         self.outdir = outdir
         self.staged: list[tuple[Path, Path]] = []
+        self.futures = []
+        n = workers if workers is not None else min(4, os.cpu_count() or 1)
+        self.pool = ThreadPoolExecutor(max_workers=max(1, n), thread_name_prefix="gcnmops-write")
 
-    def write(self, name: str, write: Callable[[Path], None]) -> None:
+    def write(self, name: str, write: Callable[[Path], None], inline: bool = False) -> None:
         path = self.outdir / name
         tmp = _temp_beside(path)
         self.staged.append((tmp, path))
-        write(tmp)
+        if inline:
+            write(tmp)
+        else:
+            self.futures.append(self.pool.submit(write, tmp))
+
+    def wait(self) -> None:
+        """Wait for every file; re-raise the first failure (in submission order)."""
+        for f in self.futures:
+            f.result()
 
     def abort(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)  # nothing may write after the clean-up
         for tmp, _ in self.staged:
             tmp.unlink(missing_ok=True)
 
     def commit(self) -> list[Path]:
+        self.pool.shutdown(wait=True)
         mode = 0o666 & ~_umask()
         for tmp, path in self.staged:
             _publish(tmp, path, mode)
@@ -144,17 +162,34 @@ def write_columns(path, names: list[str], columns: list, compress: bool = False,
     table = pa.Table.from_arrays(arrays, names=[f"c{i}" for i in range(len(arrays))])
     head = ("\t".join(str(n) for n in names) + "\n").encode() if header else b""
 
-    def emit(quoting: str) -> None:
-        with (gzip.open(path, "wb", compresslevel=GZIP_LEVEL, mtime=0) if compress else open(path, "wb")) as fh:
+    def open_out():
+        return gzip.GzipFile(path, "wb", compresslevel=GZIP_LEVEL, mtime=0) if compress else open(path, "wb")
+
+    try:
+        with open_out() as fh:
             fh.write(head)
             if table.num_rows:
                 pacsv.write_csv(table, fh, pacsv.WriteOptions(include_header=False, delimiter="\t",
-                                                               quoting_style=quoting, batch_size=65536))
+                                                               quoting_style="none", batch_size=65536))
+    except pa.ArrowInvalid:  # a string holding a tab, quote or newline: quote just those cells (CSV rules)
+        _write_quoted(open_out, head, table)
 
-    try:
-        emit("none")
-    except pa.ArrowInvalid:  # a string holding a tab, quote or newline: quote strings (CSV rules)
-        emit("needed")
+
+def _write_quoted(open_out, head: bytes, table) -> None:
+    """Slow path of ``write_columns``: every cell rendered by Arrow, quoted by Python's csv where needed."""
+    import csv
+    import io
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    cols = [pc.cast(c, pa.string()).to_pylist() for c in table.columns]
+    with open_out() as fh:
+        fh.write(head)
+        text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
+        csv.writer(text, delimiter="\t", lineterminator="\n", quoting=csv.QUOTE_MINIMAL).writerows(zip(*cols))
+        text.flush()
+        text.detach()
 
 
 def write_frame(path, frame: pd.DataFrame, compress: bool = False, header: bool = True) -> None:
@@ -206,6 +241,11 @@ def write_result(result, outdir, formats=None) -> list[Path]:
             batch.write("cnvr.vcf", lambda t: t.write_text(vcf_text(result)))
         if "seg" in formats:
             batch.write("segmentation.seg", lambda t: write_frame(t, seg_table(result)))
+        if "rds" in formats:
+            from ..rbridge import write_rds
+
+            batch.write("result.rds", lambda t: write_rds(result, t), inline=True)
+        batch.wait()
     except BaseException:
         batch.abort()
         raise
@@ -368,9 +408,11 @@ def bed_cnvr(result) -> pd.DataFrame:
 def vcf_text(result) -> str:
     """VCF 4.3: one record per CNV region, sorted by chromosome (gr's order) and position.
 
-    POS = first base of the region, REF = N, ALT <DEL> (every known copy number below normal),
-    <DUP> (above) or <CNV> (both, or unknown); INFO SVTYPE, END, SVLEN (negative for deletions),
-    IMPRECISE; FORMAT CN (integer copy number per sample, ``.`` before integer copy numbers). Regions
+    A region [start, end] is written as VCF writes symbolic structural variants: POS = start - 1 (the
+    base before the event; 0 for a region at the start of a chromosome, VCF's telomere position), END =
+    end, SVLEN = +-(end - start + 1) = +-(END - POS), so htslib/pysam give the record the span of the
+    region. REF = N; ALT <DEL> (every known copy number below normal), <DUP> (above) or <CNV> (both, or
+    unknown); INFO SVTYPE, END, SVLEN (negative for deletions), IMPRECISE; FORMAT CN (integer copy number per sample, ``.`` before integer copy numbers). Regions
     labelled by calcFractionalCopyNumbers ("CN2.4") get FORMAT FCN (Float) instead. Before integer copy
     numbers the direction comes from the sign of the sINI means of the CNVs inside the region.
     """
@@ -400,6 +442,8 @@ def vcf_text(result) -> str:
         '##INFO=<ID=SVLEN,Number=1,Type=Integer,Description="Difference in length between REF and ALT alleles '
         '(length of the CNV region; negative for deletions)">',
         '##INFO=<ID=IMPRECISE,Number=0,Type=Flag,Description="Imprecise structural variation">',
+        "##gcnmops_coordinates=POS is the base before each CNV region (VCF's padding base for symbolic "
+        "alleles); the region spans POS+1..END",
         '##ALT=<ID=DEL,Description="Deletion">',
         '##ALT=<ID=DUP,Description="Duplication">',
         '##ALT=<ID=CNV,Description="Copy number variable region">',
@@ -424,7 +468,7 @@ def vcf_text(result) -> str:
         length = end - start + 1
         info = f"SVTYPE={svtype};END={end};SVLEN={-length if svtype == 'DEL' else length};IMPRECISE"
         cells = [_vcf_number(v, fractional) if k else "." for v, k in zip(values[i], known[i])]
-        lines.append("\t".join([str(cnvr.at[i, "seqnames"]), str(start), f"cnvr{i + 1}", "N", f"<{svtype}>", ".",
+        lines.append("\t".join([str(cnvr.at[i, "seqnames"]), str(start - 1), f"cnvr{i + 1}", "N", f"<{svtype}>", ".",
                                 "PASS", info, key, *cells]))
     return "\n".join(lines) + "\n"
 

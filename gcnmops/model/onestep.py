@@ -18,11 +18,11 @@ the per-class form misses its alpha by up to 5e-2.
 
 Every function here is ``register_jitable`` and allocation-free (callers hand in scratch), so it runs in
 plain Python, in ``numba.njit`` (the CPU driver below) and in ``numba.cuda`` kernels. The samples are
-streamed: one posterior column (n) at a time, the per-class means accumulated exactly (double-double) in
-sample order, so no (n, N) scratch is needed (a GPU's exp/log may differ from glibc's in the last bit).
-Sums follow R: the column normalizer is R's long-double ``rowSums`` (here the correctly rounded sum),
-sINI and INI terms are R's ``%*%`` (reference BLAS dgemv: sequential double sums in class order), alpha and
-INI are R's long-double means (correctly rounded).
+streamed: one posterior column (n) at a time, the per-class sums accumulated in sample order, so no (n, N)
+scratch is needed (a GPU's exp/log may differ from glibc's in the last bit). Sums follow R exactly: the
+column normalizer is R's ``rowSums``/``sum`` and alpha R's ``rowMeans`` (x87 long double accumulation,
+emulated bit for bit below), sINI and the INI terms R's ``%*%`` (reference BLAS dgemv: sequential double sums
+in class order), INI R's two-pass long double ``mean()``.
 """
 from __future__ import annotations
 
@@ -35,8 +35,12 @@ from numba.extending import register_jitable
 
 from ..errors import InputError
 from ..rmath import lgamma_r
-from ..rstats import double_double_div, two_sum_add
 from .spec import ModelOutput
+
+try:  # module level: a kernel's ``cuda`` must be a global (the CUDA simulator swaps module globals)
+    from numba import cuda
+except Exception:  # noqa: BLE001 - numba without its CUDA target: no GPU driver
+    cuda = None
 
 #: likelihood floors: referencecn.mops (and every integer refit of a referencecn.mops result) / singlecn.mops
 REFERENCE_FLOOR = 1e-100
@@ -104,6 +108,36 @@ def ld_add(hi, lo, v):
 
 
 @register_jitable
+def ld_add_ld(ahi, alo, bhi, blo):
+    """The sum of the long doubles (ahi, alo) and (bhi, blo), rounded to a long double (any signs)."""
+    s, e = _two_sum(ahi, bhi)
+    t, f = _two_sum(alo, blo)
+    u, g = _two_sum(e, t)
+    h, l = _two_sum(s, u)
+    return round64(h, l, g + f)
+
+
+@register_jitable
+def ld_mean(v, n):
+    """R's ``mean()`` of v[0:n] as a double: a long double sum divided by n, then corrected by the long
+    double mean of the deviations (R's second pass)."""
+    hi = 0.0
+    lo = 0.0
+    for k in range(n):
+        hi, lo = ld_add_ld(hi, lo, v[k], 0.0)
+    s_hi, s_lo = ld_div(hi, lo, float(n))
+    if not math.isfinite(s_hi):
+        return s_hi
+    t_hi = 0.0
+    t_lo = 0.0
+    for k in range(n):
+        d_hi, d_lo = ld_add_ld(v[k], 0.0, -s_hi, -s_lo)
+        t_hi, t_lo = ld_add_ld(t_hi, t_lo, d_hi, d_lo)
+    q_hi, q_lo = ld_div(t_hi, t_lo, float(n))
+    return ld_add_ld(s_hi, s_lo, q_hi, q_lo)[0]
+
+
+@register_jitable
 def ld_div(hi, lo, n):
     """The long double (hi, lo) divided by n (a positive whole number), rounded to a long double."""
     q1 = hi / n
@@ -140,12 +174,12 @@ def onestep_column(xk, ck, lam, folds, prior, floor, N, k, col):
 
 @register_jitable
 def onestep_region(x, cov, lam, folds, log2_folds, prior, floor, min_read_count, main_idx, keep_post,
-                   col, acc_hi, acc_lo, lam_out, alpha_out, sini_out, cn_out, post_out):
+                   col, acc_hi, acc_lo, work, lam_out, alpha_out, sini_out, cn_out, post_out):
     """The one-step model of one region; returns INI and writes the other outputs.
 
     Inputs: ``x`` (N) counts, ``cov`` (N) coverages, ``lam`` the region's lambda, ``folds``/``log2_folds``/
     ``prior`` (n), ``floor`` (1e-100 reference, 1e-15 single), ``main_idx`` (index of CN2).
-    Scratch: ``col``, ``acc_hi``, ``acc_lo`` (n each). Outputs: ``lam_out``, ``alpha_out`` (n),
+    Scratch: ``col``, ``acc_hi``, ``acc_lo`` (n each), ``work`` (N). Outputs: ``lam_out``, ``alpha_out`` (n),
     ``sini_out`` (N), ``cn_out`` (N) class indices, ``post_out`` (n, N) if ``keep_post``.
     """
     N = x.shape[0]
@@ -172,8 +206,6 @@ def onestep_region(x, cov, lam, folds, log2_folds, prior, floor, min_read_count,
     for i in range(n):
         acc_hi[i] = 0.0
         acc_lo[i] = 0.0
-    g_hi = 0.0
-    g_lo = 0.0
     for k in range(N):
         onestep_column(x[k], cov[k], lam, folds, prior, floor, N, k, col)
         sini = 0.0
@@ -192,10 +224,10 @@ def onestep_region(x, cov, lam, folds, log2_folds, prior, floor, min_read_count,
                 post_out[i, k] = pik
         sini_out[k] = sini
         cn_out[k] = arg
-        g_hi, g_lo = two_sum_add(g_hi, g_lo, gain)
+        work[k] = gain
     for i in range(n):  # R's rowMeans: the long double sum divided by N in long double
         alpha_out[i] = ld_div(acc_hi[i], acc_lo[i], float(N))[0]
-    return double_double_div(g_hi, g_lo, float(N))
+    return ld_mean(work, N)  # R's mean()
 
 
 # ------------------------------------------------------------------------------------------ host side
@@ -235,10 +267,11 @@ def _onestep_all(x, cov, lam, folds, log2_folds, prior, floor, min_read_count, m
         col = np.empty(n)
         acc_hi = np.empty(n)
         acc_lo = np.empty(n)
+        work = np.empty(x.shape[1])
         for r in range(b * BLOCK, min(m, (b + 1) * BLOCK)):
             post_r = post[r] if keep_post else post[0]
             ini[r] = onestep_region(x[r], cov, lam[r], folds, log2_folds, prior, floor, min_read_count, main_idx,
-                                    keep_post, col, acc_hi, acc_lo, lam_out[r], alpha_out[r], sini[r], cn[r],
+                                    keep_post, col, acc_hi, acc_lo, work, lam_out[r], alpha_out[r], sini[r], cn[r],
                                     post_r)
 
 
@@ -256,6 +289,74 @@ def fit_onestep(x: np.ndarray, cov: np.ndarray, lam: np.ndarray, spec: OneStepSp
     return out
 
 
+# ------------------------------------------------------------------------------------------ GPU driver
+#: threads per block and the largest sample count whose INI buffer is a per-thread local array
+GPU_THREADS_PER_BLOCK = 128
+GPU_LOCAL_WORK_MAX = 128
+_GPU_KERNELS: dict = {}
+
+
+def _gpu_kernel(NC: int, NW: int, KEEP: bool):
+    """cuda.jit kernel for NC classes (compile-time: the per-thread state is local arrays), a local INI
+    buffer of NW samples (0: a thread-fastest global scratch), posteriors kept or not."""
+    key = (NC, NW, KEEP)
+    if key in _GPU_KERNELS:
+        return _GPU_KERNELS[key]
+    from numba import float64
+
+    LOCAL_WORK = NW > 0
+
+    def kernel(x, cov, lam, folds, log2_folds, prior, floor, min_read_count, main_idx, work_g, lam_out,
+               alpha_out, sini, cn, ini, post):
+        col = cuda.local.array(NC, float64)
+        acc_hi = cuda.local.array(NC, float64)
+        acc_lo = cuda.local.array(NC, float64)
+        start = cuda.grid(1)
+        stride = cuda.gridsize(1)
+        if LOCAL_WORK:
+            work = cuda.local.array(NW, float64)
+        else:
+            work = work_g[:, start]
+        for r in range(start, x.shape[0], stride):
+            post_r = post[r] if KEEP else post[0]
+            ini[r] = onestep_region(x[r], cov, lam[r], folds, log2_folds, prior, floor, min_read_count, main_idx,
+                                    KEEP, col, acc_hi, acc_lo, work, lam_out[r], alpha_out[r], sini[r], cn[r],
+                                    post_r)
+
+    _GPU_KERNELS[key] = cuda.jit(kernel)
+    return _GPU_KERNELS[key]
+
+
+def fit_onestep_gpu(x: np.ndarray, cov: np.ndarray, lam: np.ndarray, spec: OneStepSpec,
+                    keep_post: bool = False, device_id: int = 0) -> ModelOutput:
+    """:func:`fit_onestep` on a CUDA device: one thread per region (grid-stride), the whole matrix at once
+    (the model is one pass over the data, so copies dominate; no chunking). The arithmetic is the CPU's
+    except for the device's exp/log (last-bit differences from glibc's are possible)."""
+    x = np.asarray(x, dtype=np.float64, order="F")
+    m, N = x.shape
+    n = spec.folds.size
+    out = ModelOutput.allocate(m, n, N, keep_post)
+    with cuda.gpus[device_id]:
+        tpb = GPU_THREADS_PER_BLOCK
+        sms = getattr(cuda.get_current_device(), "MULTIPROCESSOR_COUNT", 1)  # (absent in the simulator)
+        blocks = max(1, min((m + tpb - 1) // tpb, 16 * sms))
+        nw = N if N <= GPU_LOCAL_WORK_MAX else 0
+        work = cuda.device_array((N if nw == 0 else 1, blocks * tpb if nw == 0 else 1), order="F")
+        d = {k: cuda.to_device(v) for k, v in dict(
+            x=x, cov=np.ascontiguousarray(cov, dtype=np.float64), lam=np.ascontiguousarray(lam, dtype=np.float64),
+            folds=spec.folds, log2=spec.log2_folds, prior=spec.prior).items()}
+        outs = [cuda.device_array_like(a) for a in (out.lam, out.alpha, out.sini, out.cn, out.ini)]
+        post = cuda.device_array_like(out.post) if keep_post else cuda.device_array((1, 1, 1), order="F")
+        _gpu_kernel(n, nw, keep_post)[blocks, tpb](
+            d["x"], d["cov"], d["lam"], d["folds"], d["log2"], d["prior"], spec.floor, spec.min_read_count,
+            spec.main_idx, work, *outs, post)
+        for host, dev in zip((out.lam, out.alpha, out.sini, out.cn, out.ini), outs):
+            dev.copy_to_host(host)
+        if keep_post:
+            post.copy_to_host(out.post)
+    return out
+
+
 @njit(cache=True)
 def row_means(x):
     """(m,) R ``rowMeans`` of a non-negative (m, M) matrix: long double sums divided by M in long double."""
@@ -270,5 +371,5 @@ def row_means(x):
     return out
 
 
-__all__ = ["onestep_column", "onestep_region", "OneStepSpec", "fit_onestep", "row_means", "REFERENCE_FLOOR",
-           "SINGLE_FLOOR", "LAMBDA_FLOOR"]
+__all__ = ["onestep_column", "onestep_region", "OneStepSpec", "fit_onestep", "fit_onestep_gpu", "row_means",
+           "ld_add", "ld_add_ld", "ld_div", "ld_mean", "REFERENCE_FLOOR", "SINGLE_FLOOR", "LAMBDA_FLOOR"]

@@ -6,8 +6,9 @@
 # (or NULL); matrices normalizedData, localAssessments, individualCall (m x N), iniCall (m), cn (raw
 # m x N: 0-based class index), posteriorProbs (m x n x N or absent); params (cn.mops's params list incl.
 # cov, L, A); segmented (FALSE when fewer than 6 regions); tables seg_*, cnv_* (n, chr, start, end,
-# sample, median, mean, optional CN: 0-based class index) and cnvr_* (n, chr, start, end, optional CN:
-# regions x samples class indices).
+# sample, median, mean, optional CN: 0-based class index) and cnvr_* (n, chr, start, end, columns
+# (names of the label columns), optional CN: regions x samples class indices; or, with cnvr_kind
+# "segments" (singlecn.mops), the same fields as the segments).
 
 .regions_granges <- function(env) {
   chr <- env$chr_levels[env$chr_index]
@@ -37,6 +38,8 @@
 .cnvr_granges <- function(env, gr, classes) {
   n <- env$cnvr_n
   if (is.null(n) || n == 0L) return(NULL)
+  # singlecn.mops: the CNV regions are the CNVs themselves
+  if (identical(env$cnvr_kind, "segments")) return(.segments_granges(env, "cnvr_", gr, classes))
   cnvr <- GRanges(seqnames = env$chr_levels[env$cnvr_chr], IRanges(env$cnvr_start, env$cnvr_end),
                   seqinfo = seqinfo(gr))
   cnvr <- sortSeqlevels(cnvr)
@@ -44,7 +47,7 @@
   cn <- env$cnvr_CN
   cnvrCN <- if (is.null(cn)) matrix(NA, ncol = N, nrow = length(cnvr)) else .labels(cn, classes)
   dim(cnvrCN) <- c(length(cnvr), N)
-  colnames(cnvrCN) <- env$sampleNames
+  colnames(cnvrCN) <- if (is.null(env$cnvr_columns)) env$sampleNames else env$cnvr_columns
   GenomicRanges::values(cnvr) <- cnvrCN
   cnvr
 }

@@ -36,7 +36,7 @@ exomegcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
 # The read counts as a double matrix (the engine views it in place), with the regions.
 # A double matrix is used as it is (no copy); integer counts are converted once; a GRanges's columns
 # are written into one new double matrix.
-.prepare_input <- function(input, min_samples = 2L) {
+.prepare_input <- function(input, min_samples = 2L, vector_is_sample = FALSE, prefix = "Sample") {
   out <- list()
   if (methods::is(input, "GRanges")) {
     input <- sortSeqlevels(input)
@@ -87,7 +87,8 @@ exomegcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
       out$sampleNames <- colnames(input)
     } else {
       X <- input
-      dim(X) <- c(1L, length(input))
+      # cn.mops: a vector is one region of N samples; the reference/single methods: one sample
+      dim(X) <- if (vector_is_sample) c(length(input), 1L) else c(1L, length(input))
       out$sampleNames <- NULL
     }
     if (!is.double(X)) storage.mode(X) <- "double"
@@ -106,7 +107,7 @@ exomegcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
     if (anyNA(rg) || rg[1L] < 0 || !is.finite(rg[2L]))
       stop("All values must be greater or equal zero and finite.\n")
   }
-  if (is.null(out$sampleNames)) out$sampleNames <- paste("Sample", seq_len(ncol(X)), sep = "_")
+  if (is.null(out$sampleNames)) out$sampleNames <- paste(prefix, seq_len(ncol(X)), sep = "_")
   out$X <- X
   out
 }
@@ -114,11 +115,11 @@ exomegcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
 .num1 <- function(x) is.numeric(x) & length(x) == 1
 
 # cn.mops's parameter checks, in its order, with its messages.
-.check_args <- function(a) {
+.check_args <- function(a, main = "CN2") {
   if (!is.numeric(a$I)) stop("\"I\" must be numeric.")
   if (!is.character(a$classes)) stop("\"classes\" must be character.")
   if (length(a$I) != length(a$classes)) stop("I and classes must have same length!")
-  if (!("CN2" %in% a$classes)) stop("One element of classes must be CN2 .\n")
+  if (!(main %in% a$classes)) stop(sprintf("One element of classes must be %s .\n", main))
   if (!.num1(a$priorImpact)) stop("\"priorImpact\" be must numeric and of length 1.")
   if (!.num1(a$cyc)) stop("\"cyc\" must be numeric and of length 1.")
   if (!.num1(a$parallel)) stop("\"parallel\" must be numeric and of length 1.")

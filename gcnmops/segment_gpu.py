@@ -1,0 +1,681 @@
+"""cn.mops's fast segmentation with the per-position statistic on a CUDA GPU; segments identical to segment.py.
+
+The heavy part of ``segment.segment_columns_arrays`` is p_i, the largest -log t tail over ~38 growing
+windows, for every candidate position of every (chromosome, sample) vector. Here it runs on the GPU, one
+thread per candidate position, from the same ``register_jitable`` source as the CPU (``position_scan``,
+``exact_tail``, tdist.py) compiled by numba.cuda. Everything else stays on the host (numba, parallel over
+vectors): cleaning, eps (0.75 quantile of |diff|), the merge thresholds and the variance before the GPU
+pass; local maxima, the breakpoint threshold, merging, segment means and medians after it.
+
+Identical segments. Window arithmetic (prefix sums, t, dof) is IEEE-identical to the CPU: the GPU kernels
+are compiled without FMA contraction (``_install_nofma``) and the prefix sums run in the CPU's order. The t
+tail uses libdevice's log/exp/lgamma, so a GPU p_i differs from the CPU's by ~1e-14 relative: each GPU value
+stands for the interval p (1 -+ TAU). The breakpoints depend on p only through comparisons (local maxima:
+p_r > p_i among neighbours; the type-7 quantile of the local-maximum statistic; stat > threshold), so the
+host recomputes with the CPU code, exactly, only the positions whose intervals leave one of those
+decisions open: neighbours whose comparison is undecided, and local maxima whose interval overlaps the
+span [T_lo, T_up] that holds the order statistics the threshold is made of (T_lo = the lo-th order statistic
+of the lower ends, T_up = the (lo+1)-th of the upper ends). Every other position lies surely below or above
+both order statistics with its GPU value as with its exact one, so the counts below/above them, the
+threshold and every decision equal those of the all-exact statistic, which segment.py's result equals by
+construction (its own screening keeps the same invariant). Typically a few positions per vector are
+recomputed (``stats['recomputed']``).
+
+Host layout: every (block, sample) vector is copied once into a task-major flat array (vector after vector,
+task = block * N + sample), which the GPU works on directly (one contiguous H2D copy; p comes back the same
+way).
+"""
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+
+import numpy as np
+import pandas as pd
+from numba import njit, prange
+from numba.extending import register_jitable
+
+from .errors import InputError
+from .rstats import mean_correctly_rounded, quantile7_low_index, select_kth
+from .segment import (INF_MESSAGE, NA_MESSAGE, _clean, _close_run, _kth_pair, _median_of, _median_side,
+                      _quantile7_select, _resolve_params, _sd, _welford_var, exact_tail, position_scan,
+                      window_constants)
+
+try:  # module level: the kernels' ``cuda`` must be a global (the CUDA simulator swaps module globals)
+    from numba import cuda
+except Exception:  # noqa: BLE001 - numba without its CUDA target
+    cuda = None
+
+log = logging.getLogger("gcnmops")
+
+#: a GPU p stands for [p (1 - TAU), p (1 + TAU)]; measured GPU/CPU differences are ~1e-14 relative
+TAU = 1e-9
+#: kernels whose names contain this marker are compiled without FMA contraction (IEEE-identical to the CPU)
+NOFMA_MARK = "_nofma_"
+THREADS_PER_BLOCK = 128
+
+
+def simulating() -> bool:
+    from .model.pipeline import simulating as _sim
+
+    return _sim()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# host, before the GPU pass
+# ---------------------------------------------------------------------------------------------------------
+
+@njit(parallel=True, cache=True, error_model="numpy", nogil=True)
+def _prepare_all(values, firsts, ends, N, offs, eps_given, eps, default_t, t_hi, t_lo, xt, vec_eps, vec_V,
+                 vec_thi, vec_tlo, dirty):
+    """Per (block, sample) vector: the cleaned copy into xt[offs[task]:], eps, merge thresholds, variance
+    (as ``segment._final_ends`` computes them)."""
+    ntask = offs.shape[0] - 1
+    for task in prange(ntask):
+        b = task // N
+        s = task % N
+        f = firsts[b]
+        m = ends[b] - f
+        o = offs[task]
+        x = xt[o:o + m]
+        for i in range(m):
+            x[i] = values[f + i, s]
+        had_inf, had_nan = _clean(x)
+        dirty[task] = (1 if had_inf else 0) + (2 if had_nan else 0)
+        e = eps
+        th = t_hi
+        tl = t_lo
+        V = 0.0
+        if m > 0:
+            if not eps_given:
+                work = np.empty(max(m - 1, 1))
+                for i in range(m - 1):
+                    work[i] = abs(x[i + 1] - x[i])
+                e = _quantile7_select(work, m - 1, 0.75)
+            if default_t:
+                sd = _sd(x)
+                th = 2.0 * sd
+                tl = -2.0 * sd
+            V = _welford_var(x)
+        vec_eps[task] = e
+        vec_V[task] = V
+        vec_thi[task] = th
+        vec_tlo[task] = tl
+
+
+# ---------------------------------------------------------------------------------------------------------
+# GPU kernels (same scalar source as the CPU: position_scan, exact_tail)
+# ---------------------------------------------------------------------------------------------------------
+
+def _install_nofma() -> None:
+    """Compile kernels named with NOFMA_MARK with NVVM's -fma=0 (no a*b+c contraction), so their add, mul,
+    div and sqrt round exactly as the CPU's. Wraps numba-cuda's ``nvvm.compile_ir`` once; other kernels are
+    compiled as before."""
+    from numba.cuda.cudadrv import nvvm
+
+    if getattr(nvvm.compile_ir, "_gcnmops_nofma", False):
+        return
+    orig = nvvm.compile_ir
+
+    def compile_ir(llvmir, **options):
+        mods = [llvmir] if isinstance(llvmir, (str, bytes)) else list(llvmir)
+        if any(NOFMA_MARK in (m.decode() if isinstance(m, bytes) else str(m)) for m in mods):
+            options["fma"] = False
+        return orig(llvmir, **options)
+
+    compile_ir._gcnmops_nofma = True
+    nvvm.compile_ir = compile_ir
+
+
+@register_jitable
+def scan_position(S, Q, i, m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf, ebuf, qbuf):
+    """(p_i, j*): the statistic of candidate position i as segment._final_ends computes it (position_scan;
+    a screened maximum gets its exact tail) and the window j* whose exact tail it is (-1: none, p_i = 0).
+    ``qbuf`` must hold NaN beyond the windows position_stat evaluates: the argmax is read off it."""
+    for r in range(qbuf.shape[0]):
+        qbuf[r] = math.nan
+    val, jb, err, exact = position_scan(S, Q, i, m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf, ebuf,
+                                        qbuf)
+    if not exact:
+        return exact_tail(S, Q, i, jb, w, V), jb
+    js = -1
+    for r in range(qbuf.shape[0]):
+        if qbuf[r] == val:
+            js = min_seg + r
+            break
+    return val, js
+
+
+_KERNELS: dict = {}
+_LOCK = threading.Lock()
+
+
+def kernels(nw: int):
+    """(prefix, mask, stat) kernels; ``nw`` = window count (local scratch size), compiled once per value."""
+    with _LOCK:
+        k = _KERNELS.get(nw)
+        if k is None:
+            if not simulating():
+                _install_nofma()
+            k = _KERNELS[nw] = _build_kernels(nw)
+        return k
+
+
+def _build_kernels(NW: int):
+    from numba import float64
+
+    def _nofma_prefix(xt, offs, St, Qt):
+        """S, Q = running sums of x, x^2 per vector, in the CPU's order (one thread per vector)."""
+        task = cuda.grid(1)
+        if task < offs.shape[0] - 1:
+            acc_s = 0.0
+            acc_q = 0.0
+            for k in range(offs[task], offs[task + 1]):
+                v = xt[k]
+                acc_s += v
+                acc_q += v * v
+                St[k] = acc_s
+                Qt[k] = acc_q
+
+    def _find_task(offs, k):
+        lo = 0
+        hi = offs.shape[0] - 2
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if offs[mid] <= k:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    find_task = cuda.jit(device=True)(_find_task)
+
+    def _nofma_mask(xt, offs, vec_eps, min_seg, mask):
+        """mask[k] = 1 where position k is a candidate (segment._final_ends's test)."""
+        start = cuda.grid(1)
+        stride = cuda.gridsize(1)
+        total = offs[offs.shape[0] - 1]
+        for k in range(start, total, stride):
+            task = find_task(offs, k)
+            o = offs[task]
+            m = offs[task + 1] - o
+            i = k - o
+            c = 0
+            if i > min_seg and i < m - min_seg - 1:
+                if abs(xt[k + 1] - xt[k]) > vec_eps[task]:
+                    c = 1
+            mask[k] = c
+
+    def _nofma_stat(idx, n_idx, xt, St, Qt, offs, vec_V, min_seg, delta, max_int, w, jinv, jnn, jc, p, jstar):
+        """p[idx[r]], jstar[idx[r]] = scan_position of candidate position idx[r]."""
+        ybuf = cuda.local.array(NW, float64)
+        ebuf = cuda.local.array(NW, float64)
+        qbuf = cuda.local.array(NW, float64)
+        start = cuda.grid(1)
+        stride = cuda.gridsize(1)
+        for r in range(start, n_idx, stride):
+            k = idx[r]
+            task = find_task(offs, k)
+            o = offs[task]
+            m = offs[task + 1] - o
+            i = k - o
+            S = St[o:o + m]
+            Q = Qt[o:o + m]
+            V = vec_V[task]
+            val, js = scan_position(S, Q, i, m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf, ebuf, qbuf)
+            p[k] = val
+            jstar[k] = js
+
+    return (cuda.jit(_nofma_prefix), cuda.jit(_nofma_mask), cuda.jit(_nofma_stat))
+
+
+def _blocks_for(n: int, tpb: int, cap: int) -> int:
+    return max(1, min(cap, (n + tpb - 1) // tpb))
+
+
+def gpu_statistic(xt: np.ndarray, offs: np.ndarray, vec_eps: np.ndarray, vec_V: np.ndarray, min_seg: int,
+                  delta: int, max_int: int, w: float, timings: dict | None = None):
+    """(p, jstar), task-major like xt, on the GPU: ``scan_position`` of every candidate; p = 0 and
+    jstar = -1 where a position is no candidate."""
+    nwin = max(max_int - min_seg + 1, 1)
+    prefix, mask_k, stat_k = kernels(nwin)
+    jinv = np.empty(nwin)
+    jnn = np.empty(nwin)
+    jc = np.empty(nwin)
+    window_constants(min_seg, nwin, w, jinv, jnn, jc)
+    total = int(offs[-1])
+    ntask = offs.size - 1
+    t = {} if timings is None else timings
+    t0 = time.perf_counter()
+    d_x = cuda.to_device(xt)
+    d_offs = cuda.to_device(offs)
+    d_eps = cuda.to_device(vec_eps)
+    d_V = cuda.to_device(vec_V)
+    d_S = cuda.device_array(total, np.float64)
+    d_Q = cuda.device_array(total, np.float64)
+    d_mask = cuda.device_array(total, np.int8)
+    sync = cuda.synchronize
+    sync()
+    t["seg_h2d"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    tpb = 32 if simulating() else THREADS_PER_BLOCK
+    prefix[_blocks_for(ntask, 1, 1 << 20), 1](d_x, d_offs, d_S, d_Q)
+    mask_k[_blocks_for(total, tpb, 4096), tpb](d_x, d_offs, d_eps, min_seg, d_mask)
+    sync()
+    t["seg_prefix_mask"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    if simulating():
+        idx_h = np.flatnonzero(d_mask.copy_to_host()).astype(np.int64)
+        d_idx = cuda.to_device(idx_h)
+        n_idx = idx_h.size
+        d_p = cuda.to_device(np.zeros(total))
+        d_j = cuda.to_device(np.full(total, -1, dtype=np.int32))
+    else:
+        import cupy as cp
+
+        idx = cp.flatnonzero(cp.asarray(d_mask))
+        n_idx = int(idx.size)
+        d_idx = idx
+        d_p = cp.zeros(total, dtype=cp.float64)
+        d_j = cp.full(total, -1, dtype=cp.int32)
+    t["seg_compact"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    if n_idx:
+        nblk = _blocks_for(n_idx, tpb, 1 << 20)
+        stat_k[nblk, tpb](d_idx, n_idx, d_x, d_S, d_Q, d_offs, d_V, min_seg, delta, max_int, w,
+                          cuda.to_device(jinv), cuda.to_device(jnn), cuda.to_device(jc), d_p, d_j)
+    sync()
+    t["seg_kernel"] = time.perf_counter() - t0
+    t["seg_candidates"] = n_idx
+    t0 = time.perf_counter()
+    if simulating():
+        p, jstar = d_p.copy_to_host(), d_j.copy_to_host()
+    else:
+        p, jstar = d_p.get(), d_j.get()
+    t["seg_d2h"] = time.perf_counter() - t0
+    return p, jstar
+
+
+@njit(cache=True, error_model="numpy")
+def _exact_p(x, S, Q, i, m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf, ebuf, qbuf, js, full):
+    """The CPU's p_i: the CPU's exact tail of the GPU's best window ``js`` (the window arithmetic is
+    IEEE-identical, so this is the CPU's own maximum unless two of the position's windows have tails within
+    rounding of each other), or with ``full`` (or js < 0) the whole CPU scan (segment._final_ends)."""
+    if js >= 0 and not full:
+        return exact_tail(S, Q, i, js, w, V)
+    return scan_position(S, Q, i, m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf, ebuf, qbuf)[0]
+
+
+@njit(parallel=True, cache=True, error_model="numpy", nogil=True)
+def cpu_statistic(xt, offs, vec_eps, vec_V, min_seg, delta, max_int, w):
+    """What ``gpu_statistic`` computes, on the CPU: (p, jstar), p bit for bit the CPU's (for tests)."""
+    ntask = offs.shape[0] - 1
+    nwin = max_int - min_seg + 1
+    if nwin < 1:
+        nwin = 1
+    p = np.zeros(offs[ntask])
+    jstar = np.full(offs[ntask], -1, dtype=np.int32)
+    for task in prange(ntask):
+        o = offs[task]
+        m = offs[task + 1] - o
+        x = xt[o:o + m]
+        S = np.empty(m)
+        Q = np.empty(m)
+        acc_s = 0.0
+        acc_q = 0.0
+        for i in range(m):
+            acc_s += x[i]
+            acc_q += x[i] * x[i]
+            S[i] = acc_s
+            Q[i] = acc_q
+        ybuf = np.empty(nwin)
+        ebuf = np.empty(nwin)
+        qbuf = np.empty(nwin)
+        jinv = np.empty(nwin)
+        jnn = np.empty(nwin)
+        jc = np.empty(nwin)
+        window_constants(min_seg, nwin, w, jinv, jnn, jc)
+        for i in range(m):
+            if i > min_seg and i < m - min_seg - 1 and abs(x[i + 1] - x[i]) > vec_eps[task]:
+                p[o + i], jstar[o + i] = scan_position(S, Q, i, m, min_seg, delta, max_int, w, vec_V[task], jinv,
+                                                       jnn, jc, ybuf, ebuf, qbuf)
+    return p, jstar
+
+
+# ---------------------------------------------------------------------------------------------------------
+# host, after the GPU pass
+# ---------------------------------------------------------------------------------------------------------
+
+@njit(cache=True, error_model="numpy")
+def _prefix_sums(x, S, Q):
+    """S, Q = running sums of x and x^2 (segment._final_ends's order)."""
+    acc_s = 0.0
+    acc_q = 0.0
+    for i in range(x.shape[0]):
+        acc_s += x[i]
+        acc_q += x[i] * x[i]
+        S[i] = acc_s
+        Q[i] = acc_q
+
+
+@njit(cache=True, error_model="numpy")
+def _statuses(p, exact, tau, h, status, slo, sup):
+    """Local-maximum status of every position from the intervals (exact values: points) and the bounds of its
+    statistic: status 0 = surely a local maximum (stat = p), 1 = surely not (stat = 0), 2 = undecided
+    (stat = 0 or p: bounds [0, p_up])."""
+    m = p.shape[0]
+    for i in range(m):
+        v = p[i]
+        vlo = v if exact[i] else v * (1.0 - tau)
+        vup = v if exact[i] else v * (1.0 + tau)
+        st = 0
+        if h > 0 and i - h > 0 and i + h < m and v > 0.0:
+            for r in range(i - h, i + h + 1):
+                if r == i:
+                    continue
+                pr = p[r]
+                rlo = pr if exact[r] else pr * (1.0 - tau)
+                rup = pr if exact[r] else pr * (1.0 + tau)
+                if rlo > vup:  # surely p_r > p_i
+                    st = 1
+                    break
+                if not rup <= vlo:  # p_r > p_i possible: undecided (unless another neighbour decides)
+                    st = 2
+        status[i] = st
+        if st == 0:
+            slo[i] = vlo
+            sup[i] = vup
+        elif st == 1:
+            slo[i] = 0.0
+            sup[i] = 0.0
+        else:
+            slo[i] = 0.0
+            sup[i] = vup
+
+
+@njit(cache=True, error_model="numpy")
+def _finish_one(x, p, js, full, eps, V, t_hi, t_lo, alpha, no_merge, min_seg, delta, max_int, w, tau, flags,
+                exact, status, scratch, jinv, jnn, jc, ybuf, ebuf, qbuf):
+    """Breakpoints and merging of one clean vector x from its GPU statistic p (modified in place where
+    recomputed). flags[i] = 1 where a final segment ends at i. Returns (count, recomputed).
+
+    Positions whose statistic's bounds overlap [T_lo, T_up] (the span of the order statistics the threshold
+    is made of) get exact CPU values, and so do the undecided neighbours of such positions; bounds only
+    shrink when values are recomputed, so one round leaves every overlapping position exact with a decided
+    local-maximum status (see the module's docstring for why that fixes every decision)."""
+    m = x.shape[0]
+    for i in range(m):
+        flags[i] = 0
+    if m == 0:
+        return 0, 0
+    S = scratch[0:m]
+    Q = scratch[m:2 * m]
+    slo = scratch[2 * m:3 * m]
+    sup = scratch[3 * m:4 * m]
+    have_sq = False
+    nre = 0
+    h = min_seg // 2 if min_seg > 2 else 0
+    for i in range(m):
+        v = p[i]
+        exact[i] = v == 0.0  # no candidate / no window evaluated: 0 on both sides
+        if math.isnan(v) or math.isinf(v):  # never seen; recomputed so that the intervals stay finite
+            if not have_sq:
+                _prefix_sums(x, S, Q)
+                have_sq = True
+            p[i] = _exact_p(x, S, Q, i, m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf, ebuf, qbuf, js[i], full)
+            exact[i] = True
+            nre += 1
+    # the order statistics the threshold is made of
+    r_lo = -1
+    r_hi = -1
+    if alpha < 1.0:
+        r_lo = quantile7_low_index(m, 1.0 - alpha)
+        r_hi = r_lo + 1 if r_lo + 1 < m else r_lo
+    else:
+        k = int(math.floor(alpha))
+        if k > m:
+            k = m
+        if k > 0:
+            r_lo = m - k
+            r_hi = r_lo
+    if r_lo >= 0:
+        _statuses(p, exact, tau, h, status, slo, sup)
+        wk = np.empty(m)
+        for i in range(m):
+            wk[i] = slo[i]
+        t_low = _kth_pair(wk, m, r_lo)[0]
+        for i in range(m):
+            wk[i] = sup[i]
+        t_up = _kth_pair(wk, m, r_hi)[0]
+        # mark (status bit 4) what must be exact: overlapping positions and their undecided neighbours
+        nmark = 0
+        for i in range(m):
+            if sup[i] >= t_low and slo[i] <= t_up and sup[i] > 0.0:
+                if not exact[i]:
+                    status[i] |= 4
+                    nmark += 1
+                if (status[i] & 3) == 2:
+                    for r in range(i - h, i + h + 1):
+                        if r != i and not exact[r] and p[r] > 0.0:
+                            status[r] |= 4
+                            nmark += 1
+        if nmark:
+            if not have_sq:
+                _prefix_sums(x, S, Q)
+                have_sq = True
+            for i in range(m):
+                if status[i] & 4:
+                    p[i] = _exact_p(x, S, Q, i, m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf, ebuf,
+                                    qbuf, js[i], full)
+                    exact[i] = True
+                    nre += 1
+    # 4. segment._final_ends from its local maxima on, on the (now decision-equivalent) statistic
+    stat = S
+    work = Q
+    for i in range(m):
+        v = p[i]
+        if h > 0 and i - h > 0 and i + h < m and v > 0.0:
+            for r in range(i - h, i + h + 1):
+                if p[r] > v:
+                    v = 0.0
+                    break
+        stat[i] = v
+    if alpha < 1.0:
+        for i in range(m):
+            work[i] = stat[i]
+        thr = _quantile7_select(work, m, 1.0 - alpha)
+        for i in range(m):
+            if stat[i] > thr:
+                flags[i] = 2
+    else:
+        k = int(math.floor(alpha))
+        if k > m:
+            k = m
+        if k > 0:
+            for i in range(m):
+                work[i] = -stat[i]
+            kth = -select_kth(work, m, k - 1)
+            above = 0
+            for i in range(m):
+                if stat[i] > kth:
+                    above += 1
+            ties = k - above
+            for i in range(m):
+                if stat[i] > kth:
+                    flags[i] = 2
+                elif stat[i] == kth and ties > 0:
+                    flags[i] = 2
+                    ties -= 1
+    flags[m - 1] = 2
+    if no_merge:
+        count = 0
+        for i in range(m):
+            if flags[i] == 2:
+                flags[i] = 1
+                count += 1
+            else:
+                flags[i] = 0
+        return count, nre
+    seg_start = 0
+    run_kind = 0
+    run_start = 0
+    for i in range(m):
+        if flags[i] != 2:
+            continue
+        flags[i] = 0
+        kind = _median_side(x, seg_start, i + 1, t_hi, t_lo, work)
+        if kind != run_kind:
+            if run_kind != 0:
+                _close_run(flags, run_start, seg_start - 1, min_seg)
+            run_kind = kind
+            run_start = seg_start
+        seg_start = i + 1
+    if run_kind != 0:
+        _close_run(flags, run_start, m - 1, min_seg)
+    flags[m - 1] = 1
+    count = 0
+    for i in range(m):
+        count += flags[i]
+    return count, nre
+
+
+@njit(parallel=True, cache=True, error_model="numpy", nogil=True)
+def _finish_all(xt, offs, p, jstar, full, vec_eps, vec_V, vec_thi, vec_tlo, alpha, no_merge, min_seg, delta,
+                max_int, w, tau, flags, counts, recomputed):
+    ntask = offs.shape[0] - 1
+    nwin = max_int - min_seg + 1
+    if nwin < 1:
+        nwin = 1
+    for task in prange(ntask):
+        o = offs[task]
+        m = offs[task + 1] - o
+        scratch = np.empty(4 * m)
+        exact = np.empty(m, dtype=np.bool_)
+        status = np.empty(m, dtype=np.int8)
+        ybuf = np.empty(nwin)
+        ebuf = np.empty(nwin)
+        qbuf = np.empty(nwin)
+        jinv = np.empty(nwin)
+        jnn = np.empty(nwin)
+        jc = np.empty(nwin)
+        window_constants(min_seg, nwin, w, jinv, jnn, jc)
+        c, nre = _finish_one(xt[o:o + m], p[o:o + m], jstar[o:o + m], full, vec_eps[task], vec_V[task],
+                             vec_thi[task], vec_tlo[task],
+                             alpha, no_merge, min_seg, delta, max_int, w, tau, flags[o:o + m], exact, status, scratch,
+                             jinv, jnn, jc, ybuf, ebuf, qbuf)
+        counts[task] = c
+        recomputed[task] = nre
+
+
+@njit(parallel=True, cache=True, error_model="numpy", nogil=True)
+def _fill_all(xt, offs, flags, out_off, out_start, out_end, out_mean, out_median):
+    """Start, end (1-based, block-relative), mean and median of every final segment (segment._fill_segments
+    on the task-major layout)."""
+    ntask = offs.shape[0] - 1
+    for task in prange(ntask):
+        f = offs[task]
+        m = offs[task + 1] - f
+        x = xt[f:f + m]
+        buf = np.empty(m)
+        o = out_off[task]
+        start = 0
+        for i in range(m):
+            if flags[f + i] != 0:
+                out_start[o] = start + 1
+                out_end[o] = i + 1
+                out_mean[o] = mean_correctly_rounded(x[start:i + 1], i + 1 - start)
+                out_median[o] = _median_of(x, start, i + 1, buf)
+                o += 1
+                start = i + 1
+
+
+# ---------------------------------------------------------------------------------------------------------
+# public API
+# ---------------------------------------------------------------------------------------------------------
+
+def segment_columns_arrays_gpu(values: np.ndarray, blocks, alpha=0.05, seg_median_t=None, min_seg=3, eps=None,
+                               delta=20, max_int=40, cyber_weight=50, *, timings: dict | None = None,
+                               statistic=None, full_recompute: bool = False) -> dict:
+    """``segment.segment_columns_arrays`` with the statistic on the GPU: the same dict of arrays (block,
+    sample, start, end, mean, median), identical values. ``timings`` (optional dict) receives the stages'
+    seconds and counts (candidates, recomputed). ``statistic``: a replacement for ``gpu_statistic`` (same
+    arguments; tests pass perturbed CPU values). ``full_recompute``: positions whose decisions the GPU values
+    leave open are recomputed by the whole CPU scan instead of the CPU tail of the GPU's best window."""
+    values = np.asarray(values)
+    if values.ndim == 1:
+        values = values.reshape(-1, 1)
+    if values.ndim != 2:
+        raise InputError("values must be a (regions x samples) matrix.")
+    if values.dtype.kind not in "iuf":
+        raise InputError("values must be numeric.")
+    values = np.asarray(values, dtype=np.float64, order="F")
+    m, N = values.shape
+    params = _resolve_params(alpha, seg_median_t, min_seg, eps, delta, max_int, cyber_weight)
+    blocks = list(blocks)
+    firsts = np.array([int(b[0]) for b in blocks], dtype=np.int64)
+    ends = np.array([int(b[1]) for b in blocks], dtype=np.int64)
+    if ((firsts < 0) | (ends > m) | (ends < firsts)).any():
+        raise InputError("blocks must be (first_row, end_row_exclusive) pairs within the matrix.")
+    t = {} if timings is None else timings
+    ntask = firsts.size * N
+    lens = np.repeat(ends - firsts, N)
+    offs = np.zeros(ntask + 1, dtype=np.int64)
+    np.cumsum(lens, out=offs[1:])
+    total = int(offs[-1])
+    t0 = time.perf_counter()
+    xt = np.empty(total)
+    vec_eps = np.empty(ntask)
+    vec_V = np.empty(ntask)
+    vec_thi = np.empty(ntask)
+    vec_tlo = np.empty(ntask)
+    dirty = np.zeros(ntask, dtype=np.int8)
+    if ntask:
+        _prepare_all(values, firsts, ends, N, offs, params["eps_given"], params["eps"], params["default_t"],
+                     params["t_hi"], params["t_lo"], xt, vec_eps, vec_V, vec_thi, vec_tlo, dirty)
+    t["seg_prepare"] = time.perf_counter() - t0
+    if (dirty & 1).any():
+        log.info(INF_MESSAGE)
+    if (dirty & 2).any():
+        log.info(NA_MESSAGE)
+    ms, dl, mi, w = params["min_seg"], params["delta"], params["max_int"], params["w"]
+    if total:
+        p, jstar = (statistic or gpu_statistic)(xt, offs, vec_eps, vec_V, ms, dl, mi, w, timings=t)
+    else:
+        p, jstar = np.zeros(0), np.zeros(0, dtype=np.int32)
+    t0 = time.perf_counter()
+    flags = np.zeros(total, dtype=np.int8)
+    counts = np.zeros(ntask, dtype=np.int64)
+    recomputed = np.zeros(ntask, dtype=np.int64)
+    if ntask:
+        _finish_all(xt, offs, p, jstar, bool(full_recompute), vec_eps, vec_V, vec_thi, vec_tlo, params["alpha"],
+                    params["no_merge"], ms, dl, mi,
+                    w, TAU, flags, counts, recomputed)
+    t["seg_finish"] = time.perf_counter() - t0
+    t["seg_recomputed"] = int(recomputed.sum())
+    t0 = time.perf_counter()
+    out_off = np.zeros(ntask + 1, dtype=np.int64)
+    np.cumsum(counts, out=out_off[1:])
+    n_out = int(out_off[-1])
+    out = dict(start=np.empty(n_out, dtype=np.int64), end=np.empty(n_out, dtype=np.int64),
+               mean=np.empty(n_out, dtype=np.float64), median=np.empty(n_out, dtype=np.float64))
+    if n_out:
+        _fill_all(xt, offs, flags, out_off, out["start"], out["end"], out["mean"], out["median"])
+    task = np.repeat(np.arange(ntask, dtype=np.int64), counts)
+    out["block"] = task // N
+    out["sample"] = task % N
+    t["seg_fill"] = time.perf_counter() - t0
+    return out
+
+
+def segment_columns_gpu(values: np.ndarray, blocks, alpha=0.05, seg_median_t=None, min_seg=3, eps=None, delta=20,
+                        max_int=40, cyber_weight=50, *, timings: dict | None = None) -> pd.DataFrame:
+    """``segment.segment_columns`` with the statistic on the GPU (identical DataFrame)."""
+    out = segment_columns_arrays_gpu(values, blocks, alpha=alpha, seg_median_t=seg_median_t, min_seg=min_seg,
+                                     eps=eps, delta=delta, max_int=max_int, cyber_weight=cyber_weight,
+                                     timings=timings)
+    return pd.DataFrame({k: out[k] for k in ("block", "sample", "start", "end", "mean", "median")})
+
+
+__all__ = ["segment_columns_gpu", "segment_columns_arrays_gpu", "gpu_statistic", "TAU"]

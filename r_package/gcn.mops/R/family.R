@@ -1,0 +1,82 @@
+# The rest of cn.mops's family: haplocn.mops, referencecn.mops, singlecn.mops as haplogcn.mops,
+# referencegcn.mops, singlegcn.mops (cn.mops's arguments and defaults, plus backend and devices).
+# The engine reads the counts in place, as for gcn.mops(); its outputs are copied once into matrices
+# allocated by R (these entry points have no preallocated-output path in the engine yet).
+
+.family_args <- function(env) {
+  a <- as.list(env)
+  a[c("input", "cases", "controls", "x", "backend", "devices")] <- NULL
+  a
+}
+
+.gcn_family <- function(fun, main, inputs, args, dots, backend, devices, min_samples = 2L,
+                        vector_is_sample = FALSE, prefixes = "Sample") {
+  d <- .prepare_input(inputs[[1L]], min_samples = min_samples, vector_is_sample = vector_is_sample,
+                      prefix = prefixes[[1L]])
+  norm <- .check_args(args, main = main)
+  args$norm <- norm
+  if (!(is.character(backend) && length(backend) == 1L && backend %in% c("auto", "cpu", "gpu")))
+    stop("\"backend\" must be \"auto\", \"cpu\" or \"gpu\".")
+  .bridge_input <- function(d) {
+    e <- new.env(parent = emptyenv())
+    e$X <- d$X
+    e$sampleNames <- d$sampleNames
+    e$chr_levels <- d$chr_levels
+    e$start <- d$start
+    e$end <- d$end
+    if (d$input_type == "GRanges") e$chr_index <- d$chr_index
+    e$min_samples <- 1L
+    e
+  }
+  env <- .bridge_input(d)
+  env$min_samples <- min_samples
+  if (length(inputs) > 1L) {
+    dc <- .prepare_input(inputs[[2L]], min_samples = 1L, vector_is_sample = TRUE, prefix = prefixes[[2L]])
+    env$controls <- .bridge_input(dc)
+  }
+  args$segment_args <- dots
+  env$args <- args
+  env$backend <- backend
+  env$devices <- if (is.null(devices)) NULL else as.integer(devices)
+  res <- .call_engine("run_family_from_r", env, fun)
+  .state$last_run <- res
+  if (d$input_type == "GRanges") env$seqinfo <- d$seqinfo
+  if (!is.null(dots) && length(dots)) {
+    p <- env$params
+    p$SegmentationParams <- do.call(paste, unname(dots))
+    env$params <- p
+  }
+  .build_result(env)
+}
+
+haplogcn.mops <- function(input, I = c(0.025, 1, 2, 3, 4, 5, 6, 7, 8),
+                          classes = c("CN0", "CN1", "CN2", "CN3", "CN4", "CN5", "CN6", "CN7", "CN8"),
+                          priorImpact = 1, cyc = 20, parallel = 0, norm = 1, normType = "poisson",
+                          sizeFactor = "mean", normQu = 0.25, quSizeFactor = 0.75, upperThreshold = 0.6,
+                          lowerThreshold = -0.9, minWidth = 3, segAlgorithm = "fast", minReadCount = 1,
+                          returnPosterior = FALSE, ...,
+                          backend = getOption("gcn.mops.backend", "auto"), devices = NULL) {
+  .gcn_family("haplo_cn_mops", "CN1", list(input), .family_args(environment()), list(...), backend, devices)
+}
+
+referencegcn.mops <- function(cases, controls, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4, 8, 16, 32, 64),
+                              classes = paste("CN", c(0:8, 16, 32, 64, 128), sep = ""),
+                              priorImpact = 1, cyc = 20, parallel = 0, norm = 1, normType = "poisson",
+                              sizeFactor = "mean", normQu = 0.25, quSizeFactor = 0.75, upperThreshold = 0.5,
+                              lowerThreshold = -0.9, minWidth = 4, segAlgorithm = "DNAcopy", minReadCount = 1,
+                              verbose = 1, returnPosterior = FALSE, ...,
+                              backend = getOption("gcn.mops.backend", "auto"), devices = NULL) {
+  .gcn_family("reference_cn_mops", "CN2", list(cases, controls), .family_args(environment()), list(...),
+              backend, devices, min_samples = 1L, vector_is_sample = TRUE, prefixes = c("Case", "Control"))
+}
+
+singlegcn.mops <- function(x, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
+                           classes = c("CN0", "CN1", "CN2", "CN3", "CN4", "CN5", "CN6", "CN7", "CN8"),
+                           priorImpact = 1, cyc = 20, parallel = 0, norm = 1, normType = "poisson",
+                           sizeFactor = "mean", normQu = 0.25, quSizeFactor = 0.75, upperThreshold = 0.5,
+                           lowerThreshold = -0.9, minWidth = 3, segAlgorithm = "fast", minReadCount = 1,
+                           returnPosterior = FALSE, ...,
+                           backend = getOption("gcn.mops.backend", "auto"), devices = NULL) {
+  .gcn_family("single_cn_mops", "CN2", list(x), .family_args(environment()), list(...), backend, devices,
+              min_samples = 1L, vector_is_sample = TRUE)
+}

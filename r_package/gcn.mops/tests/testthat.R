@@ -1,0 +1,3 @@
+library(testthat)
+library(gcn.mops)
+test_check("gcn.mops")

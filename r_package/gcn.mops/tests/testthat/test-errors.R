@@ -1,0 +1,35 @@
+# Bad input from R: cn.mops's checks, in cn.mops's order, with cn.mops's messages.
+
+test_that("bad input gets cn.mops's error messages", {
+  skip_if_no_engine()
+  d <- cn_data()
+  x <- d$X[1:200, 1:6]
+  expect_error(gcn.mops(data.frame(a = 1:3)), "GRanges object or read count matrix needed as input.", fixed = TRUE)
+  expect_error(gcn.mops(d$XRanges[, 1]), "It is not possible to run cn.mops on only ONE sample.", fixed = TRUE)
+  g <- d$XRanges[1:200, 1:3]
+  BiocGenerics::strand(g) <- rep(c("+", "-"), 100)
+  expect_error(gcn.mops(g), "Different strands found in GRanges object.", fixed = TRUE)
+  y <- x; y[3, 2] <- -1
+  expect_error(gcn.mops(y), "All values must be greater or equal zero and finite.", fixed = TRUE)
+  y <- x; y[3, 2] <- NA
+  expect_error(gcn.mops(y), "All values must be greater or equal zero and finite.", fixed = TRUE)
+  y <- x; y[3, 2] <- Inf
+  expect_error(gcn.mops(y), "All values must be greater or equal zero and finite.", fixed = TRUE)
+  expect_error(gcn.mops(x, I = "a"), "\"I\" must be numeric.", fixed = TRUE)
+  expect_error(gcn.mops(x, classes = 1:9), "\"classes\" must be character.", fixed = TRUE)
+  expect_error(gcn.mops(x, I = c(1, 2)), "I and classes must have same length!", fixed = TRUE)
+  expect_error(gcn.mops(x, classes = paste0("C", 0:8)), "One element of classes must be CN2", fixed = TRUE)
+  expect_error(gcn.mops(x, priorImpact = c(1, 2)), "\"priorImpact\" be must numeric and of length 1.", fixed = TRUE)
+  expect_error(gcn.mops(x, cyc = "a"), "\"cyc\" must be numeric and of length 1.", fixed = TRUE)
+  expect_error(gcn.mops(x, normType = "foo"), "Set normalization to \"mean\"", fixed = TRUE)
+  expect_error(gcn.mops(x, norm = 3), "\"norm\" must be 0,1 or 2.", fixed = TRUE)
+  expect_error(gcn.mops(x, minWidth = NULL), "\"minWidth\" must be numeric and of length 1.", fixed = TRUE)
+  expect_error(gcn.mops(x, segAlgorithm = 1), "\"segAlgorithm\" must be \"fastseg\" or \"DNAcopy\"!", fixed = TRUE)
+  expect_error(gcn.mops(x, minReadCount = "5"), "\"minReadCount\" must be numeric and of length 1.", fixed = TRUE)
+  expect_error(gcn.mops(x, returnPosterior = "yes"), "\"returnPosterior\" must be logical.", fixed = TRUE)
+  expect_error(gcn.mops(x, backend = "tpu"), "\"backend\" must be", fixed = TRUE)
+  # errors the engine finds come back as plain R errors
+  expect_error(suppressMessages(gcn.mops(x, sizeFactor = "bogus")), "sizeFactor")
+  expect_warning(suppressMessages(gcn.mops(d$X[1:50, 1:5])),
+                 "Normalization might not be applicable for this small number of segments.", fixed = TRUE)
+})

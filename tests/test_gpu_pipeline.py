@@ -1,0 +1,191 @@
+"""The whole pipeline with backend="gpu" on a real CUDA GPU (`pytest -m gpu`): segmentation's statistic on
+the GPU (segment_gpu.py) on top of the GPU model.
+
+- The GPU segmentation of a given sINI equals the CPU segmentation bit for bit (every golden case's sINI,
+  random cohorts with every parameter combination the drivers branch on).
+- Every golden case through cn_mops(..., backend="gpu"): segmentation, cnvs and cnvr (and the integer copy
+  number tables) have the same rows as the CPU pipeline's and as cn.mops's golden tables; means/medians
+  within the golden tolerance (the GPU model's sINI differs from the CPU's by ~1e-12 relative).
+Set GCNMOPS_GPU_REPORT=path to write the measured differences as JSON.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import gcnmops
+from golden import GOLDEN_DIR, case_names, manifest, table
+
+pytestmark = pytest.mark.gpu
+
+REPORT: dict = {}
+SEG_COLS = ("block", "sample", "start", "end", "mean", "median")
+
+
+def _gpu():
+    from gcnmops.model import gpu_usable
+
+    if not gpu_usable():
+        pytest.skip("no usable CUDA GPU")
+    import gcnmops.segment_gpu as sgg
+
+    return sgg
+
+
+def _seg_cpu():
+    import importlib
+
+    return importlib.import_module("gcnmops.segment")
+
+
+def _assert_same_arrays(a: dict, b: dict, what: str) -> None:
+    for k in SEG_COLS:
+        assert a[k].shape == b[k].shape, f"{what}: {k} has {a[k].shape} vs {b[k].shape}"
+        assert np.array_equal(a[k], b[k]), f"{what}: {k} differs"
+
+
+def _p_diff(sgg, values, blocks, **kw):
+    """Largest relative difference between the GPU's and the CPU's statistic over all candidates."""
+    from gcnmops.segment import _resolve_params
+
+    prm = _resolve_params(kw.get("alpha", 0.05), None, kw.get("min_seg", 3), None, 20, 40, 50)
+    values = np.asarray(values, dtype=np.float64, order="F")
+    m, N = values.shape
+    firsts = np.array([b for b, _ in blocks], dtype=np.int64)
+    ends = np.array([e for _, e in blocks], dtype=np.int64)
+    nt = firsts.size * N
+    offs = np.zeros(nt + 1, dtype=np.int64)
+    np.cumsum(np.repeat(ends - firsts, N), out=offs[1:])
+    xt = np.empty(int(offs[-1]))
+    e, V, th, tl = (np.empty(nt) for _ in range(4))
+    sgg._prepare_all(values, firsts, ends, N, offs, False, 0.0, True, 0.0, 0.0, xt, e, V, th, tl,
+                     np.zeros(nt, dtype=np.int8))
+    pg, jg = sgg.gpu_statistic(xt, offs, e, V, prm["min_seg"], prm["delta"], prm["max_int"], prm["w"])
+    pc, jc = sgg.cpu_statistic(xt, offs, e, V, prm["min_seg"], prm["delta"], prm["max_int"], prm["w"])
+    assert np.array_equal(pg == 0, pc == 0)
+    nz = pc > 0
+    rel = np.abs(pg[nz] - pc[nz]) / pc[nz]
+    return float(rel.max()) if rel.size else 0.0, float(np.mean(jg[nz] == jc[nz])) if rel.size else 1.0
+
+
+def _cohort(m, n, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(m, n)) * 0.05
+    for _ in range(m // 40):
+        s, k = rng.integers(0, m - 30), rng.integers(0, n)
+        x[s:s + rng.integers(3, 30), k] += rng.choice([-1.0, 1.0]) * rng.uniform(0.3, 2)
+    x[rng.random((m, n)) < 0.3] = 0.0  # exact ties of the statistic
+    return x
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(alpha=0.2, min_seg=5), dict(alpha=7), dict(seg_median_t=(0, 0)),
+                                dict(eps=0.0, delta=3, max_int=12), dict(seg_median_t=0.5, cyber_weight=5)])
+def test_random_segmentation_identical(kw):
+    sgg = _gpu()
+    sg = _seg_cpu()
+    x = _cohort(20_000, 4, 7)
+    x[5, 1] = np.inf
+    x[17, 2] = np.nan
+    blocks = [(0, 7000), (7000, 7001), (7001, 15000), (15000, 20_000)]
+    ref = sg.segment_columns_arrays(x, blocks, **kw)
+    t: dict = {}
+    out = sgg.segment_columns_arrays_gpu(x, blocks, timings=t, **kw)
+    _assert_same_arrays(out, ref, f"random {kw}")
+    full = sgg.segment_columns_arrays_gpu(x, blocks, full_recompute=True, **kw)
+    _assert_same_arrays(full, ref, f"random {kw} full recompute")
+    REPORT.setdefault("random", {})[json.dumps(kw)] = {"candidates": t.get("seg_candidates"),
+                                                       "recomputed": t.get("seg_recomputed")}
+
+
+def test_statistic_close_to_cpu():
+    sgg = _gpu()
+    x = _cohort(50_000, 3, 11)
+    rel, jeq = _p_diff(sgg, x, [(0, 30_000), (30_000, 50_000)])
+    REPORT["statistic_random"] = {"max_rel_p_gpu_vs_cpu": rel, "best_window_equal_fraction": jeq}
+    assert rel < sgg.TAU * 1e-2
+
+
+# ------------------------------------------------------------------------------------------ golden cases
+ENTRY = {"cn.mops": gcnmops.cn_mops, "exomecn.mops": gcnmops.exome_cn_mops, "haplocn.mops": gcnmops.haplo_cn_mops}
+
+
+def _golden_cases():
+    out = []
+    for c in case_names():
+        call = manifest(c).get("call", "").split("(")[0]
+        if call in ENTRY and "segmentation" in (manifest(c).get("tables") or {}):
+            out.append(c)
+    return out
+
+
+def _run(case, backend):
+    from test_golden import call_kwargs, input_frame
+
+    data = input_frame(case, "input_counts", manifest(case)["sampleNames"])
+    res = ENTRY[manifest(case)["call"].split("(")[0]](data, backend=backend, **call_kwargs(case))
+    integer = None
+    if "cnvr_integer" in (manifest(case)["tables"] or {}) and len(res.cnvr) and len(res.cnvs):
+        integer = gcnmops.calc_integer_copy_numbers(res)
+    return res, integer
+
+
+def _same_rows(a: pd.DataFrame, b: pd.DataFrame, what: str) -> float:
+    """Identical columns and non-float cells; returns the largest relative difference of mean/median."""
+    assert list(a.columns) == list(b.columns), what
+    assert len(a) == len(b), f"{what}: {len(a)} rows vs {len(b)}"
+    worst = 0.0
+    for col in a.columns:
+        if col in ("mean", "median"):
+            x, y = a[col].to_numpy(float), b[col].to_numpy(float)
+            d = np.abs(x - y) / np.maximum(np.abs(y), 1e-300)
+            worst = max(worst, float(d.max()) if d.size else 0.0)
+        else:
+            assert (a[col].astype(str).to_numpy() == b[col].astype(str).to_numpy()).all(), f"{what}.{col}"
+    return worst
+
+
+@pytest.mark.skipif(not GOLDEN_DIR.is_dir(), reason="no golden directory")
+@pytest.mark.parametrize("case", _golden_cases())
+def test_golden_case_pipeline_gpu(case):
+    sgg = _gpu()
+    sg = _seg_cpu()
+    from test_golden import compare_table
+
+    gpu, gpu_int = _run(case, "gpu")
+    cpu, cpu_int = _run(case, "cpu")
+    rec = REPORT.setdefault(case, {})
+    # the segmentation component: the same sINI gives bit-identical segments
+    from gcnmops.data import chromosome_blocks
+
+    blocks = [(b, e) for _, b, e in chromosome_blocks(np.asarray(gpu.gr["seqnames"]))]
+    min_seg = int(gpu.params["minWidth"])
+    seg_args = dict(gpu.params.get("SegmentationParams") or {})
+    for name, sini in (("gpu_sini", gpu.local_assessments), ("cpu_sini", cpu.local_assessments)):
+        ref = sg.segment_columns_arrays(sini, blocks, min_seg=min_seg, **seg_args)
+        t: dict = {}
+        out = sgg.segment_columns_arrays_gpu(sini, blocks, min_seg=min_seg, timings=t, **seg_args)
+        _assert_same_arrays(out, ref, f"{case} {name}")
+        rec[f"recomputed_{name}"] = t.get("seg_recomputed")
+        rec[f"candidates_{name}"] = t.get("seg_candidates")
+    rec["max_rel_p"], rec["best_window_equal"] = _p_diff(sgg, cpu.local_assessments, blocks, min_seg=min_seg)
+    # the whole pipeline: the same rows as the CPU pipeline and as cn.mops
+    for item in ("segmentation", "cnvs", "cnvr"):
+        rec[f"{item}_max_rel_vs_cpu"] = _same_rows(getattr(gpu, item), getattr(cpu, item), f"{case}/{item} vs cpu")
+        compare_table(getattr(gpu, item), table(case, item), f"{case}/{item} vs golden")
+    if gpu_int is not None:
+        for item in ("segmentation", "cnvs", "cnvr"):
+            _same_rows(getattr(gpu_int, item), getattr(cpu_int, item), f"{case}/{item}_integer vs cpu")
+            compare_table(getattr(gpu_int, item), table(case, f"{item}_integer"), f"{case}/{item}_integer")
+        rec["integer_tables_equal"] = True
+    rec["passed"] = True
+
+
+def teardown_module(module):
+    path = os.environ.get("GCNMOPS_GPU_REPORT")
+    if path and REPORT:
+        with open(path, "w") as fh:
+            json.dump(REPORT, fh, indent=1, default=str)

@@ -1,0 +1,134 @@
+"""GPU segmentation without a GPU: the kernels of segment_gpu.py in numba's CUDA simulator, and the host logic
+that turns GPU statistics into CPU-identical segments (with perturbed statistics standing in for the GPU's
+last-bit differences).
+
+The simulator must be switched on before numba is imported, so the kernel runs happen in a subprocess
+(NUMBA_ENABLE_CUDASIM=1) that compares with the CPU segmentation itself and reports as JSON.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+CHILD = textwrap.dedent(r'''
+    import importlib, json, sys
+    import numpy as np
+    sg = importlib.import_module("gcnmops.segment")
+    sgg = importlib.import_module("gcnmops.segment_gpu")
+    assert sgg.simulating(), "the CUDA simulator is not on"
+
+    def cohort(m, n, seed):
+        rng = np.random.default_rng(seed)
+        x = rng.normal(size=(m, n)) * 0.1
+        for _ in range(max(1, m // 40)):
+            s, k = rng.integers(0, m - 12), rng.integers(0, n)
+            x[s:s + rng.integers(3, 12), k] += rng.choice([-1.0, 1.0])
+        x[rng.random((m, n)) < 0.2] = 0.0
+        return x
+
+    out = {}
+    cases = [
+        ("default", cohort(90, 2, 1), [(0, 40), (40, 90)], {}),
+        ("alpha_count", cohort(70, 2, 2), [(0, 70)], {"alpha": 4}),
+        ("no_merge_minseg5", cohort(80, 1, 3), [(0, 80)], {"seg_median_t": (0, 0), "min_seg": 5}),
+        ("short_blocks_nonfinite", cohort(60, 2, 4), [(0, 3), (3, 4), (4, 60)], {"delta": 3, "max_int": 12}),
+    ]
+    cases[3][1][10, 0] = np.inf
+    cases[3][1][20, 1] = np.nan
+    for name, x, blocks, kw in cases:
+        ref = sg.segment_columns_arrays(x, blocks, **kw)
+        t = {}
+        got = sgg.segment_columns_arrays_gpu(x, blocks, timings=t, **kw)
+        same = all(ref[k].shape == got[k].shape and np.array_equal(ref[k], got[k]) for k in ref)
+        out[name] = {"identical": bool(same), "candidates": int(t["seg_candidates"]),
+                     "recomputed": int(t["seg_recomputed"])}
+    # the kernels' statistic against the CPU's, position by position
+    x = cohort(120, 2, 5)
+    vals = np.asarray(x, order="F")
+    m, N = vals.shape
+    firsts, ends = np.array([0, 50]), np.array([50, 120])
+    offs = np.zeros(2 * N + 1, dtype=np.int64)
+    np.cumsum(np.repeat(ends - firsts, N), out=offs[1:])
+    xt = np.empty(int(offs[-1]))
+    e, V, th, tl = (np.empty(2 * N) for _ in range(4))
+    sgg._prepare_all(vals, firsts, ends, N, offs, False, 0.0, True, 0.0, 0.0, xt, e, V, th, tl,
+                     np.zeros(2 * N, dtype=np.int8))
+    pg, jg = sgg.gpu_statistic(xt, offs, e, V, 3, 20, 40, 50.0)
+    pc, jc = sgg.cpu_statistic(xt, offs, e, V, 3, 20, 40, 50.0)
+    nz = pc > 0
+    out["statistic"] = {"zero_pattern_equal": bool(np.array_equal(pg == 0, pc == 0)),
+                        "max_rel": float((np.abs(pg[nz] - pc[nz]) / pc[nz]).max()),
+                        "best_window_equal": bool(np.array_equal(jg, jc)), "candidates": int(nz.sum())}
+    print("RESULT" + json.dumps(out))
+''')
+
+
+@pytest.fixture(scope="module")
+def sim_result():
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=str(REPO) + os.pathsep + os.environ.get(
+        "PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-c", CHILD], env=env, cwd=REPO, capture_output=True, text=True,
+                          timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")][-1]
+    return json.loads(line[len("RESULT"):])
+
+
+@pytest.mark.parametrize("name", ["default", "alpha_count", "no_merge_minseg5", "short_blocks_nonfinite"])
+def test_sim_segments_identical(sim_result, name):
+    assert sim_result[name]["identical"], sim_result[name]
+    assert sim_result[name]["candidates"] > 0 or name == "short_blocks_nonfinite"
+
+
+def test_sim_statistic_matches_cpu(sim_result):
+    r = sim_result["statistic"]
+    assert r["zero_pattern_equal"] and r["best_window_equal"], r
+    assert r["candidates"] > 0 and r["max_rel"] < 1e-12, r
+
+
+# ------------------------------------------------------------------ host logic with a perturbed statistic
+def _perturbed(scale: float, seed: int):
+    sgg = importlib.import_module("gcnmops.segment_gpu")
+
+    def stat(xt, offs, e, V, ms, dl, mi, w, timings=None):
+        p, js = sgg.cpu_statistic(xt, offs, e, V, ms, dl, mi, w)
+        rng = np.random.default_rng(seed)
+        return p * (1.0 + scale * rng.uniform(-1.0, 1.0, p.size)), js
+
+    return stat
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_perturbed_statistic_gives_identical_segments(seed):
+    """GPU values within TAU/100 of the CPU's (random, both signs) never change a segment."""
+    sg = importlib.import_module("gcnmops.segment")
+    sgg = importlib.import_module("gcnmops.segment_gpu")
+    rng = np.random.default_rng(seed)
+    m, n = 3000, 3
+    x = rng.normal(size=(m, n)) * [1e-30, 0.05, 1.0][seed % 3]  # tiny values: many exact ties of p
+    for _ in range(40):
+        s, k = rng.integers(0, m - 30), rng.integers(0, n)
+        x[s:s + rng.integers(3, 30), k] += rng.choice([-1.0, 1.0]) * 1e-6 ** (seed % 2)
+    x[rng.random((m, n)) < 0.25] = 0.0
+    kw = [{}, {"alpha": 0.2, "min_seg": 5}, {"alpha": 12}, {"seg_median_t": (0, 0)}, {"eps": 0.0},
+          {"min_seg": 2, "delta": 4}][seed]
+    blocks = [(0, 1200), (1200, 1201), (1201, m)]
+    ref = sg.segment_columns_arrays(x, blocks, **kw)
+    for scale in (0.0, sgg.TAU * 1e-2):
+        got = sgg.segment_columns_arrays_gpu(x, blocks, statistic=_perturbed(scale, seed), **kw)
+        for k in ref:
+            assert np.array_equal(ref[k], got[k]), (k, scale, kw)
+    full = sgg.segment_columns_arrays_gpu(x, blocks, statistic=_perturbed(sgg.TAU * 1e-2, seed),
+                                          full_recompute=True, **kw)
+    for k in ref:
+        assert np.array_equal(ref[k], full[k]), (k, "full", kw)
