@@ -56,21 +56,22 @@ def main() -> None:
     gcnmops.calc_integer_copy_numbers(gcnmops.cn_mops(warm, backend=args.backend))
     runs = []
     for _ in range(max(args.repeat, 1)):
-        result = None  # results of the previous run are released first (pinned pools)
+        result = integer = None  # results of the previous run are released first (pinned pools)
         t0 = time.perf_counter()
         result = gcnmops.cn_mops(data, backend=args.backend)
         t_mops = time.perf_counter() - t0
         t0 = time.perf_counter()
         integer = gcnmops.calc_integer_copy_numbers(result)
         t_int = time.perf_counter() - t0
-        seg = {}
+        seg, norm = {}, {}
         if args.backend != "cpu":
             from gcnmops.gpu_pipeline import LAST_STATS
+            from gcnmops.normalize_gpu import LAST_STATS as NORM_STATS
 
-            seg = dict(LAST_STATS)
+            seg, norm = dict(LAST_STATS), dict(NORM_STATS)
         other = t_mops - sum(result.timings.values())  # gr, row names, the result object
         runs.append(dict(stages={**result.timings, "result assembly": other, "integer copy numbers": t_int},
-                         segment=seg,
+                         segment=seg, normalize=norm,
                          whole=t_mops + t_int, n_segments=len(result.segmentation), n_cnvs=len(integer.cnvs),
                          n_cnvr=len(integer.cnvr)))
     order = sorted(range(len(runs)), key=lambda r: runs[r]["whole"])
@@ -80,15 +81,22 @@ def main() -> None:
     print(f"{'stage':<22}{'seconds':>9}")
     for stage, secs in med["stages"].items():
         print(f"{stage:<22}{secs:>9.3f}")
-        if stage == "segment_call":
-            for k, v in med["segment"].items():
-                print(f"  {k:<20}{v:>9.3f}" if isinstance(v, float) else f"  {k:<20}{v:>9,}")
+        sub = {"segment_call": med["segment"], "normalize": med["normalize"]}.get(stage, {})
+        for k, v in sub.items():
+            print(f"  {k:<20}{v:>9.3f}" if isinstance(v, float) else (f"  {k:<20}{v:>9,}" if isinstance(v, int)
+                                                                       else f"  {k:<20}{v}"))
     total = med["whole"]
     ref = CN_MOPS_WHOLE_S + CN_MOPS_INTEGER_S
     print(f"{'whole pipeline':<22}{total:>9.3f}   cn.mops {ref:.1f} s -> {ref / total:.1f}x faster")
     if len(runs) > 1:
         print("whole pipeline, every run: " + ", ".join(f"{r['whole']:.3f}" for r in runs))
-    report = dict(regions=args.regions, samples=args.samples, backend=args.backend, cores=os.cpu_count(), runs=runs)
+    t0 = time.perf_counter()
+    data.region_names()
+    t_names = time.perf_counter() - t0
+    print(f"of the result assembly, data.region_names() alone: {t_names:.3f} s; whole pipeline without it: "
+          f"{total - t_names:.3f} s")
+    report = dict(regions=args.regions, samples=args.samples, backend=args.backend, cores=os.cpu_count(), runs=runs,
+                  region_names_s=t_names)
     if args.check:
         report["check"] = check_segmentation(result)
         print("check:", report["check"])
@@ -100,7 +108,7 @@ def main() -> None:
 def check_segmentation(result) -> dict:
     """GPU segmentation of the result's sINI == CPU segmentation (arrays bit for bit), with timings."""
     from gcnmops.data import chromosome_blocks
-    from gcnmops.segment_gpu import segment_columns_arrays_gpu
+    from gcnmops.segment_gpu import segment_columns_arrays_gpu, statistic_difference
 
     seg_cpu = importlib.import_module("gcnmops.segment")
     sini = result.local_assessments
@@ -114,35 +122,7 @@ def check_segmentation(result) -> dict:
     same = all(ref[k].shape == out[k].shape and (ref[k] == out[k]).all() for k in ref)
     return dict(identical=bool(same), segments=int(ref["start"].size), cpu_segmentation_s=round(t_cpu, 3),
                 gpu_segmentation_s=round(t_gpu, 3),
-                **statistic_difference(sini, blocks, int(result.params["minWidth"])))
-
-
-def statistic_difference(sini, blocks, min_seg) -> dict:
-    """The GPU's per-position statistic against the CPU's over every candidate position."""
-    import numpy as np
-
-    import gcnmops.segment_gpu as sgg
-
-    vals = np.asarray(sini, dtype=np.float64, order="F")
-    N = vals.shape[1]
-    firsts = np.array([b for b, _ in blocks], dtype=np.int64)
-    ends = np.array([e for _, e in blocks], dtype=np.int64)
-    nt = firsts.size * N
-    offs = np.zeros(nt + 1, dtype=np.int64)
-    np.cumsum(np.repeat(ends - firsts, N), out=offs[1:])
-    xt = np.empty(int(offs[-1]))
-    e, V, th, tl = (np.empty(nt) for _ in range(4))
-    sgg._prepare_all(vals, firsts, ends, N, offs, False, 0.0, True, 0.0, 0.0, xt, e, V, th, tl,
-                     np.zeros(nt, dtype=np.int8))
-    pg, jg = sgg.gpu_statistic(xt, offs, e, V, min_seg, 20, 40, 50.0)
-    t0 = time.perf_counter()
-    pc, jc = sgg.cpu_statistic(xt, offs, e, V, min_seg, 20, 40, 50.0)
-    t_cpu = time.perf_counter() - t0
-    nz = pc > 0
-    rel = np.abs(pg[nz] - pc[nz]) / pc[nz]
-    return dict(candidates=int(nz.sum()), zero_pattern_equal=bool(np.array_equal(pg == 0, pc == 0)),
-                max_rel_p=float(rel.max()) if rel.size else 0.0, p_bit_equal_fraction=float(np.mean(rel == 0)),
-                best_window_equal_fraction=float(np.mean(jg[nz] == jc[nz])), cpu_statistic_s=round(t_cpu, 3))
+                **statistic_difference(sini, blocks, min_seg=int(result.params["minWidth"])))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from .io import read_counts
 from .mops import cn_mops
 from .normalize import normalize_chromosomes, normalize_genome
 from .result import CNVDetectionResult
+from .robust import calc_fractional_copy_numbers, make_robust_cnvr
 from .segment import segment
 
 __version__ = "0.1.0"
@@ -23,8 +24,9 @@ def __getattr__(name: str):
         return run_many
     raise AttributeError(f"module 'gcnmops' has no attribute {name!r}")
 
+
 __all__ = [
     "cn_mops", "exome_cn_mops", "haplo_cn_mops", "reference_cn_mops", "single_cn_mops",
-    "calc_integer_copy_numbers", "normalize_chromosomes", "normalize_genome",
+    "calc_integer_copy_numbers", "calc_fractional_copy_numbers", "make_robust_cnvr", "normalize_chromosomes", "normalize_genome",
     "segment", "read_counts", "run_many", "CNVDetectionResult", "CountData", "InputError",
 ]

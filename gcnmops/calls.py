@@ -11,8 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .errors import InputError
-from .result import SEGMENT_COLUMNS, CNVDetectionResult
+from .result import SEGMENT_COLUMNS
 from .segment import segment_columns
 
 log = logging.getLogger("gcnmops")
@@ -56,6 +55,14 @@ def call_cnvs(sini: np.ndarray, gr: pd.DataFrame, blocks: list[tuple[str, int, i
     if m < MIN_REGIONS_TO_SEGMENT:
         return Calls(np.array(sini, order="F"), empty_segments(), empty_segments(), empty_cnvr(sample_names))
     seg = segment_columns(sini, [(b, e) for _, b, e in blocks], min_seg=min_width, **(segment_args or {}))
+    return calls_from_segments(seg, gr, blocks, sample_names, upper_threshold, lower_threshold, min_width,
+                               use_median, m=m, n_samples=n_samples)
+
+
+def calls_from_segments(seg: pd.DataFrame, gr: pd.DataFrame, blocks, sample_names, upper_threshold,
+                        lower_threshold, min_width, use_median, *, m: int, n_samples: int) -> Calls:
+    """Individual calls, segmentation, CNVs and CNV regions from a segment table (block, sample, start,
+    end relative to the block, 1-based, mean, median) of any segmentation algorithm."""
     block = seg["block"].to_numpy()
     sample = seg["sample"].to_numpy()
     first = np.array([b for _, b, _ in blocks])[block]

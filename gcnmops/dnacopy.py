@@ -19,7 +19,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from .calls import MIN_REGIONS_TO_SEGMENT, NO_CNV_MESSAGE, Calls, empty_cnvr, empty_segments
+from .calls import MIN_REGIONS_TO_SEGMENT, Calls, calls_from_segments, empty_cnvr, empty_segments
 from .errors import InputError
 
 log = logging.getLogger("gcnmops")
@@ -190,44 +190,8 @@ def call_cnvs_dnacopy(sini: np.ndarray, gr: pd.DataFrame, blocks: list[tuple[str
                          f"got {min_width}.")
     _r_args(args)  # validate before the (slow) boundary and segmentation
     seg = dnacopy_segments(sini, blocks, width, seed=seed, segment_args=args)
-    return _calls_from_segments(seg, gr, blocks, sample_names, upper_threshold, lower_threshold, width, use_median,
+    return calls_from_segments(seg, gr, blocks, sample_names, upper_threshold, lower_threshold, width, use_median,
                                m=m, n_samples=n_samples)
-
-
-def _calls_from_segments(seg: pd.DataFrame, gr: pd.DataFrame, blocks, sample_names, upper_threshold,
-                         lower_threshold, min_width, use_median, *, m: int, n_samples: int) -> Calls:
-    """The second half of ``calls.call_cnvs`` (after ``segment_columns``), on any segment table.
-
-    Built from calls.py's helpers; meant to move into calls.py as a public ``calls_from_segments`` that
-    ``call_cnvs`` itself ends with (then this copy goes).
-    """
-    from .calls import _cnv_regions, _fill_by_segment
-
-    block = seg["block"].to_numpy()
-    sample = seg["sample"].to_numpy()
-    first = np.array([b for _, b, _ in blocks])[block]
-    row_start = first + seg["start"].to_numpy() - 1
-    row_end = first + seg["end"].to_numpy() - 1
-    mean = seg["mean"].to_numpy(dtype=np.float64)
-    median = seg["median"].to_numpy(dtype=np.float64)
-    stat = median if use_median else mean
-    individual = _fill_by_segment(stat, sample, row_start, row_end, m, n_samples)
-    gr_start = gr["start"].to_numpy()
-    gr_end = gr["end"].to_numpy()
-    names = np.array([name for name, _, _ in blocks], dtype=object)[block]
-    samples = np.asarray(sample_names, dtype=object)[sample]
-    segmentation = pd.DataFrame({
-        "seqnames": names, "start": gr_start[row_start], "end": gr_end[row_end], "sampleName": samples,
-        "median": median, "mean": mean, "CN": None,
-    })
-    is_cnv = ((stat >= upper_threshold) | (stat <= lower_threshold)) & (row_end - row_start + 1 >= min_width)
-    if not is_cnv.any():
-        log.info(NO_CNV_MESSAGE)
-        return Calls(individual, segmentation, empty_segments(), empty_cnvr(sample_names))
-    cnvs = segmentation[is_cnv].reset_index(drop=True)
-    cnvr = _cnv_regions(block[is_cnv], row_start[is_cnv], row_end[is_cnv], names[is_cnv], gr_start, gr_end,
-                        sample_names)
-    return Calls(individual, segmentation, cnvs, cnvr)
 
 
 __all__ = ["call_cnvs_dnacopy", "dnacopy_segments", "dnacopy_available"]

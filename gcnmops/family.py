@@ -8,7 +8,6 @@
 """
 from __future__ import annotations
 
-import importlib.util
 import logging
 import warnings
 
@@ -235,10 +234,12 @@ def _fit_onestep(x, cov, lam, spec, keep_post: bool, backend: str):
 
 
 def _segmentation_available(seg_algorithm):
-    """cn.mops's "DNAcopy" where gcnmops has a DNAcopy backend, else the fast segmentation (with a warning)."""
-    if seg_algorithm == "DNAcopy" and importlib.util.find_spec(f"{__package__}.dnacopy") is None:
-        warnings.warn('segAlgorithm "DNAcopy" is not available in gcnmops: using the fast segmentation '
-                      '(seg_algorithm="fast").', RuntimeWarning, stacklevel=3)
+    """cn.mops's "DNAcopy" where R's DNAcopy can be loaded (rpy2), else the fast segmentation (with a warning)."""
+    from .dnacopy import dnacopy_available
+
+    if seg_algorithm == "DNAcopy" and not dnacopy_available():
+        warnings.warn('segAlgorithm "DNAcopy" needs R with the DNAcopy package (and rpy2): using the fast '
+                      'segmentation (seg_algorithm="fast").', RuntimeWarning, stacklevel=3)
         return "fast"
     return seg_algorithm
 

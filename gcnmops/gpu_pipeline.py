@@ -11,6 +11,7 @@ import logging
 
 import numpy as np
 import pandas as pd
+from numba import njit, prange
 
 from .calls import (MIN_REGIONS_TO_SEGMENT, NO_CNV_MESSAGE, Calls, _cnv_regions, _fill_by_segment, empty_cnvr,
                     empty_segments)
@@ -43,7 +44,7 @@ def call_cnvs_gpu(sini: np.ndarray, gr: pd.DataFrame, blocks: list[tuple[str, in
     median = seg["median"].to_numpy(dtype=np.float64)
     stat = median if use_median else mean
 
-    individual = _fill_by_segment(stat, sample, row_start, row_end, m, n_samples)
+    individual = fill_by_segment(stat, sample, row_start, row_end, m, n_samples)
 
     gr_start = gr["start"].to_numpy()
     gr_end = gr["end"].to_numpy()
@@ -63,4 +64,23 @@ def call_cnvs_gpu(sini: np.ndarray, gr: pd.DataFrame, blocks: list[tuple[str, in
     return Calls(individual, segmentation, cnvs, cnvr)
 
 
-__all__ = ["call_cnvs_gpu", "LAST_STATS"]
+@njit(parallel=True, cache=True)
+def _fill(stat, sample, row_start, row_end, out):
+    for r in prange(stat.shape[0]):
+        k = sample[r]
+        v = stat[r]
+        for i in range(row_start[r], row_end[r] + 1):
+            out[i, k] = v
+
+
+def fill_by_segment(stat, sample, row_start, row_end, m: int, n_samples: int) -> np.ndarray:
+    """calls._fill_by_segment in parallel over segments (the same (m, N) order-F matrix)."""
+    if int(np.sum(row_end - row_start + 1)) != m * n_samples:
+        return _fill_by_segment(stat, sample, row_start, row_end, m, n_samples)  # raises as the CPU does
+    out = np.empty((m, n_samples), order="F")
+    _fill(np.ascontiguousarray(stat, dtype=np.float64), np.ascontiguousarray(sample, dtype=np.int64),
+          np.ascontiguousarray(row_start, dtype=np.int64), np.ascontiguousarray(row_end, dtype=np.int64), out)
+    return out
+
+
+__all__ = ["call_cnvs_gpu", "fill_by_segment", "LAST_STATS"]

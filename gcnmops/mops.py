@@ -83,7 +83,7 @@ def run_mops(data: CountData, params: CnMopsParams, backend: str = "auto", timin
                       RuntimeWarning, stacklevel=3)
     chrom = data.chromosomes
     with _stage(timings, "normalize"):
-        normalized, model_input, cov = _normalize(data, chrom, params)
+        normalized, model_input, cov = _normalize(data, chrom, params, gpu=resolve_backend(backend) == "gpu")
     spec = ModelSpec.build(params.I, params.classes, params.main_class, params.prior_impact, params.cyc,
                            params.min_read_count)
     with _stage(timings, "model"):
@@ -117,13 +117,17 @@ def assemble_result(data: CountData, params: CnMopsParams, out, normalized: np.n
     )
 
 
-def _normalize(data: CountData, chrom: np.ndarray, params: CnMopsParams):
-    """(normalizedData slot, matrix the model sees, per-sample coverage) for norm 0, 1 or 2."""
+def _normalize(data: CountData, chrom: np.ndarray, params: CnMopsParams, gpu: bool = False):
+    """(normalizedData slot, matrix the model sees, per-sample coverage) for norm 0, 1 or 2 (``gpu``: the
+    reductions on the GPU where normalize_gpu.py covers the arguments; identical results)."""
     x = data.counts
     if params.norm == 0:
         return x, x, np.ones(data.n_samples)
-    normalized = normalize_chromosomes(x, chrom, norm_type=params.norm_type, size_factor=params.size_factor,
-                                       qu=params.norm_qu, qu_size_factor=params.qu_size_factor)
+    normalize = normalize_chromosomes
+    if gpu:
+        from .normalize_gpu import normalize_chromosomes_gpu as normalize
+    normalized = normalize(x, chrom, norm_type=params.norm_type, size_factor=params.size_factor,
+                           qu=params.norm_qu, qu_size_factor=params.qu_size_factor)
     if params.norm == 1:
         return normalized, normalized, np.ones(data.n_samples)
     return normalized, x, sample_coverage(x)

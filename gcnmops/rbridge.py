@@ -29,6 +29,7 @@ import inspect
 import logging
 import os
 import re
+import time
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
@@ -507,6 +508,7 @@ def run_from_r(key: str, method: str = "cn.mops") -> dict:
 def _run_from_r(key: str, method: str) -> dict:
     from .mops import run_mops
 
+    t0 = time.perf_counter()
     env = bridge_env(key)
     plist = _get(env, "args")
     params = _params_from_r(plist, method)
@@ -517,12 +519,14 @@ def _run_from_r(key: str, method: str) -> dict:
     parallel = _scalar(_get(plist, "parallel")) or 0
     out = _model_output_from_env(env, params.return_posterior)
     zero_copy = _run_mops_accepts_out()
+    t1 = time.perf_counter()
     with _threads(parallel), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Normalization might not be applicable")  # R warns itself
         if zero_copy:
             result = run_mops(data, params, backend=backend, out=out, **fit_options)
         else:  # an engine without the out= hook: same results, one copy of each output into R memory
             result = run_mops(data, params, backend=backend)
+    t2 = time.perf_counter()
     copied = []
     for name, dest, src in (("L", out.lam, result.params["L"]), ("A", out.alpha, result.params["A"]),
                             ("localAssessments", out.sini, result.local_assessments),
@@ -546,8 +550,10 @@ def _run_from_r(key: str, method: str) -> dict:
     }
     if result.posterior_probs is not None:
         addresses["posteriorProbs"] = hex(result.posterior_probs.ctypes.data)
-    return {"timings": {k: float(v) for k, v in result.timings.items()}, "addresses": addresses,
-            "copied": copied, "version": VERSION}
+    t3 = time.perf_counter()
+    bridge = {"bridge_in": t1 - t0, "pipeline": t2 - t1, "bridge_out": t3 - t2}
+    return {"timings": {k: float(v) for k, v in result.timings.items()}, "bridge": bridge,
+            "addresses": addresses, "copied": copied, "version": VERSION}
 
 
 def address_in_env(key: str, name: str) -> dict:

@@ -55,6 +55,8 @@ TAU = 1e-9
 #: kernels whose names contain this marker are compiled without FMA contraction (IEEE-identical to the CPU)
 NOFMA_MARK = "_nofma_"
 THREADS_PER_BLOCK = 128
+#: the best window's half-width (max_int is checked against its range)
+JSTAR_DTYPE = np.int16
 
 
 def simulating() -> bool:
@@ -68,10 +70,10 @@ def simulating() -> bool:
 # ---------------------------------------------------------------------------------------------------------
 
 @njit(parallel=True, cache=True, error_model="numpy", nogil=True)
-def _prepare_all(values, firsts, ends, N, offs, eps_given, eps, default_t, t_hi, t_lo, xt, vec_eps, vec_V,
-                 vec_thi, vec_tlo, dirty):
+def _prepare_all(values, firsts, ends, N, offs, eps_given, eps, default_t, t_hi, t_lo, min_seg, xt, vec_eps,
+                 vec_V, vec_thi, vec_tlo, dirty, ncand):
     """Per (block, sample) vector: the cleaned copy into xt[offs[task]:], eps, merge thresholds, variance
-    (as ``segment._final_ends`` computes them)."""
+    (as ``segment._final_ends`` computes them) and the number of candidate positions."""
     ntask = offs.shape[0] - 1
     for task in prange(ntask):
         b = task // N
@@ -101,6 +103,11 @@ def _prepare_all(values, firsts, ends, N, offs, eps_given, eps, default_t, t_hi,
             V = _welford_var(x)
         vec_eps[task] = e
         vec_V[task] = V
+        nc = 0
+        for i in range(min_seg + 1, m - min_seg - 1):
+            if abs(x[i + 1] - x[i]) > e:
+                nc += 1
+        ncand[task] = nc
         vec_thi[task] = th
         vec_tlo[task] = tl
 
@@ -209,7 +216,7 @@ def _build_kernels(NW: int):
             mask[k] = c
 
     def _nofma_stat(idx, n_idx, xt, St, Qt, offs, vec_V, min_seg, delta, max_int, w, jinv, jnn, jc, p, jstar):
-        """p[idx[r]], jstar[idx[r]] = scan_position of candidate position idx[r]."""
+        """p[r], jstar[r] = scan_position of candidate position idx[r] (r-th candidate, task-major order)."""
         ybuf = cuda.local.array(NW, float64)
         ebuf = cuda.local.array(NW, float64)
         qbuf = cuda.local.array(NW, float64)
@@ -225,8 +232,8 @@ def _build_kernels(NW: int):
             Q = Qt[o:o + m]
             V = vec_V[task]
             val, js = scan_position(S, Q, i, m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf, ebuf, qbuf)
-            p[k] = val
-            jstar[k] = js
+            p[r] = val
+            jstar[r] = js
 
     return (cuda.jit(_nofma_prefix), cuda.jit(_nofma_mask), cuda.jit(_nofma_stat))
 
@@ -235,10 +242,10 @@ def _blocks_for(n: int, tpb: int, cap: int) -> int:
     return max(1, min(cap, (n + tpb - 1) // tpb))
 
 
-def gpu_statistic(xt: np.ndarray, offs: np.ndarray, vec_eps: np.ndarray, vec_V: np.ndarray, min_seg: int,
-                  delta: int, max_int: int, w: float, timings: dict | None = None):
-    """(p, jstar), task-major like xt, on the GPU: ``scan_position`` of every candidate; p = 0 and
-    jstar = -1 where a position is no candidate."""
+def gpu_statistic(xt: np.ndarray, offs: np.ndarray, coffs: np.ndarray, vec_eps: np.ndarray, vec_V: np.ndarray,
+                  min_seg: int, delta: int, max_int: int, w: float, timings: dict | None = None):
+    """(p, jstar) of every candidate position in task-major order (``scan_position``), on the GPU; the
+    candidates of task t are entries coffs[t]:coffs[t + 1]. Only these come back (compacted)."""
     nwin = max(max_int - min_seg + 1, 1)
     prefix, mask_k, stat_k = kernels(nwin)
     jinv = np.empty(nwin)
@@ -270,17 +277,19 @@ def gpu_statistic(xt: np.ndarray, offs: np.ndarray, vec_eps: np.ndarray, vec_V: 
         idx_h = np.flatnonzero(d_mask.copy_to_host()).astype(np.int64)
         d_idx = cuda.to_device(idx_h)
         n_idx = idx_h.size
-        d_p = cuda.to_device(np.zeros(total))
-        d_j = cuda.to_device(np.full(total, -1, dtype=np.int32))
+        d_p = cuda.device_array(max(n_idx, 1), np.float64)
+        d_j = cuda.device_array(max(n_idx, 1), JSTAR_DTYPE)
     else:
         import cupy as cp
 
         idx = cp.flatnonzero(cp.asarray(d_mask))
         n_idx = int(idx.size)
         d_idx = idx
-        d_p = cp.zeros(total, dtype=cp.float64)
-        d_j = cp.full(total, -1, dtype=cp.int32)
+        d_p = cp.empty(max(n_idx, 1), dtype=cp.float64)
+        d_j = cp.empty(max(n_idx, 1), dtype=JSTAR_DTYPE)
     t["seg_compact"] = time.perf_counter() - t0
+    if n_idx != int(coffs[-1]):
+        raise RuntimeError(f"GPU candidates ({n_idx}) != host candidates ({int(coffs[-1])})")  # internal invariant
     t0 = time.perf_counter()
     if n_idx:
         nblk = _blocks_for(n_idx, tpb, 1 << 20)
@@ -291,9 +300,9 @@ def gpu_statistic(xt: np.ndarray, offs: np.ndarray, vec_eps: np.ndarray, vec_V: 
     t["seg_candidates"] = n_idx
     t0 = time.perf_counter()
     if simulating():
-        p, jstar = d_p.copy_to_host(), d_j.copy_to_host()
+        p, jstar = d_p.copy_to_host()[:n_idx], d_j.copy_to_host()[:n_idx]
     else:
-        p, jstar = d_p.get(), d_j.get()
+        p, jstar = d_p[:n_idx].get(), d_j[:n_idx].get()
     t["seg_d2h"] = time.perf_counter() - t0
     return p, jstar
 
@@ -309,14 +318,14 @@ def _exact_p(x, S, Q, i, m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf, 
 
 
 @njit(parallel=True, cache=True, error_model="numpy", nogil=True)
-def cpu_statistic(xt, offs, vec_eps, vec_V, min_seg, delta, max_int, w):
+def cpu_statistic(xt, offs, coffs, vec_eps, vec_V, min_seg, delta, max_int, w):
     """What ``gpu_statistic`` computes, on the CPU: (p, jstar), p bit for bit the CPU's (for tests)."""
     ntask = offs.shape[0] - 1
     nwin = max_int - min_seg + 1
     if nwin < 1:
         nwin = 1
-    p = np.zeros(offs[ntask])
-    jstar = np.full(offs[ntask], -1, dtype=np.int32)
+    p = np.zeros(coffs[ntask])
+    jstar = np.full(coffs[ntask], -1, dtype=np.int16)
     for task in prange(ntask):
         o = offs[task]
         m = offs[task + 1] - o
@@ -337,10 +346,12 @@ def cpu_statistic(xt, offs, vec_eps, vec_V, min_seg, delta, max_int, w):
         jnn = np.empty(nwin)
         jc = np.empty(nwin)
         window_constants(min_seg, nwin, w, jinv, jnn, jc)
+        c = coffs[task]
         for i in range(m):
             if i > min_seg and i < m - min_seg - 1 and abs(x[i + 1] - x[i]) > vec_eps[task]:
-                p[o + i], jstar[o + i] = scan_position(S, Q, i, m, min_seg, delta, max_int, w, vec_V[task], jinv,
-                                                       jnn, jc, ybuf, ebuf, qbuf)
+                p[c], jstar[c] = scan_position(S, Q, i, m, min_seg, delta, max_int, w, vec_V[task], jinv, jnn, jc,
+                                               ybuf, ebuf, qbuf)
+                c += 1
     return p, jstar
 
 
@@ -542,7 +553,7 @@ def _finish_one(x, p, js, full, eps, V, t_hi, t_lo, alpha, no_merge, min_seg, de
 
 
 @njit(parallel=True, cache=True, error_model="numpy", nogil=True)
-def _finish_all(xt, offs, p, jstar, full, vec_eps, vec_V, vec_thi, vec_tlo, alpha, no_merge, min_seg, delta,
+def _finish_all(xt, offs, coffs, p_c, j_c, full, vec_eps, vec_V, vec_thi, vec_tlo, alpha, no_merge, min_seg, delta,
                 max_int, w, tau, flags, counts, recomputed):
     ntask = offs.shape[0] - 1
     nwin = max_int - min_seg + 1
@@ -561,7 +572,17 @@ def _finish_all(xt, offs, p, jstar, full, vec_eps, vec_V, vec_thi, vec_tlo, alph
         jnn = np.empty(nwin)
         jc = np.empty(nwin)
         window_constants(min_seg, nwin, w, jinv, jnn, jc)
-        c, nre = _finish_one(xt[o:o + m], p[o:o + m], jstar[o:o + m], full, vec_eps[task], vec_V[task],
+        x = xt[o:o + m]
+        p = np.zeros(m)
+        js = np.full(m, -1, dtype=np.int64)
+        cc = coffs[task]
+        e = vec_eps[task]
+        for i in range(m):
+            if i > min_seg and i < m - min_seg - 1 and abs(x[i + 1] - x[i]) > e:
+                p[i] = p_c[cc]
+                js[i] = j_c[cc]
+                cc += 1
+        c, nre = _finish_one(x, p, js, full, vec_eps[task], vec_V[task],
                              vec_thi[task], vec_tlo[task],
                              alpha, no_merge, min_seg, delta, max_int, w, tau, flags[o:o + m], exact, status, scratch,
                              jinv, jnn, jc, ybuf, ebuf, qbuf)
@@ -589,6 +610,38 @@ def _fill_all(xt, offs, flags, out_off, out_start, out_end, out_mean, out_median
                 out_median[o] = _median_of(x, start, i + 1, buf)
                 o += 1
                 start = i + 1
+
+
+def statistic_difference(values, blocks, min_seg=3, delta=20, max_int=40, cyber_weight=50) -> dict:
+    """The GPU's statistic against the CPU's over every candidate position of ``values`` (diagnostics)."""
+    prm = _resolve_params(0.05, None, min_seg, None, delta, max_int, cyber_weight)
+    values = np.asarray(values, dtype=np.float64, order="F")
+    N = values.shape[1]
+    firsts = np.array([b for b, _ in blocks], dtype=np.int64)
+    ends = np.array([e for _, e in blocks], dtype=np.int64)
+    nt = firsts.size * N
+    offs = np.zeros(nt + 1, dtype=np.int64)
+    np.cumsum(np.repeat(ends - firsts, N), out=offs[1:])
+    xt = np.empty(int(offs[-1]))
+    e, V, th, tl = (np.empty(nt) for _ in range(4))
+    ncand = np.zeros(nt, dtype=np.int64)
+    _prepare_all(values, firsts, ends, N, offs, False, 0.0, True, 0.0, 0.0, prm["min_seg"], xt, e, V, th, tl,
+                 np.zeros(nt, dtype=np.int8), ncand)
+    coffs = np.zeros(nt + 1, dtype=np.int64)
+    np.cumsum(ncand, out=coffs[1:])
+    args = (xt, offs, coffs, e, V, prm["min_seg"], prm["delta"], prm["max_int"], prm["w"])
+    t: dict = {}
+    pg, jg = gpu_statistic(*args, timings=t)
+    t0 = time.perf_counter()
+    pc, jc = cpu_statistic(*args)
+    t_cpu = time.perf_counter() - t0
+    ok = pc > 0
+    rel = np.abs(pg[ok] - pc[ok]) / pc[ok]
+    return dict(candidates=int(pc.size), zero_pattern_equal=bool(np.array_equal(pg == 0, pc == 0)),
+                max_rel_p=float(rel.max()) if rel.size else 0.0,
+                p_bit_equal_fraction=float(np.mean(pg == pc)) if pc.size else 1.0,
+                best_window_equal_fraction=float(np.mean(jg == jc)) if pc.size else 1.0,
+                gpu_kernel_s=t.get("seg_kernel"), cpu_statistic_s=round(t_cpu, 3))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -631,25 +684,31 @@ def segment_columns_arrays_gpu(values: np.ndarray, blocks, alpha=0.05, seg_media
     vec_thi = np.empty(ntask)
     vec_tlo = np.empty(ntask)
     dirty = np.zeros(ntask, dtype=np.int8)
+    ncand = np.zeros(ntask, dtype=np.int64)
+    if params["max_int"] > np.iinfo(JSTAR_DTYPE).max:
+        raise InputError(f"max_int must be at most {np.iinfo(JSTAR_DTYPE).max} for the GPU segmentation.")
     if ntask:
         _prepare_all(values, firsts, ends, N, offs, params["eps_given"], params["eps"], params["default_t"],
-                     params["t_hi"], params["t_lo"], xt, vec_eps, vec_V, vec_thi, vec_tlo, dirty)
+                     params["t_hi"], params["t_lo"], params["min_seg"], xt, vec_eps, vec_V, vec_thi, vec_tlo, dirty,
+                     ncand)
+    coffs = np.zeros(ntask + 1, dtype=np.int64)
+    np.cumsum(ncand, out=coffs[1:])
     t["seg_prepare"] = time.perf_counter() - t0
     if (dirty & 1).any():
         log.info(INF_MESSAGE)
     if (dirty & 2).any():
         log.info(NA_MESSAGE)
     ms, dl, mi, w = params["min_seg"], params["delta"], params["max_int"], params["w"]
-    if total:
-        p, jstar = (statistic or gpu_statistic)(xt, offs, vec_eps, vec_V, ms, dl, mi, w, timings=t)
+    if coffs[-1]:
+        p, jstar = (statistic or gpu_statistic)(xt, offs, coffs, vec_eps, vec_V, ms, dl, mi, w, timings=t)
     else:
-        p, jstar = np.zeros(0), np.zeros(0, dtype=np.int32)
+        p, jstar = np.zeros(0), np.zeros(0, dtype=JSTAR_DTYPE)
     t0 = time.perf_counter()
     flags = np.zeros(total, dtype=np.int8)
     counts = np.zeros(ntask, dtype=np.int64)
     recomputed = np.zeros(ntask, dtype=np.int64)
     if ntask:
-        _finish_all(xt, offs, p, jstar, bool(full_recompute), vec_eps, vec_V, vec_thi, vec_tlo, params["alpha"],
+        _finish_all(xt, offs, coffs, p, jstar, bool(full_recompute), vec_eps, vec_V, vec_thi, vec_tlo, params["alpha"],
                     params["no_merge"], ms, dl, mi,
                     w, TAU, flags, counts, recomputed)
     t["seg_finish"] = time.perf_counter() - t0

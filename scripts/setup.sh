@@ -31,3 +31,20 @@ if ! .venv/bin/python -c 'import gcnmops, pytest' >/dev/null 2>&1 || [ pyproject
     .venv/bin/python -m pip install -q -e ".[$extras]" "numpy<2" "pandas<3" "pyarrow<20"
     touch .venv/.installed
 fi
+
+# The R package gcn.mops (r_package/gcn.mops): gcn.mops() & co. for R sessions, calling the Python engine
+# in .venv (the package records this repository at install time). Reinstalled when its sources change.
+if command -v Rscript >/dev/null && Rscript -e 'quit(status = !all(vapply(c("GenomicRanges", "reticulate"), requireNamespace, TRUE, quietly = TRUE)))' >/dev/null 2>&1; then
+    stamp=.venv/.r_installed
+    if [ ! -f "$stamp" ] || [ -n "$(find r_package/gcn.mops -newer "$stamp" -type f ! -path '*/inst/gcnmops_repo' -print -quit)" ] \
+        || ! Rscript -e 'quit(status = !requireNamespace("gcn.mops", quietly = TRUE))' >/dev/null 2>&1; then
+        echo "setup: installing the R package gcn.mops..." >&2
+        lib=$(Rscript -e 'cat(.libPaths()[1])')
+        if [ ! -w "$lib" ]; then
+            lib=$(Rscript -e 'cat(path.expand(Sys.getenv("R_LIBS_USER")))')
+            mkdir -p "$lib"
+        fi
+        R CMD INSTALL -l "$lib" r_package/gcn.mops >/dev/null
+        touch "$stamp"
+    fi
+fi

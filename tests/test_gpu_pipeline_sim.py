@@ -53,22 +53,24 @@ CHILD = textwrap.dedent(r'''
         out[name] = {"identical": bool(same), "candidates": int(t["seg_candidates"]),
                      "recomputed": int(t["seg_recomputed"])}
     # the kernels' statistic against the CPU's, position by position
-    x = cohort(120, 2, 5)
-    vals = np.asarray(x, order="F")
-    m, N = vals.shape
-    firsts, ends = np.array([0, 50]), np.array([50, 120])
-    offs = np.zeros(2 * N + 1, dtype=np.int64)
-    np.cumsum(np.repeat(ends - firsts, N), out=offs[1:])
-    xt = np.empty(int(offs[-1]))
-    e, V, th, tl = (np.empty(2 * N) for _ in range(4))
-    sgg._prepare_all(vals, firsts, ends, N, offs, False, 0.0, True, 0.0, 0.0, xt, e, V, th, tl,
-                     np.zeros(2 * N, dtype=np.int8))
-    pg, jg = sgg.gpu_statistic(xt, offs, e, V, 3, 20, 40, 50.0)
-    pc, jc = sgg.cpu_statistic(xt, offs, e, V, 3, 20, 40, 50.0)
-    nz = pc > 0
-    out["statistic"] = {"zero_pattern_equal": bool(np.array_equal(pg == 0, pc == 0)),
-                        "max_rel": float((np.abs(pg[nz] - pc[nz]) / pc[nz]).max()),
-                        "best_window_equal": bool(np.array_equal(jg, jc)), "candidates": int(nz.sum())}
+    d = sgg.statistic_difference(cohort(120, 2, 5), [(0, 50), (50, 120)])
+    out["statistic"] = {"zero_pattern_equal": d["zero_pattern_equal"], "max_rel": d["max_rel_p"],
+                        "best_window_equal": d["best_window_equal_fraction"] == 1.0, "candidates": d["candidates"]}
+    # normalization: the GPU path (numpy standing in for cupy) against the CPU's, bit for bit
+    from gcnmops.normalize import normalize_chromosomes
+    from gcnmops.normalize_gpu import normalize_chromosomes_gpu
+    rng = np.random.default_rng(8)
+    counts = rng.poisson(rng.gamma(5.0, 10.0, size=(900, 1)) * rng.uniform(0.7, 1.3, size=(1, 4))).astype(float)
+    counts[100:140] = 0.0
+    counts[300, 2] = 0.0
+    chrom = np.repeat(["chr1", "chr2", "chr3"], 300)
+    for name, kw, x in (("norm_poisson", {}, counts), ("norm_mean", {"norm_type": "mean"}, counts),
+                        ("norm_fallback_quant", {"norm_type": "quant"}, counts),
+                        ("norm_fallback_nonwhole", {}, counts + 0.5)):
+        t = {}
+        a = normalize_chromosomes(x, chrom, **kw)
+        b = normalize_chromosomes_gpu(x, chrom, timings=t, **kw)
+        out[name] = {"identical": bool(np.array_equal(a, b)), "path": t.get("normalize_path")}
     print("RESULT" + json.dumps(out))
 ''')
 
@@ -90,6 +92,13 @@ def test_sim_segments_identical(sim_result, name):
     assert sim_result[name]["candidates"] > 0 or name == "short_blocks_nonfinite"
 
 
+@pytest.mark.parametrize("name,path", [("norm_poisson", "gpu"), ("norm_mean", "gpu"),
+                                       ("norm_fallback_quant", "cpu"), ("norm_fallback_nonwhole", "cpu")])
+def test_sim_normalization_identical(sim_result, name, path):
+    r = sim_result[name]
+    assert r["identical"] and r["path"].startswith(path), r
+
+
 def test_sim_statistic_matches_cpu(sim_result):
     r = sim_result["statistic"]
     assert r["zero_pattern_equal"] and r["best_window_equal"], r
@@ -100,8 +109,8 @@ def test_sim_statistic_matches_cpu(sim_result):
 def _perturbed(scale: float, seed: int):
     sgg = importlib.import_module("gcnmops.segment_gpu")
 
-    def stat(xt, offs, e, V, ms, dl, mi, w, timings=None):
-        p, js = sgg.cpu_statistic(xt, offs, e, V, ms, dl, mi, w)
+    def stat(xt, offs, coffs, e, V, ms, dl, mi, w, timings=None):
+        p, js = sgg.cpu_statistic(xt, offs, coffs, e, V, ms, dl, mi, w)
         rng = np.random.default_rng(seed)
         return p * (1.0 + scale * rng.uniform(-1.0, 1.0, p.size)), js
 

@@ -9,16 +9,28 @@ The rule (spec 30, section 5; checked against the golden ``bam_counts`` and Rsam
   secondary, supplementary and QC-failed reads are not filtered;
 * it is counted at its leftmost aligned position ``pos`` (1-based), in every region holding it.
 
-The scanner reads BAM (BGZF) itself rather than through htslib: the file is memory-mapped, its
-BGZF blocks are inflated by a thread pool (zlib, or libdeflate / ISA-L when the ``deflate`` / ``isal``
-packages are installed; all release the GIL), and a numba kernel (nogil) walks the records and adds
-each qualifying read to its elementary interval between region breakpoints. No index is needed to
-count a whole file; when only some references are counted and a ``.bai`` index is present, only the
-blocks holding those references are read. ``engine="pysam"`` counts through pysam instead (slower,
-same rule; needs pysam), which the tests use as an independent check.
+The scanner reads BAM (BGZF) itself rather than through htslib: the file is memory-mapped and its
+BGZF blocks (CRC32 and size checked) are inflated with libdeflate (the ``deflate`` package), ISA-L
+(``isal``) or zlib, whichever is installed first in that order; all release the GIL. A numba kernel
+(nogil) walks the records and adds each qualifying read to its elementary interval between the
+sorted breakpoints of the regions (windows are regions too), so a region's count is a difference
+of prefix sums and overlapping regions cost nothing extra.
+
+With several threads, each pool task inflates a group of consecutive blocks and scans it at once,
+on the guess that a record starts at the group's first byte (htslib starts every record that fits
+in a block at a block boundary). The main thread takes the groups in order: when the previous
+group ended on a record boundary the guess holds and the task's run-length counts are merged;
+otherwise (a record straddles the groups, as other writers produce) the group is scanned again in
+order. So all the work runs in parallel and the result never depends on the guess.
+
+No index is needed to count a whole file; when only some references are counted and a current
+``.bai`` index is present, only the blocks holding those references are read.
+``engine="pysam"`` counts through pysam instead (slower, same rule), which the tests use as an
+independent check.
 """
 from __future__ import annotations
 
+import gzip
 import logging
 import mmap
 import os
@@ -73,14 +85,16 @@ INFLATER_NAME, _inflate, _crc32 = _make_inflater()
 
 
 @numba.njit(nogil=True, cache=True)
-def _find_blocks(buf, start, stop, max_blocks, offs, doff, sizes):  # pragma: no cover - numba
-    """Locate up to ``max_blocks`` complete BGZF blocks in buf[start:stop].
+def _find_blocks(buf, start, stop, meta):  # pragma: no cover - numba
+    """Locate up to ``meta.shape[1]`` complete BGZF blocks in buf[start:stop].
 
-    Returns (n blocks found, offset after the last one, status): status 0 ok, 1 a block runs past
+    Fills meta[:, k] = (block offset, data start, data end, CRC32, inflated size) of block k and
+    returns (n blocks found, offset after the last one, status): status 0 ok, 1 a block runs past
     ``stop`` (truncated file), -1 not a gzip/BGZF header at that offset, -2 no BC subfield.
     """
     n = 0
     p = start
+    max_blocks = meta.shape[1]
     while n < max_blocks and p < stop:
         if p + 18 > stop:
             return n, p, 1
@@ -97,30 +111,38 @@ def _find_blocks(buf, start, stop, max_blocks, offs, doff, sizes):  # pragma: no
             q += 4 + slen
         if bsize < 0:
             return n, p, -2
-        if p + bsize > stop:
+        if p + bsize > stop or xend + 8 > p + bsize:
             return n, p, 1
-        offs[n] = p
-        doff[n] = xend
-        sizes[n] = bsize
+        e = p + bsize - 8
+        meta[0, n] = p
+        meta[1, n] = xend
+        meta[2, n] = e
+        meta[3, n] = (np.int64(buf[e]) | (np.int64(buf[e + 1]) << 8) | (np.int64(buf[e + 2]) << 16)
+                      | (np.int64(buf[e + 3]) << 24))
+        meta[4, n] = (np.int64(buf[e + 4]) | (np.int64(buf[e + 5]) << 8) | (np.int64(buf[e + 6]) << 16)
+                      | (np.int64(buf[e + 7]) << 24))
         n += 1
         p += bsize
     return n, p, 0
 
 
-def _inflate_group(view: memoryview, offs: np.ndarray, doff: np.ndarray, sizes: np.ndarray,
-                   path: str) -> list[bytes]:
+def _inflate_block(view: memoryview, o: int, d: int, e: int, crc: int, isize: int, path: str) -> bytes:
+    """Inflate one BGZF block (data view[d:e]) and check its size and CRC32."""
+    try:
+        data = _inflate(view[d:e], isize)
+    except Exception as err:  # noqa: BLE001 - zlib.error, deflate.DeflateError, isal error
+        raise InputError(f"{path}: corrupt BGZF block at byte {o} ({err}); the BAM file is damaged.") from None
+    if len(data) != isize or _crc32(data) != crc:
+        raise InputError(f"{path}: BGZF block at byte {o} fails its {'size' if len(data) != isize else 'CRC32'} "
+                         "check; the BAM file is damaged.")
+    return data
+
+
+def _inflate_group(view: memoryview, blocks: list[tuple[int, int, int, int, int]], path: str) -> list[bytes]:
     """Inflate consecutive BGZF blocks (runs in a pool thread); empty blocks are left out."""
     out = []
-    for o, d, s in zip(offs.tolist(), doff.tolist(), sizes.tolist()):
-        crc = int.from_bytes(view[o + s - 8:o + s - 4], "little")
-        isize = int.from_bytes(view[o + s - 4:o + s], "little")
-        try:
-            data = _inflate(view[d:o + s - 8], isize)
-        except Exception as err:  # noqa: BLE001 - zlib.error, deflate.DeflateError, isal error
-            raise InputError(f"{path}: corrupt BGZF block at byte {o} ({err}); the BAM file is damaged.") from None
-        if len(data) != isize or _crc32(data) != crc:
-            raise InputError(f"{path}: BGZF block at byte {o} fails its {'size' if len(data) != isize else 'CRC32'} "
-                             "check; the BAM file is damaged.")
+    for o, d, e, crc, isize in blocks:
+        data = _inflate_block(view, o, d, e, crc, isize, path)
         if data:
             out.append(data)
     return out
@@ -164,33 +186,44 @@ class _MappedFile:
         self.close()
 
 
-def _inflated_chunks(f: _MappedFile, start: int, stop: int, pool: Executor | None, n_threads: int,
-                     on_bytes: Callable[[int], None] | None = None) -> Iterator[bytes]:
-    """Yield the inflated data of each non-empty BGZF block in compressed bytes [start, stop), in order.
+def _group_size(nbytes: int, n_threads: int) -> int:
+    """Blocks per pool task: at most _GROUP_BLOCKS (~1 MiB inflated), few enough that every thread
+    gets several tasks (inline reading takes one block at a time, scanned while still in cache)."""
+    est_blocks = max(nbytes, 1) // 20000 + 1
+    return int(min(_GROUP_BLOCKS, max(1, est_blocks // (4 * n_threads))))
 
-    Blocks are inflated in groups by ``pool`` (inline when None), at most ``4 * n_threads`` groups
-    in flight; ``on_bytes(n)`` reports the compressed bytes of each group consumed.
+
+def _inflated_chunks(f: _MappedFile, start: int, stop: int, pool: Executor | None, n_threads: int,
+                     on_bytes: Callable[[int], None] | None = None, plan: "CountPlan | None" = None,
+                     min_mapq: int = 1) -> Iterator["_Chunk"]:
+    """Yield the BGZF blocks in compressed bytes [start, stop), inflated, in order, as chunks.
+
+    Inline (no pool): one chunk per block, not scanned. With a pool: groups of blocks inflated (and,
+    given a ``plan``, speculatively scanned) in the pool, at most ``4 * n_threads`` groups in
+    flight. ``on_bytes(n)`` reports the compressed bytes of each group consumed.
     """
-    offs = np.empty(_FIND_BATCH, np.int64)
-    doff = np.empty(_FIND_BATCH, np.int64)
-    sizes = np.empty(_FIND_BATCH, np.int64)
-    # inline: one block at a time (scanned while still in cache); threaded: groups of at most
-    # _GROUP_BLOCKS (~1 MiB inflated), small enough that every thread gets several
-    est_blocks = max(stop - start, 1) // 20000 + 1
-    group = 1 if pool is None else int(min(_GROUP_BLOCKS, max(1, est_blocks // (4 * n_threads))))
+    meta = np.empty((5, _FIND_BATCH), np.int64)
+    group = 1 if pool is None else _group_size(stop - start, n_threads)
+
+    def task(blocks):
+        inflated = _inflate_group(f.view, blocks, f.path)
+        if plan is None:
+            return _Chunk(b"".join(inflated))
+        return _speculate(inflated, plan, min_mapq)
+
     pending: deque = deque()
 
     def take(fut_nb):
         fut, nb = fut_nb
-        data = fut.result()
+        chunk = fut.result()
         if on_bytes:
             on_bytes(nb)
-        return data
+        return chunk
 
     p = start
     try:
         while p < stop:
-            n, p_next, status = _find_blocks(f.array, p, stop, _FIND_BATCH, offs, doff, sizes)
+            n, p_next, status = _find_blocks(f.array, p, stop, meta)
             if n == 0 and status == 1:
                 raise InputError(f"{f.path}: truncated BAM file (a BGZF block at byte {p} runs past the end of "
                                  "the file).")
@@ -198,33 +231,31 @@ def _inflated_chunks(f: _MappedFile, start: int, stop: int, pool: Executor | Non
                 what = "not a BGZF block" if status == -1 else "a gzip block without the BGZF size field"
                 raise InputError(f"{f.path}: {what} at byte {p}: not a BAM file, or a damaged one "
                                  "(gcnmops reads BAM; convert SAM/CRAM with samtools view -b).")
-            for a in range(0, n, group):
-                b = min(a + group, n)
-                o, d, s = offs[a:b].copy(), doff[a:b].copy(), sizes[a:b].copy()
-                if pool is None:
-                    yield from take((_Done(_inflate_group(f.view, o, d, s, f.path)), int(s.sum())))
-                    continue
-                pending.append((pool.submit(_inflate_group, f.view, o, d, s, f.path), int(s.sum())))
-                while len(pending) > 4 * n_threads:
-                    yield from take(pending.popleft())
+            blocks = list(zip(*meta[:, :n].tolist()))
+            if pool is None:
+                reported = p
+                for k, (o, d, e, crc, isize) in enumerate(blocks, 1):
+                    data = _inflate_block(f.view, o, d, e, crc, isize, f.path)
+                    if data:
+                        yield _Chunk(data)
+                    if on_bytes and k % 256 == 0:
+                        on_bytes(e + 8 - reported)
+                        reported = e + 8
+                if on_bytes:
+                    on_bytes(int(p_next) - reported)
+            else:
+                for a in range(0, n, group):
+                    part = blocks[a:a + group]
+                    nbytes = part[-1][2] + 8 - part[0][0]
+                    pending.append((pool.submit(task, part), nbytes))
+                    while len(pending) > 4 * n_threads:
+                        yield take(pending.popleft())
             p = p_next
         while pending:
-            yield from take(pending.popleft())
+            yield take(pending.popleft())
     finally:
         for fut, _ in pending:
             fut.cancel()
-
-
-class _Done:
-    """A finished result with a future's ``result()``."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value) -> None:
-        self.value = value
-
-    def result(self):
-        return self.value
 
 
 # --------------------------------------------------------------------------------------------
@@ -296,12 +327,12 @@ class _HeaderParser:
         return BamHeader(path, tuple(self.names), tuple(self.lengths), self.text), p
 
 
-def _header_from(chunks: Iterator[bytes], path: str) -> tuple[BamHeader, bytes, int]:
+def _header_from(chunks: Iterator[_Chunk], path: str) -> tuple[BamHeader, bytes, int]:
     """Parse the header from the first inflated chunks; return it, the data consumed (which may
     hold the first records) and the offset of the first record in that data."""
     parser = _HeaderParser(path)
     for chunk in chunks:
-        parsed = parser.feed(chunk)
+        parsed = parser.feed(chunk.data)
         if parsed is not None:
             return parsed[0], bytes(parser.buf), parsed[1]
     raise InputError(f"{path}: truncated BAM file (the header is incomplete).")
@@ -429,7 +460,7 @@ def read_regions(regions) -> pd.DataFrame:
 
 def _read_bed(p: Path) -> pd.DataFrame:
     rows = []
-    opener = __import__("gzip").open if p.name.lower().endswith(".gz") else open
+    opener = gzip.open if p.name.lower().endswith(".gz") else open
     with opener(p, "rt") as fh:
         for lineno, line in enumerate(fh, 1):
             line = line.rstrip("\r\n")
@@ -548,24 +579,29 @@ def _i32(buf, p):  # pragma: no cover - numba
 
 
 @numba.njit(nogil=True, cache=True)
-def _scan_records(buf, start, ref_slot, bp, bp_off, counts, cache, min_mapq):  # pragma: no cover - numba
-    """Count the complete records of buf[start:]; return (offset of the first incomplete record, status).
+def _scan_records(buf, start, ref_slot, bp, bp_off, cache, min_mapq, counts, run_j, run_n):  # pragma: no cover
+    """Count the complete records of buf[start:].
 
-    status 0 ok; otherwise the record at the returned offset is damaged: 1 block_size too small,
-    2 reference id out of range.
+    Each qualifying read adds one to ``counts[j]`` (its elementary interval), or, when ``run_j`` is
+    not empty, to a run-length list (run_j, run_n) of the intervals hit, for merging later.
+    Returns (offset of the first incomplete record, status, number of runs); status 0 ok, else
+    the record at that offset is damaged: 1 block_size too small, 2 reference id out of range.
     """
     end = buf.size
     n_ref = ref_slot.size
+    runs = run_j.size > 0
+    n_runs = 0
+    last = np.int64(-1)
     p = np.int64(start)
     while p + 4 <= end:
         bs = _i32(buf, p)
         if bs < 32:
-            return p, 1
+            return p, 1, n_runs
         if p + 4 + bs > end:
             break
         refid = _i32(buf, p + 4)
         if refid >= n_ref or refid < -1:
-            return p, 2
+            return p, 2, n_runs
         if refid >= 0:
             slot = ref_slot[refid]
             if slot >= 0:
@@ -587,9 +623,46 @@ def _scan_records(buf, start, ref_slot, bp, bp_off, counts, cache, min_mapq):  #
                                     b = mid
                             j = a
                             cache[slot] = j
-                        counts[j] += 1
+                        if not runs:
+                            counts[j] += 1
+                        elif j == last:
+                            run_n[n_runs - 1] += 1
+                        else:
+                            run_j[n_runs] = j
+                            run_n[n_runs] = 1
+                            n_runs += 1
+                            last = j
         p += 4 + bs
-    return p, 0
+    return p, 0, n_runs
+
+
+_NO_RUNS = np.empty(0, np.int64)
+_MIN_RECORD = 36  # block_size field + 32 bytes of fixed fields
+
+
+class _Chunk:
+    """Inflated data of one or more consecutive BGZF blocks, with a speculative scan of it.
+
+    ``spec`` = (end offset, status, run_j, run_n): the data scanned in a pool thread on the guess
+    that a record starts at its first byte (true unless a record straddles the group's first block
+    boundary: BAM writers such as htslib start records at block boundaries), or None.
+    """
+
+    __slots__ = ("data", "spec")
+
+    def __init__(self, data: bytes, spec=None) -> None:
+        self.data = data
+        self.spec = spec
+
+
+def _speculate(blocks: list[bytes], plan: "CountPlan", min_mapq: int) -> _Chunk:
+    data = blocks[0] if len(blocks) == 1 else b"".join(blocks)
+    n = len(data) // _MIN_RECORD + 1
+    run_j = np.empty(n, np.int64)
+    run_n = np.empty(n, np.int64)
+    p, status, n_runs = _scan_records(np.frombuffer(data, np.uint8), 0, plan.ref_slot, plan.bp, plan.bp_off,
+                                      plan.bp_off[:-1].copy(), min_mapq, _NO_RUNS, run_j, run_n)
+    return _Chunk(data, (int(p), int(status), run_j[:n_runs], run_n[:n_runs]))
 
 
 class _Scanner:
@@ -604,12 +677,26 @@ class _Scanner:
         self.carry = b""
 
     def _scan(self, arr: np.ndarray, start: int) -> int:
-        p, status = _scan_records(arr, start, self.plan.ref_slot, self.plan.bp, self.plan.bp_off, self.counts,
-                                  self.cache, self.min_mapq)
+        p, status, _ = _scan_records(arr, start, self.plan.ref_slot, self.plan.bp, self.plan.bp_off, self.cache,
+                                     self.min_mapq, self.counts, _NO_RUNS, _NO_RUNS)
+        self._check(status)
+        return int(p)
+
+    def _check(self, status: int) -> None:
         if status:
             why = "a record shorter than its fixed fields" if status == 1 else "a reference id beyond the header"
             raise InputError(f"{self.path}: damaged BAM record ({why}); the file is corrupt.")
-        return int(p)
+
+    def feed_chunk(self, chunk: _Chunk) -> None:
+        """Take a chunk's speculative scan when its guess holds (no record pending), else scan it here."""
+        if chunk.spec is None or self.carry:
+            self.feed(chunk.data)
+            return
+        p, status, run_j, run_n = chunk.spec
+        self._check(status)
+        if run_j.size:
+            np.add.at(self.counts, run_j, run_n)
+        self.carry = chunk.data[p:] if p < len(chunk.data) else b""
 
     def feed(self, chunk: bytes, start: int = 0) -> None:
         if self.carry:
@@ -653,24 +740,25 @@ def count_bam_native(path: str | os.PathLike, header: BamHeader, plan: CountPlan
         spans = _restricted_spans(f, header, plan)
         if spans is None:
             _eof_check(f)
-            chunks = _inflated_chunks(f, 0, f.size, pool, n_threads, advance)
+            chunks = _inflated_chunks(f, 0, f.size, pool, n_threads, advance, plan, min_mapq)
             head, buf, first = _header_from(chunks, f.path)
             if head.references != header.references or head.lengths != header.lengths:
                 raise InputError(f"{f.path}: the BAM header differs from the one read before counting.")
             scanner = _Scanner(plan, counts, min_mapq, f.path)
             scanner.feed(buf, first)
             for chunk in chunks:
-                scanner.feed(chunk)
+                scanner.feed_chunk(chunk)
             if scanner.carry:
                 raise InputError(f"{f.path}: truncated BAM file (the last record is incomplete).")
         else:
             for (c_beg, u_beg), c_stop in spans:
                 scanner = _Scanner(plan, counts, min_mapq, f.path)
-                chunks = _inflated_chunks(f, c_beg, c_stop, pool, n_threads, advance)
-                first = next(chunks, b"")
-                scanner.feed(first, u_beg)
+                chunks = _inflated_chunks(f, c_beg, c_stop, pool, n_threads, advance, plan, min_mapq)
+                first = next(chunks, None)
+                if first is not None:
+                    scanner.feed(first.data, u_beg)
                 for chunk in chunks:
-                    scanner.feed(chunk)
+                    scanner.feed_chunk(chunk)
         if on_bytes and f.size > done[0]:
             on_bytes(f.size - done[0])  # the parts skipped with the index
     return counts
@@ -709,7 +797,7 @@ def _restricted_spans(f: _MappedFile, header: BamHeader, plan: CountPlan):
         c_end, u_end = end >> 16, end & 0xFFFF
         stop = c_end
         if u_end:  # the block holding the end offset is needed too: find its size
-            n, p_next, status = _find_blocks(f.array, c_end, f.size, 1, *(np.empty(1, np.int64) for _ in range(3)))
+            n, p_next, status = _find_blocks(f.array, c_end, f.size, np.empty((5, 1), np.int64))
             if n != 1:
                 return None
             stop = p_next

@@ -137,7 +137,6 @@ def fit_region(
     for k in range(N):  # work now holds lgamma(x_k + 1), R's
         work[k] = lgamma_r(x[k] + 1.0)
 
-    ini = 0.0
     for c in range(cyc):
         last = c == cyc - 1
         for i in range(n):

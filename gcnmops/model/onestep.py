@@ -257,9 +257,8 @@ class OneStepSpec:
                    min_read_count=float(min_read_count))
 
 
-@njit(parallel=True, cache=True)
-def _onestep_all(x, cov, lam, folds, log2_folds, prior, floor, min_read_count, main_idx, keep_post,
-                 lam_out, alpha_out, sini, cn, ini, post):
+def _onestep_all_py(x, cov, lam, folds, log2_folds, prior, floor, min_read_count, main_idx, keep_post,
+                    lam_out, alpha_out, sini, cn, ini, post):
     m = x.shape[0]
     n = folds.shape[0]
     nblocks = (m + BLOCK - 1) // BLOCK
@@ -275,18 +274,39 @@ def _onestep_all(x, cov, lam, folds, log2_folds, prior, floor, min_read_count, m
                                     post_r)
 
 
+#: one compiled specialization for every shape: a 1-column or 1-row matrix is both C- and F-contiguous, which
+#: would otherwise make numba compile (and cache) one variant per memory layout
+_SIGNATURE = ("void(float64[:, :], float64[:], float64[:], float64[:], float64[:], float64[:], float64, float64, "
+              "int64, boolean, float64[:, :], float64[:, :], float64[:, :], int8[:, :], float64[:], float64[:, :, :])")
+_DRIVER = None
+
+
+def _onestep_all(*args):
+    """The CPU driver, compiled on first use (not at import) for ``_SIGNATURE``."""
+    global _DRIVER
+    if _DRIVER is None:
+        _DRIVER = njit(_SIGNATURE, parallel=True, cache=True)(_onestep_all_py)
+    return _DRIVER(*args)
+
+
 def fit_onestep(x: np.ndarray, cov: np.ndarray, lam: np.ndarray, spec: OneStepSpec,
                 keep_post: bool = False) -> ModelOutput:
     """The one-step model of every region of ``x`` (m, N) with coverages ``cov`` (N,) and ``lam`` (m,), CPU."""
-    x = np.asarray(x, dtype=np.float64, order="F")
+    x = _plain(np.asarray(x, dtype=np.float64, order="F"))
     m, N = x.shape
     n = spec.folds.size
     out = ModelOutput.allocate(m, n, N, keep_post)
     post = out.post if keep_post else np.empty((1, 1, 1), order="F")
-    _onestep_all(x, np.ascontiguousarray(cov, dtype=np.float64), np.ascontiguousarray(lam, dtype=np.float64),
-                 spec.folds, spec.log2_folds, spec.prior, spec.floor, spec.min_read_count, spec.main_idx,
-                 keep_post, out.lam, out.alpha, out.sini, out.cn, out.ini, post)
+    _onestep_all(x, _plain(np.ascontiguousarray(cov, dtype=np.float64)),
+                 _plain(np.ascontiguousarray(lam, dtype=np.float64)), spec.folds, spec.log2_folds, spec.prior,
+                 float(spec.floor), float(spec.min_read_count), int(spec.main_idx), bool(keep_post), out.lam,
+                 out.alpha, out.sini, out.cn, out.ini, post)
     return out
+
+
+def _plain(a: np.ndarray) -> np.ndarray:
+    """``a`` itself, or a writable copy of a read-only array (the compiled signature takes writable arrays)."""
+    return a if a.flags.writeable else a.copy(order="K")
 
 
 # ------------------------------------------------------------------------------------------ GPU driver
@@ -337,7 +357,7 @@ def fit_onestep_gpu(x: np.ndarray, cov: np.ndarray, lam: np.ndarray, spec: OneSt
     n = spec.folds.size
     out = ModelOutput.allocate(m, n, N, keep_post)
     with cuda.gpus[device_id]:
-        tpb = GPU_THREADS_PER_BLOCK
+        tpb = min(GPU_THREADS_PER_BLOCK, 32 * ((m + 31) // 32))  # (a tiny matrix needs no full block)
         sms = getattr(cuda.get_current_device(), "MULTIPROCESSOR_COUNT", 1)  # (absent in the simulator)
         blocks = max(1, min((m + tpb - 1) // tpb, 16 * sms))
         nw = N if N <= GPU_LOCAL_WORK_MAX else 0

@@ -16,8 +16,8 @@
 # .state$host_hook) through which every later call goes. Data never crosses reticulate: R puts it in a
 # bridge environment (registered in .bridge under a key) and the engine reads and writes it in place
 # through rpy2. (reticulate 1.28 finalizes its Python objects without taking Python's lock, which rpy2
-# releases while R runs; so no reticulate object is made after start-up, and garbage is collected before
-# each call.) When R itself runs inside Python through rpy2, reticulate is not used at all: Python calls
+# releases while R runs; so no reticulate object is made after start-up, and reticulate garbage is
+# collected before each call: see .collect_python_garbage().) When R itself runs inside Python through rpy2, reticulate is not used at all: Python calls
 # gcnmops.rbridge.attach(), which registers the same callback.
 
 .state <- new.env(parent = emptyenv())   # host_hook (engine callback), last_run report
@@ -137,13 +137,28 @@ gcnmopsEngine <- function() {
   hook <- .engine()
   key <- .bridge_register(env)
   on.exit(.bridge_unregister(key), add = TRUE)
-  # reticulate objects (the user's, if any) must not be finalized while the engine runs R code
-  if (isTRUE(.state$reticulate) && isTRUE(getOption("gcn.mops.gcBeforeEngine", TRUE))) invisible(gc())
+  .collect_python_garbage()
   res <- hook(fun, key, ...)
   if (!is.null(res$error)) stop(res$error, call. = FALSE)
   for (m in unlist(res$messages)) message(m)
   for (w in unlist(res$warnings)) warning(w, call. = FALSE)
   res
+}
+
+# reticulate 1.28 releases a Python object from its R finalizer without taking Python's lock; the engine
+# runs R code through rpy2 with that lock released, and any garbage collection there may finalize such
+# objects: so they are collected here first, in R, where it is safe. gcn.mops itself makes no reticulate
+# objects after start-up; a young-generation collection (~5 ms) catches recent ones of the user, a full one
+# (~0.5 s with Bioconductor loaded) is made when reticulate is attached or a loaded package imports it, or
+# when options(gcn.mops.gcBeforeEngine = TRUE) asks for it (FALSE: none).
+.collect_python_garbage <- function() {
+  if (!isTRUE(.state$reticulate)) return(invisible())
+  opt <- getOption("gcn.mops.gcBeforeEngine", NA)
+  if (identical(opt, FALSE)) return(invisible())
+  full <- isTRUE(opt) || "package:reticulate" %in% search() ||
+    any(vapply(setdiff(loadedNamespaces(), c("gcn.mops", "reticulate")),
+               function(ns) "reticulate" %in% names(getNamespaceImports(ns)), TRUE))
+  invisible(gc(full = full))
 }
 
 # Hex address of the data of an R vector, as the engine sees it (for the zero-copy tests).

@@ -79,7 +79,7 @@ exomegcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
     out$sampleNames <- names(cols)
     out$rownames <- paste(out$chr_levels[out$chr_index], out$start, out$end, sep = "_")
     dimnames(X) <- list(out$rownames, out$sampleNames)  # our own matrix: set in place, as cn.mops names it
-  } else if (is.matrix(input) || is.vector(input)) {
+  } else if (is.matrix(input) || (is.vector(input) && is.atomic(input))) {
     if (!(is.numeric(input) || is.logical(input)))
       stop("All values must be greater or equal zero and finite.\n")
     if (is.matrix(input)) {
@@ -146,6 +146,8 @@ exomegcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
 }
 
 .gcn_mops <- function(input, args, dots, backend, devices, method = "cn.mops") {
+  tick <- function() proc.time()[["elapsed"]]
+  t0 <- tick()
   d <- .prepare_input(input)
   norm <- .check_args(args)
   args$norm <- norm
@@ -199,8 +201,9 @@ exomegcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
 
   if (norm == 1) message("Normalizing...")
   message("Starting local modeling, please be patient...  ")
+  t1 <- tick()
   res <- .call_engine("run_from_r", env, method)
-  .state$last_run <- res
+  t2 <- tick()
 
   if (norm == 0) {
     X <- env$X
@@ -215,5 +218,10 @@ exomegcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
   env$params <- params
   env$segmented <- m > 5
   env$chr_index <- d$chr_index
-  .build_result(env)
+  r <- .build_result(env)
+  t3 <- tick()
+  # seconds spent in R before the engine (input, checks, allocation), in the engine call, and after
+  res$r_timings <- list(prepare = t1 - t0, engine_call = t2 - t1, build = t3 - t2, total = t3 - t0)
+  .state$last_run <- res
+  r
 }

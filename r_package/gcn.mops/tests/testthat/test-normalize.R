@@ -1,12 +1,17 @@
 # normalizeChromosomes() / normalizeGenome(): cn.mops's signature; golden "normalize" case.
 
-test_that("normalizeChromosomes reproduces cn.mops on every normType x sizeFactor and with ploidy", {
+test_that("normalizeChromosomes reproduces cn.mops (each normType and sizeFactor; with ploidy)", {
   skip_if_no_engine()
   skip_if_no_golden("normalize")
   X <- golden_array("normalize", "input_counts")
   chr <- golden_array("normalize", "chr")
-  for (nt in c("poisson", "mean", "median", "quant", "mode")) {
-    for (sf in c("mean", "median", "quant", "mode")) {
+  # every normType and every sizeFactor once (the full grid is tests/test_normalize.py's, in Python)
+  combos <- list(c("poisson", "mean"), c("mean", "median"), c("median", "quant"), c("quant", "mode"),
+                 c("mode", "mean"), c("poisson", "mode"))
+  for (ns in combos) {
+    nt <- ns[1L]
+    sf <- ns[2L]
+    {
       gold <- golden_array("normalize", paste("norm", nt, sf, sep = "_"))
       mine <- normalizeChromosomes(X, chr = chr, normType = nt, sizeFactor = sf, qu = 0.25, quSizeFactor = 0.75)
       expect_identical(dim(mine), dim(gold))
