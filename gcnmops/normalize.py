@@ -18,8 +18,8 @@ from numba import njit, prange
 
 from .density import density_mode, quantiles7
 from .errors import InputError
-from .rstats import (double_double_div, mean_correctly_rounded, quantile7_low_index, quantile7_sorted, r_median, r_quantile, select_kth,
-                     two_sum_add)
+from .rstats import (ld_add_ld, ld_div, ld_mean, quantile7_low_index, quantile7_sorted, r_median, r_quantile,
+                     select_kth)
 
 __all__ = ["NORM_TYPES", "SIZE_FACTORS", "normalize_chromosomes", "normalize_genome", "sample_coverage"]
 
@@ -68,8 +68,8 @@ def _col_means(Y, r0, keep, n_keep):
         lo = 0.0
         for i in range(keep.shape[0]):
             if keep[i]:
-                hi, lo = two_sum_add(hi, lo, Y[r0 + i, k])
-        out[k] = double_double_div(hi, lo, float(n_keep))
+                hi, lo = ld_add_ld(hi, lo, Y[r0 + i, k], 0.0)
+        out[k] = ld_div(hi, lo, float(n_keep))[0]
     return out
 
 
@@ -260,15 +260,13 @@ def _coverages(X):
         buf = X[:, k].copy()
         q05 = _quantile7_of(buf, m, 0.05)
         q95 = _quantile7_of(buf, m, 0.95)
-        hi = 0.0
-        lo = 0.0
         cnt = 0
-        for i in range(m):
+        for i in range(m):  # buf is free again: gather the values between the quantiles
             v = X[i, k]
             if q05 < v < q95:
-                hi, lo = two_sum_add(hi, lo, v)
+                buf[cnt] = v
                 cnt += 1
-        out[k] = double_double_div(hi, lo, float(cnt)) if cnt > 0 else np.nan
+        out[k] = ld_mean(buf, cnt) if cnt > 0 else np.nan  # R's mean()
     return out
 
 
@@ -429,7 +427,7 @@ def _block_factors(Y, r0, silent, chrom, sample_idx, colsums, norm_type, size_fa
                          f"{chrom} (sizeFactor={size_factor!r}). Remove samples or regions without reads, or use "
                          "another sizeFactor.")
     if norm_type == "mean":
-        f = mean_correctly_rounded(sf, sf.size) / sf  # R: mean(sf) in long double
+        f = ld_mean(sf, sf.size) / sf  # R: mean(sf) in long double
     elif norm_type == "median":
         f = r_median(sf) / sf
     elif norm_type == "quant":
@@ -437,7 +435,7 @@ def _block_factors(Y, r0, silent, chrom, sample_idx, colsums, norm_type, size_fa
     elif norm_type == "mode":
         f = _most_frequent_nonzero(Y, r0, keep, 0, g) / sf
     else:  # poisson
-        f = mean_correctly_rounded(sf, sf.size) / sf  # R: mean(sf) in long double
+        f = ld_mean(sf, sf.size) / sf  # R: mean(sf) in long double
         mode = _poisson_mode(Y, r0, keep, f)
         if math.isfinite(mode):
             f = f / mode

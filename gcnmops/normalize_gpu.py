@@ -8,7 +8,7 @@ warnings and errors are the CPU's.
 
 Why identical: per chromosome block the GPU finds the silent rows (every count < 1) and sums the kept rows of
 each column; for whole numbers below 2^52 every partial sum is exact, so the sums equal the CPU's
-double-double sums and the host divides them with the CPU's ``double_double_div``. The poisson mode's
+double-double sums and the host divides them with the CPU's ``ld_div``. The poisson mode's
 variance-to-mean ratios run in a kernel with the CPU's operation order and no FMA contraction (IEEE-identical);
 their 95% quantile and the density mode are computed on the host by density.py as on the CPU. Scaling is one
 IEEE multiply per value.
@@ -24,7 +24,7 @@ import numpy as np
 from .density import density_mode, quantiles7
 from .normalize import (NORM_TYPES, SIZE_FACTORS, _SILENT_BELOW, _check_choice, _check_prob, _check_ploidy,
                         _chromosome_rows, _count_matrix, normalize_chromosomes)
-from .rstats import double_double_div, mean_correctly_rounded
+from .rstats import ld_div, ld_mean
 
 try:  # module level: the kernel's ``cuda`` must be a global (the CUDA simulator swaps module globals)
     from numba import cuda
@@ -171,10 +171,10 @@ def _normalize_device(out: np.ndarray, blocks, norm_type: str, t: dict) -> np.nd
             raise _Fallback(f"chromosome {chrom}: at most one non-silent row")
         sums = xp.asarray(Yb[keep_idx].sum(axis=0))
         sums = sums.get() if xp is not np else np.asarray(sums)
-        sf = np.array([double_double_div(float(s), 0.0, float(n_keep)) for s in sums])
+        sf = np.array([ld_div(float(s), 0.0, float(n_keep))[0] for s in sums])
         if (sf == 0).any() or np.isnan(sf).any():
             raise _Fallback("size factor 0 or NaN")
-        f = mean_correctly_rounded(sf, sf.size) / sf
+        f = ld_mean(sf, sf.size) / sf
         if norm_type == "poisson":
             rows_abs = (keep_idx + r0).astype(xp.int64)
             d_f = xp.asarray(f)

@@ -76,38 +76,114 @@ def quantile7_sorted(xs, n, p):
     return q
 
 
+# ------------------------------------------------------------------- R's long double (x87, 64-bit significand)
+# cn.mops's one-step model normalizes with R's rowSums/sum and averages with rowMeans, which accumulate in
+# long double: each partial sum is rounded to a 64-bit significand, and that rounding (then the rounding to
+# double) decides the last bit of about 1 value in 1000. A long double is held exactly as a double-double
+# (hi, lo) with hi = the value rounded to double.
 @register_jitable
-def two_sum_add(hi, lo, v):
-    """Add v to the double-double (hi, lo) without rounding error (Knuth's TwoSum); returns (hi, lo)."""
-    t = hi + v
-    bp = t - hi
-    lo += (hi - (t - bp)) + (v - bp)
-    return t, lo
-
-
-@register_jitable
-def double_double_div(hi, lo, n):
-    """(hi + lo) / n rounded once to double (Dekker's exact product for the residual)."""
-    q = hi / n
-    split = 134217729.0 * q
-    qh = split - (split - q)
-    ql = q - qh
-    split = 134217729.0 * n
-    nh = split - (split - n)
-    nl = n - nh
-    prod = q * n
-    err = ((qh * nh - prod) + qh * nl + ql * nh) + ql * nl
-    return q + (((hi - prod) - err) + lo) / n
+def _two_sum(a, b):
+    s = a + b
+    bp = s - a
+    return s, (a - (s - bp)) + (b - bp)
 
 
 @register_jitable
-def mean_correctly_rounded(v, n):
-    """The mean of v[0:n] rounded once, which is what R's long-double ``mean()``/``colMeans()`` give."""
+def _two_prod(a, b):
+    """a * b = p + e exactly (Dekker; no FMA needed)."""
+    p = a * b
+    t = 134217729.0 * a
+    ah = t - (t - a)
+    al = a - ah
+    t = 134217729.0 * b
+    bh = t - (t - b)
+    bl = b - bh
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+@register_jitable
+def round64(h, l, f):
+    """h + l + f rounded to a 64-bit significand, ties to even, as (hi, lo). (h, l): a normalized
+    double-double (h = fl(h + l)); f: a remainder far below l's last bit that only breaks ties."""
+    if h == 0.0:
+        return 0.0, 0.0
+    m, ex = math.frexp(h)
+    e = ex - 1
+    if abs(m) == 0.5:  # h a power of two: the sum has a smaller exponent if the rest points to zero
+        rest = l if l != 0.0 else f
+        if (rest < 0.0) != (h < 0.0) and rest != 0.0:
+            e -= 1
+    g = math.ldexp(1.0, e - 63)  # the last bit of a 64-bit significand at this exponent
+    u = l / g
+    fl = math.floor(u)
+    w = ((u - fl) - 0.5) + f / g
+    k = fl
+    if w > 0.0 or (w == 0.0 and fl % 2.0 != 0.0):
+        k = fl + 1.0
+    return _two_sum(h, k * g)
+
+
+@register_jitable
+def ld_add(hi, lo, v):
+    """The long double (hi, lo) plus the double v, rounded as the x87 does (non-negative operands)."""
+    s, e = _two_sum(hi, v)
+    t, f = _two_sum(e, lo)
+    h, l = _two_sum(s, t)
+    return round64(h, l, f)
+
+
+@register_jitable
+def ld_add_ld(ahi, alo, bhi, blo):
+    """The sum of the long doubles (ahi, alo) and (bhi, blo), rounded to a long double (any signs)."""
+    s, e = _two_sum(ahi, bhi)
+    t, f = _two_sum(alo, blo)
+    u, g = _two_sum(e, t)
+    h, l = _two_sum(s, u)
+    return round64(h, l, g + f)
+
+
+@register_jitable
+def ld_mean(v, n):
+    """R's ``mean()`` of v[0:n] as a double: a long double sum divided by n, then corrected by the long
+    double mean of the deviations (R's second pass)."""
     hi = 0.0
     lo = 0.0
     for k in range(n):
-        hi, lo = two_sum_add(hi, lo, v[k])
-    return double_double_div(hi, lo, float(n))
+        hi, lo = ld_add_ld(hi, lo, v[k], 0.0)
+    s_hi, s_lo = ld_div(hi, lo, float(n))
+    if not math.isfinite(s_hi):
+        return s_hi
+    t_hi = 0.0
+    t_lo = 0.0
+    for k in range(n):
+        d_hi, d_lo = ld_add_ld(v[k], 0.0, -s_hi, -s_lo)
+        t_hi, t_lo = ld_add_ld(t_hi, t_lo, d_hi, d_lo)
+    q_hi, q_lo = ld_div(t_hi, t_lo, float(n))
+    return ld_add_ld(s_hi, s_lo, q_hi, q_lo)[0]
+
+
+@register_jitable
+def r_colmean(v, n):
+    """R's ``colMeans``/``rowMeans`` of v[0:n] as a double: one long double sum divided by n (no second
+    pass, unlike ``mean()``)."""
+    hi = 0.0
+    lo = 0.0
+    for k in range(n):
+        hi, lo = ld_add_ld(hi, lo, v[k], 0.0)
+    return ld_div(hi, lo, float(n))[0]
+
+
+@register_jitable
+def ld_div(hi, lo, n):
+    """The long double (hi, lo) divided by n (a positive whole number), rounded to a long double."""
+    q1 = hi / n
+    p, pe = _two_prod(q1, n)
+    r = hi - p  # exact (Sterbenz)
+    c, d = _two_sum(r, -pe)
+    c2, d2 = _two_sum(c, lo)
+    q2 = (c2 + (d + d2)) / n
+    h, l = _two_sum(q1, q2)
+    return round64(h, l, 0.0)
 
 
 def r_quantile(x: np.ndarray, p: float) -> float:

@@ -34,7 +34,7 @@ from numba import njit, prange
 from numba.extending import register_jitable
 
 from .errors import InputError
-from .rstats import mean_correctly_rounded, median_inplace, quantile7_low_index, quantile7_sorted, select_kth
+from .rstats import ld_mean, median_inplace, quantile7_low_index, quantile7_sorted, select_kth
 from .tdist import (APPROX1_ERR, APPROX1_MAX_T, APPROX1_MIN_DOF, APPROX2_ERR, APPROX2_MAX_T, APPROX2_MIN_DOF,
                     approx_error_bound, log1p_fast, t_neglog_upper, t_tail_deviate_approx)
 
@@ -402,7 +402,7 @@ def _sd(x):
     n = x.shape[0]
     if n < 2:
         return math.nan
-    mu = mean_correctly_rounded(x, n)
+    mu = ld_mean(x, n)
     acc = 0.0
     for r in range(n):
         dv = x[r] - mu
@@ -677,7 +677,7 @@ def _fill_segments(values, firsts, ends, flags, offsets, dirty, out_start, out_e
             if flags[f + i, s] != 0:
                 out_start[o] = start + 1
                 out_end[o] = i + 1
-                out_mean[o] = mean_correctly_rounded(x[start:i + 1], i + 1 - start)  # R's long-double mean
+                out_mean[o] = ld_mean(x[start:i + 1], i + 1 - start)  # R's long-double mean
                 out_median[o] = _median_of(x, start, i + 1, buf)
                 o += 1
                 start = i + 1

@@ -38,7 +38,7 @@ from numba import njit, prange
 from numba.extending import register_jitable
 
 from .errors import InputError
-from .rstats import mean_correctly_rounded, quantile7_low_index, select_kth
+from .rstats import ld_mean, quantile7_low_index, select_kth
 from .segment import (INF_MESSAGE, NA_MESSAGE, _clean, _close_run, _kth_pair, _median_of, _median_side,
                       _quantile7_select, _resolve_params, _sd, _welford_var, exact_tail, position_scan,
                       window_constants)
@@ -606,7 +606,7 @@ def _fill_all(xt, offs, flags, out_off, out_start, out_end, out_mean, out_median
             if flags[f + i] != 0:
                 out_start[o] = start + 1
                 out_end[o] = i + 1
-                out_mean[o] = mean_correctly_rounded(x[start:i + 1], i + 1 - start)
+                out_mean[o] = ld_mean(x[start:i + 1], i + 1 - start)
                 out_median[o] = _median_of(x, start, i + 1, buf)
                 o += 1
                 start = i + 1

@@ -14,7 +14,7 @@ import math
 from numba.extending import register_jitable
 
 from ..rmath import lgamma_r
-from ..rstats import mean_correctly_rounded, median_inplace
+from ..rstats import ld_mean, median_inplace
 
 #: floor of an unnormalized class likelihood (cn.mops applies it before normalizing)
 LIKELIHOOD_FLOOR = 1e-100
@@ -167,4 +167,4 @@ def fit_region(
     for i in range(n):
         lam_out[i] = lam[i]
         alpha_out[i] = alpha[i]
-    return mean_correctly_rounded(work, N)
+    return ld_mean(work, N)  # R's mean()

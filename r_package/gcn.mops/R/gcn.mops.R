@@ -212,6 +212,7 @@ exomegcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
   }
   cov <- env$cov
   if (norm == 2) names(cov) <- sn
+  if (!is.null(res$version)) params$version <- res$version   # the cn.mops version whose results these are
   params$cov <- cov
   params$L <- env$L
   params$A <- env$A
