@@ -17,6 +17,10 @@ def _floats(text: str) -> list[float]:
     return [float(v) for v in text.split(",")]
 
 
+def _devices(text: str):
+    return "all" if text == "all" else [int(v) for v in text.split(",")]
+
+
 def _strings(text: str) -> list[str]:
     return [v.strip() for v in text.split(",")]
 
@@ -33,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="cn.mops (cohort), exome, haplo (haploid), reference (cases vs --controls), single")
     run.add_argument("--controls", help="reference method: the control samples' counts (same regions as INPUT)")
     run.add_argument("--backend", choices=["auto", "cpu", "gpu"], default="auto")
+    run.add_argument("--devices", type=_devices, help="GPU backend: device ids, comma separated, or 'all'")
     run.add_argument("--I", type=_floats, help="fold changes, comma separated (default: the method's)")
     run.add_argument("--classes", type=_strings, help="labels, comma separated (default: the method's)")
     run.add_argument("--prior-impact", type=float)
@@ -91,7 +96,10 @@ def _run(args) -> int:
             qu_size_factor=args.qu_size_factor, upper_threshold=args.upper_threshold,
             lower_threshold=args.lower_threshold, min_width=args.min_width, seg_algorithm=args.seg_algorithm,
             min_read_count=args.min_read_count, use_median=args.use_median,
-            return_posterior=args.return_posterior, backend=args.backend).items() if v is not None}
+            return_posterior=args.return_posterior, backend=args.backend, devices=args.devices).items()
+            if v is not None}
+        if "devices" in kwargs and args.method not in ("cn.mops", "exome"):
+            raise InputError("--devices applies to --method cn.mops and exome")
         if args.method in ("haplo", "reference", "single"):  # these methods always use segment means
             if kwargs.pop("use_median", False):
                 raise InputError(f"--use-median is not available with --method {args.method} "

@@ -49,13 +49,15 @@ def cn_mops(
     use_median: bool = False,
     return_posterior: bool = False,
     backend: str = "auto",
+    devices=None,
     **segment_args,
 ) -> CNVDetectionResult:
     """Detect CNVs in a cohort as Bioconductor's ``cn.mops()`` does, with its defaults.
 
     ``input``: a (regions x samples) numeric matrix, a pandas DataFrame (optional ``seqnames,
     start, end`` columns + one column per sample), a CountData, or a path (.rds, .tsv, .csv,
-    .parquet, .npz). ``backend``: "cpu", "gpu" or "auto". Extra keyword arguments go to the
+    .parquet, .npz). ``backend``: "cpu", "gpu" or "auto"; ``devices`` (GPU backend): None (device 0),
+    a device id, a list of ids or "all" (rows split across GPUs). Extra keyword arguments go to the
     segmentation (as cn.mops's ``...``). Returns a CNVDetectionResult.
     """
     params = CnMopsParams(
@@ -68,7 +70,8 @@ def cn_mops(
     timings: dict = {}
     with _stage(timings, "read"):
         data = input if isinstance(input, CountData) else read_counts(input)
-    return run_mops(data, params, backend=backend, timings=timings)
+    fit_options = {} if devices is None else {"devices": devices}
+    return run_mops(data, params, backend=backend, timings=timings, **fit_options)
 
 
 def run_mops(data: CountData, params: CnMopsParams, backend: str = "auto", timings: dict | None = None,
