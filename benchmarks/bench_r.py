@@ -14,7 +14,8 @@ Same simulated counts (benchmarks/bench_pipeline.py's cohort: 22 chromosomes of 
   ``gcn.mops:::.state$last_run``: R before the engine (input, checks, allocation), the engine call (bridge in,
   pipeline, bridge out) and R after it (labels, GRanges, the S4 object).
   Overhead = R wall - Python wall, as a share of the Python wall.
-* Host memory: peak resident set (VmHWM) of the R process (R + the embedded Python engine) against
+* Host memory: peak resident set (VmHWM) of a fresh R process (R + the embedded Python engine) over the
+  engine's start-up and one run, against
   (a) a plain R baseline: the same R process state without the run (GenomicRanges loaded, the GRanges
   built), and (b) unless ``--no-cnmops-sim``, a pure-R lower bound of cn.mops's peak: the same input, its
   double matrix and normalized copy, and cn.mops's per-region result list (``res``, one list of lambda,
@@ -84,6 +85,20 @@ mcols(gr) <- DataFrame(counts, check.names = FALSE)
 rm(chr, start)
 invisible(gc())
 base <- hwm()
+"""
+
+# Host memory of one run in a fresh R process: the engine started (warm-up on 3,000 rows), then one run.
+_R_GCNMOPS_MEMORY = _R_COMMON + r"""
+backend <- args[2]
+suppressPackageStartupMessages(library(gcn.mops))
+invisible(suppressMessages(gcn.mops(gr[1:3000], backend = backend)))
+invisible(gc())
+before <- hwm()
+r <- suppressMessages(gcn.mops(gr, backend = backend))
+peak <- hwm()
+invisible(gc())
+cat("JSON", jsonlite::toJSON(list(base = as.list(base), before = as.list(before), peak = as.list(peak),
+    after_gc = as.list(hwm()), result_mb = as.numeric(object.size(r)) / 2^20), auto_unbox = TRUE, digits = NA), "\n")
 """
 
 _R_GCNMOPS = _R_COMMON + r"""
@@ -207,11 +222,15 @@ def main() -> None:
         del result
 
         r = _rscript(_R_GCNMOPS, [str(tmp), args.backend, str(args.repeat)], env)
+        mem = _rscript(_R_GCNMOPS_MEMORY, [str(tmp), args.backend], env)
         base = _rscript(_R_BASELINE, [str(tmp)], env)
         sim = None if args.no_cnmops_sim else _rscript(_R_CNMOPS_SIM, [str(tmp)], env)
 
     rm = _median_run(r["runs"])
     overhead = rm["wall"] - py["wall"]
+    # R's own share of each R run: the call's wall time less the engine pipeline's time inside it
+    intrinsic = [x["wall"] - x["bridge"]["pipeline"] for x in r["runs"]]
+    intrinsic_med = sorted(intrinsic)[len(intrinsic) // 2]
     out = {
         "shape": [args.regions, args.samples], "backend": args.backend, "cores": os.cpu_count(),
         "python": {"wall_median": py["wall"], "walls": [x["wall"] for x in py_runs], "stages": py["engine"],
@@ -221,9 +240,13 @@ def main() -> None:
               "warmup": r["warmup"], "integer": r["integer"], "matrix_input": r["matrix"],
               "segments": r["segments"], "cnvs": r["cnvs"], "result_object_mb": r["result_mb"]},
         "overhead_s": overhead, "overhead_pct_of_python": 100.0 * overhead / py["wall"],
+        "r_own_s": intrinsic, "r_own_s_median": intrinsic_med,
+        "r_own_pct_of_python": 100.0 * intrinsic_med / py["wall"],
+        "r_own_pct_of_pipeline": 100.0 * intrinsic_med / rm["bridge"]["pipeline"],
         "memory_mb": {"r_baseline_gr": base["base"]["hwm_mb"], "r_baseline_gr_plus_double_matrix":
-                      base["with_matrix"]["hwm_mb"], "gcnmops_before_run": r["before"]["hwm_mb"],
-                      "gcnmops_peak": r["after"]["hwm_mb"], "gcnmops_rss_after": r["after"]["rss_mb"],
+                      base["with_matrix"]["hwm_mb"], "gcnmops_engine_started": mem["before"]["hwm_mb"],
+                      "gcnmops_peak_one_run": mem["peak"]["hwm_mb"], "gcnmops_after_gc": mem["after_gc"]["rss_mb"],
+                      "gcnmops_peak_after_repeats": r["after"]["hwm_mb"],
                       "cnmops_lower_bound_peak": None if sim is None else sim["peak"]["hwm_mb"],
                       "cnmops_lower_bound_seconds": None if sim is None else sim["seconds"]},
     }

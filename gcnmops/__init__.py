@@ -2,6 +2,7 @@
 
 Data path: read (io) -> normalize -> model (EM per region) -> segment -> call -> integer copy numbers.
 """
+from .counting import count_reads
 from .data import CountData
 from .errors import InputError
 from .family import exome_cn_mops, haplo_cn_mops, reference_cn_mops, single_cn_mops
@@ -28,5 +29,5 @@ def __getattr__(name: str):
 __all__ = [
     "cn_mops", "exome_cn_mops", "haplo_cn_mops", "reference_cn_mops", "single_cn_mops",
     "calc_integer_copy_numbers", "calc_fractional_copy_numbers", "make_robust_cnvr", "normalize_chromosomes", "normalize_genome",
-    "segment", "read_counts", "run_many", "CNVDetectionResult", "CountData", "InputError",
+    "segment", "read_counts", "count_reads", "run_many", "CNVDetectionResult", "CountData", "InputError",
 ]

@@ -2,26 +2,30 @@
 
 Two directions, one module:
 
-* **R calls Python** (the R package ``gcn.mops``, through reticulate). R prepares an environment
-  (the *bridge environment*): the count matrix, the regions, the parameters, and every numeric result
-  matrix already allocated by R (with its final dimnames). R registers it under a key and calls
-  :func:`run_from_r` with that key (only short strings cross reticulate). Here rpy2 attaches to the
-  same R process, views the input matrix in place (:func:`r_array`: a numpy array over R's memory,
-  no copy), and the engine writes lambda, alpha, sINI, INI, the expected-class indices and the
-  posteriors straight into the R-allocated matrices (``gcnmops.model.fit(out=...)``; on a GPU the
-  device-to-host copies land in R memory). The tables (segments, CNVs, CNV regions) go back into the
-  environment as plain integer/double vectors; R builds the GRanges and the copy-number label
-  matrices itself, by vectorized indexing ``classes[idx + 1L]``.
+* **R calls the engine** (the R package ``gcn.mops``). reticulate only starts Python in the R process
+  and runs ``attach(force=True)``: rpy2 attaches to the running R and registers an R function (an rpy2
+  callback, :func:`_host_dispatch`) through which every later call goes; no data crosses reticulate
+  (reticulate 1.28 would also finalize its objects without Python's lock, which rpy2 releases while R
+  runs). R prepares a *bridge environment* - the count matrix, the regions, the parameters, and every
+  numeric result matrix already allocated by R with its final dimnames - registers it under a key and
+  calls e.g. :func:`run_from_r` with that key. The engine views the input matrix in place
+  (:func:`r_array`: a numpy array over R's memory, no copy) and writes lambda, alpha, sINI, INI, the
+  expected-class indices (a raw matrix) and the posteriors straight into the R-allocated matrices
+  (``run_mops(out=...)`` -> ``model.fit(out=...)``; on a GPU the device-to-host copies land in R memory).
+  The tables (segments, CNVs, CNV regions) go back into the environment as integer/double vectors; R
+  builds the GRanges and the copy-number label matrices itself, by vectorized indexing
+  ``classes[idx + 1L]``. When Python hosts R (rpy2), :func:`attach` registers the same callback.
 * **Python calls R** (:func:`to_r`, :func:`from_r`, :func:`write_rds`, :func:`read_rds_result`):
   a :class:`~gcnmops.result.CNVDetectionResult` becomes the R ``CNVDetectionResult`` S4 object
   (built by the R package's own builder, so both directions give the same object), and an R result
   (ours or cn.mops's) becomes a Python result whose numeric matrices are views of R's memory.
 
-Copies that remain, by design: integer read counts are converted to double once (R's integer
-vectors are 32-bit; the model reads doubles); the normalized matrix and the individual calls are
-computed by the engine into its own arrays and copied once into the R matrices (``norm=0`` needs no
-copy: the slot is the input matrix itself). rpy2 is imported lazily; the rest of gcnmops works
-without R.
+Copies that remain, by design: integer read counts are converted to double once, in R (R's integers
+are 32-bit; the model reads doubles); the normalized matrix and the individual calls are computed by
+the engine into its own arrays and copied once into the R matrices (``norm=0`` needs no copy: the
+slot is the input matrix itself); the family's other entry points (haplo, reference, single) have no
+preallocated-output path yet, so their outputs are copied once into R memory. rpy2 is imported
+lazily; the rest of gcnmops works without R.
 """
 from __future__ import annotations
 
@@ -44,9 +48,6 @@ from .params import VERSION, CnMopsParams
 from .result import SEGMENT_COLUMNS, CNVDetectionResult
 
 log = logging.getLogger("gcnmops")
-
-#: R package holding the result builder and the bridge registry
-R_PACKAGE = "gcn.mops"
 
 #: cn.mops's argument names -> CnMopsParams fields
 _R_ARGS = {

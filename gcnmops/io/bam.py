@@ -166,16 +166,20 @@ class _MappedFile:
             self._fh.close()
             raise InputError(f"BAM file {path} is empty.")
         self.size = size
-        self._mm = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            self._mm = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError) as err:
+            self._fh.close()
+            raise InputError(f"Cannot map BAM file {path} into memory ({err}): give a regular file.") from None
         self.view = memoryview(self._mm)
         self.array = np.frombuffer(self._mm, dtype=np.uint8)
 
     def close(self) -> None:
         del self.array
-        self.view.release()
         try:
+            self.view.release()
             self._mm.close()
-        except BufferError:  # a view handed out is still alive; the map goes with the last one
+        except BufferError:  # a slice handed to a pool thread is still alive; the map goes with it
             pass
         self._fh.close()
 

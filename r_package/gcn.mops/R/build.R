@@ -11,6 +11,7 @@
 # "segments" (singlecn.mops), the same fields as the segments).
 
 .regions_granges <- function(env) {
+  if (!is.null(env$gr)) return(sortSeqlevels(env$gr))   # gcn.mops(): made from the input GRanges
   chr <- env$chr_levels[env$chr_index]
   si <- env$seqinfo
   gr <- if (is.null(si)) GRanges(chr, IRanges(env$start, env$end))
