@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from numba import njit, prange
 
 from .result import SEGMENT_COLUMNS
 from .segment import segment_columns
@@ -45,8 +46,10 @@ def empty_cnvr(sample_names: list[str]) -> pd.DataFrame:
 
 def call_cnvs(sini: np.ndarray, gr: pd.DataFrame, blocks: list[tuple[str, int, int]], sample_names: list[str],
               upper_threshold: float, lower_threshold: float, min_width: int, use_median: bool,
-              segment_args: dict | None = None) -> Calls:
+              segment_args: dict | None = None, segmenter=segment_columns) -> Calls:
     """Segment every sample's sINI per chromosome and call CNVs as cn.mops does (segAlgorithm "fast").
+
+    ``segmenter``: ``segment.segment_columns`` or a drop-in with its signature and result (the GPU one).
 
     ``sini``: (m, N) order F; ``gr``: m rows seqnames/start/end; ``blocks``: (name, first, end) per
     chromosome in order of appearance.
@@ -54,7 +57,7 @@ def call_cnvs(sini: np.ndarray, gr: pd.DataFrame, blocks: list[tuple[str, int, i
     m, n_samples = sini.shape
     if m < MIN_REGIONS_TO_SEGMENT:
         return Calls(np.array(sini, order="F"), empty_segments(), empty_segments(), empty_cnvr(sample_names))
-    seg = segment_columns(sini, [(b, e) for _, b, e in blocks], min_seg=min_width, **(segment_args or {}))
+    seg = segmenter(sini, [(b, e) for _, b, e in blocks], min_seg=min_width, **(segment_args or {}))
     return calls_from_segments(seg, gr, blocks, sample_names, upper_threshold, lower_threshold, min_width,
                                use_median, m=m, n_samples=n_samples)
 
@@ -93,13 +96,22 @@ def calls_from_segments(seg: pd.DataFrame, gr: pd.DataFrame, blocks, sample_name
 
 
 def _fill_by_segment(stat, sample, row_start, row_end, m: int, n_samples: int) -> np.ndarray:
-    """(m, N) matrix whose column k holds, for every row, ``stat`` of the sample-k segment covering it."""
-    order = np.lexsort((row_start, sample))
-    lengths = (row_end - row_start + 1)[order]
-    values = np.repeat(stat[order], lengths)
-    if values.size != m * n_samples:
+    """(m, N) order-F matrix whose column k holds, for every row, ``stat`` of the sample-k segment covering it."""
+    if int(np.sum(row_end - row_start + 1)) != m * n_samples:
         raise RuntimeError("segments do not tile every sample's regions")  # internal invariant
-    return values.reshape(n_samples, m).T  # a C (N, m) block transposed is (m, N) order F
+    out = np.empty((m, n_samples), order="F")
+    _fill(np.ascontiguousarray(stat, dtype=np.float64), np.ascontiguousarray(sample, dtype=np.int64),
+          np.ascontiguousarray(row_start, dtype=np.int64), np.ascontiguousarray(row_end, dtype=np.int64), out)
+    return out
+
+
+@njit(parallel=True, cache=True)
+def _fill(stat, sample, row_start, row_end, out):
+    for r in prange(stat.shape[0]):
+        k = sample[r]
+        v = stat[r]
+        for i in range(row_start[r], row_end[r] + 1):
+            out[i, k] = v
 
 
 def _cnv_regions(block, row_start, row_end, names, gr_start, gr_end, sample_names) -> pd.DataFrame:

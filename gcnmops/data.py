@@ -53,12 +53,10 @@ class CountData:
         idx = np.arange(1, self.n_regions + 1, dtype=np.int64)
         return pd.DataFrame({"seqnames": UNDEF_CHROMOSOME, "start": idx, "end": idx})
 
-    def region_names(self) -> list[str]:
-        """cn.mops's row names: "chr_start_end" for ranged input, None-equivalent (empty) for a matrix."""
-        if self.ranges is None:
-            return []
-        r = self.ranges
-        return (r["seqnames"].astype(str) + "_" + r["start"].astype(str) + "_" + r["end"].astype(str)).tolist()
+
+def region_names(gr: pd.DataFrame) -> list[str]:
+    """cn.mops's row names of ranged input: "chr_start_end" for every row of ``gr``."""
+    return (gr["seqnames"].astype(str) + "_" + gr["start"].astype(str) + "_" + gr["end"].astype(str)).tolist()
 
 
 def validate_counts(values: np.ndarray, what: str = "read count matrix") -> np.ndarray:

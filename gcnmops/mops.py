@@ -116,7 +116,7 @@ def assemble_result(data: CountData, params: CnMopsParams, out, normalized: np.n
         gr=gr, normalized_data=normalized, local_assessments=out.sini, individual_call=calls.individual_call,
         ini_call=out.ini, cn_index=out.cn, posterior_probs=out.post, params=result_params,
         segmentation=calls.segmentation, cnvs=calls.cnvs, cnvr=calls.cnvr, sample_names=list(data.sample_names),
-        region_names=data.region_names(), timings=timings,
+        ranged=data.ranges is not None, timings=timings,
     )
 
 

@@ -926,8 +926,6 @@ def from_r(obj) -> CNVDetectionResult:
         post = _get(d, "posteriorProbs")
         m = len(gr)
         matrix_input = bool((gr["seqnames"] == "undef").all() and (gr["start"].to_numpy() == np.arange(1, m + 1)).all())
-        region_names = [] if matrix_input else (gr["seqnames"].astype(str) + "_" + gr["start"].astype(str) + "_"
-                                                + gr["end"].astype(str)).tolist()
         cnvr_t = _get(d, "cnvr")
         cnvr = _table_from_r(cnvr_t)
         if cnvr is None:
@@ -950,7 +948,7 @@ def from_r(obj) -> CNVDetectionResult:
             cn_index=cn.astype(np.int8, order="F"), posterior_probs=None if post is None else r_array(post),
             params=params, segmentation=_segments_from_r(_get(d, "segmentation"), classes),
             cnvs=_segments_from_r(_get(d, "cnvs"), classes), cnvr=cnvr, sample_names=list(samples),
-            region_names=region_names,
+            ranged=not matrix_input,
         )
 
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
+from .data import region_names as row_names_of
+
 SEGMENT_COLUMNS = ["seqnames", "start", "end", "sampleName", "median", "mean", "CN"]
 
 
@@ -38,12 +40,17 @@ class CNVDetectionResult:
     cnvs: pd.DataFrame
     cnvr: pd.DataFrame
     sample_names: list[str]
-    region_names: list[str] = field(default_factory=list)
+    ranged: bool = True
     timings: dict = field(default_factory=dict)
 
     @property
     def classes(self) -> list[str]:
         return list(self.params["classes"])
+
+    @property
+    def region_names(self) -> list[str]:
+        """cn.mops's row names ("chr_start_end") for ranged input; empty for a bare matrix (built on demand)."""
+        return row_names_of(self.gr) if self.ranged else []
 
     @property
     def integer_copy_number(self) -> np.ndarray:
