@@ -90,13 +90,7 @@ def main() -> None:
     print(f"{'whole pipeline':<22}{total:>9.3f}   cn.mops {ref:.1f} s -> {ref / total:.1f}x faster")
     if len(runs) > 1:
         print("whole pipeline, every run: " + ", ".join(f"{r['whole']:.3f}" for r in runs))
-    t0 = time.perf_counter()
-    data.region_names()
-    t_names = time.perf_counter() - t0
-    print(f"of the result assembly, data.region_names() alone: {t_names:.3f} s; whole pipeline without it: "
-          f"{total - t_names:.3f} s")
-    report = dict(regions=args.regions, samples=args.samples, backend=args.backend, cores=os.cpu_count(), runs=runs,
-                  region_names_s=t_names)
+    report = dict(regions=args.regions, samples=args.samples, backend=args.backend, cores=os.cpu_count(), runs=runs)
     if args.check:
         report["check"] = check_segmentation(result)
         print("check:", report["check"])
