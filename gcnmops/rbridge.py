@@ -311,7 +311,9 @@ def _collect_messages():
 
     class _Handler(logging.Handler):
         def emit(self, record):
-            messages.append(record.getMessage())
+            text = record.getMessage()
+            if text not in messages:  # once per call (stages may log the same fallback line)
+                messages.append(text)
 
     handler = _Handler(level=logging.INFO)
     old_level = log.level
@@ -736,8 +738,13 @@ def engine_info(key: str) -> dict:
     import gcnmops
     from .model import gpu_usable
 
+    try:
+        layer = numba.threading_layer()
+    except ValueError:  # no parallel kernel has run yet
+        layer = ""
     return {"python": sys.executable, "gcnmops": gcnmops.__version__, "numpy": np.__version__,
-            "numba": numba.__version__, "threads": numba.get_num_threads(), "gpu": bool(gpu_usable())}
+            "numba": numba.__version__, "threads": numba.get_num_threads(), "threading_layer": layer,
+            "gpu": bool(gpu_usable())}
 
 
 # --------------------------------------------------------------------------------------------
