@@ -541,8 +541,16 @@ def _final_ends(x, alpha, t_hi, t_lo, default_t, no_merge, min_seg, eps, eps_giv
     for i in range(m):
         if code[i] > 0 and yv[i] + ev[i] >= lower:
             p[i] = exact_tail(S, Q, i, code[i], w, V)
-    # local maxima (S and Q are free from here on)
-    stat = S
+    # local maxima, breakpoints, merging (S is free from here on)
+    return segment_ends_from_stat(x, p, S, work, flags, h, alpha, no_merge, t_hi, t_lo, min_seg)
+
+
+@njit(cache=True, error_model="numpy")
+def segment_ends_from_stat(x, p, stat, work, flags, h, alpha, no_merge, t_hi, t_lo, min_seg):
+    """From the per-position statistic ``p`` (m) of ``x``: local maxima (into ``stat``), breakpoints and
+    merging; marks the final segment ends in ``flags`` (1) and returns their number. ``stat``, ``work``:
+    scratch (m). Shared by the CPU and the GPU segmentation."""
+    m = x.shape[0]
     for i in range(m):
         v = p[i]
         if h > 0 and i - h > 0 and i + h < m and v > 0.0:

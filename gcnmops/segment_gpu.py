@@ -45,8 +45,8 @@ from numba import njit, prange
 from numba.extending import register_jitable
 
 from .errors import InputError
-from .rstats import ld_mean, quantile7_low_index, select_kth
-from .segment import (INF_MESSAGE, NA_MESSAGE, _clean, _close_run, _kth_pair, _median_of, _median_side,
+from .rstats import ld_mean, quantile7_low_index
+from .segment import (INF_MESSAGE, NA_MESSAGE, _clean, _kth_pair, _median_of, segment_ends_from_stat,
                       _quantile7_select, _resolve_params, _sd, _welford_var, exact_tail, position_scan,
                       window_constants)
 
@@ -494,74 +494,8 @@ def _finish_one(x, p, js, full, eps, V, t_hi, t_lo, alpha, no_merge, min_seg, de
                                     qbuf, js[i], full)
                     exact[i] = True
                     nre += 1
-    # 4. segment._final_ends from its local maxima on, on the (now decision-equivalent) statistic
-    stat = S
-    work = Q
-    for i in range(m):
-        v = p[i]
-        if h > 0 and i - h > 0 and i + h < m and v > 0.0:
-            for r in range(i - h, i + h + 1):
-                if p[r] > v:
-                    v = 0.0
-                    break
-        stat[i] = v
-    if alpha < 1.0:
-        for i in range(m):
-            work[i] = stat[i]
-        thr = _quantile7_select(work, m, 1.0 - alpha)
-        for i in range(m):
-            if stat[i] > thr:
-                flags[i] = 2
-    else:
-        k = int(math.floor(alpha))
-        if k > m:
-            k = m
-        if k > 0:
-            for i in range(m):
-                work[i] = -stat[i]
-            kth = -select_kth(work, m, k - 1)
-            above = 0
-            for i in range(m):
-                if stat[i] > kth:
-                    above += 1
-            ties = k - above
-            for i in range(m):
-                if stat[i] > kth:
-                    flags[i] = 2
-                elif stat[i] == kth and ties > 0:
-                    flags[i] = 2
-                    ties -= 1
-    flags[m - 1] = 2
-    if no_merge:
-        count = 0
-        for i in range(m):
-            if flags[i] == 2:
-                flags[i] = 1
-                count += 1
-            else:
-                flags[i] = 0
-        return count, nre
-    seg_start = 0
-    run_kind = 0
-    run_start = 0
-    for i in range(m):
-        if flags[i] != 2:
-            continue
-        flags[i] = 0
-        kind = _median_side(x, seg_start, i + 1, t_hi, t_lo, work)
-        if kind != run_kind:
-            if run_kind != 0:
-                _close_run(flags, run_start, seg_start - 1, min_seg)
-            run_kind = kind
-            run_start = seg_start
-        seg_start = i + 1
-    if run_kind != 0:
-        _close_run(flags, run_start, m - 1, min_seg)
-    flags[m - 1] = 1
-    count = 0
-    for i in range(m):
-        count += flags[i]
-    return count, nre
+    # 4. the rest of segment._final_ends on the (now decision-equivalent) statistic
+    return segment_ends_from_stat(x, p, S, Q, flags, h, alpha, no_merge, t_hi, t_lo, min_seg), nre
 
 
 @njit(parallel=True, cache=True, error_model="numpy", nogil=True)

@@ -260,7 +260,7 @@ def fit_onestep_gpu(x: np.ndarray, cov: np.ndarray, lam: np.ndarray, spec: OneSt
     out = ModelOutput.allocate(m, n, N, keep_post)
     with cuda.gpus[device_id]:
         tpb = min(GPU_THREADS_PER_BLOCK, 32 * ((m + 31) // 32))  # (a tiny matrix needs no full block)
-        sms = getattr(cuda.get_current_device(), "MULTIPROCESSOR_COUNT", 1)  # (absent in the simulator)
+        sms = getattr(cuda.gpus[device_id], "MULTIPROCESSOR_COUNT", 1)  # (absent in the simulator)
         blocks = max(1, min((m + tpb - 1) // tpb, 16 * sms))
         nw = N if N <= GPU_LOCAL_WORK_MAX else 0
         work = cuda.device_array((N if nw == 0 else 1, blocks * tpb if nw == 0 else 1), order="F")
