@@ -757,13 +757,9 @@ def _resolve_params(alpha, seg_median_t, min_seg, eps, delta, max_int, cyber_wei
 # public API
 # ---------------------------------------------------------------------------------------------------------
 
-def segment_columns_arrays(values: np.ndarray, blocks, alpha=0.05, seg_median_t=None, min_seg=3, eps=None,
-                           delta=20, max_int=40, cyber_weight=50, *, reference: bool = False) -> dict:
-    """Like ``segment_columns`` but returns a dict of arrays (block, sample, start, end, mean, median).
-
-    ``reference=True`` evaluates every t tail exactly instead of screening with the approximation (same
-    result, several times slower; for verification).
-    """
+def checked_columns(values, blocks) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``values`` as a float64 (m, N) order-F matrix and the blocks' first rows and end rows (int64), or
+    InputError."""
     values = np.asarray(values)
     if values.ndim == 1:
         values = values.reshape(-1, 1)
@@ -772,13 +768,24 @@ def segment_columns_arrays(values: np.ndarray, blocks, alpha=0.05, seg_median_t=
     if values.dtype.kind not in "iuf":
         raise InputError("values must be numeric.")
     values = np.asarray(values, dtype=np.float64, order="F")
-    m, N = values.shape
-    params = _resolve_params(alpha, seg_median_t, min_seg, eps, delta, max_int, cyber_weight)
     blocks = list(blocks)
     firsts = np.array([int(b[0]) for b in blocks], dtype=np.int64)
     ends = np.array([int(b[1]) for b in blocks], dtype=np.int64)
-    if ((firsts < 0) | (ends > m) | (ends < firsts)).any():
+    if ((firsts < 0) | (ends > values.shape[0]) | (ends < firsts)).any():
         raise InputError("blocks must be (first_row, end_row_exclusive) pairs within the matrix.")
+    return values, firsts, ends
+
+
+def segment_columns_arrays(values: np.ndarray, blocks, alpha=0.05, seg_median_t=None, min_seg=3, eps=None,
+                           delta=20, max_int=40, cyber_weight=50, *, reference: bool = False) -> dict:
+    """Like ``segment_columns`` but returns a dict of arrays (block, sample, start, end, mean, median).
+
+    ``reference=True`` evaluates every t tail exactly instead of screening with the approximation (same
+    result, several times slower; for verification).
+    """
+    values, firsts, ends = checked_columns(values, blocks)
+    m, N = values.shape
+    params = _resolve_params(alpha, seg_median_t, min_seg, eps, delta, max_int, cyber_weight)
     flags = np.zeros((m, N), dtype=np.int8, order="F")
     ntask = firsts.size * N
     counts = np.zeros(ntask, dtype=np.int64)

@@ -46,7 +46,7 @@ from numba.extending import register_jitable
 
 from .errors import InputError
 from .rstats import ld_mean, quantile7_low_index
-from .segment import (INF_MESSAGE, NA_MESSAGE, _clean, _kth_pair, _median_of, segment_ends_from_stat,
+from .segment import (INF_MESSAGE, NA_MESSAGE, _clean, checked_columns, _kth_pair, _median_of, segment_ends_from_stat,
                       _quantile7_select, _resolve_params, _sd, _welford_var, exact_tail, position_scan,
                       window_constants)
 
@@ -602,21 +602,9 @@ def segment_columns_arrays_gpu(values: np.ndarray, blocks, alpha=0.05, seg_media
     seconds and counts (candidates, recomputed). ``statistic``: a replacement for ``gpu_statistic`` (same
     arguments; tests pass perturbed CPU values). ``full_recompute``: positions whose decisions the GPU values
     leave open are recomputed by the whole CPU scan instead of the CPU tail of the GPU's best window."""
-    values = np.asarray(values)
-    if values.ndim == 1:
-        values = values.reshape(-1, 1)
-    if values.ndim != 2:
-        raise InputError("values must be a (regions x samples) matrix.")
-    if values.dtype.kind not in "iuf":
-        raise InputError("values must be numeric.")
-    values = np.asarray(values, dtype=np.float64, order="F")
+    values, firsts, ends = checked_columns(values, blocks)
     m, N = values.shape
     params = _resolve_params(alpha, seg_median_t, min_seg, eps, delta, max_int, cyber_weight)
-    blocks = list(blocks)
-    firsts = np.array([int(b[0]) for b in blocks], dtype=np.int64)
-    ends = np.array([int(b[1]) for b in blocks], dtype=np.int64)
-    if ((firsts < 0) | (ends > m) | (ends < firsts)).any():
-        raise InputError("blocks must be (first_row, end_row_exclusive) pairs within the matrix.")
     t = {} if timings is None else timings
     ntask = firsts.size * N
     lens = np.repeat(ends - firsts, N)
