@@ -1,14 +1,22 @@
-"""CPU driver of the per-region EM: numba, parallel over blocks of regions."""
+"""CPU driver of the EM: numba, parallel over blocks of regions, each block fitted in lane groups.
+
+Within a block the regions that need modelling (not the minReadCount short-cut) are fitted ``LANES`` at
+a time by ``em.fit_lanes``, the region index fastest so that the compiler vectorizes across regions;
+every sum runs in cn.mops's order per region, so the results are bit-identical to cn.mops's.
+"""
 from __future__ import annotations
 
 import numpy as np
 from numba import njit, prange
 
-from .em import fit_region
+from ..rstats import ld_mean
+from .em import all_at_most, fit_lanes, last_estep_outputs, prior_answer
 from .spec import ModelOutput, ModelSpec
 
 #: regions per parallel work item (scratch is allocated once per block)
-BLOCK = 256
+BLOCK = 1024
+#: regions fitted side by side (measured best on AVX2: 32-64; the loops vectorize 4 wide, unrolled)
+LANES = 64
 
 
 @njit(parallel=True, cache=True)
@@ -16,20 +24,52 @@ def _fit_all(x, cov, folds, log2_folds, alpha_init, alpha_prior, prior_sum, cyc,
              main_idx, keep_post, lam, alpha, sini, cn, ini, post):
     m, N = x.shape
     n = folds.shape[0]
+    unit_cov = True
+    for k in range(N):
+        if cov[k] != 1.0:
+            unit_cov = False
     nblocks = (m + BLOCK - 1) // BLOCK
     for b in prange(nblocks):
-        work = np.empty(max(N, n))
-        a_s = np.empty(n)
-        l_s = np.empty(n)
-        ll_s = np.empty(n)
-        acc = np.empty(n)
-        p = np.empty((n, N))
-        for r in range(b * BLOCK, min(m, (b + 1) * BLOCK)):
+        lo = b * BLOCK
+        hi = min(m, lo + BLOCK)
+        rows = np.empty(hi - lo, np.int64)
+        nrows = 0
+        for r in range(lo, hi):
             post_r = post[r] if keep_post else post[0]
-            ini[r] = fit_region(
-                x[r], cov, folds, log2_folds, alpha_init, alpha_prior, prior_sum, cyc, min_read_count,
-                main_idx, keep_post, True, work, a_s, l_s, ll_s, acc, p, lam[r], alpha[r], sini[r], cn[r], post_r,
-            )
+            if all_at_most(x[r], min_read_count):
+                ini[r] = prior_answer(main_idx, keep_post, lam[r], alpha[r], sini[r], cn[r], post_r)
+            else:
+                rows[nrows] = r
+                nrows += 1
+        xb = np.empty((N, LANES))
+        work = np.empty(max(N, n))
+        g = np.empty((N, LANES))
+        s = np.empty((N, LANES))
+        lam_b = np.empty((n, LANES))
+        alpha_b = np.empty((n, LANES))
+        log_lam = np.empty((n, LANES))
+        acc = np.empty((n, LANES))
+        p = np.empty((n, N, LANES))
+        lane = np.empty((6, LANES))  # total, t, e, r, tail, scale
+        pc = np.empty((n, N))
+        for j in range(0, nrows, LANES):
+            nl = min(LANES, nrows - j)
+            for l in range(nl):
+                for k in range(N):
+                    xb[k, l] = x[rows[j + l], k]
+            fit_lanes(xb, nl, cov, unit_cov, folds, alpha_init, alpha_prior, prior_sum, cyc, work, g,
+                      lane[0], lam_b, alpha_b, log_lam, p, s, acc, lane[1], lane[2], lane[3], lane[4], lane[5])
+            for l in range(nl):
+                r = rows[j + l]
+                post_r = post[r] if keep_post else post[0]
+                for i in range(n):
+                    lam[r, i] = lam_b[i, l]
+                    alpha[r, i] = alpha_b[i, l]
+                    for k in range(N):
+                        pc[i, k] = p[i, k, l]
+                for k in range(N):
+                    work[k] = last_estep_outputs(pc, k, log2_folds, keep_post, sini[r], cn[r], post_r, k)
+                ini[r] = ld_mean(work, N)  # R's mean()
 
 
 def fit_cpu(x: np.ndarray, cov: np.ndarray, spec: ModelSpec, keep_post: bool = False,

@@ -1,8 +1,13 @@
 """THE per-region cn.MOPS EM, written once as plain scalar code.
 
-Every function here is ``register_jitable``: it runs in plain Python (CUDA simulator), inside
+Every function here is ``register_jitable``: it runs in plain Python (tests, CUDA simulator), inside
 ``numba.njit`` drivers (model/cpu.py) and inside ``numba.cuda`` kernels (model/gpu.py). No
-allocation, no CPU-only constructs: callers hand in every scratch buffer.
+allocation: callers hand in every scratch buffer.
+
+Two loop orders over the same formulas: ``fit_region`` fits one region (one GPU thread; or, with
+``exact_order``, the reference in cn.mops's order), ``fit_lanes`` fits a group of regions side by side,
+the region index fastest, so that the CPU vectorizes across regions (SIMD lanes) while every sum keeps
+cn.mops's order per region; with glibc's exp inlined (libm.py) it is bit-identical to ``fit_region``.
 
 Conventions: one region; ``x`` its N (normalized) counts; ``n`` classes with fold changes
 ``folds``; class labels are indices (int8) into the classes vector.
@@ -13,6 +18,7 @@ import math
 
 from numba.extending import register_jitable
 
+from ..libm import exp_finish, exp_reduce, exp_table
 from ..rmath import lgamma_r
 from ..rstats import ld_mean, median_inplace
 
@@ -52,6 +58,38 @@ def all_at_most(x, limit):
 
 
 @register_jitable
+def region_start(x, cov, work):
+    """(total, scale) of a region: the summed counts (via their mean, as cn.mops) and the initial scale,
+    the median of x/cov (the mean, at least 1, when the median is ~0); reorders ``work`` (>= N)."""
+    N = x.shape[0]
+    total = 0.0
+    for k in range(N):
+        work[k] = x[k] / cov[k]
+        total += x[k]
+    total = (total / N) * N  # cn.mops works with the mean count
+    scale = median_inplace(work, N)
+    if scale < SCALE_FLOOR:
+        m = 0.0
+        for k in range(N):
+            m += x[k] / cov[k]
+        scale = max(m / N, 1.0)
+    return total, scale
+
+
+@register_jitable(inline="always")
+def floored(e, a):
+    """A class's unnormalized posterior a = alpha exp(e), floored at 1e-100 (also where e < EXP_CUTOFF,
+    whose exp the callers may skip or clamp)."""
+    return a if (e > EXP_CUTOFF and a >= LIKELIHOOD_FLOOR) else LIKELIHOOD_FLOOR
+
+
+@register_jitable(inline="always")
+def alpha_update(prior, acc, N, prior_sum):
+    """M-step of one class's weight: (prior + mean posterior) / (1 + sum of priors)."""
+    return (prior + acc / N) / (1.0 + prior_sum)
+
+
+@register_jitable
 def posterior_column(xk, ck, g, alpha, lam, log_lam, p, k):
     """E-step of sample k: p[i, k] = P(class i | x_k) for every class i.
 
@@ -63,12 +101,7 @@ def posterior_column(xk, ck, g, alpha, lam, log_lam, p, k):
     for i in range(n):
         lc = log_lam[i] if ck == 1.0 else math.log(ck * lam[i])
         e = xk * lc - g - ck * lam[i]
-        a = LIKELIHOOD_FLOOR
-        if e > EXP_CUTOFF:
-            a = alpha[i] * math.exp(e)
-            if a < LIKELIHOOD_FLOOR:
-                a = LIKELIHOOD_FLOOR
-        p[i, k] = a
+        p[i, k] = floored(e, alpha[i] * math.exp(e) if e > EXP_CUTOFF else 0.0)
     for i in range(n):
         s += p[i, k]
     for i in range(n):
@@ -120,17 +153,7 @@ def fit_region(
     if all_at_most(x, min_read_count):
         return prior_answer(main_idx, keep_post, lam_out, alpha_out, sini_out, cn_out, post_out)
 
-    total = 0.0
-    for k in range(N):
-        work[k] = x[k] / cov[k]
-        total += x[k]
-    total = (total / N) * N  # cn.mops works with the mean count
-    scale = median_inplace(work, N)
-    if scale < SCALE_FLOOR:
-        m = 0.0
-        for k in range(N):
-            m += x[k] / cov[k]
-        scale = max(m / N, 1.0)
+    total, scale = region_start(x, cov, work)
     for i in range(n):
         alpha[i] = alpha_init[i]
         lam[i] = scale * folds[i] * folds[i]
@@ -160,7 +183,7 @@ def fit_region(
         ratio = total / t
         for i in range(n):
             lam[i] = ratio * folds[i]
-            alpha[i] = (alpha_prior[i] + acc[i] / N) / (1.0 + prior_sum)
+            alpha[i] = alpha_update(alpha_prior[i], acc[i], N, prior_sum)
     if exact_order:
         for k in range(N):
             work[k] = last_estep_outputs(p, k, log2_folds, keep_post, sini_out, cn_out, post_out, k)
@@ -168,3 +191,73 @@ def fit_region(
         lam_out[i] = lam[i]
         alpha_out[i] = alpha[i]
     return ld_mean(work, N)  # R's mean()
+
+
+@register_jitable
+def fit_lanes(
+    xb, nl, cov, unit_cov, folds, alpha_init, alpha_prior, prior_sum, cyc,
+    work, g, total, lam, alpha, log_lam, p, s, acc, t, e, r, tail, scale,
+):
+    """cn.mops's model of ``nl`` regions side by side (lane l = one region), each in cn.mops's order.
+
+    ``xb`` (N, >= nl) the regions' counts, lane-fastest (C order); ``cov`` (N); ``unit_cov``: every
+    cov_k is 1 (then log(cov_k lambda) = log(lambda): one log per class, not per sample).
+    Scratch: ``work`` (>= N), ``g`` (N, L) lgamma(x + 1), ``total``, ``t``, ``e``, ``r``, ``tail``,
+    ``scale`` (L), ``log_lam``, ``acc`` (n, L), ``s`` (N, L). Leaves ``lam``/``alpha`` (n, L) after the
+    last M-step and ``p`` (n, N, L) the posteriors of the last E-step (callers read the outputs from
+    them with ``last_estep_outputs``). The innermost loops run over the lanes: the compiler vectorizes
+    them; the table loads of the exp sit in their own loop.
+    """
+    N = xb.shape[0]
+    n = folds.shape[0]
+    for l in range(nl):
+        tot, sc = region_start(xb[:, l], cov, work)
+        total[l] = tot
+        for i in range(n):
+            alpha[i, l] = alpha_init[i]
+            lam[i, l] = sc * folds[i] * folds[i]
+        for k in range(N):
+            g[k, l] = lgamma_r(xb[k, l] + 1.0)
+    for _ in range(cyc):
+        for i in range(n):
+            for l in range(nl):
+                log_lam[i, l] = math.log(lam[i, l])
+        for i in range(n):  # E-step: unnormalized posteriors
+            for k in range(N):
+                if unit_cov:
+                    for l in range(nl):
+                        e[l] = xb[k, l] * log_lam[i, l] - g[k, l] - lam[i, l]
+                else:
+                    ck = cov[k]
+                    for l in range(nl):
+                        cl = ck * lam[i, l]
+                        e[l] = xb[k, l] * math.log(cl) - g[k, l] - cl
+                for l in range(nl):
+                    kd, r[l] = exp_reduce(max(e[l], EXP_CUTOFF))
+                    tail[l] = kd
+                for l in range(nl):
+                    tail[l], scale[l] = exp_table(tail[l])
+                for l in range(nl):
+                    p[i, k, l] = floored(e[l], alpha[i, l] * exp_finish(r[l], tail[l], scale[l]))
+        for k in range(N):  # normalize per sample, summing the classes in order
+            for l in range(nl):
+                s[k, l] = p[0, k, l]
+            for i in range(1, n):
+                for l in range(nl):
+                    s[k, l] += p[i, k, l]
+            for i in range(n):
+                for l in range(nl):
+                    p[i, k, l] = p[i, k, l] / s[k, l]
+        for l in range(nl):
+            t[l] = 0.0
+        for i in range(n):  # M-step: per-class posterior sums; T class-major, then sample
+            for l in range(nl):
+                acc[i, l] = 0.0
+            for k in range(N):
+                for l in range(nl):
+                    acc[i, l] += p[i, k, l]
+                    t[l] += folds[i] * p[i, k, l] * cov[k]
+        for i in range(n):
+            for l in range(nl):
+                lam[i, l] = (total[l] / t[l]) * folds[i]
+                alpha[i, l] = alpha_update(alpha_prior[i], acc[i, l], N, prior_sum)
