@@ -1,7 +1,8 @@
 """Normalization and modelling on the CPU backend on a BM-B-shaped matrix (481,299 x 15).
 
-Usage: python benchmarks/bench_model.py [--regions 481299] [--samples 15] [--repeat 3]
-Prints the best of ``repeat`` runs per stage (after one warm-up run that compiles the kernels).
+Usage: python benchmarks/bench_model.py [--regions 481299] [--samples 15] [--repeat 3] [--threads 1,2]
+Prints the best of ``repeat`` runs per stage and thread count (after one warm-up run that compiles the
+kernels), the modelling time per region per core (wall time x threads / regions) and the scaling.
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import os
 import time
 
 import numpy as np
+from numba import set_num_threads
 
 from gcnmops.data import chromosome_blocks
 from gcnmops.model.cpu import fit_cpu
@@ -42,19 +44,30 @@ def main() -> None:
     ap.add_argument("--regions", type=int, default=481_299)
     ap.add_argument("--samples", type=int, default=15)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--threads", default=str(os.cpu_count()), help="comma-separated thread counts")
     args = ap.parse_args()
+    threads = [int(t) for t in args.threads.split(",")]
     x, chrom = simulated_counts(args.regions, args.samples)
     spec = ModelSpec.build(DEFAULT_FOLDS, DEFAULT_CLASSES, "CN2", 1.0, 20, 5.0)
     cov = np.ones(args.samples)
     fit_cpu(x[:1000], cov, spec)  # compile
     normalize_chromosomes(x[:1000], chrom[:1000])
-    t_norm, xn = best_of(lambda: normalize_chromosomes(x, chrom), args.repeat)
-    t_model, _ = best_of(lambda: fit_cpu(xn, cov, spec), args.repeat)
+    fit_cpu(np.asfortranarray(x[:1000]), cov, spec)  # the layout of the full matrix: compiled once
     print(f"matrix {args.regions:,} x {args.samples}, {len(chromosome_blocks(chrom))} chromosomes, "
           f"{os.cpu_count()} cores")
-    print(f"{'stage':<14}{'gcnmops s':>10}{'cn.mops s':>11}{'speed-up':>10}")
-    for stage, ours, theirs in (("normalize", t_norm, 7.5), ("modelling", t_model, 48.5)):
-        print(f"{stage:<14}{ours:>10.2f}{theirs:>11.1f}{theirs / ours:>9.1f}x")
+    print(f"{'stage':<12}{'threads':>8}{'gcnmops s':>10}{'us/region/core':>15}{'cn.mops s':>10}{'speed-up':>9}")
+    model_times = {}
+    for th in threads:
+        set_num_threads(th)
+        t_norm, xn = best_of(lambda: normalize_chromosomes(x, chrom), args.repeat)
+        t_model, _ = best_of(lambda: fit_cpu(xn, cov, spec), args.repeat)
+        model_times[th] = t_model
+        for stage, ours, theirs in (("normalize", t_norm, 7.5), ("modelling", t_model, 48.5)):
+            per = ours * th / args.regions * 1e6
+            print(f"{stage:<12}{th:>8}{ours:>10.2f}{per:>15.2f}{theirs:>10.1f}{theirs / ours:>8.1f}x")
+    if len(threads) > 1:
+        lo, hi = min(threads), max(threads)
+        print(f"modelling scaling {lo} -> {hi} threads: {model_times[lo] / model_times[hi]:.2f}x")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ rounded to double plus the relative rounding error ``tail``, computed here) and 
 exp(r) - 1. ``tests/test_libm.py`` checks it against ``math.exp`` on tens of millions of arguments.
 
 The exp is split in three steps so that array code can keep the table lookups out of its vector loops:
-``exp_reduce`` (arithmetic), ``exp_table`` (two loads), ``exp_finish`` (arithmetic). Valid for
+``exp_reduce`` (arithmetic), ``exp_table`` (two loads), ``exp_finish`` (integer and float arithmetic). Valid for
 |x| < 512, which the model guarantees (it clamps exponents to [EXP_CUTOFF, 0]-ish ranges); glibc's
 special cases (|x| >= 512, tiny x) are not reproduced beyond that range.
 
@@ -84,26 +84,32 @@ def _fma_cpu(a, b, c):
     return lambda a, b, c: _llvm_fma(a, b, c)
 
 
+#: bits of SHIFT >> TABLE_BITS: subtracted from (bits of k + SHIFT) >> TABLE_BITS to get floor(k / 128)
+_SHIFT_BITS_HI = int(np.float64(SHIFT).view(np.int64)) >> TABLE_BITS
+
+
 @register_jitable(inline="always")
 def exp_reduce(x):
-    """x = k ln2/128 + r: returns (k as a float, r)."""
-    kd = fma(INV_LN2_N, x, SHIFT) - SHIFT
+    """x = k ln2/128 + r: returns (kb, r) where kb, the bits of k + SHIFT as int64, carries k."""
+    kd = fma(INV_LN2_N, x, SHIFT)
+    kb = np.float64(kd).view(np.int64)
+    kd -= SHIFT
     r = fma(kd, NEG_LN2_LO_N, fma(kd, NEG_LN2_HI_N, x))
-    return kd, r
+    return kb, r
 
 
 @register_jitable(inline="always")
-def exp_table(kd):
-    """(tail, 2^(k/128) rounded) for k = ``kd`` (an integer-valued float)."""
-    k = np.int64(kd)
-    i = k & (TABLE_SIZE - 1)
-    two_j = np.int64(((k >> TABLE_BITS) + 1023) << 52).view(np.float64)  # 2^j, exact for |j| < 1023
-    return TAIL[i], HEAD[i] * two_j
+def exp_table(kb):
+    """(tail, head) of 2^((k mod 128)/128): the only memory loads of the exp."""
+    i = kb & (TABLE_SIZE - 1)
+    return TAIL[i], HEAD[i]
 
 
 @register_jitable(inline="always")
-def exp_finish(r, tail, scale):
-    """scale * exp(r) (1 + tail), rounded as glibc rounds it."""
+def exp_finish(kb, r, tail, head):
+    """2^(k/128) exp(r), rounded as glibc rounds it (integer and float arithmetic only)."""
+    two_j = np.int64(((kb >> TABLE_BITS) - _SHIFT_BITS_HI + 1023) << 52).view(np.float64)  # 2^floor(k/128)
+    scale = head * two_j  # exact: a power of two
     r2 = r * r
     tmp = fma(r2 * r2, fma(r, C5, C4), fma(r2, fma(r, C3, C2), tail + r))
     return fma(scale, tmp, scale)
@@ -112,9 +118,9 @@ def exp_finish(r, tail, scale):
 @register_jitable(inline="always")
 def exp_glibc(x):
     """glibc's exp(x) for |x| < 512, bit for bit."""
-    kd, r = exp_reduce(x)
-    tail, scale = exp_table(kd)
-    return exp_finish(r, tail, scale)
+    kb, r = exp_reduce(x)
+    tail, head = exp_table(kb)
+    return exp_finish(kb, r, tail, head)
 
 
 __all__ = ["exp_glibc", "exp_reduce", "exp_table", "exp_finish", "fma"]

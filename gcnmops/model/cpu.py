@@ -50,7 +50,8 @@ def _fit_all(x, cov, folds, log2_folds, alpha_init, alpha_prior, prior_sum, cyc,
         log_lam = np.empty((n, LANES))
         acc = np.empty((n, LANES))
         p = np.empty((n, N, LANES))
-        lane = np.empty((6, LANES))  # total, t, e, r, tail, scale
+        lane = np.empty((6, LANES))  # total, t, e, r, tail, head
+        kb = np.empty(LANES, np.int64)
         pc = np.empty((n, N))
         for j in range(0, nrows, LANES):
             nl = min(LANES, nrows - j)
@@ -58,7 +59,7 @@ def _fit_all(x, cov, folds, log2_folds, alpha_init, alpha_prior, prior_sum, cyc,
                 for k in range(N):
                     xb[k, l] = x[rows[j + l], k]
             fit_lanes(xb, nl, cov, unit_cov, folds, alpha_init, alpha_prior, prior_sum, cyc, work, g,
-                      lane[0], lam_b, alpha_b, log_lam, p, s, acc, lane[1], lane[2], lane[3], lane[4], lane[5])
+                      lane[0], lam_b, alpha_b, log_lam, p, s, acc, lane[1], lane[2], lane[3], lane[4], lane[5], kb)
             for l in range(nl):
                 r = rows[j + l]
                 post_r = post[r] if keep_post else post[0]

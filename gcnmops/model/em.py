@@ -136,7 +136,9 @@ def fit_region(
     x, cov, folds, log2_folds, alpha_init, alpha_prior, prior_sum, cyc, min_read_count, main_idx,
     keep_post, exact_order, work, alpha, lam, log_lam, acc, p, lam_out, alpha_out, sini_out, cn_out, post_out,
 ):
-    """cn.mops's model of one region; returns INI and writes the other outputs.
+    """cn.mops's model of one region; returns INI and writes the other outputs. The GPU kernel runs it
+    streaming (one region per thread); with ``exact_order`` it is the plain reference the tests hold
+    ``fit_lanes`` (the CPU's loop order) to, bit for bit.
 
     Inputs: ``x`` (N) counts, ``cov`` (N) coverages, ``folds`` and ``log2_folds`` (n),
     ``alpha_init``/``alpha_prior`` (n), ``prior_sum`` = sum(alpha_prior).
@@ -196,14 +198,14 @@ def fit_region(
 @register_jitable
 def fit_lanes(
     xb, nl, cov, unit_cov, folds, alpha_init, alpha_prior, prior_sum, cyc,
-    work, g, total, lam, alpha, log_lam, p, s, acc, t, e, r, tail, scale,
+    work, g, total, lam, alpha, log_lam, p, s, acc, t, e, r, tail, head, kb,
 ):
     """cn.mops's model of ``nl`` regions side by side (lane l = one region), each in cn.mops's order.
 
     ``xb`` (N, >= nl) the regions' counts, lane-fastest (C order); ``cov`` (N); ``unit_cov``: every
     cov_k is 1 (then log(cov_k lambda) = log(lambda): one log per class, not per sample).
     Scratch: ``work`` (>= N), ``g`` (N, L) lgamma(x + 1), ``total``, ``t``, ``e``, ``r``, ``tail``,
-    ``scale`` (L), ``log_lam``, ``acc`` (n, L), ``s`` (N, L). Leaves ``lam``/``alpha`` (n, L) after the
+    ``head`` (L) float64, ``kb`` (L) int64, ``log_lam``, ``acc`` (n, L), ``s`` (N, L). Leaves ``lam``/``alpha`` (n, L) after the
     last M-step and ``p`` (n, N, L) the posteriors of the last E-step (callers read the outputs from
     them with ``last_estep_outputs``). The innermost loops run over the lanes: the compiler vectorizes
     them; the table loads of the exp sit in their own loop.
@@ -233,12 +235,11 @@ def fit_lanes(
                         cl = ck * lam[i, l]
                         e[l] = xb[k, l] * math.log(cl) - g[k, l] - cl
                 for l in range(nl):
-                    kd, r[l] = exp_reduce(max(e[l], EXP_CUTOFF))
-                    tail[l] = kd
+                    kb[l], r[l] = exp_reduce(max(e[l], EXP_CUTOFF))
                 for l in range(nl):
-                    tail[l], scale[l] = exp_table(tail[l])
+                    tail[l], head[l] = exp_table(kb[l])
                 for l in range(nl):
-                    p[i, k, l] = floored(e[l], alpha[i, l] * exp_finish(r[l], tail[l], scale[l]))
+                    p[i, k, l] = floored(e[l], alpha[i, l] * exp_finish(kb[l], r[l], tail[l], head[l]))
         for k in range(N):  # normalize per sample, summing the classes in order
             for l in range(nl):
                 s[k, l] = p[0, k, l]
