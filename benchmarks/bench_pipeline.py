@@ -1,12 +1,14 @@
 """The whole cn.MOPS pipeline, stage by stage, on a BM-B-shaped cohort (481,299 regions x 15 samples).
 
 Usage: python benchmarks/bench_pipeline.py [--regions 481299] [--samples 15] [--backend cpu|gpu|auto]
-                                           [--repeat 1] [--check] [--json PATH]
+                                           [--repeat 1] [--check] [--profile N] [--json PATH]
 Compares with cn.mops 1.53 on this machine (one core): whole cn.mops() 85.3 s, calcIntegerCopyNumbers 0.7 s.
-One warm-up run on a small matrix compiles the kernels first. ``--repeat``: time the whole pipeline that many
-times (stage table of the run with the median whole time; every run's whole time listed). With the GPU
-backend the segmentation's sub-stages are listed too. ``--check``: the GPU segmentation of the run's sINI
-against the CPU segmentation (``segment.segment_columns_arrays``; bit-identical arrays required).
+One warm-up run on a small matrix compiles the kernels first. Timed: ``cn_mops(CountData)`` (host arrays in,
+host result out) plus ``calc_integer_copy_numbers(result, backend)``. ``--repeat``: time the whole pipeline
+that many times (stage table of the run with the median whole time; every run's whole time listed). With the
+GPU backend the sub-stages (gpu_pipeline.LAST_STATS) are listed too. ``--profile N``: one more run under
+cProfile, its N most expensive functions (cumulative) printed. ``--check``: the GPU segmentation of the run's
+sINI against the CPU segmentation (``segment.segment_columns_arrays``; bit-identical arrays required).
 """
 from __future__ import annotations
 
@@ -49,39 +51,55 @@ def main() -> None:
     ap.add_argument("--backend", default="cpu")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--profile", type=int, default=0)
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     data = simulated_cohort(args.regions, args.samples)
     warm = simulated_cohort(3000, args.samples, seed=1)
-    gcnmops.calc_integer_copy_numbers(gcnmops.cn_mops(warm, backend=args.backend))
+    gcnmops.calc_integer_copy_numbers(gcnmops.cn_mops(warm, backend=args.backend), backend=args.backend)
     runs = []
     for _ in range(max(args.repeat, 1)):
         result = integer = None  # results of the previous run are released first (pinned pools)
-        t0 = time.perf_counter()
-        result = gcnmops.cn_mops(data, backend=args.backend)
-        t_mops = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        integer = gcnmops.calc_integer_copy_numbers(result)
-        t_int = time.perf_counter() - t0
-        seg, norm = {}, {}
-        if args.backend != "cpu":
-            from gcnmops.gpu_pipeline import LAST_STATS
-            from gcnmops.normalize_gpu import LAST_STATS as NORM_STATS
+        result, integer, run = timed_run(data, args.backend)
+        runs.append(run)
+    report = dict(regions=args.regions, samples=args.samples, backend=args.backend, cores=os.cpu_count(),
+                  device=device_name(args.backend), runs=runs)
+    if args.profile:
+        import cProfile
+        import io
+        import pstats
 
-            seg, norm = dict(LAST_STATS), dict(NORM_STATS)
-        other = t_mops - sum(result.timings.values())  # gr, row names, the result object
-        runs.append(dict(stages={**result.timings, "result assembly": other, "integer copy numbers": t_int},
-                         segment=seg, normalize=norm,
-                         whole=t_mops + t_int, n_segments=len(result.segmentation), n_cnvs=len(integer.cnvs),
-                         n_cnvr=len(integer.cnvr)))
+        result = integer = None
+        prof = cProfile.Profile()
+        prof.enable()
+        result, integer, run = timed_run(data, args.backend)
+        prof.disable()
+        text = io.StringIO()
+        pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(args.profile)
+        report["profile"] = dict(run=run, top=text.getvalue())
+        print(f"profiled run: whole {run['whole']:.3f} s")
+        print("\n".join(ln[:140] for ln in text.getvalue().splitlines() if ln.strip())[-7000:])
+    if args.check:
+        report["check"] = check_segmentation(result)
+        print("check:", report["check"])
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(report, fh, indent=1, default=str)
+    print_table(args, runs)
+
+
+def print_table(args, runs: list[dict]) -> None:
+    """The stage table of the run with the median whole time (sub-stages indented), every run's whole time."""
     order = sorted(range(len(runs)), key=lambda r: runs[r]["whole"])
     med = runs[order[len(order) // 2]]
-    print(f"{args.regions:,} regions x {args.samples} samples, backend {args.backend}, {os.cpu_count()} cores; "
-          f"{med['n_segments']:,} segments, {med['n_cnvs']:,} CNVs, {med['n_cnvr']:,} CNV regions")
+    print(f"{args.regions:,} regions x {args.samples} samples, backend {args.backend}, {os.cpu_count()} cores, "
+          f"{device_name(args.backend)}; {med['n_segments']:,} segments, {med['n_cnvs']:,} CNVs, "
+          f"{med['n_cnvr']:,} CNV regions")
     print(f"{'stage':<22}{'seconds':>9}")
     for stage, secs in med["stages"].items():
         print(f"{stage:<22}{secs:>9.3f}")
-        sub = {"segment_call": med["segment"], "normalize": med["normalize"]}.get(stage, {})
+        prefix = {"segment_call": "seg_", "normalize": "norm_", "model": "model_"}.get(stage)
+        sub = {k: v for k, v in med["sub"].items() if prefix and k.startswith(prefix)}
         for k, v in sub.items():
             print(f"  {k:<20}{v:>9.3f}" if isinstance(v, float) else (f"  {k:<20}{v:>9,}" if isinstance(v, int)
                                                                        else f"  {k:<20}{v}"))
@@ -90,13 +108,39 @@ def main() -> None:
     print(f"{'whole pipeline':<22}{total:>9.3f}   cn.mops {ref:.1f} s -> {ref / total:.1f}x faster")
     if len(runs) > 1:
         print("whole pipeline, every run: " + ", ".join(f"{r['whole']:.3f}" for r in runs))
-    report = dict(regions=args.regions, samples=args.samples, backend=args.backend, cores=os.cpu_count(), runs=runs)
-    if args.check:
-        report["check"] = check_segmentation(result)
-        print("check:", report["check"])
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(report, fh, indent=1, default=str)
+
+
+def timed_run(data, backend: str):
+    """(result, integer result, timings) of one whole pipeline: cn_mops, then calc_integer_copy_numbers."""
+    t0 = time.perf_counter()
+    result = gcnmops.cn_mops(data, backend=backend)
+    t_mops = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    integer = gcnmops.calc_integer_copy_numbers(result, backend=backend)
+    t_int = time.perf_counter() - t0
+    sub = {}
+    if backend != "cpu":
+        from gcnmops.gpu_pipeline import LAST_STATS
+
+        sub = dict(LAST_STATS)
+    other = t_mops - sum(result.timings.values())  # gr, the result object
+    run = dict(stages={**result.timings, "result assembly": other, "integer copy numbers": t_int}, sub=sub,
+               whole=t_mops + t_int, n_segments=len(result.segmentation), n_cnvs=len(integer.cnvs),
+               n_cnvr=len(integer.cnvr))
+    return result, integer, run
+
+
+def device_name(backend: str) -> str:
+    """The GPU's name (device 0) for the GPU backend, else "CPU"."""
+    if backend == "cpu":
+        return "CPU"
+    try:
+        import cupy
+
+        name = cupy.cuda.runtime.getDeviceProperties(0)["name"]
+        return name.decode() if isinstance(name, bytes) else str(name)
+    except Exception:  # noqa: BLE001 - no cupy / no device: the backend fell back to the CPU
+        return "no GPU"
 
 
 def check_segmentation(result) -> dict:

@@ -46,10 +46,26 @@ class CountData:
             return np.full(self.n_regions, UNDEF_CHROMOSOME, dtype=object)
         return self.ranges["seqnames"].to_numpy(dtype=object)
 
+    def blocks(self) -> list[tuple[str, int, int]]:
+        """``chromosome_blocks`` of the rows (name, first_row, end_row_exclusive), computed once per ``ranges``
+        object (one pass over the m chromosome names)."""
+        key = (id(self.ranges), self.n_regions)
+        cached = self.__dict__.get("_blocks")
+        if cached is None or cached[0] != key:
+            cached = self.__dict__["_blocks"] = (key, chromosome_blocks(self.chromosomes))
+        return cached[1]
+
     def genomic_ranges(self) -> pd.DataFrame:
-        """The ``gr`` table: seqnames, start, end for every region (row indices for a matrix)."""
+        """The ``gr`` table: seqnames, start, end for every region (row indices for a matrix).
+
+        When ``ranges`` is exactly that table (as ``make_count_data`` builds it) this is a shallow copy: the
+        columns are shared, not copied (the result shares its matrices with the data in the same way)."""
         if self.ranges is not None:
-            return self.ranges[["seqnames", "start", "end"]].reset_index(drop=True)
+            r = self.ranges
+            if list(r.columns) == ["seqnames", "start", "end"] and isinstance(r.index, pd.RangeIndex) \
+                    and r.index.start == 0 and r.index.step == 1:
+                return r.copy(deep=False)
+            return r[["seqnames", "start", "end"]].reset_index(drop=True)
         idx = np.arange(1, self.n_regions + 1, dtype=np.int64)
         return pd.DataFrame({"seqnames": UNDEF_CHROMOSOME, "start": idx, "end": idx})
 

@@ -21,7 +21,11 @@ NO_CNVR_MESSAGE = "No CNV regions in result object. Rerun cn.mops with different
 
 
 def calc_integer_copy_numbers(result: CNVDetectionResult, backend: str = "cpu") -> CNVDetectionResult:
-    """A new result whose segmentation, cnvs and cnvr carry integer copy-number labels."""
+    """A new result whose segmentation, cnvs and cnvr carry integer copy-number labels.
+
+    ``backend`` ("cpu", "gpu", "auto") runs the EM refit of every CNV: one batched fit, on the GPU one kernel
+    launch (model.fit -> fit_gpu). The range means stay on the host (R's long-double ``mean``, a few values per
+    CNV); the reference model's one-step refit is one pass over the CNVs and runs on the CPU."""
     if len(result.cnvr) == 0 or len(result.cnvs) == 0:
         raise InputError(NO_CNVR_MESSAGE)
     p = result.params

@@ -88,7 +88,7 @@ def _fma_cpu(a, b, c):
 _SHIFT_BITS_HI = int(np.float64(SHIFT).view(np.int64)) >> TABLE_BITS
 
 
-@register_jitable(inline="always")
+@register_jitable
 def exp_reduce(x):
     """x = k ln2/128 + r: returns (kb, r) where kb, the bits of k + SHIFT as int64, carries k."""
     kd = fma(INV_LN2_N, x, SHIFT)
@@ -98,14 +98,14 @@ def exp_reduce(x):
     return kb, r
 
 
-@register_jitable(inline="always")
+@register_jitable
 def exp_table(kb):
     """(tail, head) of 2^((k mod 128)/128): the only memory loads of the exp."""
     i = kb & (TABLE_SIZE - 1)
     return TAIL[i], HEAD[i]
 
 
-@register_jitable(inline="always")
+@register_jitable
 def exp_finish(kb, r, tail, head):
     """2^(k/128) exp(r), rounded as glibc rounds it (integer and float arithmetic only)."""
     two_j = np.int64(((kb >> TABLE_BITS) - _SHIFT_BITS_HI + 1023) << 52).view(np.float64)  # 2^floor(k/128)
@@ -115,7 +115,7 @@ def exp_finish(kb, r, tail, head):
     return fma(scale, tmp, scale)
 
 
-@register_jitable(inline="always")
+@register_jitable
 def exp_glibc(x):
     """glibc's exp(x) for |x| < 512, bit for bit."""
     kb, r = exp_reduce(x)

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from .calls import call_cnvs
-from .data import CountData, chromosome_blocks
+from .data import CountData
 from .io import read_counts
 from .model import fit, resolve_backend
 from .model.spec import ModelSpec
@@ -79,37 +79,52 @@ def run_mops(data: CountData, params: CnMopsParams, backend: str = "auto", timin
     """The pipeline on validated data and parameters (shared by the family's entry points).
 
     ``out``: optional preallocated ModelOutput the model writes into (the R bridge passes views of
-    R-allocated matrices); ``fit_options`` go to ``model.fit`` (e.g. ``devices``)."""
+    R-allocated matrices); ``fit_options`` go to ``model.fit`` (e.g. ``devices``). Backend "gpu": the
+    device-resident pipeline of gpu_pipeline.py (counts copied in once; normalized data and sINI stay on the
+    device between the stages)."""
     timings = {} if timings is None else timings
     if data.n_regions < FEW_REGIONS:
         warnings.warn("Normalization might not be applicable for this small number of segments.",
                       RuntimeWarning, stacklevel=3)
-    chrom = data.chromosomes
-    with _stage(timings, "normalize"):
-        normalized, model_input, cov = _normalize(data, chrom, params, gpu=resolve_backend(backend) == "gpu")
+    backend = resolve_backend(backend)
     spec = ModelSpec.build(params.I, params.classes, params.main_class, params.prior_impact, params.cyc,
                            params.min_read_count)
+    if backend == "gpu":
+        from .gpu_pipeline import normalize_and_fit_gpu
+
+        normalized, cov, out, device = normalize_and_fit_gpu(data, params, spec, timings, model_cov_is_one,
+                                                             out=out, **fit_options)
+        return assemble_result(data, params, out, normalized, cov, timings, backend=backend, device=device)
+    with _stage(timings, "normalize"):
+        normalized, model_input, cov = _normalize(data, data.chromosomes, params)
     with _stage(timings, "model"):
         model_cov = np.ones(data.n_samples) if model_cov_is_one else cov
         out = fit(model_input, model_cov, spec, keep_post=params.return_posterior, backend=backend, out=out,
                   **fit_options)
-    return assemble_result(data, params, out, normalized, cov, timings, backend=resolve_backend(backend))
+    return assemble_result(data, params, out, normalized, cov, timings, backend=backend)
 
 
 def assemble_result(data: CountData, params: CnMopsParams, out, normalized: np.ndarray, cov: np.ndarray,
-                    timings: dict, backend: str = "cpu") -> CNVDetectionResult:
+                    timings: dict, backend: str = "cpu", device=None) -> CNVDetectionResult:
     """Segmentation, calls and the result object from the per-region model's output ``out`` (a ModelOutput);
-    shared by every method of the family. ``backend`` "gpu": the segmentation's statistic runs on the GPU."""
+    shared by every method of the family. ``backend`` "gpu": the segmentation's statistic runs on the GPU;
+    ``device``: the model's device-resident outputs (gpu_pipeline.DeviceModel), whose sINI the GPU
+    segmentation reads instead of copying ``out.sini`` back in."""
     gr = data.genomic_ranges()
     with _stage(timings, "segment_call"):
+        blocks = data.blocks()
         if params.seg_algorithm == "DNAcopy":
             from .dnacopy import call_cnvs_dnacopy as caller
         elif backend == "gpu":
-            from .gpu_pipeline import call_cnvs_gpu as caller
+            from functools import partial
+
+            from .gpu_pipeline import call_cnvs_gpu
+
+            caller = partial(call_cnvs_gpu, device=device)
         else:
             caller = call_cnvs
-        calls = caller(out.sini, gr, chromosome_blocks(data.chromosomes), data.sample_names, params.upper_threshold,
-                       params.lower_threshold, params.min_width, params.use_median, params.segment_args)
+        calls = caller(out.sini, gr, blocks, data.sample_names, params.upper_threshold, params.lower_threshold,
+                       params.min_width, params.use_median, params.segment_args)
     result_params = params.r_params()
     result_params.update(cov=cov, L=out.lam, A=out.alpha)
     return CNVDetectionResult(
@@ -120,17 +135,13 @@ def assemble_result(data: CountData, params: CnMopsParams, out, normalized: np.n
     )
 
 
-def _normalize(data: CountData, chrom: np.ndarray, params: CnMopsParams, gpu: bool = False):
-    """(normalizedData slot, matrix the model sees, per-sample coverage) for norm 0, 1 or 2 (``gpu``: the
-    reductions on the GPU where normalize_gpu.py covers the arguments; identical results)."""
+def _normalize(data: CountData, chrom: np.ndarray, params: CnMopsParams):
+    """(normalizedData slot, matrix the model sees, per-sample coverage) for norm 0, 1 or 2, on the CPU."""
     x = data.counts
     if params.norm == 0:
         return x, x, np.ones(data.n_samples)
-    normalize = normalize_chromosomes
-    if gpu:
-        from .normalize_gpu import normalize_chromosomes_gpu as normalize
-    normalized = normalize(x, chrom, norm_type=params.norm_type, size_factor=params.size_factor,
-                           qu=params.norm_qu, qu_size_factor=params.qu_size_factor)
+    normalized = normalize_chromosomes(x, chrom, norm_type=params.norm_type, size_factor=params.size_factor,
+                                       qu=params.norm_qu, qu_size_factor=params.qu_size_factor)
     if params.norm == 1:
         return normalized, normalized, np.ones(data.n_samples)
     return normalized, x, sample_coverage(x)

@@ -12,6 +12,9 @@ double-double sums and the host divides them with the CPU's ``ld_div``. The pois
 variance-to-mean ratios run in a kernel with the CPU's operation order and no FMA contraction (IEEE-identical);
 their 95% quantile and the density mode are computed on the host by density.py as on the CPU. Scaling is one
 IEEE multiply per value.
+
+Two entry points: ``normalize_chromosomes_gpu`` (host matrix in, host matrix out) and ``normalize_on_device``
+(the device-resident pipeline's stage: normalizes the device copy of the counts in place, nothing comes back).
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ import numpy as np
 from .density import density_mode, quantiles7
 from .normalize import (NORM_TYPES, SIZE_FACTORS, _SILENT_BELOW, _check_choice, _check_prob, _check_ploidy,
                         _chromosome_rows, _count_matrix, normalize_chromosomes)
+from .model.pipeline import device_module, pinned_empty, simulating
 from .rstats import ld_div, ld_mean
 
 try:  # module level: the kernel's ``cuda`` must be a global (the CUDA simulator swaps module globals)
@@ -40,29 +44,14 @@ _LOCK = threading.Lock()
 LAST_STATS: dict = {}
 
 
-def _simulating() -> bool:
-    from .model.pipeline import simulating
-
-    return simulating()
-
-
-def _xp():
-    """cupy on a real GPU; numpy in the CUDA simulator (the numba kernels accept both)."""
-    if _simulating():
-        return np
-    import cupy
-
-    return cupy
-
-
 def _kernel():
     global _KERNEL
     with _LOCK:
         if _KERNEL is None:
-            if not _simulating():
-                from .segment_gpu import _install_nofma
+            if not simulating():
+                from .cuda_nofma import install_nofma
 
-                _install_nofma()
+                install_nofma()
 
             def _nofma_var_to_mean(Y, rows, f, out):
                 """normalize._variance_to_mean, one thread per row (same operation order, no FMA)."""
@@ -89,16 +78,6 @@ def _kernel():
         return _KERNEL
 
 
-def pinned_empty(shape) -> np.ndarray:
-    """A float64 order-F host array in page-locked memory from cupy's pinned pool (fast copies; the block
-    returns to the pool when the array is freed, so repeated runs reuse it)."""
-    import cupy
-
-    n = int(np.prod(shape))
-    mem = cupy.cuda.alloc_pinned_memory(max(n, 1) * 8)
-    return np.frombuffer(mem, dtype=np.float64, count=n).reshape(shape, order="F")
-
-
 def supported(X, chr=None, norm_type="poisson", size_factor="mean", ploidy=None) -> bool:
     """Whether ``normalize_chromosomes_gpu`` runs these arguments on the GPU (else it runs the CPU code)."""
     if size_factor != "mean" or norm_type not in ("poisson", "mean") or ploidy is not None:
@@ -121,57 +100,107 @@ class _Fallback(Exception):
 
 def normalize_chromosomes_gpu(X, chr=None, norm_type: str = "poisson", size_factor: str = "mean", qu: float = 0.25,
                               qu_size_factor: float = 0.75, ploidy=None, timings: dict | None = None) -> np.ndarray:
-    """``normalize.normalize_chromosomes`` with its reductions on the GPU; the same (m, N) float64 matrix."""
+    """``normalize.normalize_chromosomes`` with its reductions on the GPU; the same (m, N) float64 matrix
+    (column-major, in pinned memory when normalized on the GPU). Host arrays in and out; the device-resident
+    pipeline uses ``normalize_on_device``."""
     LAST_STATS.clear()
     t = LAST_STATS if timings is None else timings
-    norm_type = _check_choice(norm_type, NORM_TYPES, "normType")
-    size_factor = _check_choice(size_factor, SIZE_FACTORS, "sizeFactor")
-    qu = _check_prob(qu, "qu (normQu)")
-    qu_size_factor = _check_prob(qu_size_factor, "quSizeFactor")
-    cpu = dict(norm_type=norm_type, size_factor=size_factor, qu=qu, qu_size_factor=qu_size_factor, ploidy=ploidy)
-    if not supported(X, chr, norm_type, size_factor, ploidy):
+    args = _checked_args(norm_type, size_factor, qu, qu_size_factor, ploidy)
+    if not supported(X, chr, args["norm_type"], args["size_factor"], ploidy):
         t["normalize_path"] = "cpu"
-        return normalize_chromosomes(X, chr, **cpu)
+        return normalize_chromosomes(X, chr, **args)
     t0 = time.perf_counter()
     arr = np.asarray(X)
     if arr.dtype == np.float64 and arr.ndim == 2 and arr.size and arr.flags.f_contiguous:
         out = arr  # validated on the device (finite values); never modified
     else:
         out = _count_matrix(X)
-    m, n = out.shape
-    blocks = _chromosome_rows(chr, m)
-    _check_ploidy(ploidy, n)
+    blocks = _chromosome_rows(chr, out.shape[0])
+    _check_ploidy(ploidy, out.shape[1])
     t["norm_validate"] = time.perf_counter() - t0
-    if n == 1 or any(not isinstance(rows, slice) for _, rows in blocks):
+    if out.shape[1] == 1 or any(not isinstance(rows, slice) for _, rows in blocks):
         t["normalize_path"] = "cpu"
-        return normalize_chromosomes(out, chr, **cpu)
-    try:
-        res = _normalize_device(out, blocks, norm_type, t)
-        t["normalize_path"] = "gpu"
-        return res
-    except _Fallback as why:
-        t["normalize_path"] = f"cpu ({why})"
-        return normalize_chromosomes(out, chr, **cpu)
-
-
-def _normalize_device(out: np.ndarray, blocks, norm_type: str, t: dict) -> np.ndarray:
-    xp = _xp()
-    kern = _kernel()
-    m, n = out.shape
+        return normalize_chromosomes(out, chr, **args)
+    xp = device_module()
     t0 = time.perf_counter()
     Y = np.array(out, order="F", copy=True) if xp is np else xp.asarray(out, order="F")
+    t["norm_h2d"] = time.perf_counter() - t0
+    try:
+        normalize_device(Y, blocks, args["norm_type"], t)
+    except _Fallback as why:
+        t["normalize_path"] = f"cpu ({why})"
+        return normalize_chromosomes(out, chr, **args)
+    t["normalize_path"] = "gpu"
+    if xp is np:
+        return Y
+    t0 = time.perf_counter()
+    res = pinned_empty(Y.shape)
+    Y.get(out=res)
+    t["norm_d2h"] = time.perf_counter() - t0
+    return res
+
+
+def normalize_on_device(Y, X: np.ndarray, blocks: list[tuple[str, int, int]], norm_type: str = "poisson",
+                        size_factor: str = "mean", qu: float = 0.25, qu_size_factor: float = 0.75,
+                        timings: dict | None = None) -> np.ndarray | None:
+    """Normalize the device copy ``Y`` of the counts ``X`` in place (the device-resident pipeline's stage).
+
+    ``X``: validated counts (m, N) float64 column-major (CountData.counts); ``Y``: the same values on the device
+    (cupy; numpy in the simulator), column-major; ``blocks``: (name, first_row, end_row) of each chromosome
+    (CountData.blocks()). Returns None when Y was normalized on the GPU; otherwise (arguments or data the GPU
+    version leaves to the CPU) the CPU's normalized matrix, whose values Y then holds too. Identical to
+    ``normalize.normalize_chromosomes(X, chromosome names)`` either way.
+    """
+    LAST_STATS.clear()
+    t = LAST_STATS if timings is None else timings
+    args = _checked_args(norm_type, size_factor, qu, qu_size_factor, None)
+    names = [name for name, _, _ in blocks]
+    rows = [(name, slice(b, e)) for name, b, e in blocks]
+    why = None
+    if not supported(X, None, args["norm_type"], args["size_factor"]) or X.shape[1] == 1:
+        why = "arguments"
+    elif len(set(names)) != len(names):
+        why = "chromosome rows not contiguous"
+    else:
+        try:
+            normalize_device(Y, rows, args["norm_type"], t)
+            t["normalize_path"] = "gpu"
+            return None
+        except _Fallback as exc:
+            why = str(exc)
+    t["normalize_path"] = f"cpu ({why})"
+    chrom = np.repeat(np.array(names, dtype=object), [e - b for _, b, e in blocks])
+    res = normalize_chromosomes(X, chrom, **args)
+    Y[...] = device_module().asarray(res)
+    return res
+
+
+def _checked_args(norm_type, size_factor, qu, qu_size_factor, ploidy) -> dict:
+    """normalize_chromosomes's argument checks (its errors); the checked arguments as its keywords."""
+    return dict(norm_type=_check_choice(norm_type, NORM_TYPES, "normType"),
+                size_factor=_check_choice(size_factor, SIZE_FACTORS, "sizeFactor"),
+                qu=_check_prob(qu, "qu (normQu)"), qu_size_factor=_check_prob(qu_size_factor, "quSizeFactor"),
+                ploidy=ploidy)
+
+
+def normalize_device(Y, blocks: list[tuple[str, slice]], norm_type: str, t: dict) -> None:
+    """The GPU normalization of the device matrix Y (m, N) float64 column-major, in place; ``blocks``: (name,
+    contiguous row slice) per chromosome. Raises _Fallback, leaving Y unmodified, for what the CPU code decides
+    (non-finite or non-whole counts, zero columns, chromosomes with at most one non-silent row, zero/NaN size
+    factors, non-finite factors). Stage seconds go into ``t``."""
+    xp = device_module()
+    kern = _kernel()
+    t0 = time.perf_counter()
     if not bool(xp.isfinite(Y).all()):
         raise _Fallback("non-finite counts")  # the CPU code raises its InputError
-    aY = xp.abs(Y)
-    colsum_abs = aY.sum(axis=0)
+    colsum_abs = xp.abs(Y).sum(axis=0)
     whole = bool(xp.all(Y == xp.floor(Y)))
     if not whole or float(colsum_abs.max()) >= EXACT_SUM_LIMIT:
         raise _Fallback("counts not whole numbers below 2^52")
     if bool((Y.sum(axis=0) == 0).any()):
         raise _Fallback("zero column")  # the CPU code raises its InputError
-    del aY
     silent_all = Y.max(axis=1) < _SILENT_BELOW
-    t["norm_h2d_checks"] = time.perf_counter() - t0
+    t["norm_checks"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     factors = []
     pending = []
@@ -195,7 +224,7 @@ def _normalize_device(out: np.ndarray, blocks, norm_type: str, t: dict) -> np.nd
             rows_abs = (keep_idx + r0).astype(xp.int64)
             d_f = xp.asarray(f)
             v = xp.empty(n_keep, dtype=xp.float64)
-            tpb = 32 if _simulating() else 256
+            tpb = 32 if simulating() else 256
             kern[max(1, min(4096, (n_keep + tpb - 1) // tpb)), tpb](Y, rows_abs, d_f, v)
             pending.append((chrom, r0, r1, f, v))
         else:
@@ -213,21 +242,18 @@ def _normalize_device(out: np.ndarray, blocks, norm_type: str, t: dict) -> np.nd
             if math.isfinite(mode):
                 f = f / mode
             factors.append((c, r0, r1, f))
-    t["norm_mode"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    for chrom, r0, r1, f in factors:
+    for chrom, _, _, f in factors:
         if not np.isfinite(f).all():
             raise _Fallback(f"chromosome {chrom}: non-finite factors")
+    t["norm_mode"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for _, r0, r1, f in factors:
         Yb = Y[r0:r1]
         Yb *= xp.asarray(f)[None, :]
         Yb[silent_all[r0:r1]] = 0.0
-    if xp is np:
-        res = np.asfortranarray(Y)
-    else:
-        res = pinned_empty((m, n))
-        Y.get(out=res)
-    t["norm_scale_d2h"] = time.perf_counter() - t0
-    return res
+    if xp is not np:
+        xp.cuda.get_current_stream().synchronize()
+    t["norm_scale"] = time.perf_counter() - t0
 
 
-__all__ = ["normalize_chromosomes_gpu", "supported", "LAST_STATS"]
+__all__ = ["normalize_chromosomes_gpu", "normalize_on_device", "supported", "LAST_STATS"]

@@ -7,7 +7,7 @@ thread per candidate position, from the same ``register_jitable`` source as the 
 vectors): cleaning, eps (0.75 quantile of |diff|), the merge thresholds and the variance before the GPU
 pass; local maxima, the breakpoint threshold, merging, segment means and medians after it.
 
-Identical segments. The kernels ask NVVM for no FMA contraction (``_install_nofma``; checked in the PTX
+Identical segments. The kernels ask NVVM for no FMA contraction (cuda_nofma.py; checked in the PTX
 locally) and the prefix sums run in the CPU's order, so the window arithmetic follows the CPU's; the t tail
 uses libdevice's log/exp/lgamma. Measured on an H100: GPU p_i within 2.2e-13 relative of the CPU's at BM-A
 scale (2.5e-14 at BM-B, <= 8e-15 on the golden cases), the same best window everywhere. Each GPU value stands
@@ -38,12 +38,14 @@ import logging
 import math
 import threading
 import time
+from functools import partial
 
 import numpy as np
 import pandas as pd
 from numba import njit, prange
 from numba.extending import register_jitable
 
+from .cuda_nofma import install_nofma
 from .errors import InputError
 from .rstats import ld_mean, quantile7_low_index
 from .segment import (INF_MESSAGE, NA_MESSAGE, _clean, checked_columns, _kth_pair, _median_of, segment_ends_from_stat,
@@ -59,8 +61,6 @@ log = logging.getLogger("gcnmops")
 
 #: a GPU p stands for [p (1 - TAU), p (1 + TAU)]; measured GPU/CPU differences are ~1e-14 relative
 TAU = 1e-9
-#: kernels whose names contain this marker are compiled without FMA contraction (IEEE-identical to the CPU)
-NOFMA_MARK = "_nofma_"
 THREADS_PER_BLOCK = 128
 #: the best window's half-width (max_int is checked against its range)
 JSTAR_DTYPE = np.int16
@@ -123,26 +123,6 @@ def _prepare_all(values, firsts, ends, N, offs, eps_given, eps, default_t, t_hi,
 # GPU kernels (same scalar source as the CPU: position_scan, exact_tail)
 # ---------------------------------------------------------------------------------------------------------
 
-def _install_nofma() -> None:
-    """Compile kernels named with NOFMA_MARK with NVVM's -fma=0 (no a*b+c contraction), so their add, mul,
-    div and sqrt round exactly as the CPU's. Wraps numba-cuda's ``nvvm.compile_ir`` once; other kernels are
-    compiled as before."""
-    from numba.cuda.cudadrv import nvvm
-
-    if getattr(nvvm.compile_ir, "_gcnmops_nofma", False):
-        return
-    orig = nvvm.compile_ir
-
-    def compile_ir(llvmir, **options):
-        mods = [llvmir] if isinstance(llvmir, (str, bytes)) else list(llvmir)
-        if any(NOFMA_MARK in (m.decode() if isinstance(m, bytes) else str(m)) for m in mods):
-            options["fma"] = False
-        return orig(llvmir, **options)
-
-    compile_ir._gcnmops_nofma = True
-    nvvm.compile_ir = compile_ir
-
-
 @register_jitable
 def scan_position(S, Q, i, m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf, ebuf, qbuf):
     """(p_i, j*): the statistic of candidate position i as segment._final_ends computes it (position_scan;
@@ -172,7 +152,7 @@ def kernels(nw: int):
         k = _KERNELS.get(nw)
         if k is None:
             if not simulating():
-                _install_nofma()
+                install_nofma()
             k = _KERNELS[nw] = _build_kernels(nw)
         return k
 
@@ -245,14 +225,26 @@ def _build_kernels(NW: int):
     return (cuda.jit(_nofma_prefix), cuda.jit(_nofma_mask), cuda.jit(_nofma_stat))
 
 
+def device_layout(device_values, firsts: np.ndarray, ends: np.ndarray):
+    """The task-major layout xt (task = block * N + sample; vector after vector) of a device-resident (m, N)
+    column-major matrix, made on the device (one concatenation of the vectors' column slices)."""
+    from .model.pipeline import device_module
+
+    xp = device_module()
+    N = device_values.shape[1]
+    parts = [device_values[f:e, k] for f, e in zip(firsts.tolist(), ends.tolist()) for k in range(N)]
+    return xp.concatenate(parts) if parts else xp.empty(0)
+
+
 def _blocks_for(n: int, tpb: int, cap: int) -> int:
     return max(1, min(cap, (n + tpb - 1) // tpb))
 
 
 def gpu_statistic(xt: np.ndarray, offs: np.ndarray, coffs: np.ndarray, vec_eps: np.ndarray, vec_V: np.ndarray,
-                  min_seg: int, delta: int, max_int: int, w: float, timings: dict | None = None):
+                  min_seg: int, delta: int, max_int: int, w: float, timings: dict | None = None, device_xt=None):
     """(p, jstar) of every candidate position in task-major order (``scan_position``), on the GPU; the
-    candidates of task t are entries coffs[t]:coffs[t + 1]. Only these come back (compacted)."""
+    candidates of task t are entries coffs[t]:coffs[t + 1]. Only these come back (compacted). ``device_xt``:
+    xt already on the device (``device_layout``), used instead of copying ``xt`` in."""
     nwin = max(max_int - min_seg + 1, 1)
     prefix, mask_k, stat_k = kernels(nwin)
     jinv = np.empty(nwin)
@@ -263,7 +255,9 @@ def gpu_statistic(xt: np.ndarray, offs: np.ndarray, coffs: np.ndarray, vec_eps: 
     ntask = offs.size - 1
     t = {} if timings is None else timings
     t0 = time.perf_counter()
-    if simulating():
+    if device_xt is not None:
+        d_x = device_xt
+    elif simulating():
         d_x = cuda.to_device(xt)
     else:
         import cupy as cp
@@ -596,12 +590,14 @@ def statistic_difference(values, blocks, min_seg=3, delta=20, max_int=40, cyber_
 
 def segment_columns_arrays_gpu(values: np.ndarray, blocks, alpha=0.05, seg_median_t=None, min_seg=3, eps=None,
                                delta=20, max_int=40, cyber_weight=50, *, timings: dict | None = None,
-                               statistic=None, full_recompute: bool = False) -> dict:
+                               statistic=None, full_recompute: bool = False, device_values=None) -> dict:
     """``segment.segment_columns_arrays`` with the statistic on the GPU: the same dict of arrays (block,
     sample, start, end, mean, median), identical values. ``timings`` (optional dict) receives the stages'
     seconds and counts (candidates, recomputed). ``statistic``: a replacement for ``gpu_statistic`` (same
     arguments; tests pass perturbed CPU values). ``full_recompute``: positions whose decisions the GPU values
-    leave open are recomputed by the whole CPU scan instead of the CPU tail of the GPU's best window."""
+    leave open are recomputed by the whole CPU scan instead of the CPU tail of the GPU's best window.
+    ``device_values``: ``values`` already on the device (cupy; numpy in the simulator), the GPU's input when
+    no vector needed cleaning (no Inf/NaN), so nothing is copied in."""
     values, firsts, ends = checked_columns(values, blocks)
     m, N = values.shape
     params = _resolve_params(alpha, seg_median_t, min_seg, eps, delta, max_int, cyber_weight)
@@ -635,8 +631,14 @@ def segment_columns_arrays_gpu(values: np.ndarray, blocks, alpha=0.05, seg_media
     if (dirty & 2).any():
         log.info(NA_MESSAGE)
     ms, dl, mi, w = params["min_seg"], params["delta"], params["max_int"], params["w"]
+    if statistic is None:
+        statistic = gpu_statistic
+        if device_values is not None and not dirty.any():
+            t0 = time.perf_counter()
+            statistic = partial(gpu_statistic, device_xt=device_layout(device_values, firsts, ends))
+            t["seg_device_layout"] = time.perf_counter() - t0
     if coffs[-1]:
-        p, jstar = (statistic or gpu_statistic)(xt, offs, coffs, vec_eps, vec_V, ms, dl, mi, w, timings=t)
+        p, jstar = statistic(xt, offs, coffs, vec_eps, vec_V, ms, dl, mi, w, timings=t)
     else:
         p, jstar = np.zeros(0), np.zeros(0, dtype=JSTAR_DTYPE)
     t0 = time.perf_counter()
@@ -665,11 +667,13 @@ def segment_columns_arrays_gpu(values: np.ndarray, blocks, alpha=0.05, seg_media
 
 
 def segment_columns_gpu(values: np.ndarray, blocks, alpha=0.05, seg_median_t=None, min_seg=3, eps=None, delta=20,
-                        max_int=40, cyber_weight=50, *, timings: dict | None = None) -> pd.DataFrame:
-    """``segment.segment_columns`` with the statistic on the GPU (identical DataFrame)."""
+                        max_int=40, cyber_weight=50, *, timings: dict | None = None,
+                        device_values=None) -> pd.DataFrame:
+    """``segment.segment_columns`` with the statistic on the GPU (identical DataFrame); ``device_values`` as in
+    ``segment_columns_arrays_gpu``."""
     out = segment_columns_arrays_gpu(values, blocks, alpha=alpha, seg_median_t=seg_median_t, min_seg=min_seg,
                                      eps=eps, delta=delta, max_int=max_int, cyber_weight=cyber_weight,
-                                     timings=timings)
+                                     timings=timings, device_values=device_values)
     return pd.DataFrame({k: out[k] for k in ("block", "sample", "start", "end", "mean", "median")})
 
 

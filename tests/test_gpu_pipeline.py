@@ -133,6 +133,42 @@ def test_normalization_identical(kw):
     assert rel <= 1e-12, rec
 
 
+def test_device_resident_equals_host_path():
+    """The device-resident pipeline and the chunked host path (forced by a device-memory cap) give the same
+    normalized data and segments; integer copy numbers on the GPU equal the CPU's."""
+    _gpu()
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from bench_pipeline import simulated_cohort
+
+    from gcnmops.gpu_pipeline import LAST_STATS
+    from gcnmops.mops import run_mops
+    from gcnmops.params import CnMopsParams
+
+    data = simulated_cohort(300_000, 15, seed=5)
+    params = CnMopsParams().validated()
+    res = run_mops(data, params, backend="gpu", chunk_rows=70_000)
+    stats = dict(LAST_STATS)
+    host = run_mops(data, params, backend="gpu", max_device_memory=64 << 20)
+    assert stats["model_resident"] is True and stats["model_launches"] == 5
+    assert LAST_STATS["model_resident"] is False and LAST_STATS["model_launches"] > 1
+    np.testing.assert_array_equal(res.normalized_data, host.normalized_data)
+    np.testing.assert_array_equal(res.cn_index, host.cn_index)
+    scale = float(np.max(np.abs(host.local_assessments)))
+    np.testing.assert_allclose(res.local_assessments, host.local_assessments, rtol=1e-12, atol=1e-12 * scale)
+    cols = ["seqnames", "start", "end", "sampleName"]
+    assert len(res.cnvs) > 0 and res.segmentation[cols].equals(host.segmentation[cols])
+    gpu_int = gcnmops.calc_integer_copy_numbers(res, backend="gpu")
+    cpu_int = gcnmops.calc_integer_copy_numbers(res, backend="cpu")
+    assert gpu_int.cnvs["CN"].tolist() == cpu_int.cnvs["CN"].tolist()
+    assert gpu_int.cnvr.equals(cpu_int.cnvr)
+    REPORT["resident_vs_host"] = {"sini_bit_equal": bool(np.array_equal(res.local_assessments,
+                                                                         host.local_assessments)),
+                                  "segments": len(res.segmentation), "cnvs": len(res.cnvs)}
+
+
 # ------------------------------------------------------------------------------------------ golden cases
 #: cases whose segmentation changes with the GPU model's sINI (the segmentation of one sINI is identical on
 #: both; measured on an H100: 302 vs 300 segments). The fast segmentation reacts to absolute sINI changes of
@@ -156,10 +192,15 @@ def _run(case, backend):
 
     data = input_frame(case, "input_counts", manifest(case)["sampleNames"])
     res = ENTRY[manifest(case)["call"].split("(")[0]](data, backend=backend, **call_kwargs(case))
+    resident = None
+    if backend == "gpu":
+        from gcnmops.gpu_pipeline import LAST_STATS
+
+        resident = LAST_STATS.get("model_resident")
     integer = None
     if "cnvr_integer" in (manifest(case)["tables"] or {}) and len(res.cnvr) and len(res.cnvs):
-        integer = gcnmops.calc_integer_copy_numbers(res)
-    return res, integer
+        integer = gcnmops.calc_integer_copy_numbers(res, backend=backend)
+    return res, integer, resident
 
 
 def _compare(a: pd.DataFrame, b: pd.DataFrame, what: str, atol: float, errors: list) -> float:
@@ -198,9 +239,11 @@ def _compare(a: pd.DataFrame, b: pd.DataFrame, what: str, atol: float, errors: l
 def test_golden_case_pipeline_gpu(case):
     sgg = _gpu()
     sg = _seg_cpu()
-    gpu, gpu_int = _run(case, "gpu")
-    cpu, cpu_int = _run(case, "cpu")
+    gpu, gpu_int, resident = _run(case, "gpu")
+    cpu, cpu_int, _ = _run(case, "cpu")
     rec = REPORT.setdefault(case, {})
+    rec["device_resident"] = resident
+    assert resident is True
     # the segmentation component: the same sINI gives bit-identical segments
     from gcnmops.data import chromosome_blocks
 

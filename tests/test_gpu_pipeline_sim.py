@@ -71,6 +71,61 @@ CHILD = textwrap.dedent(r'''
         a = normalize_chromosomes(x, chrom, **kw)
         b = normalize_chromosomes_gpu(x, chrom, timings=t, **kw)
         out[name] = {"identical": bool(np.array_equal(a, b)), "path": t.get("normalize_path")}
+    # segmentation reading a device-resident matrix (numpy stands in for cupy): no copy of xt, identical
+    x = cohort(90, 2, 6)
+    t = {}
+    got = sgg.segment_columns_arrays_gpu(x, [(0, 40), (40, 90)], timings=t, device_values=x.copy(order="F"))
+    ref = sg.segment_columns_arrays(x, [(0, 40), (40, 90)])
+    out["device_values"] = {"identical": all(np.array_equal(ref[k], got[k]) for k in ref),
+                            "layout_on_device": "seg_device_layout" in t}
+    x[7, 1] = np.inf  # a vector to clean: the host's cleaned copy goes to the device instead
+    t = {}
+    got = sgg.segment_columns_arrays_gpu(x, [(0, 40), (40, 90)], timings=t, device_values=x.copy(order="F"))
+    ref = sg.segment_columns_arrays(x, [(0, 40), (40, 90)])
+    out["device_values_dirty"] = {"identical": all(np.array_equal(ref[k], got[k]) for k in ref),
+                                  "layout_on_device": "seg_device_layout" in t}
+    # the device-resident pipeline (normalize -> model -> segmentation) against the CPU pipeline
+    import pandas as pd
+    from gcnmops.data import make_count_data
+    from gcnmops.gpu_pipeline import LAST_STATS, normalize_and_fit_gpu
+    from gcnmops.model.gpu import fit_gpu
+    from gcnmops.model.spec import ModelSpec
+    from gcnmops.mops import assemble_result, run_mops
+    from gcnmops.params import CnMopsParams
+    m = 240
+    mu = rng.gamma(8.0, 12.0, size=(m, 1)) * rng.uniform(0.8, 1.2, size=(1, 4))
+    dose = np.ones((m, 4))
+    dose[30:45, 1] = 0.25
+    dose[150:170, 3] = 2.5
+    y = rng.poisson(mu * dose).astype(float)
+    y[200:206] = 0.0
+    ranges = pd.DataFrame({"seqnames": ["chr1"] * 120 + ["chr2"] * 120, "start": np.arange(m) * 100 + 1,
+                           "end": np.arange(m) * 100 + 100})
+    data = make_count_data(y, None, ranges)
+    for name, kw in (("resident_norm1", {}), ("resident_norm2_quant", {"norm": 2, "norm_type": "quant"}),
+                     ("resident_norm0", {"norm": 0})):
+        params = CnMopsParams(**kw).validated()
+        spec = ModelSpec.build(params.I, params.classes, params.main_class, params.prior_impact, params.cyc,
+                               params.min_read_count)
+        cpu = run_mops(data, params, backend="cpu")
+        timings = {}
+        normalized, cov, res_out, device = normalize_and_fit_gpu(data, params, spec, timings, chunk_rows=70)
+        host = fit_gpu(np.asfortranarray(cpu.normalized_data if params.norm != 2 else data.counts), cov, spec,
+                       chunk_rows=70)
+        res = assemble_result(data, params, res_out, normalized, cov, timings, backend="gpu", device=device)
+        cols = ["seqnames", "start", "end", "sampleName"]
+        out[name] = {
+            "normalized_identical": bool(np.array_equal(normalized, cpu.normalized_data)),
+            "model_equals_host_path": all(np.array_equal(getattr(res_out, f), getattr(host, f))
+                                          for f in ("lam", "alpha", "sini", "cn", "ini")),
+            "device_sini_equals_host": bool(np.array_equal(device.sini, res_out.sini)),
+            "sini_max_abs_vs_cpu": float(np.abs(res.local_assessments - cpu.local_assessments).max()),
+            "segment_rows_identical": bool(res.segmentation[cols].equals(cpu.segmentation[cols])),
+            "cnvs": len(res.cnvs), "cnvs_rows_identical": bool(res.cnvs[cols].equals(cpu.cnvs[cols])),
+            "launches": LAST_STATS.get("model_launches"), "resident": LAST_STATS.get("model_resident"),
+            "normalize_path": LAST_STATS.get("normalize_path"),
+            "stages": sorted(timings),
+        }
     print("RESULT" + json.dumps(out))
 ''')
 
@@ -97,6 +152,29 @@ def test_sim_segments_identical(sim_result, name):
 def test_sim_normalization_identical(sim_result, name, path):
     r = sim_result[name]
     assert r["identical"] and r["path"].startswith(path), r
+
+
+@pytest.mark.parametrize("name,on_device", [("device_values", True), ("device_values_dirty", False)])
+def test_sim_segmentation_of_device_values(sim_result, name, on_device):
+    r = sim_result[name]
+    assert r["identical"] and r["layout_on_device"] == on_device, r
+
+
+@pytest.mark.parametrize("name,path", [("resident_norm1", "gpu"), ("resident_norm2_quant", "cpu"),
+                                       ("resident_norm0", None)])
+def test_sim_device_resident_pipeline(sim_result, name, path):
+    """normalize -> model -> segmentation with the data on the "device": the CPU pipeline's normalized data and
+    segments; the chunked resident model equals the host-path model bit for bit; sINI stays on the device."""
+    r = sim_result[name]
+    assert r["normalized_identical"] and r["model_equals_host_path"] and r["device_sini_equals_host"], r
+    assert r["sini_max_abs_vs_cpu"] < 1e-9, r
+    assert r["segment_rows_identical"] and r["cnvs_rows_identical"] and r["cnvs"] > 0, r
+    assert r["resident"] is True and r["launches"] == 4, r  # 240 rows in launches of 70
+    assert r["stages"] == ["model", "normalize", "segment_call"], r
+    if path is None:
+        assert r["normalize_path"] is None, r
+    else:
+        assert r["normalize_path"].startswith(path), r
 
 
 def test_sim_statistic_matches_cpu(sim_result):

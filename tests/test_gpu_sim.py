@@ -197,6 +197,17 @@ def test_plan_shrink_bounds_and_split():
     assert not plan.is_out_of_memory(ValueError("shape"))
 
 
+def test_resident_plan():
+    # BM-A: counts + every output of 6.9M regions, 15 samples, 7 classes; norm=2 keeps a second input matrix
+    assert plan.resident_bytes(6_904_726, 15, 7, False) == 6_904_726 * plan.row_bytes(15, 7, False)
+    assert plan.resident_bytes(10, 15, 7, True, input_copies=2) == 10 * (plan.row_bytes(15, 7, True) + 120)
+    assert plan.launch_rows(6_904_726) == -(-6_904_726 // plan.TARGET_CHUNKS)      # ~8 launches
+    assert plan.launch_rows(1_500_000) == plan.MIN_FILL_ROWS                        # each still fills the GPU
+    assert plan.launch_rows(300_000) == 150_000                                     # two launches, not one
+    assert plan.launch_rows(1000) == 500 and plan.launch_rows(1000, max_rows=300) == 300  # always two or more
+    assert plan.launch_rows(1) == 1
+
+
 def test_kernel_config_resolves_variant_and_work():
     from gcnmops.model.gpu import LOCAL_WORK_MAX, UNROLL_MAX_CLASSES, KernelConfig
 
@@ -211,3 +222,43 @@ def test_gpu_available_never_raises_without_gpu():
     from gcnmops.model.gpu import gpu_available
 
     assert gpu_available() in (True, False)
+
+
+def _ptx_f64_ops(ptx: str) -> list[str]:
+    """The float64 arithmetic instructions of a PTX listing, in order (loads, stores, moves, compares left out)."""
+    import re
+
+    skip = ("ld", "st", "mov", "cvt", "setp", "selp", "//", "@")
+    return [ln.split()[0] for ln in ptx.splitlines()
+            if re.search(r"\.f64\b", ln) and not ln.strip().startswith(skip)]
+
+
+def test_model_kernel_compiles_for_contiguous_and_strided_views(monkeypatch):
+    """The EM kernel compiles to PTX without a GPU (NVVM only) for the host pipeline's contiguous chunk views
+    and the device-resident pipeline's strided row views, with the same float64 instruction sequence."""
+    from numba import cuda, types
+
+    import numba.cuda.dispatcher as dispatcher
+
+    try:
+        cuda.compile_ptx(lambda a: None, (types.float64[:],), cc=(9, 0))
+    except Exception as exc:  # noqa: BLE001 - no NVVM here: nothing to check
+        pytest.skip(f"NVVM unavailable: {type(exc).__name__}")
+
+    class _Hopper:
+        compute_capability = (9, 0)
+
+    monkeypatch.setattr(dispatcher, "get_current_device", lambda: _Hopper())  # device functions ask the driver
+    from gcnmops.model.gpu import get_kernel
+
+    f64 = types.float64
+
+    def sig(layout):
+        a2, a1 = types.Array(f64, 2, layout), types.Array(f64, 1, "C" if layout == "F" else layout)
+        c1 = types.Array(f64, 1, "C")
+        return (a2, c1, c1, c1, c1, c1, f64, types.int64, f64, types.int64, types.Array(f64, 2, "F"), a2, a2, a2,
+                types.Array(types.int8, 2, layout), a1, types.Array(f64, 3, "F"))
+
+    kernel = get_kernel(7, 15, False, "unroll", None).py_func
+    ops = {layout: _ptx_f64_ops(cuda.compile_ptx(kernel, sig(layout), cc=(9, 0))[0]) for layout in ("F", "A")}
+    assert len(ops["F"]) > 500 and ops["F"] == ops["A"]

@@ -76,14 +76,14 @@ def region_start(x, cov, work):
     return total, scale
 
 
-@register_jitable(inline="always")
+@register_jitable
 def floored(e, a):
     """A class's unnormalized posterior a = alpha exp(e), floored at 1e-100 (also where e < EXP_CUTOFF,
     whose exp the callers may skip or clamp)."""
     return a if (e > EXP_CUTOFF and a >= LIKELIHOOD_FLOOR) else LIKELIHOOD_FLOOR
 
 
-@register_jitable(inline="always")
+@register_jitable
 def alpha_update(prior, acc, N, prior_sum):
     """M-step of one class's weight: (prior + mean posterior) / (1 + sum of priors)."""
     return (prior + acc / N) / (1.0 + prior_sum)

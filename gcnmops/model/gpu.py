@@ -29,7 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import plan as _plan
-from .pipeline import ChunkPipeline, make_backend, simulating
+from .pipeline import (OUT_FIELDS, POST_FIELD, ChunkPipeline, device_module, is_device_array, kernel_arg, make_backend,
+                       simulating)
 from .spec import ModelOutput, ModelSpec
 
 try:  # module level: the kernel's ``cuda`` must be a global (the CUDA simulator swaps module globals)
@@ -77,6 +78,7 @@ def get_kernel(nc: int, nw: int, keep_post: bool, variant: str = "unroll", max_r
 def _build_kernel(NC: int, NW: int, KEEP: bool, variant: str, max_registers):
     from numba import float64
 
+    from ..cuda_nofma import install_nofma
     from .em import fit_region
 
     if variant not in ("unroll", "rolled"):
@@ -84,8 +86,8 @@ def _build_kernel(NC: int, NW: int, KEEP: bool, variant: str, max_registers):
     UNROLL = variant == "unroll"
     LOCAL_WORK = NW > 0
 
-    def kernel(x, cov, folds_g, log2_folds, alpha_init, alpha_prior, prior_sum, cyc, min_read_count,
-               main_idx, work_g, lam, alpha, sini, cn, ini, post):
+    def _nofma_em_kernel(x, cov, folds_g, log2_folds, alpha_init, alpha_prior, prior_sum, cyc, min_read_count,
+                         main_idx, work_g, lam, alpha, sini, cn, ini, post):
         a_s = cuda.local.array(NC, float64)
         l_s = cuda.local.array(NC, float64)
         ll_s = cuda.local.array(NC, float64)
@@ -112,9 +114,11 @@ def _build_kernel(NC: int, NW: int, KEEP: bool, variant: str, max_registers):
             )
 
     opts = {}
-    if max_registers and not simulating():
-        opts["max_registers"] = int(max_registers)
-    return cuda.jit(**opts)(kernel)
+    if not simulating():
+        install_nofma()  # the exponent x log(lambda) - lgamma(x + 1) - lambda cancels: no contraction
+        if max_registers:
+            opts["max_registers"] = int(max_registers)
+    return cuda.jit(**opts)(_nofma_em_kernel)
 
 
 # --------------------------------------------------------------------------------------- device state
@@ -204,11 +208,15 @@ class _Device:
 
     def _allocate(self, plan: _plan.ChunkPlan) -> None:
         self.pipeline = ChunkPipeline(self.backend, plan.rows, self.N, self.n, self.keep_post, nslots=plan.slots)
+        self.allocate_work(plan.rows, plan.slots)
+
+    def allocate_work(self, rows: int, slots: int) -> None:
+        """The global-memory work scratch (N > LOCAL_WORK_MAX only): one per slot, for launches of ``rows``."""
         self.work = []
         if self.nw == 0:
-            T = self.scratch_threads(plan.rows)
+            T = self.scratch_threads(rows)
             self.max_blocks = T // self.cfg.threads_per_block
-            for _ in range(plan.slots):
+            for _ in range(slots):
                 # thread-fastest: thread t's buffer is row t, so a warp's accesses coalesce
                 self.work.append(self.backend.device_array(T * self.N, np.float64).reshape((T, self.N), order="F"))
 
@@ -286,8 +294,14 @@ def fit_gpu(x: np.ndarray, cov: np.ndarray, spec: ModelSpec, keep_post: bool = F
     ``chunk_rows`` caps the rows per chunk (tests force many chunks with it). ``backend``: "auto" (cupy
     when importable, else numba.cuda's own memory), "cupy", "numba", or a callable(device_id) -> backend. ``out``: column-major result
     arrays to fill (pinned ones receive the copies directly). ``stats`` (a dict) receives the plan and
-    the chunks each device ran.
+    the chunks each device ran. A device array ``x`` (cupy) is fitted where it lies (``fit_gpu_device``; one
+    device, ``max_device_memory`` and ``backend`` do not apply).
     """
+    if is_device_array(x):
+        if devices not in (None, 0, [0]):
+            raise ValueError("a device-resident x is fitted on its own device; pass devices=None")
+        return fit_gpu_device(x, cov, spec, keep_post=keep_post, out=out, chunk_rows=chunk_rows, config=config,
+                              stats=stats)[0]
     x = np.asarray(x, dtype=np.float64)
     if not x.flags.f_contiguous:
         x = np.asfortranarray(x)
@@ -357,6 +371,59 @@ def fit_gpu(x: np.ndarray, cov: np.ndarray, spec: ModelSpec, keep_post: bool = F
     return out
 
 
+def fit_gpu_device(x, cov: np.ndarray, spec: ModelSpec, keep_post: bool = False, out: ModelOutput | None = None,
+                   *, chunk_rows: int | None = None, config: KernelConfig | None = None,
+                   stats: dict | None = None) -> tuple[ModelOutput, ModelOutput]:
+    """Fit every region of a device-resident ``x`` (m, N) float64 column-major on the current device, with
+    no copy of x: the device-resident pipeline's model stage.
+
+    ``x``: a cupy array (a numpy array in the CUDA simulator, see pipeline.device_module). The outputs are
+    made on the device for all m rows; the kernel runs in launches of ``plan.launch_rows`` rows on one stream
+    (which first waits for the work already enqueued on the current stream, e.g. the normalization), and
+    each launch's rows are copied into the host outputs on a second stream while the next launch computes.
+    Host outputs: ``out`` (column-major arrays of ModelOutput's shapes; pinned ones are copied into
+    asynchronously) or new pinned arrays. Returns (host outputs, device outputs) once every copy is done.
+    """
+    xp = device_module()
+    m, N = x.shape
+    n = spec.folds.size
+    if x.dtype != np.float64 or not x.flags.f_contiguous:
+        raise ValueError("x must be a column-major float64 device array")
+    cov = np.ascontiguousarray(cov, dtype=np.float64)
+    if cov.shape != (N,):
+        raise ValueError(f"cov must have one value per sample ({N}); got shape {cov.shape}")
+    device_id = 0 if xp is np else int(x.device.id)
+    dev = _Device(device_id, spec, cov, N, keep_post, config or KernelConfig(), "auto")
+    be = dev.backend
+    fields = OUT_FIELDS + ((POST_FIELD,) if keep_post else ())
+    shapes = {"lam": (m, n), "alpha": (m, n), "sini": (m, N), "cn": (m, N), "ini": (m,), "post": (m, n, N)}
+    if out is None:
+        out = ModelOutput(**{"post": None, **{name: be.empty_out(shapes[name], dtype) for name, _, dtype in fields}})
+    else:
+        _check_out(out, m, n, N, keep_post)
+    with be.activate():
+        d = {name: xp.empty(shapes[name], dtype=dtype, order="F") for name, _, dtype in fields}
+        resident = ModelOutput(**{"post": None, **d})
+        if m == 0:
+            return out, resident
+        rows = _plan.launch_rows(m, chunk_rows)
+        dev.allocate_work(rows, 1)
+        compute, copy = be.stream(), be.stream()
+        be.stream_wait_current(compute)
+        chunks = _plan.chunk_bounds(m, rows)
+        for r0, r1 in chunks:
+            views = {"x": kernel_arg(x[r0:r1]), **{name: kernel_arg(a[r0:r1]) for name, a in d.items()}}
+            dev.launch(views, be.launch_stream(compute), r1 - r0, 0)
+            be.stream_wait(copy, be.record(compute))
+            for name in d:
+                be.copy_rows_to_host(getattr(out, name), d[name], r0, r1 - r0, copy)
+        be.wait(be.record(copy))
+    if stats is not None:
+        stats.update(rows_per_chunk=rows, n_chunks=len(chunks), backend=be.name, variant=dev.variant,
+                     local_work=dev.nw, resident=True)
+    return out, resident
+
+
 def run_many(experiments, devices="all", **options) -> list[ModelOutput]:
     """Fit several independent experiments, one per GPU at a time (a host thread per device).
 
@@ -398,4 +465,4 @@ def run_many(experiments, devices="all", **options) -> list[ModelOutput]:
     return results
 
 
-__all__ = ["fit_gpu", "gpu_available", "run_many", "KernelConfig", "get_kernel"]
+__all__ = ["fit_gpu", "fit_gpu_device", "gpu_available", "run_many", "KernelConfig", "get_kernel"]

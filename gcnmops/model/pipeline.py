@@ -127,11 +127,22 @@ class NumbaBackend:
     def wait(self, e) -> None:
         e.synchronize()
 
+    def stream_wait(self, s, e) -> None:
+        e.wait(s)
+
+    def stream_wait_current(self, s) -> None:
+        """``s`` waits for the work enqueued so far on the default stream (launches are synchronous here)."""
+
     def synchronize(self) -> None:
         self.cuda.synchronize()
 
     def empty_out(self, shape, dtype) -> np.ndarray:
         return np.empty(shape, dtype=dtype, order="F")
+
+    def copy_rows_to_host(self, host: np.ndarray, dev, r0: int, rows: int, s) -> None:
+        """Rows r0:r0 + rows of the column-major device array ``dev`` into the same rows of ``host`` (same
+        shape). Device-resident arrays are numpy arrays in the CUDA simulator, the only place this runs."""
+        scatter_rows(as_matrix(np.asarray(dev))[r0:r0 + rows], host, r0)
 
 
 class CupyBackend:
@@ -197,6 +208,16 @@ class CupyBackend:
         self.rt.memcpy2DAsync(h.ctypes.data + r0 * item, m * item, _ptr_dev(dev), rows * item, rows * item, K,
                               self.rt.memcpyDeviceToHost, s.ptr)
 
+    def copy_rows_to_host(self, host: np.ndarray, dev, r0: int, rows: int, s) -> None:
+        """Rows r0:r0 + rows of the column-major device array ``dev`` (m, ...) into the same rows of the
+        column-major ``host`` array of the same shape: one strided copy (cudaMemcpy2DAsync) on stream ``s``,
+        asynchronous when ``host`` is pinned."""
+        h = as_matrix(host)
+        item = h.itemsize
+        m, K = h.shape
+        self.rt.memcpy2DAsync(h.ctypes.data + r0 * item, m * item, _ptr_dev(dev) + r0 * item, m * item,
+                              rows * item, K, self.rt.memcpyDeviceToHost, s.ptr)
+
     def record(self, s):
         e = self.cp.cuda.Event(disable_timing=True)
         e.record(s)
@@ -204,6 +225,13 @@ class CupyBackend:
 
     def wait(self, e) -> None:
         e.synchronize()
+
+    def stream_wait(self, s, e) -> None:
+        s.wait_event(e)
+
+    def stream_wait_current(self, s) -> None:
+        """``s`` waits for the work enqueued so far on cupy's current stream (e.g. the normalization)."""
+        s.wait_event(self.cp.cuda.get_current_stream().record())
 
     def synchronize(self) -> None:
         self.cp.cuda.Device(self.device_id).synchronize()
@@ -225,6 +253,43 @@ def simulating() -> bool:
     from numba import config
 
     return bool(getattr(config, "ENABLE_CUDASIM", False))
+
+
+def device_module():
+    """The array module of device-resident data: cupy on a real GPU; numpy in the CUDA simulator (whose
+    kernels take numpy arrays), so the device-resident pipeline runs there too."""
+    if simulating():
+        return np
+    import cupy
+
+    return cupy
+
+
+def kernel_arg(a):
+    """A device-resident array (or a view of one, any strides) as a numba.cuda kernel argument, with no copy and
+    no synchronization."""
+    if simulating():
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+        return FakeCUDAArray(a)  # (a plain numpy argument would be copied, and must be contiguous)
+    from numba import cuda
+
+    return cuda.as_cuda_array(a, sync=False)
+
+
+def is_device_array(a) -> bool:
+    """True for arrays in device memory (cupy, numba.cuda, anything with ``__cuda_array_interface__``)."""
+    return hasattr(a, "__cuda_array_interface__")
+
+
+def pinned_empty(shape, dtype=np.float64) -> np.ndarray:
+    """An empty column-major host array in page-locked memory from cupy's pinned pool (fast, asynchronous
+    copies; the block returns to the pool when the array is freed); a plain array in the simulator."""
+    if simulating():
+        return np.empty(shape, dtype=dtype, order="F")
+    import cupyx
+
+    return cupyx.empty_pinned(shape, dtype=dtype, order="F")
 
 
 def make_backend(device_id: int = 0, prefer: str = "auto"):

@@ -52,6 +52,24 @@ class ChunkPlan:
         return max(1, math.ceil(m / self.rows))
 
 
+def resident_bytes(m: int, N: int, n: int, keep_post: bool, input_copies: int = 1) -> int:
+    """Device bytes of the device-resident model stage: ``input_copies`` (m, N) float64 input matrices (the
+    counts, and their normalized copy for norm=2) and every output for all m rows at once."""
+    return m * (row_bytes(N, n, keep_post) + 8 * N * (input_copies - 1))
+
+
+def launch_rows(m: int, max_rows: int | None = None, target_chunks: int = TARGET_CHUNKS,
+                min_fill_rows: int = MIN_FILL_ROWS) -> int:
+    """Rows per kernel launch of the device-resident model: about ``target_chunks`` launches (each one's
+    results are copied back while the next computes), each still filling the GPU, and at least two, so that
+    every launch gets strided row views of the (m, K) arrays and one kernel specialization serves every m
+    (a single launch over all rows would pass contiguous arrays: a second compilation); ``max_rows`` caps it."""
+    rows = min(math.ceil(m / 2), max(math.ceil(m / max(1, target_chunks)), min_fill_rows))
+    if max_rows is not None:
+        rows = min(rows, max(1, int(max_rows)))
+    return max(1, rows)
+
+
 def memory_budget(free_bytes: int, max_device_memory: int | None = None) -> int:
     """Bytes a plan may use: a fraction of the free memory less a reserve, capped by the user's limit."""
     budget = int(free_bytes * FREE_FRACTION) - RESERVE_BYTES
