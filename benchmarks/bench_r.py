@@ -12,7 +12,8 @@ Same simulated counts (benchmarks/bench_pipeline.py's cohort: 22 chromosomes of 
   backend, median of ``--repeat`` runs after a warm-up call (starts Python, loads the kernels); also
   ``gcn.mops(matrix)`` on a double matrix (the zero-copy input). R's own stage times come from
   ``gcn.mops:::.state$last_run``: R before the engine (input, checks, allocation), the engine call (bridge in,
-  pipeline, bridge out) and R after it (labels, GRanges, the S4 object).
+  pipeline, bridge out) and R after it (labels, GRanges, the S4 object); R's garbage collections inside each
+  call from ``gc.time()``.
   Overhead = R wall - Python wall, as a share of the Python wall.
 * Host memory: peak resident set (VmHWM) of a fresh R process (R + the embedded Python engine) over the
   engine's start-up and one run, against
@@ -104,6 +105,7 @@ cat("JSON", jsonlite::toJSON(list(base = as.list(base), before = as.list(before)
 _R_GCNMOPS = _R_COMMON + r"""
 backend <- args[2]; repeats <- as.integer(args[3])
 suppressPackageStartupMessages(library(gcn.mops))
+invisible(gc.time(TRUE))   # time R's garbage collections
 t0 <- proc.time()[["elapsed"]]
 invisible(suppressMessages(gcn.mops(gr[1:3000], backend = backend)))   # starts Python, loads the kernels
 warm <- proc.time()[["elapsed"]] - t0
@@ -113,12 +115,13 @@ runs <- list()
 for (i in seq_len(repeats)) {
   r <- NULL
   invisible(gc())
+  gc0 <- gc.time()[[3L]]
   t0 <- proc.time()[["elapsed"]]
   r <- suppressMessages(gcn.mops(gr, backend = backend))
   wall <- proc.time()[["elapsed"]] - t0
   lr <- gcn.mops:::.state$last_run
   runs[[i]] <- list(wall = wall, r = lr$r_timings, bridge = lr$bridge, engine = lr$timings,
-                    copied = unlist(lr$copied))
+                    copied = unlist(lr$copied), gc = gc.time()[[3L]] - gc0)
 }
 after <- hwm()
 t0 <- proc.time()[["elapsed"]]
@@ -126,13 +129,15 @@ ri <- suppressMessages(calcIntegerCopyNumbers(r))
 integer <- proc.time()[["elapsed"]] - t0
 X <- counts * 1.0          # a double matrix: the zero-copy input
 rm(r, ri); invisible(gc())
+gc0 <- gc.time()[[3L]]
 t0 <- proc.time()[["elapsed"]]
 res_m <- suppressMessages(gcn.mops(X, backend = backend))
 wall_matrix <- proc.time()[["elapsed"]] - t0
 lrm <- gcn.mops:::.state$last_run
 cat("JSON", jsonlite::toJSON(list(base = as.list(base), before = as.list(before), after = as.list(after),
     warmup = warm, runs = runs, integer = integer, matrix = list(wall = wall_matrix, r = lrm$r_timings,
-    bridge = lrm$bridge, engine = lrm$timings), result_mb = as.numeric(object.size(res_m)) / 2^20,
+    bridge = lrm$bridge, engine = lrm$timings, gc = gc.time()[[3L]] - gc0),
+    result_mb = as.numeric(object.size(res_m)) / 2^20,
     segments = length(segmentation(res_m)), cnvs = length(cnvs(res_m))), auto_unbox = TRUE, digits = NA), "\n")
 """
 
@@ -240,9 +245,10 @@ def main() -> None:
               "warmup": r["warmup"], "integer": r["integer"], "matrix_input": r["matrix"],
               "segments": r["segments"], "cnvs": r["cnvs"], "result_object_mb": r["result_mb"]},
         "overhead_s": overhead, "overhead_pct_of_python": 100.0 * overhead / py["wall"],
-        "r_own_s": intrinsic, "r_own_s_median": intrinsic_med,
+        "r_own_s": intrinsic, "r_own_s_median": intrinsic_med, "r_gc_s": [x["gc"] for x in r["runs"]],
         "r_own_pct_of_python": 100.0 * intrinsic_med / py["wall"],
         "r_own_pct_of_pipeline": 100.0 * intrinsic_med / rm["bridge"]["pipeline"],
+        "r_own_matrix_s": r["matrix"]["wall"] - r["matrix"]["bridge"]["pipeline"],
         "memory_mb": {"r_baseline_gr": base["base"]["hwm_mb"], "r_baseline_gr_plus_double_matrix":
                       base["with_matrix"]["hwm_mb"], "gcnmops_engine_started": mem["before"]["hwm_mb"],
                       "gcnmops_peak_one_run": mem["peak"]["hwm_mb"], "gcnmops_after_gc": mem["after_gc"]["rss_mb"],

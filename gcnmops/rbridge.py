@@ -7,14 +7,15 @@ Two directions, one module:
   callback, :func:`_host_dispatch`) through which every later call goes; no data crosses reticulate
   (reticulate 1.28 would also finalize its objects without Python's lock, which rpy2 releases while R
   runs). R prepares a *bridge environment* - the count matrix, the regions, the parameters, and every
-  numeric result matrix already allocated by R with its final dimnames - registers it under a key and
-  calls e.g. :func:`run_from_r` with that key. The engine views the input matrix in place
-  (:func:`r_array`: a numpy array over R's memory, no copy) and writes lambda, alpha, sINI, INI, the
-  expected-class indices (a raw matrix) and the posteriors straight into the R-allocated matrices
+  numeric result matrix already allocated by R with its final dimnames (R vectors from the package's custom
+  allocator: not zero-filled, as the engine writes every element, and outside R's vector-heap count) -
+  registers it under a key and calls e.g. :func:`run_from_r` with that key. The engine views the input
+  matrix in place (:func:`r_array`: a numpy array over R's memory, no copy) and writes lambda, alpha, sINI,
+  INI, the expected-class indices (a raw matrix) and the posteriors straight into the R-allocated matrices
   (``run_mops(out=...)`` -> ``model.fit(out=...)``; on a GPU the device-to-host copies land in R memory).
   The tables (segments, CNVs, CNV regions) go back into the environment as integer/double vectors; R
-  builds the GRanges and the copy-number label matrices itself, by vectorized indexing
-  ``classes[idx + 1L]``. When Python hosts R (rpy2), :func:`attach` registers the same callback.
+  builds the GRanges and the copy-number label matrices itself, ``classes[idx + 1L]`` (the m x N one in C).
+  When Python hosts R (rpy2), :func:`attach` registers the same callback.
 * **Python calls R** (:func:`to_r`, :func:`from_r`, :func:`write_rds`, :func:`read_rds_result`):
   a :class:`~gcnmops.result.CNVDetectionResult` becomes the R ``CNVDetectionResult`` S4 object
   (built by the R package's own builder, so both directions give the same object), and an R result
@@ -108,8 +109,14 @@ local({
     gr <- obj@gr
     sn <- GenomeInfoDb::seqnames(gr)
     icn <- obj@integerCopyNumber
-    cn <- match(icn, classes) - 1L
-    dim(cn) <- dim(icn)
+    # the R package's C routine when it is loaded (no R-heap temporaries), else match()
+    index <- if (isNamespaceLoaded("gcn.mops")) get0(".label_index", getNamespace("gcn.mops"), inherits = FALSE)
+    if (is.null(index)) {
+      cn <- match(icn, classes) - 1L
+      dim(cn) <- dim(icn)
+    } else {
+      cn <- index(icn, classes)
+    }
     post <- obj@posteriorProbs
     if (length(post) <= 1L && all(is.na(post))) post <- NULL
     list(seq_values = as.character(S4Vectors::runValue(sn)), seq_lengths = S4Vectors::runLength(sn),

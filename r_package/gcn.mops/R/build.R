@@ -11,13 +11,17 @@
 # "segments" (singlecn.mops), the same fields as the segments).
 
 .regions_granges <- function(env) {
-  if (!is.null(env$gr)) return(sortSeqlevels(env$gr))   # gcn.mops(): made from the input GRanges
+  if (!is.null(env$gr)) return(env$gr)   # gcn.mops(): made from the input GRanges, seqlevels sorted
   chr <- env$chr_levels[env$chr_index]
   si <- env$seqinfo
   gr <- if (is.null(si)) GRanges(chr, IRanges(env$start, env$end))
         else GRanges(chr, IRanges(env$start, env$end), seqinfo = si)
   sortSeqlevels(gr)
 }
+
+# 0-based class index of each label (NA when not a class), with the labels' dimensions: the label
+# matrix read back (gcnmops.rbridge.from_r); C, as the matrix has a label per region and sample.
+.label_index <- function(labels, classes) .Call(C_gm_label_index, labels, classes)
 
 .labels <- function(idx, classes) {
   out <- classes[idx + 1L]          # NA index (R's NA_integer_) stays NA
@@ -58,8 +62,7 @@
   classes <- params$classes
   gr <- .regions_granges(env)
   sINI <- env$localAssessments
-  CN <- .labels(as.integer(env$cn), classes)
-  dim(CN) <- dim(sINI)
+  CN <- .Call(C_gm_labels, env$cn, classes)   # classes[idx + 1L], in C (the m x N label matrix)
   dimnames(CN) <- dimnames(sINI)
   r <- new(.result_class())
   r@gr <- gr

@@ -35,89 +35,94 @@ exomegcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
 
 # The read counts as a double matrix (the engine views it in place), with the regions.
 # A double matrix is used as it is (no copy); integer counts are converted once; a GRanges's columns
-# are written into one new double matrix.
+# are written into one new double matrix. Counts must be >= 0 and finite (checked in the same pass).
 .prepare_input <- function(input, min_samples = 2L, vector_is_sample = FALSE, prefix = "Sample") {
-  out <- list()
-  if (methods::is(input, "GRanges")) {
-    input <- sortSeqlevels(input)
+  out <- if (methods::is(input, "GRanges")) .granges_input(input, min_samples)
+         else if (is.matrix(input) || (is.vector(input) && is.atomic(input))) .matrix_input(input, vector_is_sample)
+         else stop("GRanges object or read count matrix needed as input.")
+  if (is.null(out$sampleNames)) out$sampleNames <- paste(prefix, seq_len(ncol(out$X)), sep = "_")
+  out
+}
+
+.counts_error <- function() stop("All values must be greater or equal zero and finite.\n", call. = FALSE)
+
+# The double matrix of dimensions `dims` made of the vectors `cols` one after another (integer, logical or
+# double; a vector may fill several columns); an error unless every value is >= 0 and finite.
+.count_matrix <- function(cols, dims) {
+  X <- .Call(C_gm_count_matrix, cols, as.integer(dims))
+  if (is.null(X)) .counts_error()
+  X
+}
+
+# The metadata columns of a GRanges (numbers, logicals or Rle of them) as one double matrix of counts.
+.granges_counts <- function(mc) {
+  cols <- as.list(mc)
+  if (length(cols) == 0L) stop("GRanges object or read count matrix needed as input.")
+  for (k in seq_along(cols)) {
+    v <- cols[[k]]
+    if (methods::is(v, "Rle")) cols[[k]] <- v <- as.vector(v)
+    if (!(is.numeric(v) || is.logical(v)))
+      stop(sprintf(paste("All values must be greater or equal zero and finite.\n",
+                         "(metadata column '%s' is %s, not read counts)"), names(cols)[k], class(v)[1L]))
+  }
+  X <- .count_matrix(cols, c(length(cols[[1L]]), length(cols)))
+  dimnames(X) <- list(NULL, names(cols))   # dimnames<- (a primitive) sets them in place
+  X
+}
+
+.granges_input <- function(input, min_samples) {
+  input <- sortSeqlevels(input)
+  mc <- mcols(input)
+  if (ncol(mc) == 1L && min_samples > 1L) stop("It is not possible to run cn.mops on only ONE sample.\n")
+  if (length(unique(strand(input))) > 1L)
+    stop(paste("Different strands found in GRanges object. Please make",
+               "read counts independent of strand."))
+  sn <- seqnames(input)
+  rv <- as.integer(runValue(sn))
+  if (anyDuplicated(rv)) {
+    # cn.mops cuts the matrix per chromosome and needs each chromosome's rows together
+    warning("Rows of a chromosome were not contiguous: regrouping rows by chromosome.", call. = FALSE)
+    f <- as.integer(sn)
+    input <- input[order(match(f, unique(f)), method = "radix")]
     mc <- mcols(input)
-    if (ncol(mc) == 1L && min_samples > 1L) stop("It is not possible to run cn.mops on only ONE sample.\n")
-    if (length(unique(strand(input))) > 1L)
-      stop(paste("Different strands found in GRanges object. Please make",
-                 "read counts independent of strand."))
     sn <- seqnames(input)
     rv <- as.integer(runValue(sn))
-    if (anyDuplicated(rv)) {
-      # cn.mops cuts the matrix per chromosome and needs each chromosome's rows together
-      warning("Rows of a chromosome were not contiguous: regrouping rows by chromosome.", call. = FALSE)
-      f <- as.integer(sn)
-      input <- input[order(match(f, unique(f)), method = "radix")]
-      mc <- mcols(input)
-      sn <- seqnames(input)
-      rv <- as.integer(runValue(sn))
-    }
-    out$chr_levels <- levels(sn)[rv]
-    out$chr_index <- rep.int(seq_along(rv), runLength(sn))
-    out$start <- start(input)
-    out$end <- end(input)
-    out$seqinfo <- seqinfo(input)
-    out$input_type <- "GRanges"
-    m <- length(input)
-    N <- ncol(mc)
-    cols <- as.list(mc)
-    if (N == 0L) stop("GRanges object or read count matrix needed as input.")
-    X <- numeric(m * N)
-    dim(X) <- c(m, N)
-    for (k in seq_len(N)) {
-      v <- cols[[k]]
-      if (methods::is(v, "Rle")) v <- as.vector(v)
-      if (!(is.numeric(v) || is.logical(v)))
-        stop(sprintf(paste("All values must be greater or equal zero and finite.\n",
-                           "(metadata column '%s' is %s, not read counts)"), names(cols)[k], class(v)[1L]))
-      X[, k] <- v
-    }
-    out$sampleNames <- names(cols)
-    # cn.mops's row names, paste(chr, start, end, sep = "_"); sprintf makes the same strings from integer
-    # coordinates 3x faster
-    out$rownames <- sprintf("%s_%d_%d", out$chr_levels[out$chr_index], out$start, out$end)
-    # cn.mops's gr: the regions without metadata, strand "*" (shares the input's ranges)
-    g <- input
-    mcols(g) <- NULL
-    names(g) <- NULL
-    if (any(runValue(strand(g)) != "*")) BiocGenerics::strand(g) <- "*"
-    out$gr <- g
-    dimnames(X) <- list(out$rownames, out$sampleNames)  # our own matrix: set in place, as cn.mops names it
-  } else if (is.matrix(input) || (is.vector(input) && is.atomic(input))) {
-    if (!(is.numeric(input) || is.logical(input)))
-      stop("All values must be greater or equal zero and finite.\n")
-    if (is.matrix(input)) {
-      X <- input
-      out$sampleNames <- colnames(input)
-    } else {
-      X <- input
-      # cn.mops: a vector is one region of N samples; the reference/single methods: one sample
-      dim(X) <- if (vector_is_sample) c(length(input), 1L) else c(1L, length(input))
-      out$sampleNames <- NULL
-    }
-    if (!is.double(X)) storage.mode(X) <- "double"
-    m <- nrow(X)
-    out$chr_levels <- "undef"
-    out$chr_index <- rep.int(1L, m)
-    out$start <- seq_len(m)
-    out$end <- seq_len(m)
-    out$input_type <- "DataMatrix"
-    out$rownames <- NULL
-  } else {
-    stop("GRanges object or read count matrix needed as input.")
   }
-  if (length(X)) {
-    rg <- range(X)
-    if (anyNA(rg) || rg[1L] < 0 || !is.finite(rg[2L]))
-      stop("All values must be greater or equal zero and finite.\n")
-  }
-  if (is.null(out$sampleNames)) out$sampleNames <- paste(prefix, seq_len(ncol(X)), sep = "_")
+  out <- list(chr_levels = levels(sn)[rv], chr_index = rep.int(seq_along(rv), runLength(sn)),
+              start = start(input), end = end(input), seqinfo = seqinfo(input), input_type = "GRanges")
+  X <- .granges_counts(mc)
+  out$sampleNames <- colnames(X)
+  # cn.mops's row names, paste(chr, start, end, sep = "_"): a character vector that makes them in C when
+  # they are read (paste: 2 s for 481,299 regions; most uses of the result never read them)
+  out$rownames <- .Call(C_gm_region_names, out$chr_levels, out$chr_index, out$start, out$end)
+  # cn.mops's gr: the regions without metadata, strand "*" (shares the input's ranges)
+  g <- input
+  mcols(g) <- NULL
+  names(g) <- NULL
+  if (any(runValue(strand(g)) != "*")) BiocGenerics::strand(g) <- "*"
+  out$gr <- g
+  dimnames(X) <- list(out$rownames, out$sampleNames)   # in place, as cn.mops names it
   out$X <- X
   out
+}
+
+.matrix_input <- function(input, vector_is_sample) {
+  if (!(is.numeric(input) || is.logical(input)))
+    stop("All values must be greater or equal zero and finite.\n")
+  X <- input
+  # cn.mops: a vector is one region of N samples; the reference/single methods: one sample
+  if (!is.matrix(input)) dim(X) <- if (vector_is_sample) c(length(input), 1L) else c(1L, length(input))
+  if (is.double(X)) {
+    if (!.Call(C_gm_counts_valid, X)) .counts_error()
+  } else {
+    dn <- dimnames(X)
+    X <- .count_matrix(list(X), dim(X))
+    if (!is.null(dn)) dimnames(X) <- dn
+  }
+  m <- nrow(X)
+  list(X = X, sampleNames = if (is.matrix(input)) colnames(input), chr_levels = "undef",
+       chr_index = rep.int(1L, m), start = seq_len(m), end = seq_len(m), input_type = "DataMatrix",
+       rownames = NULL)
 }
 
 .num1 <- function(x) is.numeric(x) & length(x) == 1
@@ -146,32 +151,18 @@ exomegcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
   norm
 }
 
+# A matrix (or vector: one dimension) for the engine to fill, not initialized: type "double", "integer"
+# or "raw". Its memory is outside R's vector-heap count (see src/gcnmops.c): a run's large matrices do
+# not each force a full garbage collection.
 .alloc <- function(type, dims, dn = NULL) {
-  x <- vector(type, prod(dims))
-  dim(x) <- dims
+  x <- .Call(C_gm_alloc, type, dims)
   if (!is.null(dn)) dimnames(x) <- dn
   x
-}
-
-# R's vector heap grows by ~20% per collection, so a run's large allocations each trigger a full garbage
-# collection (~0.5 s with Bioconductor loaded): reserve the room for all of them with one allocation.
-.reserve_heap <- function(bytes) {
-  if (bytes < 64 * 2^20) return(invisible())
-  x <- raw(bytes)
-  rm(x)
-  invisible(gc(full = FALSE))
 }
 
 .gcn_mops <- function(input, args, dots, backend, devices, method = "cn.mops") {
   tick <- function() proc.time()[["elapsed"]]
   t0 <- tick()
-  if (isTRUE(getOption("gcn.mops.reserveHeap", TRUE))) {
-    m0 <- if (methods::is(input, "GRanges")) length(input) else NROW(input)
-    N0 <- if (methods::is(input, "GRanges")) ncol(mcols(input)) else NCOL(input)
-    n0 <- length(args$I)
-    # X, normalizedData, localAssessments, individualCall, labels (+ temporaries), L, A, row names
-    .reserve_heap(m0 * (N0 * (8 * 5 + 4 * 2 + 1) + 16 * n0 + 8 + 80))
-  }
   d <- .prepare_input(input)
   norm <- .check_args(args)
   args$norm <- norm
@@ -213,7 +204,7 @@ exomegcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
   env$normalizedData <- if (norm == 0) NULL else .alloc("double", c(m, N), dn)
   env$localAssessments <- .alloc("double", c(m, N), dn)
   env$individualCall <- .alloc("double", c(m, N), list(NULL, sn))
-  ini <- numeric(m)
+  ini <- .alloc("double", m)
   names(ini) <- rn
   env$iniCall <- ini
   rm(ini)
