@@ -63,9 +63,13 @@ def call_cnvs(sini: np.ndarray, gr: pd.DataFrame, blocks: list[tuple[str, int, i
 
 
 def calls_from_segments(seg: pd.DataFrame, gr: pd.DataFrame, blocks, sample_names, upper_threshold,
-                        lower_threshold, min_width, use_median, *, m: int, n_samples: int) -> Calls:
+                        lower_threshold, min_width, use_median, *, m: int, n_samples: int,
+                        fill_individual: bool = True) -> Calls:
     """Individual calls, segmentation, CNVs and CNV regions from a segment table (block, sample, start,
-    end relative to the block, 1-based, mean, median) of any segmentation algorithm."""
+    end relative to the block, 1-based, mean, median) of any segmentation algorithm.
+
+    ``fill_individual=False``: the tables only (``Calls.individual_call`` is None; the distributed path fills
+    the (m, N) matrix per sample group on its workers)."""
     block = seg["block"].to_numpy()
     sample = seg["sample"].to_numpy()
     first = np.array([b for _, b, _ in blocks])[block]
@@ -75,7 +79,7 @@ def calls_from_segments(seg: pd.DataFrame, gr: pd.DataFrame, blocks, sample_name
     median = seg["median"].to_numpy(dtype=np.float64)
     stat = median if use_median else mean
 
-    individual = _fill_by_segment(stat, sample, row_start, row_end, m, n_samples)
+    individual = _fill_by_segment(stat, sample, row_start, row_end, m, n_samples) if fill_individual else None
 
     gr_start = gr["start"].to_numpy()
     gr_end = gr["end"].to_numpy()

@@ -1,4 +1,5 @@
-"""Command line: ``python -m gcnmops run INPUT -o OUTDIR [options]`` and ``python -m gcnmops info``."""
+"""Command line: ``python -m gcnmops run INPUT -o OUTDIR [options]``, ``python -m gcnmops batch MANIFEST -o OUTDIR``
+and ``python -m gcnmops info``."""
 from __future__ import annotations
 
 import argparse
@@ -70,6 +71,16 @@ def build_parser() -> argparse.ArgumentParser:
     count.add_argument("--min-mapq", type=int, default=1)
     count.add_argument("--workers", type=int, help="threads (default: all CPUs)")
     count.add_argument("--quiet", action="store_true", help="no progress bar")
+    batch = sub.add_parser("batch", help="run many experiments listed in a manifest on GPUs or CPU worker processes "
+                                         "(resumable; see docs/scaling.md)")
+    batch.add_argument("manifest", help="TSV (id, input, method, parameter columns) or YAML list of experiments")
+    batch.add_argument("-o", "--outdir", required=True, help="output folder: one subfolder per experiment")
+    batch.add_argument("--devices", type=_devices, help="one worker per GPU: device ids, comma separated, or 'all'")
+    batch.add_argument("--workers", type=int, help="CPU worker processes (default 1, or the GPUs when one is usable)")
+    batch.add_argument("--formats", type=_strings, default=None, help="tsv,bed,vcf,seg (default: all)")
+    batch.add_argument("--no-integer", action="store_true", help="skip integer copy numbers")
+    batch.add_argument("--force", action="store_true", help="run again the experiments already done")
+    batch.add_argument("--quiet", action="store_true", help="no progress lines")
     return parser
 
 
@@ -184,6 +195,25 @@ def _count(args) -> int:
     return 0
 
 
+def _batch(args) -> int:
+    """Exit status 0 when every experiment is done, 1 when some failed, 130 when interrupted."""
+    from .batch import format_summary, read_manifest, run_batch
+
+    if args.devices is not None and args.workers is not None:
+        raise InputError("give --devices (GPU workers) or --workers (CPU workers), not both")
+    experiments = read_manifest(args.manifest)
+    try:
+        summary = run_batch(experiments, args.outdir, devices=args.devices, workers=args.workers,
+                            formats=args.formats, integer=not args.no_integer, force=args.force,
+                            echo=(lambda line: None) if args.quiet else None)
+    except KeyboardInterrupt:
+        print(f"gcnmops batch: interrupted; summary in {Path(args.outdir) / 'summary.tsv'}", file=sys.stderr)
+        return 130
+    print(format_summary(summary))
+    print(f"summary: {Path(args.outdir) / 'summary.tsv'}")
+    return 1 if (summary["status"] == "failed").any() else 0
+
+
 def _info() -> int:
     import numba
     import numpy
@@ -201,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "count":
             return _count(args)
+        if args.command == "batch":
+            return _batch(args)
         return _run(args) if args.command == "run" else _info()
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -1,0 +1,494 @@
+"""cn_mops on a Dask cluster: read -> normalize -> model -> segment -> call, the matrix in chunks.
+
+Stages (each a list of tasks; matrices pass through the working Zarr store, tasks return small things):
+
+1. read (row chunks): the input's rows are checked (cn.mops's count checks) and staged in the store,
+   with the per-row / per-sample flags normalization needs;
+2. normalize (statistics): see ``distributed/normalize.py`` (per chromosome and sample, exactly);
+3. model (row chunks; regions are independent): each task normalizes its rows and fits them with the
+   engine's model (``model.fit`` on the CPU or the worker's GPU; the one-step model of referencecn.mops /
+   singlecn.mops), writing normalized data, lambda, alpha, sINI, CN, INI (and posteriors);
+4. segment (sample groups; whole chromosomes per sample): ``segment.segment_columns`` (or the GPU
+   segmentation) on the group's sINI columns, individual calls written back;
+5. call (client): the segment tables of all groups, in the single-process order, through
+   ``calls.calls_from_segments`` (segmentation, CNVs, CNV regions).
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import tempfile
+import time
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..calls import MIN_REGIONS_TO_SEGMENT, _fill_by_segment, calls_from_segments, empty_cnvr, empty_segments
+from ..data import chromosome_blocks
+from ..errors import InputError
+from ..model import BACKENDS, fit, resolve_backend
+from ..model.onestep import LAMBDA_FLOOR, REFERENCE_FLOOR, SINGLE_FLOOR, OneStepSpec, row_means
+from ..model.spec import ModelSpec
+from ..mops import FEW_REGIONS
+from .cluster import Runner, chunk_bytes_for, resolve_client, task_threads
+from .layout import TASKS_PER_THREAD, Layout, plan_layout
+from .methods import build_params, canonical_method
+from .normalize import NormArgs, RowFlags, plan_coverage, plan_normalization, read_view, scale_rows
+from .result import DistributedResult
+from .store import Matrix, WorkStore, open_matrix, read_source_rows
+
+log = logging.getLogger("gcnmops")
+
+
+@contextmanager
+def _stage(timings: dict, name: str):
+    t0 = time.perf_counter()
+    yield
+    timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
+
+
+# ------------------------------------------------------------------------------------------------ tasks
+def stage_rows(store: WorkStore, name: str, a: int, b: int, block, source: tuple | None = None) -> dict:
+    """Rows a:b of matrix ``name`` (``block``, or read from ``source``, a Zarr/npy file; both None: already in
+    the store): checked (finite, non-negative), written to the store as float64, and their normalization
+    flags (see normalize.RowFlags)."""
+    if source is not None:
+        block = read_source_rows(source, a, b)
+    if block is None:
+        y = store.read(name, (slice(a, b), slice(None)))
+    else:
+        y = np.asarray(block)
+        if not (np.issubdtype(y.dtype, np.number) or y.dtype == bool):
+            raise InputError(f"The read count matrix contains non-numeric values (rows {a + 1}-{b}); every "
+                             "count must be a number.")
+        y = np.asfortranarray(y, dtype=np.float64)
+        store.write(name, (slice(a, b), slice(None)), y)
+    out = {"below_one": (y < 1).all(axis=1), "nonzero": (y != 0).any(axis=1), "col_nonzero": (y != 0).any(axis=0)}
+    for key, bad in (("nonfinite", ~np.isfinite(y)), ("negative", y < 0)):
+        if bad.any():
+            r, c = np.argwhere(bad)[0]
+            out[key] = (int(bad.sum()), a + int(r), int(c))
+    return out
+
+
+@dataclass(frozen=True)
+class ModelJob:
+    """What every model row task does. ``kind``: "em" (cn.mops, exome, haplo), "reference", "single";
+    ``view``: the matrices normalized together [(name, columns)] (empty: no normalization); ``model_cov``
+    (N,): the coverages the model sees; ``result_cov``: the result's ``params['cov']`` (haplocn.mops
+    records the coverages, the model sees 1); ``controls_cov``: referencecn.mops norm=2 divides the
+    controls by these."""
+
+    kind: str
+    norm: int
+    n_cases: int
+    view: tuple
+    spec: object
+    model_cov: np.ndarray
+    result_cov: np.ndarray
+    controls_cov: np.ndarray | None
+    keep_post: bool
+    backend: str
+    write_normalized: bool
+
+
+def model_rows(store: WorkStore, job: ModelJob, a: int, b: int, pieces: list, factors: dict, silent_rows,
+               lam_rows) -> int:
+    """Rows a:b: normalize, fit, write normalized data and the model's outputs to the store."""
+    from ..family import _fit_onestep
+
+    rows = slice(a, b)
+    with task_threads():
+        counts = store.read("counts", (rows, slice(None))) if not job.view or job.norm != 1 else None
+        normalized, controls = counts, None
+        if job.view:
+            y = scale_rows(read_view(store, list(job.view), a, b), pieces, factors, silent_rows)
+            normalized = np.asfortranarray(y[:, :job.n_cases])
+            if job.kind == "reference" and job.norm == 1:
+                controls = y[:, job.n_cases:]
+        if job.write_normalized:
+            store.write("normalized", (rows, slice(None)), normalized)
+        model_input = normalized if job.norm == 1 else counts
+        if job.kind == "em":
+            out = fit(model_input, job.model_cov, job.spec, keep_post=job.keep_post, backend=job.backend)
+        elif job.kind == "reference":
+            if controls is None:
+                controls = store.read("controls", (rows, slice(None)))
+                if job.controls_cov is not None:
+                    controls = controls / job.controls_cov
+            lam = np.maximum(row_means(controls), LAMBDA_FLOOR)
+            out = _fit_onestep(model_input, job.model_cov, lam, job.spec, job.keep_post, job.backend)
+        else:
+            out = _fit_onestep(counts, job.model_cov, lam_rows, job.spec, job.keep_post, job.backend)
+    for name, value in (("lam", out.lam), ("alpha", out.alpha), ("sini", out.sini), ("cn", out.cn),
+                        ("ini", out.ini), ("post", out.post)):
+        if value is not None:
+            store.write(name, rows, value)
+    return b - a
+
+
+def segment_block(store: WorkStore, r0: int, r1: int, blocks: list, c0: int, c1: int, min_width: int,
+                  segment_args: dict, backend: str) -> pd.DataFrame:
+    """sINI of samples c0:c1 on the whole chromosomes ``blocks`` [(block index, first, end)] within rows
+    r0:r1, segmented by the engine (CPU or GPU); the segment table (block, sample, start, end, mean, median)
+    with global block and sample indices, ordered by block, sample, start."""
+    values = store.read("sini", (slice(r0, r1), slice(c0, c1)))
+    if resolve_backend(backend) == "gpu":
+        from ..segment_gpu import segment_columns_gpu as segmenter
+    else:
+        from ..segment import segment_columns as segmenter
+    with task_threads():
+        seg = segmenter(values, [(b0 - r0, b1 - r0) for _, b0, b1 in blocks], min_seg=min_width, **segment_args)
+    index = np.array([bi for bi, _, _ in blocks], dtype=np.int64)
+    return seg.assign(block=index[seg["block"].to_numpy()], sample=seg["sample"].to_numpy() + c0)
+
+
+def individual_calls(store: WorkStore, c0: int, c1: int, seg: pd.DataFrame | None, firsts: np.ndarray, m: int,
+                     use_median: bool) -> int:
+    """Individual calls of samples c0:c1 (every row: the mean, or median, of the sample's segment covering
+    it; calls.calls_from_segments's fill) written to the store; ``seg`` None: fewer regions than cn.mops
+    segments, the individual calls are sINI."""
+    if seg is None:
+        store.write("individual_call", (slice(None), slice(c0, c1)), store.read("sini", (slice(None), slice(c0, c1))))
+        return c1 - c0
+    first = firsts[seg["block"].to_numpy()]
+    stat = seg["median" if use_median else "mean"].to_numpy(dtype=np.float64)
+    with task_threads():
+        values = _fill_by_segment(stat, seg["sample"].to_numpy() - c0, first + seg["start"].to_numpy() - 1,
+                                  first + seg["end"].to_numpy() - 1, m, c1 - c0)
+    store.write("individual_call", (slice(None), slice(c0, c1)), values)
+    return c1 - c0
+
+
+# ------------------------------------------------------------------------------------------------ client
+def cn_mops(
+    input,
+    client=None,
+    *,
+    method: str = "cn.mops",
+    controls=None,
+    sample_names=None,
+    ranges=None,
+    store=None,
+    backend: str = "auto",
+    chunk_bytes: int | None = None,
+    rows_per_chunk: int | None = None,
+    samples_per_chunk: int | None = None,
+    numba_threads="auto",
+    **params,
+) -> DistributedResult:
+    """cn.mops (or a family member) on a Dask cluster; the same result as the single-process run.
+
+    ``input``: a Dask array (regions x samples; any chunks; rows of a chromosome contiguous), a Zarr
+    array/group path (see :func:`save_counts`), an ``.npy`` path, or anything :func:`gcnmops.read_counts`
+    reads. ``client``: a ``distributed.Client`` (LocalCluster, dask-jobqueue, dask-cuda); None: the current
+    client, else this process; False: this process. ``method``: cn.mops, exome, haplo, reference
+    (``controls`` = the control samples, same regions), single. ``sample_names``, ``ranges`` (seqnames,
+    start, end): for a Dask array / bare matrix. ``store``: folder for the run's Zarr arrays, visible to every worker (default: a new
+    temporary folder, which suits a LocalCluster only). ``backend``: "cpu", "gpu" or "auto", resolved on each
+    worker (dask-cuda: one GPU per worker). ``chunk_bytes`` (input bytes per task; default from the workers'
+    memory limit), ``rows_per_chunk``, ``samples_per_chunk``: task sizes. ``numba_threads``: numba threads
+    per task ("auto": each host's cores shared among its workers). ``params``: the method's keyword
+    arguments (cn.mops's, snake_case), as for the single-process functions.
+
+    Returns a :class:`DistributedResult` (Dask arrays over the store + pandas tables).
+    """
+    timings: dict = {}
+    method = canonical_method(method)
+    if backend not in BACKENDS:
+        raise InputError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}.")
+    cparams, extra = build_params(method, params)
+    if cparams.seg_algorithm != "fast":
+        warnings.warn(f"segAlgorithm {cparams.seg_algorithm!r} is not available in the distributed pipeline: "
+                      'using the fast segmentation (seg_algorithm="fast").', RuntimeWarning, stacklevel=2)
+        cparams = dataclasses.replace(cparams, seg_algorithm="fast")
+    if method == "reference" and extra.get("verbose", 1) > 0:
+        from ..family import TUMOR_NORMAL_NOTE
+
+        log.info(TUMOR_NORMAL_NOTE)
+    runner = Runner(resolve_client(client))
+    runner.set_numba_threads(numba_threads)
+
+    with _stage(timings, "read"):
+        cases, ctrl = _open_inputs(method, input, controls, sample_names, ranges)
+        m, N = cases.shape
+        if m < FEW_REGIONS:
+            warnings.warn("Normalization might not be applicable for this small number of segments.",
+                          RuntimeWarning, stacklevel=2)
+        columns = {"counts": N} | ({"controls": ctrl.shape[1]} if ctrl is not None else {})
+        if chunk_bytes is None:
+            chunk_bytes = chunk_bytes_for(*runner.worker_memory())
+        layout = plan_layout(m, columns, chromosome_blocks(cases.chromosomes), chunk_bytes=chunk_bytes,
+                             per_row_factor=1 + (len(cparams.classes) // 2 if cparams.return_posterior else 0),
+                             rows_per_chunk=rows_per_chunk, samples_per_chunk=samples_per_chunk,
+                             threads=runner.total_threads())
+        work = WorkStore(store if store is not None else tempfile.mkdtemp(prefix="gcnmops-dask-"))
+        log.info(f"gcnmops distributed: {m:,} regions x {N} samples, {len(layout.row_chunks)} row chunks of "
+                 f"{layout.rows:,} rows, store {work.path}")
+        flags = {"counts": _stage_matrix(runner, work, layout, "counts", cases)}
+        if ctrl is not None:
+            flags["controls"] = _stage_matrix(runner, work, layout, "controls", ctrl)
+    with _stage(timings, "normalize"):
+        job, norm, lam_blocks = _plan_model(runner, work, layout, method, cparams, flags, N, columns, backend)
+    with _stage(timings, "model"):
+        _fit_rows(runner, work, layout, job, norm, lam_blocks, len(cparams.classes))
+    with _stage(timings, "segment_call"):
+        seg = _segment(runner, work, layout, N, cparams, backend, chunk_bytes)
+        gr = cases.count_data_stub().genomic_ranges()
+        names = list(cases.sample_names)
+        segmentation, cnvs, cnvr = _calls(seg, gr, layout, names, cparams)
+    if method == "haplo":  # as family.haplo_cn_mops / single_cn_mops shape their cnvr
+        cnvr = cnvr.rename(columns={s: f"CN.{s}" for s in names})
+    elif method == "single":
+        cnvr = cnvs.copy()
+    result_params = cparams.r_params()
+    result_params.update(cov=job.result_cov, L=work.dask("lam"), A=work.dask("alpha"))
+    return DistributedResult(
+        gr=gr, normalized_data=work.dask("normalized" if job.write_normalized else "counts"),
+        local_assessments=work.dask("sini"), individual_call=work.dask("individual_call"),
+        ini_call=work.dask("ini"), cn_index=work.dask("cn"),
+        posterior_probs=work.dask("post") if cparams.return_posterior else None, params=result_params,
+        segmentation=segmentation, cnvs=cnvs, cnvr=cnvr, sample_names=names, ranged=cases.ranges is not None,
+        store=work.path, timings=timings)
+
+
+def _fit_rows(runner: Runner, work: WorkStore, layout: Layout, job: ModelJob, norm, lam_blocks, n_classes: int):
+    """The model stage: one task per row chunk (normalize its rows, fit them, write the outputs)."""
+    import dask
+
+    _create_outputs(work, layout, job.n_cases, n_classes, job.keep_post, job.write_normalized)
+    tasks = []
+    for a, b in layout.row_chunks:
+        pieces = layout.pieces(a, b)
+        factors, silent_rows = norm.for_chunk(a, b, pieces) if norm is not None else ({}, None)
+        lam_rows = None
+        if lam_blocks is not None:  # singlecn.mops: lambda per chromosome, spread over its rows
+            lam_rows = np.concatenate([np.full(r1 - r0, lam_blocks[bi]) for bi, r0, r1 in pieces])
+        tasks.append(dask.delayed(model_rows, pure=False)(work, job, a, b, pieces, factors, silent_rows, lam_rows))
+    runner.compute(tasks)
+
+
+def _calls(seg: pd.DataFrame | None, gr: pd.DataFrame, layout: Layout, names: list[str], p):
+    """(segmentation, cnvs, cnvr) from the merged segment table, as calls.call_cnvs makes them."""
+    if seg is None:  # fewer regions than cn.mops segments
+        return empty_segments(), empty_segments(), empty_cnvr(names)
+    calls = calls_from_segments(seg, gr, layout.blocks, names, p.upper_threshold, p.lower_threshold, p.min_width,
+                                p.use_median, m=layout.m, n_samples=len(names), fill_individual=False)
+    return calls.segmentation, calls.cnvs, calls.cnvr
+
+
+def scale_task(store: WorkStore, view: tuple, a: int, b: int, pieces: list, factors: dict, silent_rows) -> int:
+    """Rows a:b of the view normalized into the store's ``normalized`` array."""
+    with task_threads():
+        y = read_view(store, list(view), a, b)
+        if factors:
+            scale_rows(y, pieces, factors, silent_rows)
+    store.write("normalized", (slice(a, b), slice(None)), y)
+    return b - a
+
+
+def normalize_chromosomes(input, client=None, *, chromosomes=None, norm_type: str = "poisson",
+                          size_factor: str = "mean", qu: float = 0.25, qu_size_factor: float = 0.75, store=None,
+                          chunk_bytes: int | None = None, rows_per_chunk: int | None = None,
+                          samples_per_chunk: int | None = None, numba_threads="auto"):
+    """cn.mops ``normalizeChromosomes`` on a Dask cluster: :func:`gcnmops.normalize_chromosomes`'s result
+    (bit for bit) as a Dask array (regions x samples, float64) over the ``normalized`` Zarr array of
+    ``store``. ``input``: as for :func:`cn_mops` (one sample or more); ``chromosomes``: the chromosome of
+    every row (rows of a chromosome contiguous), default one chromosome. Other arguments as
+    :func:`cn_mops` and :func:`gcnmops.normalize_chromosomes`."""
+    import dask
+
+    runner = Runner(resolve_client(client))
+    runner.set_numba_threads(numba_threads)
+    ranges = None
+    if chromosomes is not None:
+        chrom = np.asarray(chromosomes, dtype=object).ravel()
+        idx = np.arange(1, chrom.size + 1)
+        ranges = pd.DataFrame({"seqnames": chrom, "start": idx, "end": idx})
+    matrix = open_matrix(input, ranges=ranges, min_samples=1)
+    m, n = matrix.shape
+    if chunk_bytes is None:
+        chunk_bytes = chunk_bytes_for(*runner.worker_memory())
+    layout = plan_layout(m, {"counts": n}, chromosome_blocks(matrix.chromosomes), chunk_bytes=chunk_bytes,
+                         rows_per_chunk=rows_per_chunk, samples_per_chunk=samples_per_chunk,
+                         threads=runner.total_threads())
+    work = WorkStore(store if store is not None else tempfile.mkdtemp(prefix="gcnmops-dask-"))
+    flags = {"counts": _stage_matrix(runner, work, layout, "counts", matrix)}
+    norm = plan_normalization(runner, work, layout, [("counts", n)], flags, NormArgs(norm_type, size_factor, qu,
+                                                                                      qu_size_factor))
+    work.create("normalized", (m, n), layout.chunks("counts", n), "f8", compress=False)
+    tasks = []
+    for a, b in layout.row_chunks:
+        pieces = layout.pieces(a, b)
+        factors, silent_rows = norm.for_chunk(a, b, pieces) if norm is not None else ({}, None)
+        tasks.append(dask.delayed(scale_task, pure=False)(work, (("counts", n),), a, b, pieces, factors, silent_rows))
+    runner.compute(tasks)
+    return work.dask("normalized")
+
+
+def _open_inputs(method: str, input, controls, sample_names, ranges) -> tuple[Matrix, Matrix | None]:
+    from ..family import _check_same_regions, _read_named, _read_single
+
+    if method == "reference":
+        if controls is None:
+            raise InputError("method 'reference' needs controls= (the control samples' counts, same regions).")
+        cases = open_matrix(input, sample_names=_names_or(sample_names, input, "Case"), ranges=ranges,
+                            min_samples=1, reader=lambda o: _read_named(o, "Case", "cases"), what="cases")
+        ctrl = open_matrix(controls, sample_names=_names_or(None, controls, "Control"),
+                           ranges=ranges,
+                           min_samples=1, reader=lambda o: _read_named(o, "Control", "controls"), what="controls")
+        _check_same_regions(cases.count_data_stub(), ctrl.count_data_stub())
+        return cases, ctrl
+    if controls is not None:
+        raise InputError("controls= is only for method 'reference'.")
+    if method == "single":
+        single = open_matrix(input, sample_names=sample_names, ranges=ranges, min_samples=1, reader=_read_single)
+        if single.shape[1] != 1:
+            raise InputError(f"More than one sample detected ({single.shape[1]} sample columns). Use standard "
+                             "cn.mops (method 'cn.mops') for a cohort.")
+        return single, None
+    return open_matrix(input, sample_names=sample_names, ranges=ranges), None
+
+
+def _names_or(names, obj, prefix):
+    """Sample names for a Dask array without names: <prefix>_1, ... (as the family names them)."""
+    if names is not None or not (hasattr(obj, "chunks") or isinstance(obj, np.ndarray)):
+        return names
+    if getattr(obj, "ndim", 0) == 1:
+        return [f"{prefix}_1"]
+    return [f"{prefix}_{k + 1}" for k in range(int(obj.shape[1]))]
+
+
+def _stage_matrix(runner: Runner, work: WorkStore, layout: Layout, name: str, matrix: Matrix) -> RowFlags:
+    """Stage ``matrix`` in the store (float64, the layout's chunks) and gather its RowFlags; InputError with
+    cn.mops's messages for NaN/Inf or negative counts."""
+    import dask
+
+    m, n = matrix.shape
+    work.create(name, (m, n), layout.chunks(name, n), "f8")
+    if matrix.source is not None:  # a Zarr / npy file: each task reads its rows
+        tasks = [dask.delayed(stage_rows, pure=False)(work, name, a, b, None, matrix.source)
+                 for a, b in layout.row_chunks]
+    elif hasattr(matrix.values, "chunks"):  # a Dask array: each task computes its row chunk and stages it
+        sizes = tuple(b - a for a, b in layout.row_chunks)
+        blocks = matrix.values.rechunk((sizes, (n,))).to_delayed().ravel()
+        tasks = [dask.delayed(stage_rows, pure=False)(work, name, a, b, blk)
+                 for (a, b), blk in zip(layout.row_chunks, blocks)]
+    else:  # already in this process: write it, the tasks read it back
+        work.write(name, (slice(None), slice(None)), np.asarray(matrix.values, dtype=np.float64))
+        tasks = [dask.delayed(stage_rows, pure=False)(work, name, a, b, None) for a, b in layout.row_chunks]
+    parts = runner.compute(tasks)
+    what = "read count matrix" if name == "counts" else "controls' read count matrix"
+    for key, text in (("nonfinite", "finite: the {what} holds {n} NaN/Inf value(s)"),
+                      ("negative", "non-negative: the {what} holds {n} negative value(s)")):
+        found = [p[key] for p in parts if key in p]
+        if found:
+            total = sum(f[0] for f in found)
+            _, r, c = found[0]
+            raise InputError("Read counts must be " + text.format(what=what, n=total)
+                             + f", the first at region {r + 1}, sample {c + 1}.")
+    return RowFlags(below_one=np.concatenate([p["below_one"] for p in parts]),
+                    nonzero=np.concatenate([p["nonzero"] for p in parts]),
+                    col_nonzero=np.logical_or.reduce([p["col_nonzero"] for p in parts]))
+
+
+def _plan_model(runner, work, layout, method, p, flags, N, columns, backend):
+    """(ModelJob, Normalization or None, singlecn.mops's lambda per chromosome or None) for the method and
+    its normalization (mops._normalize, family._normalize_reference, family.single_cn_mops)."""
+    args = NormArgs(p.norm_type, p.size_factor, p.norm_qu, p.qu_size_factor)
+    ones = np.ones(N)
+    common = dict(keep_post=p.return_posterior, backend=backend)
+    if method == "single":
+        import dask
+
+        spec = OneStepSpec.build(p.I, p.classes, p.prior_impact, SINGLE_FLOOR, p.min_read_count)
+        from .normalize import column_pass
+
+        every = [(bi, b0, b1) for bi, (_, b0, b1) in enumerate(layout.blocks)]
+        (res,) = runner.compute([dask.delayed(column_pass, pure=False)(work, "counts", 0, 1, every, None, None,
+                                                                       False, False, True)])
+        lam = [float(res["pos_median"][bi][0]) for bi in range(len(layout.blocks))]
+        job = ModelJob("single", 0, N, (), spec, ones, ones, None, write_normalized=False, **common)
+        return job, None, lam
+    kind = "reference" if method == "reference" else "em"
+    if kind == "em":
+        spec = ModelSpec.build(p.I, p.classes, p.main_class, p.prior_impact, p.cyc, p.min_read_count)
+    else:
+        spec = OneStepSpec.build(p.I, p.classes, p.prior_impact, REFERENCE_FLOOR, p.min_read_count)
+    if p.norm == 0:
+        return ModelJob(kind, 0, N, (), spec, ones, ones, None, write_normalized=False, **common), None, None
+    view = (("counts", N), ("controls", columns["controls"])) if kind == "reference" and p.norm == 1 \
+        else (("counts", N),)
+    norm = plan_normalization(runner, work, layout, list(view), flags, args)
+    if norm is None:
+        view = ()
+    cov, controls_cov = ones, None
+    if p.norm == 2:
+        arrays = [("counts", N)] + ([("controls", columns["controls"])] if kind == "reference" else [])
+        cov_all = plan_coverage(runner, work, layout, arrays)
+        cov = cov_all[:N].copy()
+        if kind == "reference":
+            controls_cov = cov_all[N:]
+    model_cov = ones if method == "haplo" else cov  # haplocn.mops: coverages recorded, the model sees cov = 1
+    job = ModelJob(kind, p.norm, N, view, spec, model_cov, cov, controls_cov, write_normalized=bool(view), **common)
+    return job, norm, None
+
+
+def _create_outputs(work: WorkStore, layout: Layout, N: int, n: int, keep_post: bool, normalized: bool) -> None:
+    rows = layout.chunks("counts", N)
+    if normalized:
+        work.create("normalized", (layout.m, N), rows, "f8", compress=False)
+    work.create("sini", (layout.m, N), rows, "f8", compress=False)
+    work.create("individual_call", (layout.m, N), rows, "f8")  # piecewise constant: compresses well
+    work.create("cn", (layout.m, N), rows, "i1")
+    work.create("lam", (layout.m, n), (rows[0], n), "f8", compress=False)
+    work.create("alpha", (layout.m, n), (rows[0], n), "f8", compress=False)
+    work.create("ini", (layout.m,), (rows[0],), "f8", compress=False)
+    if keep_post:
+        work.create("post", (layout.m, n, N), (rows[0], n, rows[1]), "f8", compress=False)
+
+
+def _segment(runner, work, layout: Layout, N: int, p, backend: str, chunk_bytes: int) -> pd.DataFrame | None:
+    """Segment tables of every (chromosome group, sample group), merged in the single-process order (block,
+    sample, start); then the individual calls per sample group. None when cn.mops does not segment."""
+    import dask
+
+    groups = layout.column_groups("counts", N)
+    if layout.m < MIN_REGIONS_TO_SEGMENT:
+        runner.compute([dask.delayed(individual_calls, pure=False)(work, c0, c1, None, None, layout.m, False)
+                        for c0, c1 in groups])
+        return None
+    k = max(c1 - c0 for c0, c1 in groups)
+    want = TASKS_PER_THREAD * runner.total_threads()  # tasks: chromosome groups x sample groups
+    rows = max(1, min(chunk_bytes // (8 * k), -(-layout.m * len(groups) // want)))
+    tasks = [dask.delayed(segment_block, pure=False)(work, r0, r1, blocks, c0, c1, p.min_width,
+                                                     dict(p.segment_args), backend)
+             for r0, r1, blocks in _chromosome_groups(layout, rows) for c0, c1 in groups]
+    seg = pd.concat(runner.compute(tasks), ignore_index=True)
+    order = np.lexsort((seg["sample"].to_numpy(), seg["block"].to_numpy()))  # stable: starts stay in order
+    seg = seg.iloc[order].reset_index(drop=True)
+    firsts = np.array([b0 for _, b0, _ in layout.blocks], dtype=np.int64)
+    sample = seg["sample"].to_numpy()
+    runner.compute([dask.delayed(individual_calls, pure=False)(
+        work, c0, c1, seg[(sample >= c0) & (sample < c1)], firsts, layout.m, p.use_median) for c0, c1 in groups])
+    return seg
+
+
+def _chromosome_groups(layout: Layout, rows: int) -> list[tuple[int, int, list]]:
+    """Consecutive whole chromosomes gathered into groups of about ``rows`` rows (a larger chromosome alone):
+    (first row, end row, [(block index, first, end)])."""
+    out: list = []
+    for bi, (_, b0, b1) in enumerate(layout.blocks):
+        if out and out[-1][1] == b0 and b1 - out[-1][0] <= rows:
+            r0, _, blocks = out[-1]
+            out[-1] = (r0, b1, blocks + [(bi, b0, b1)])
+        else:
+            out.append((b0, b1, [(bi, b0, b1)]))
+    return out
+
+
+__all__ = ["cn_mops", "normalize_chromosomes", "stage_rows", "model_rows", "segment_block", "individual_calls",
+           "ModelJob"]

@@ -1,0 +1,242 @@
+"""Inputs and the working Zarr store of the distributed pipeline.
+
+Inputs (:func:`open_matrix`): a Dask array (regions x samples), a Zarr array or group (``save_counts``
+writes one), an ``.npy`` file (read by memory map, row chunk by row chunk, on the workers), or anything
+:func:`gcnmops.read_counts` reads (.tsv/.csv/.parquet/.npz/.rds, numpy, pandas, CountData), which is
+read on the client.
+
+The working store is a folder of Zarr arrays that every worker can open by path (a shared file system on
+a real cluster). Matrices are chunked (rows_per_chunk, samples_per_chunk): a row task (normalization
+statistics, model) reads and writes whole chunks of its rows, a column task (size factors, coverage,
+segmentation) whole chunks of its samples, so no chunk has two writers and nothing is read twice over.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..data import CountData, _grouped_order, _validate_ranges, make_count_data
+from ..errors import InputError
+
+#: file written beside the counts of a Zarr count group (seqnames, start, end)
+RANGES_FILE = "ranges.parquet"
+
+
+def _zarr():
+    try:
+        import zarr
+    except ImportError:  # pragma: no cover - the dask extra installs it
+        raise InputError("The distributed pipeline needs zarr and dask: pip install 'gcnmops[dask]'.") from None
+    return zarr
+
+
+def _dask_array():
+    try:
+        import dask.array as da
+    except ImportError:  # pragma: no cover - the dask extra installs it
+        raise InputError("The distributed pipeline needs dask: pip install 'gcnmops[dask]'.") from None
+    return da
+
+
+@dataclass
+class Matrix:
+    """A regions x samples count matrix: ``values`` a Dask array (lazy, chunked anyhow) or a numpy array
+    already in this process; ``sample_names`` (N,); ``ranges`` seqnames/start/end (m rows) or None."""
+
+    values: Any
+    sample_names: list[str]
+    ranges: pd.DataFrame | None
+    #: ("zarr" | "npy", path) when the rows can be read straight from a file (see read_source_rows)
+    source: tuple | None = None
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return tuple(int(s) for s in self.values.shape)
+
+    @property
+    def chromosomes(self) -> np.ndarray:
+        return CountData(np.empty((self.shape[0], 0)), [], self.ranges).chromosomes
+
+    def count_data_stub(self) -> CountData:
+        """A CountData with the regions and names but no counts (shape (m, 0)): for checks and ``gr``."""
+        return CountData(np.empty((self.shape[0], 0)), list(self.sample_names), self.ranges)
+
+
+def _is_dask_array(obj) -> bool:
+    return type(obj).__module__.startswith("dask.array") and hasattr(obj, "chunks")
+
+
+def _is_zarr_path(p: Path) -> bool:
+    return p.suffix == ".zarr" or (p.is_dir() and any((p / f).exists() for f in (".zarray", ".zgroup", "zarr.json")))
+
+
+def open_matrix(source, *, sample_names=None, ranges=None, min_samples: int = 2, reader=None,
+                what: str = "read count matrix") -> Matrix:
+    """``source`` as a :class:`Matrix` (see the module docstring for what it may be).
+
+    ``sample_names`` / ``ranges`` (a DataFrame with seqnames, start, end) describe a Dask or numpy array or
+    a bare Zarr/npy matrix, whose rows of a chromosome must be contiguous. ``reader``: how to
+    read an in-memory object or a table file (default :func:`gcnmops.read_counts`; the family's readers
+    for referencecn.mops / singlecn.mops inputs). Raises InputError with what to fix.
+    """
+    if isinstance(source, (str, os.PathLike)):
+        p = Path(source)
+        if _is_zarr_path(p):
+            values, names, found = _open_zarr(p)
+            source = ("zarr", str(p if hasattr(zarr_node(p), "shape") else p / "counts"))
+            return _checked(values, names, found, sample_names, ranges, min_samples, what, source)
+        if p.suffix.lower() == ".npy":
+            return _checked(_open_npy(p), None, None, sample_names, ranges, min_samples, what, ("npy", str(p)))
+    if _is_dask_array(source) or isinstance(source, np.ndarray):  # counts checked when staged
+        values = source
+        if values.ndim == 1:  # one sample (singlecn.mops), else one region (cn.mops's vector input)
+            values = values.reshape(-1, 1) if min_samples <= 1 else values.reshape(1, -1)
+        return _checked(values, None, None, sample_names, ranges, min_samples, what)
+    if reader is None:
+        from ..io import read_counts
+
+        def reader(obj):
+            return read_counts(obj, min_samples=min_samples)
+
+    data = reader(source)
+    return Matrix(data.counts, list(data.sample_names), data.ranges)
+
+
+def _checked(values, names_found, ranges_found, sample_names, ranges, min_samples, what, source=None) -> Matrix:
+    if values.ndim != 2:
+        raise InputError(f"The {what} must be two-dimensional (regions x samples), got {values.ndim} dimensions.")
+    if not (np.issubdtype(values.dtype, np.number) or values.dtype == bool):
+        raise InputError(f"The {what} contains non-numeric values (dtype {values.dtype}); every count must be "
+                         "a number.")
+    m, n = (int(s) for s in values.shape)
+    if m == 0:
+        raise InputError(f"The {what} has no regions (rows).")
+    names = sample_names if sample_names is not None else names_found
+    stub = make_count_data(np.zeros((1, n)), None if names is None else list(names), None,
+                           min_samples=min_samples, what=what)  # sample count and names, cn.mops's messages
+    ranges = ranges if ranges is not None else ranges_found
+    if ranges is not None:
+        ranges = _validate_ranges(pd.DataFrame(ranges), m)
+        if _grouped_order(ranges["seqnames"].to_numpy(dtype=object)) is not None:
+            raise InputError(f"The rows of each chromosome must be contiguous in the {what} (sort it by "
+                             "chromosome, then start, before the distributed run).")
+    if source is not None and values.ndim != 2:
+        source = None
+    return Matrix(values, stub.sample_names, ranges, source)
+
+
+def zarr_node(p: Path):
+    return _zarr().open(str(p), mode="r")
+
+
+def read_source_rows(source: tuple, a: int, b: int) -> np.ndarray:
+    """Rows a:b of a Zarr array or an .npy file (memory-mapped), read in the task that needs them."""
+    kind, path = source
+    if kind == "zarr":
+        return _zarr().open_array(path, mode="r")[a:b]
+    return _npy_rows(path, a, b)
+
+
+def _open_zarr(p: Path):
+    zarr = _zarr()
+    da = _dask_array()
+    if not p.exists():
+        raise InputError(f"Zarr store not found: {p}")
+    node = zarr.open(str(p), mode="r")
+    if hasattr(node, "shape"):
+        return da.from_zarr(str(p)), None, None
+    if "counts" not in node:
+        raise InputError(f"The Zarr group {p} has no array 'counts' (write one with "
+                         "gcnmops.distributed.save_counts).")
+    names = node.attrs.get("sample_names")
+    ranges = pd.read_parquet(p / RANGES_FILE) if (p / RANGES_FILE).exists() else None
+    return da.from_zarr(str(p / "counts")), names, ranges
+
+
+def _npy_rows(path: str, a: int, b: int) -> np.ndarray:
+    """Rows a:b of an .npy matrix (memory-mapped: only those rows are read)."""
+    return np.array(np.load(path, mmap_mode="r")[a:b])
+
+
+def _open_npy(p: Path):
+    import dask
+
+    da = _dask_array()
+    if not p.exists():
+        raise InputError(f"Count file not found: {p}")
+    try:
+        mm = np.load(p, mmap_mode="r")
+    except (OSError, ValueError) as e:
+        raise InputError(f"Cannot read {p} as a .npy array: {e}") from None
+    if mm.ndim != 2:
+        raise InputError(f"{p}: the .npy matrix must be two-dimensional (regions x samples), got shape {mm.shape}.")
+    m, n = mm.shape
+    rows = max(1, (64 << 20) // max(1, n * mm.dtype.itemsize))
+    parts = [da.from_delayed(dask.delayed(_npy_rows, pure=True)(str(p), a, min(m, a + rows)),
+                             shape=(min(m, a + rows) - a, n), dtype=mm.dtype) for a in range(0, m, rows)]
+    return da.concatenate(parts, axis=0)
+
+
+def save_counts(data, path, *, rows_per_chunk: int = 65536, samples_per_chunk: int | None = None) -> Path:
+    """Write counts (anything :func:`gcnmops.read_counts` reads, or a Dask array) as a Zarr group at ``path``
+    (``counts`` float64 regions x samples, the sample names in its attributes, the regions in
+    ``ranges.parquet``): the input format the distributed pipeline reads chunk by chunk on its workers."""
+    zarr = _zarr()
+    if _is_dask_array(data):
+        matrix = Matrix(data, [f"Sample_{k + 1}" for k in range(data.shape[1])], None)
+    else:
+        matrix = open_matrix(data)
+    m, n = matrix.shape
+    p = Path(path)
+    group = zarr.open_group(str(p), mode="w")
+    chunks = (min(m, rows_per_chunk), min(n, samples_per_chunk or n))
+    arr = zarr.open_array(str(p / "counts"), mode="w", shape=(m, n), chunks=chunks, dtype="f8")
+    if _is_dask_array(matrix.values):
+        matrix.values.astype("f8").rechunk(chunks).to_zarr(arr)
+    else:
+        arr[:] = matrix.values
+    group.attrs["sample_names"] = list(matrix.sample_names)
+    if matrix.ranges is not None:
+        matrix.ranges.to_parquet(p / RANGES_FILE, index=False)
+    return p
+
+
+class WorkStore:
+    """The folder of Zarr arrays a run reads and writes (``path`` must be visible to every worker)."""
+
+    def __init__(self, path) -> None:
+        self.path = str(path)
+
+    def create(self, name: str, shape: tuple, chunks: tuple, dtype, compress: bool = True) -> None:
+        """A new array ``name`` (replacing any); ``compress=False`` stores raw chunks (real-valued matrices
+        hardly compress, and raw chunks are read and written several times faster)."""
+        path = os.path.join(self.path, name)
+        zarr = _zarr()
+        if int(zarr.__version__.split(".")[0]) >= 3:  # zarr 3's spelling
+            zarr.create_array(store=path, shape=shape, chunks=chunks, dtype=dtype, overwrite=True,
+                              compressors="auto" if compress else None)
+        elif compress:
+            zarr.open_array(path, mode="w", shape=shape, chunks=chunks, dtype=dtype)
+        else:
+            zarr.open_array(path, mode="w", shape=shape, chunks=chunks, dtype=dtype, compressor=None)
+
+    def write(self, name: str, selection, value: np.ndarray) -> None:
+        _zarr().open_array(os.path.join(self.path, name), mode="r+")[selection] = value
+
+    def read(self, name: str, selection=slice(None)) -> np.ndarray:
+        """The selection as a float64 (or stored dtype) array in column-major order."""
+        return np.asfortranarray(_zarr().open_array(os.path.join(self.path, name), mode="r")[selection])
+
+    def dask(self, name: str):
+        return _dask_array().from_zarr(os.path.join(self.path, name))
+
+    def exists(self, name: str) -> bool:
+        return os.path.exists(os.path.join(self.path, name))
+
+
+__all__ = ["Matrix", "open_matrix", "save_counts", "WorkStore"]

@@ -1,0 +1,213 @@
+"""``gcnmops batch``: manifests, dispatch to worker processes, failures, interruption and resume."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import gcnmops
+from gcnmops.batch import (Experiment, format_summary, make_slots, parameter_name, parse_value, python_process_env,
+                           read_manifest, read_status, run_batch)
+from gcnmops.counting import write_counts
+from gcnmops.data import make_count_data
+from gcnmops.errors import InputError
+from gcnmops.example import example_cohort
+
+REPO = Path(__file__).resolve().parents[1]
+N_EXPERIMENTS = 20
+FAILING = "exp07"
+
+
+def _cohort_file(path: Path, seed: int, n_regions: int, zero_sample: bool = False) -> Path:
+    data, _ = example_cohort(n_regions=n_regions, n_samples=8, seed=seed, n_cnvs=2)
+    if zero_sample:  # a sample without reads: cn.mops stops ("Zero columns in readcount matrix")
+        counts = data.counts.copy()
+        counts[:, 3] = 0
+        data = make_count_data(counts, data.sample_names, data.ranges)
+    return write_counts(data, path)
+
+
+@pytest.fixture(scope="module")
+def cohort_dir(tmp_path_factory) -> Path:
+    """20 small count files of different sizes (exp07 has a sample without reads) and a TSV manifest."""
+    d = tmp_path_factory.mktemp("batch_inputs")
+    rows = []
+    for k in range(N_EXPERIMENTS):
+        name = f"exp{k:02d}"
+        _cohort_file(d / f"{name}.tsv", seed=k + 1, n_regions=200 + 37 * ((k * 7) % N_EXPERIMENTS),
+                     zero_sample=name == FAILING)
+        method = "exome" if k % 5 == 4 else "cn.mops"
+        params = "min_width=4" if k % 3 == 0 else ""
+        rows.append(f"{name}\t{name}.tsv\t{method}\t{'' if k % 2 else 10}\t{params}")
+    (d / "manifest.tsv").write_text("# twenty experiments\nid\tinput\tmethod\tpriorImpact\tparams\n"
+                                    + "\n".join(rows) + "\n")
+    return d
+
+
+# ------------------------------------------------------------------------------------------------ manifests
+def test_manifest_values_and_names():
+    assert parse_value("10") == 10 and parse_value("0.5") == 0.5 and parse_value("TRUE") is True
+    assert parse_value("0.025,0.5,1") == [0.025, 0.5, 1] and parse_value("CN0,CN1") == ["CN0", "CN1"]
+    assert parse_value("poisson") == "poisson"
+    assert [parameter_name(n) for n in ("priorImpact", "segMedianT", "I", "min_width", "cyc")] == \
+        ["prior_impact", "seg_median_t", "I", "min_width", "cyc"]
+
+
+def test_manifest_tsv_and_yaml_agree(cohort_dir, tmp_path):
+    tsv = tmp_path / "m.tsv"
+    tsv.write_text("id\tinput\tmethod\tnormType\tparams\n"
+                   f"a\t{cohort_dir / 'exp00.tsv'}\tcn.mops\tmedian\tI=0.025,0.5,1,1.5,2 classes=CN0,CN1,CN2,CN3,CN4\n"
+                   f"b\t{cohort_dir / 'exp01.tsv'}\thaplocn.mops\t\tcyc=5;upper_threshold=0.7\n")
+    yaml_text = f"""
+defaults:
+  params: {{cyc: 5}}
+experiments:
+  - id: a
+    input: {cohort_dir / 'exp00.tsv'}
+    method: cn.mops
+    normType: median
+    params: {{I: [0.025, 0.5, 1, 1.5, 2], classes: [CN0, CN1, CN2, CN3, CN4]}}
+  - id: b
+    input: {cohort_dir / 'exp01.tsv'}
+    method: haplo
+    params: {{upper_threshold: 0.7}}
+"""
+    pytest.importorskip("yaml")
+    (tmp_path / "m.yaml").write_text(yaml_text)
+    a_tsv, b_tsv = read_manifest(tsv)
+    a_yml, b_yml = read_manifest(tmp_path / "m.yaml")
+    assert a_tsv.params == {"norm_type": "median", "I": [0.025, 0.5, 1, 1.5, 2],
+                            "classes": ["CN0", "CN1", "CN2", "CN3", "CN4"]}
+    assert b_tsv.method == "haplo" and b_tsv.params == {"cyc": 5, "upper_threshold": 0.7}
+    assert a_yml.params == dict(a_tsv.params, cyc=5) and b_yml.params == b_tsv.params
+    assert (a_yml.input, b_yml.method) == (a_tsv.input, "haplo")
+
+
+@pytest.mark.parametrize("text,message", [
+    ("id\tinput\tparams\nx\tx.tsv\t\n", "lacks column(s) method"),
+    ("id\tinput\tmethod\nx\tmissing.tsv\tcn.mops\n", "input file"),
+    ("id\tinput\tmethod\nx\texp00.tsv\tcnmopz\n", "Unknown method 'cnmopz'"),
+    ("id\tinput\tmethod\tprior_impcat\nx\texp00.tsv\tcn.mops\t2\n", "did you mean 'prior_impact'"),
+    ("id\tinput\tmethod\tparams\nx\texp00.tsv\tcn.mops\tdevices=0\n", "run option"),
+    ("id\tinput\tmethod\tcyc\nx\texp00.tsv\tcn.mops\t-1\n", "cyc (number of EM cycles)"),
+    ("id\tinput\tmethod\nx\texp00.tsv\tcn.mops\nx\texp01.tsv\tcn.mops\n", "already used at line 2"),
+    ("id\tinput\tmethod\na/b\texp00.tsv\tcn.mops\n", "cannot name a folder"),
+    ("id\tinput\tmethod\nx\texp00.tsv\treference\n", "needs a controls file"),
+])
+def test_manifest_errors(cohort_dir, tmp_path, text, message):
+    m = cohort_dir / f"bad_{abs(hash(text)) % 10**8}.tsv.manifest"
+    m.write_text(text)
+    with pytest.raises(InputError, match=None) as err:
+        read_manifest(m)
+    assert message in str(err.value), str(err.value)
+
+
+def test_manifest_lists_every_problem(cohort_dir):
+    m = cohort_dir / "two_bad.manifest"
+    m.write_text("id\tinput\tmethod\nx\tnope.tsv\tcn.mops\ny\texp00.tsv\tfoo\n")
+    with pytest.raises(InputError) as err:
+        read_manifest(m)
+    assert "2 problem(s)" in str(err.value) and "line 2" in str(err.value) and "line 3" in str(err.value)
+
+
+def test_slots_one_device_per_worker():
+    gpus = make_slots(devices=[0, 3])
+    assert [(s.name, s.env["CUDA_VISIBLE_DEVICES"], s.backend) for s in gpus] == [("gpu0", "0", "gpu"),
+                                                                                  ("gpu3", "3", "gpu")]
+    cpus = make_slots(workers=2)
+    assert [s.backend for s in cpus] == ["cpu", "cpu"]
+    assert cpus[0].env["GCNMOPS_NUMBA_THREADS"] == str(max(1, (os.cpu_count() or 1) // 2))
+
+
+# ------------------------------------------------------------------------------------------------ runs
+def _mtimes(outdir: Path, ids) -> dict:
+    return {i: {f.name: f.stat().st_mtime_ns for f in (outdir / i).iterdir()} for i in ids}
+
+
+def test_batch_interrupt_resume_and_summary(cohort_dir, tmp_path):
+    """20 experiments on 2 worker processes, largest first; the batch is stopped after 8 (the running ones
+    are killed, as by Ctrl-C), then resumed from the command line: finished experiments are not run again,
+    the rest complete, the failing one is reported without stopping the others."""
+    experiments = read_manifest(cohort_dir / "manifest.tsv")
+    assert len(experiments) == N_EXPERIMENTS
+    out = tmp_path / "out"
+    lines: list[str] = []
+    first = run_batch(experiments, out, workers=2, stop_after=8, echo=lines.append, formats=["tsv", "bed"])
+    finished = first[first["status"].isin(["done", "failed"])]
+    # 8 finished, plus those of the 2 running ones that completed while the batch was being stopped
+    assert 8 <= len(finished) <= 10 and (first["status"] == "interrupted").sum() == N_EXPERIMENTS - len(finished)
+    by_size = [e.id for e in sorted(experiments, key=lambda e: -e.size)]
+    assert set(finished["id"]) <= set(by_size[:10])  # dispatched largest first
+    assert (out / "summary.tsv").exists() and "stopped" in lines[-1]
+    done_first = list(first.loc[first["status"] == "done", "id"])
+    for i in done_first:
+        assert read_status(out, i)["state"] == "done"
+    before = _mtimes(out, done_first)
+    logs_before = {i: (out / i / "log.txt").read_text() for i in done_first}
+
+    env = python_process_env()  # (this process may have R embedded: its LD_LIBRARY_PATH)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, "-m", "gcnmops", "batch", str(cohort_dir / "manifest.tsv"), "-o", str(out),
+                           "--workers", "2", "--formats", "tsv,bed"], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert proc.returncode == 1, proc.stderr[-2000:]  # one experiment failed
+    summary = pd.read_csv(out / "summary.tsv", sep="\t", keep_default_na=False)
+    assert list(summary["id"]) == [e.id for e in experiments]  # manifest order
+    status = dict(zip(summary["id"], summary["status"]))
+    assert status[FAILING] == "failed"
+    assert all(status[i] == "skipped" for i in done_first)
+    assert all(s == "done" for i, s in status.items() if i not in done_first and i != FAILING), status
+    assert "Zero columns" in summary.set_index("id").loc[FAILING, "error"]
+    assert _mtimes(out, done_first) == before  # not run again: nothing rewritten
+    assert {i: (out / i / "log.txt").read_text() for i in done_first} == logs_before
+    assert "Traceback" in (out / FAILING / "log.txt").read_text()
+    assert "1 failed" in proc.stdout and "skipped" in proc.stdout
+
+    # every experiment's outputs are those of a direct run
+    for exp in experiments[:3]:
+        ref = gcnmops.calc_integer_copy_numbers(getattr(gcnmops, {"cn.mops": "cn_mops", "exome": "exome_cn_mops"}[
+            exp.method])(str(exp.input), backend="cpu", **exp.params))
+        cnvs = pd.read_csv(out / exp.id / "cnvs.tsv", sep="\t", dtype={"seqnames": str})
+        assert len(cnvs) == len(ref.cnvs) and list(cnvs["CN"]) == list(ref.cnvs["CN"])
+        row = summary.set_index("id").loc[exp.id]
+        assert (int(row["regions"]), int(row["samples"]), int(row["cnvs"])) == (ref.summary()["regions"], 8,
+                                                                                len(ref.cnvs))
+        assert (out / exp.id / "cnvs.bed").exists()
+
+    # a third run has nothing to do
+    third = run_batch(experiments, out, workers=2, echo=lines.append)
+    assert set(third["status"]) == {"skipped", "failed"} and "failed" in format_summary(third)
+
+
+def test_batch_reruns_changed_experiments(cohort_dir, tmp_path):
+    exp = Experiment(id="one", input=cohort_dir / "exp01.tsv", method="cn.mops", params={})
+    out = tmp_path / "out"
+    assert list(run_batch([exp], out, echo=lambda s: None)["status"]) == ["done"]
+    assert list(run_batch([exp], out, echo=lambda s: None)["status"]) == ["skipped"]
+    changed = Experiment(id="one", input=exp.input, method="cn.mops", params={"cyc": 5})
+    assert list(run_batch([changed], out, echo=lambda s: None)["status"]) == ["done"]
+    assert read_status(out, "one")["fingerprint"] == changed.fingerprint()
+    assert (out / "one" / "log.txt").read_text().count("=== ") == 4  # two attempts, start and end lines
+    assert json.loads((out / "one" / "status.json").read_text())["cnvs"] >= 0
+
+
+@pytest.mark.gpu
+def test_batch_on_gpus(cohort_dir, tmp_path):
+    """One worker per GPU (CUDA_VISIBLE_DEVICES), the GPU backend; the same calls as the CPU."""
+    experiments = [e for e in read_manifest(cohort_dir / "manifest.tsv") if e.id != FAILING][:6]
+    out = tmp_path / "gpu"
+    summary = run_batch(experiments, out, devices="all", echo=lambda s: None, formats=["tsv"])
+    assert set(summary["status"]) == {"done"}
+    assert all(str(w).startswith("gpu") for w in summary["worker"])
+    for exp in experiments:
+        ref = gcnmops.cn_mops(str(exp.input), backend="cpu", **exp.params) if exp.method == "cn.mops" else \
+            gcnmops.exome_cn_mops(str(exp.input), backend="cpu", **exp.params)
+        cnvs = pd.read_csv(out / exp.id / "cnvs.tsv", sep="\t", dtype={"seqnames": str})
+        assert len(cnvs) == len(ref.cnvs)
+        assert np.array_equal(cnvs["start"].to_numpy(), ref.cnvs["start"].to_numpy())

@@ -1,0 +1,300 @@
+"""gcnmops.distributed: cn.mops on Dask equals the single-process run, bit for bit.
+
+A LocalCluster of 2 worker processes (1 thread each, a memory limit per worker) runs every golden case
+(small chunks, so each case spans several row chunks and sample groups) and a matrix larger than a
+worker's memory limit; normalizeChromosomes is checked for every normType x sizeFactor and its warnings
+and errors. The GPU test needs dask-cuda and a GPU (``-m gpu``).
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+dask = pytest.importorskip("dask")
+pytest.importorskip("distributed")
+pytest.importorskip("zarr")
+
+import gcnmops  # noqa: E402
+from gcnmops import distributed as gd  # noqa: E402
+from gcnmops.errors import InputError  # noqa: E402
+from gcnmops.example import example_cohort  # noqa: E402
+from golden import GOLDEN_DIR, array, case_names, manifest  # noqa: E402
+
+METHOD = {"cn.mops": "cn.mops", "exomecn.mops": "exome", "haplocn.mops": "haplo", "referencecn.mops": "reference",
+          "singlecn.mops": "single"}
+#: per worker; an idle worker with the engine loaded takes ~340 MB (Python, numpy, pandas, numba, dask)
+MEMORY_LIMIT = 420 * 10**6
+#: the big matrix: regions x samples of float64 counts (461 MB > MEMORY_LIMIT)
+BIG_SHAPE = (int(os.environ.get("GCNMOPS_BIG_ROWS", 1_200_000)), 48)
+
+
+@pytest.fixture(scope="module")
+def client():
+    from distributed import Client, LocalCluster
+
+    from gcnmops.batch import python_children_env
+
+    # The limit is enforced: a worker above 95% of it is killed (and restarted) by its nanny; nothing is
+    # spilled or paused (tasks return small results; the matrices live in the Zarr store).
+    # python_children_env: earlier tests may have embedded R here (rpy2), whose LD_LIBRARY_PATH would give
+    # the worker processes the system's libpython.
+    with python_children_env(), dask.config.set({
+            "distributed.worker.memory.target": False, "distributed.worker.memory.spill": False,
+            "distributed.worker.memory.pause": False, "distributed.worker.memory.terminate": 0.95}):
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit=MEMORY_LIMIT,
+                               dashboard_address=None)
+        c = Client(cluster)
+        try:
+            yield c
+        finally:
+            c.close()
+            cluster.close()
+
+
+def assert_same_result(ours: gcnmops.CNVDetectionResult, ref: gcnmops.CNVDetectionResult, what: str) -> None:
+    """Every matrix bit for bit (NaN where NaN), every table equal, the params too."""
+    for name in ("normalized_data", "local_assessments", "individual_call", "ini_call", "cn_index",
+                 "posterior_probs"):
+        a, b = getattr(ours, name), getattr(ref, name)
+        if b is None:
+            assert a is None, f"{what}: {name}"
+            continue
+        assert a.shape == b.shape and a.dtype == b.dtype, f"{what}: {name} {a.shape} {a.dtype} vs {b.shape} {b.dtype}"
+        same = (a == b) | (np.isnan(a) & np.isnan(b)) if a.dtype.kind == "f" else a == b
+        assert same.all(), f"{what}: {name} differs in {int((~same).sum())} values"
+    for key in ("L", "A", "cov"):
+        assert np.array_equal(np.asarray(ours.params[key]), np.asarray(ref.params[key])), f"{what}: params {key}"
+    assert {k: v for k, v in ours.params.items() if k not in ("L", "A", "cov")} == \
+        {k: v for k, v in ref.params.items() if k not in ("L", "A", "cov")}
+    for name in ("gr", "segmentation", "cnvs", "cnvr"):
+        pd.testing.assert_frame_equal(getattr(ours, name).reset_index(drop=True),
+                                      getattr(ref, name).reset_index(drop=True), check_exact=True, obj=f"{what}.{name}")
+    assert ours.sample_names == ref.sample_names and ours.ranged == ref.ranged
+
+
+# ------------------------------------------------------------------------------------------------ beyond memory
+def big_chunk(a: int, b: int, n: int, seed: int = 7) -> np.ndarray:
+    """Rows a:b of the big test matrix: Poisson(2) counts (below minReadCount 20: the model's short-cut),
+    every 100,000 rows 30 well-covered regions, every 200,000 rows with a loss in samples 0-2 and a gain
+    in samples 3-5."""
+    rng = np.random.default_rng([seed, a])
+    x = rng.poisson(2.0, size=(b - a, n)).astype(np.float64)
+    r = np.arange(a, b)
+    covered = (r % 100_000) < 30
+    x[covered] = rng.poisson(40.0, size=(int(covered.sum()), n))
+    cnv = covered & ((r % 200_000) < 30)
+    x[np.ix_(cnv, np.arange(n) < 3)] = rng.poisson(1.0, size=(int(cnv.sum()), 3))
+    x[np.ix_(cnv, (np.arange(n) >= 3) & (np.arange(n) < 6))] = rng.poisson(90.0, size=(int(cnv.sum()), 3))
+    return np.asfortranarray(x)
+
+
+def _start_peak_sampler():  # on each worker: its process memory, sampled every 20 ms (kept on ``sys``)
+    import sys
+
+    import psutil
+
+    proc, state = psutil.Process(), {"peak": 0}
+
+    def loop():
+        while True:
+            state["peak"] = max(state["peak"], proc.memory_info().rss)
+            time.sleep(0.02)
+
+    threading.Thread(target=loop, daemon=True, name="gcnmops-peak").start()
+    sys.gcnmops_test_peak = state
+
+
+def _peak():
+    import sys
+
+    return sys.gcnmops_test_peak["peak"]
+
+
+def test_matrix_larger_than_a_workers_memory(client, tmp_path):
+    """A 1.2M x 48 matrix (461 MB of float64, in a Zarr store on disk) on 2 workers of 420 MB each (of which
+    ~340 MB is the worker itself): no worker is killed, none exceeds its limit, and the result equals the
+    single-process one bit for bit. (First in the module: the workers are fresh.)"""
+    m, n = BIG_SHAPE
+    rows = 100_000
+    import zarr
+
+    z = tmp_path / "big.zarr"
+    arr = zarr.open_array(str(z), mode="w", shape=(m, n), chunks=(rows, n), dtype="f8")
+    full = np.empty((m, n), order="F")
+    for a in range(0, m, rows):
+        full[a:a + rows] = arr[a:a + rows] = big_chunk(a, min(m, a + rows), n)
+    ranges = pd.DataFrame({"seqnames": np.repeat(["chr1", "chr2", "chr3", "chr4"], m // 4),
+                           "start": np.arange(m) * 1000 + 1, "end": np.arange(m) * 1000 + 1000})
+    assert full.nbytes > MEMORY_LIMIT
+    workers = set(client.scheduler_info()["workers"])
+    client.run(_start_peak_sampler)
+    res = gd.cn_mops(str(z), client, ranges=ranges, sample_names=[f"S{k}" for k in range(n)], backend="cpu",
+                     min_read_count=20, store=str(tmp_path / "store"))
+    peaks = client.run(_peak)
+    assert set(client.scheduler_info()["workers"]) == workers, "a worker was restarted"
+    assert max(peaks.values()) < 0.95 * MEMORY_LIMIT, peaks
+    ours = res.compute()
+    ref = gcnmops.cn_mops(gcnmops.CountData(full, [f"S{k}" for k in range(n)], ranges), backend="cpu",
+                          min_read_count=20)
+    assert len(ref.cnvs) > 0
+    assert_same_result(ours, ref, "big matrix")
+    integer, want = res.calc_integer_copy_numbers(), gcnmops.calc_integer_copy_numbers(ref)
+    for name in ("segmentation", "cnvs", "cnvr"):
+        pd.testing.assert_frame_equal(getattr(integer, name), getattr(want, name), check_exact=True)
+
+
+# ------------------------------------------------------------------------------------------------ golden cases
+def _golden_cases():
+    import test_golden as tg
+
+    if not GOLDEN_DIR.is_dir():
+        return []
+    return [c for c in case_names() if c not in tg.ELSEWHERE and tg.entry_point(c) in tg.ENTRY_POINTS]
+
+
+@pytest.mark.parametrize("case", _golden_cases())
+def test_golden_case_on_cluster(client, case):
+    """Each golden case on the cluster (rows in chunks of 700, samples in groups of 3, segmentation in groups
+    of ~2,000 rows of whole chromosomes) equals the single-process result (itself bit-identical to cn.mops),
+    integer copy numbers included."""
+    import test_golden as tg
+
+    ref, ref_integer = tg.run_case(case)
+    data = tg.input_frame(case, "input_counts", manifest(case)["sampleNames"])
+    extra = {}
+    if tg.entry_point(case) == "referencecn.mops":
+        info = manifest(case)["arrays"]["controls_counts"]
+        names = (info.get("dimnames") or [None, None])[1] or [f"Control_{k + 1}" for k in range(info["shape"][1])]
+        extra["controls"] = tg.input_frame(case, "controls_counts", names)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        res = gd.cn_mops(data, client, method=METHOD[tg.entry_point(case)], backend="cpu", rows_per_chunk=700,
+                         samples_per_chunk=3, chunk_bytes=50_000, **extra, **tg.call_kwargs(case))
+    assert len(set(res.local_assessments.chunks[0])) >= 1 and len(res.local_assessments.chunks[0]) >= 2
+    assert_same_result(res.compute(), ref, case)
+    if len(ref.cnvr):
+        ours = res.calc_integer_copy_numbers()
+        want = ref_integer if ref_integer is not None else gcnmops.calc_integer_copy_numbers(ref)
+        for name in ("segmentation", "cnvs", "cnvr"):
+            pd.testing.assert_frame_equal(getattr(ours, name).reset_index(drop=True),
+                                          getattr(want, name).reset_index(drop=True), check_exact=True)
+
+
+# ------------------------------------------------------------------------------------------------ normalization
+@pytest.mark.skipif(not (GOLDEN_DIR / "normalize").is_dir(), reason="golden case 'normalize' not found")
+def test_normalize_every_norm_type_and_size_factor():
+    """normalizeChromosomes in chunks (here, in this process) for the 20 normType x sizeFactor pairs."""
+    x, chrom = array("normalize", "input_counts"), array("normalize", "chr")
+    for norm_type in ("poisson", "mean", "median", "quant", "mode"):
+        for size_factor in ("mean", "median", "quant", "mode"):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                ref = gcnmops.normalize_chromosomes(x, chrom, norm_type=norm_type, size_factor=size_factor)
+                ours = gd.normalize_chromosomes(x, False, chromosomes=chrom, norm_type=norm_type,
+                                                size_factor=size_factor, rows_per_chunk=400,
+                                                samples_per_chunk=5).compute()
+            assert (ours == ref).all(), (norm_type, size_factor)
+
+
+def _edge_matrix() -> tuple[np.ndarray, np.ndarray]:
+    """chr A: ordinary; B: all zero (left as is); C: one row with reads (not normalized, a warning);
+    D: sample 3 without reads (sizeFactor mode: column sums instead, a warning; mean: an error)."""
+    rng = np.random.default_rng(5)
+    a = rng.poisson(20, (300, 6)).astype(float)
+    b = np.zeros((50, 6))
+    c = np.zeros((40, 6))
+    c[7] = rng.poisson(20, 6) + 1
+    c[9, 2] = 0.5  # a silent row (all < 1) is set to 0
+    d = rng.poisson(5, (200, 6)).astype(float)
+    d[:, 2] = 0
+    x = np.asfortranarray(np.vstack([a, b, c, d]))
+    chrom = np.repeat(np.array(["A", "B", "C", "D"], dtype=object), [300, 50, 40, 200])
+    return x, chrom
+
+
+@pytest.mark.parametrize("norm_type,size_factor", [("poisson", "mode"), ("mode", "mode"), ("mean", "mean")])
+def test_normalize_warnings_and_errors_as_single_process(norm_type, size_factor):
+    x, chrom = _edge_matrix()
+
+    def run(fn):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                out = fn()
+            except InputError as err:
+                out = str(err)
+        return out, [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+
+    ref, ref_warn = run(lambda: gcnmops.normalize_chromosomes(x, chrom, norm_type=norm_type, size_factor=size_factor))
+    ours, our_warn = run(lambda: gd.normalize_chromosomes(x, False, chromosomes=chrom, norm_type=norm_type,
+                                                          size_factor=size_factor, rows_per_chunk=64,
+                                                          samples_per_chunk=2).compute())
+    assert our_warn == ref_warn and ref_warn
+    if isinstance(ref, str):
+        assert ours == ref and "Some normalization factors are zero" in ref
+    else:
+        assert (ours == ref).all()
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda x: x.__setitem__((5, 1), np.nan), "Read counts must be finite: the read count matrix holds 1 NaN/Inf"),
+    (lambda x: x.__setitem__((7, 2), -1.0), "the first at region 8, sample 3"),
+    (lambda x: x.__setitem__((slice(None), 4), 0.0), "Zero columns in readcount matrix. Sample(s) [5]"),
+])
+def test_bad_counts_are_reported(change, message):
+    x, chrom = _edge_matrix()
+    change(x)
+    with pytest.raises(InputError) as err:
+        gd.cn_mops(dask.array.from_array(x, chunks=(100, 6)), False,
+                   ranges=pd.DataFrame({"seqnames": chrom, "start": np.arange(1, 591), "end": np.arange(1, 591)}),
+                   backend="cpu", rows_per_chunk=64)
+    assert message in str(err.value)
+
+
+def test_inputs_and_arguments(tmp_path):
+    """A Zarr group (save_counts), an .npy file and a Dask array with ranges give the in-memory result;
+    unknown parameters, controls without the reference method, unsorted chromosomes are InputErrors."""
+    data, _ = example_cohort(n_regions=1200, n_samples=10, seed=3)
+    ref = gcnmops.cn_mops(data, backend="cpu", min_width=4)
+    z = gd.save_counts(data, tmp_path / "counts.zarr", rows_per_chunk=500)
+    from_zarr = gd.cn_mops(str(z), False, backend="cpu", min_width=4, rows_per_chunk=300)
+    assert_same_result(from_zarr.compute(), ref, "zarr")
+    np.save(tmp_path / "counts.npy", data.counts)
+    from_npy = gd.cn_mops(tmp_path / "counts.npy", False, backend="cpu", min_width=4, ranges=data.ranges,
+                          sample_names=data.sample_names, rows_per_chunk=256, samples_per_chunk=4)
+    assert_same_result(from_npy.compute(), ref, "npy")
+    from_dask = gd.cn_mops(dask.array.from_array(data.counts, chunks=(333, 7)), False, backend="cpu", min_width=4,
+                           ranges=data.ranges, sample_names=data.sample_names, rows_per_chunk=500)
+    assert_same_result(from_dask.compute(), ref, "dask")
+    with pytest.raises(InputError, match="did you mean 'min_width'"):
+        gd.cn_mops(data, False, min_widht=4)
+    with pytest.raises(InputError, match="only for method 'reference'"):
+        gd.cn_mops(data, False, controls=data)
+    shuffled = data.ranges.iloc[np.r_[700:1200, 0:700]].reset_index(drop=True)
+    shuffled.loc[shuffled.index[-10:], "seqnames"] = "chr2"
+    with pytest.raises(InputError, match="must be contiguous"):
+        gd.cn_mops(dask.array.from_array(data.counts), False, ranges=shuffled)
+    with pytest.warns(RuntimeWarning, match="fast segmentation"):
+        gd.cn_mops(data, False, seg_algorithm="DNAcopy", backend="cpu")
+
+
+# ------------------------------------------------------------------------------------------------ GPUs
+@pytest.mark.gpu
+def test_dask_cuda_workers_equal_single_gpu_run(tmp_path):
+    """One dask-cuda worker per GPU, the model and the segmentation statistic on the workers' GPUs: the
+    single-process GPU result."""
+    dask_cuda = pytest.importorskip("dask_cuda")
+    from distributed import Client
+
+    data, _ = example_cohort(n_regions=20_000, n_samples=30, seed=4)
+    ref = gcnmops.cn_mops(data, backend="gpu")
+    with dask_cuda.LocalCUDACluster() as cluster, Client(cluster) as c:
+        res = gd.cn_mops(data, c, backend="gpu", rows_per_chunk=4096, samples_per_chunk=8,
+                         store=str(tmp_path / "store"))
+        assert_same_result(res.compute(), ref, "dask-cuda")
