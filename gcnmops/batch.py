@@ -283,7 +283,7 @@ def run_experiment(exp: Experiment, outdir: str, backend: str, formats: list[str
             if integer and len(result.cnvr):
                 from .integer import calc_integer_copy_numbers
 
-                result = calc_integer_copy_numbers(result)
+                result = calc_integer_copy_numbers(result, backend=backend)
             from .family import cnvr_per_sample
 
             written = result.replace(cnvr=cnvr_per_sample(result)).write(folder, formats=formats)

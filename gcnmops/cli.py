@@ -120,7 +120,7 @@ def _run(args) -> int:
         progress.advance("normalize+model+calls")
         if not args.no_integer and len(result.cnvr):
             t0 = time.perf_counter()
-            result = calc_integer_copy_numbers(result)
+            result = calc_integer_copy_numbers(result, backend=args.backend)
             result.timings["integer"] = time.perf_counter() - t0
         if not args.no_integer:
             progress.advance("integer")
