@@ -185,6 +185,35 @@ def test_batch_interrupt_resume_and_summary(cohort_dir, tmp_path):
     assert set(third["status"]) == {"skipped", "failed"} and "failed" in format_summary(third)
 
 
+def test_batch_cli_ctrl_c(cohort_dir, tmp_path):
+    """Ctrl-C (SIGINT) stops a command-line batch: running experiments are stopped, the summary is written,
+    exit status 130; experiments finished before keep their status."""
+    import signal
+    import time
+
+    out = tmp_path / "out"
+    env = python_process_env()
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    proc = subprocess.Popen([sys.executable, "-m", "gcnmops", "batch", str(cohort_dir / "manifest.tsv"), "-o",
+                             str(out), "--workers", "1", "--formats", "tsv"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while not list(out.glob("*/status.json")) and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err[-2000:]
+    summary = pd.read_csv(out / "summary.tsv", sep="\t", keep_default_na=False)
+    done = set(summary.loc[summary["status"] == "done", "id"])
+    assert done and (summary["status"] == "interrupted").sum() >= 1
+    assert all(read_status(out, i)["state"] == "done" for i in done)
+    assert not any(read_status(out, i) for i in summary.loc[summary["status"] == "interrupted", "id"])
+
+
 def test_batch_reruns_changed_experiments(cohort_dir, tmp_path):
     exp = Experiment(id="one", input=cohort_dir / "exp01.tsv", method="cn.mops", params={})
     out = tmp_path / "out"

@@ -244,15 +244,18 @@ def cn_mops(
         cnvr = cnvr.rename(columns={s: f"CN.{s}" for s in names})
     elif method == "single":
         cnvr = cnvs.copy()
+    names_in_store = {"normalized_data": "normalized" if job.write_normalized else "counts",
+                      "local_assessments": "sini", "individual_call": "individual_call", "ini_call": "ini",
+                      "cn_index": "cn", "L": "lam", "A": "alpha"}
+    if cparams.return_posterior:
+        names_in_store["posterior_probs"] = "post"
+    matrices = {slot: work.dask(name) for slot, name in names_in_store.items()}
     result_params = cparams.r_params()
-    result_params.update(cov=job.result_cov, L=work.dask("lam"), A=work.dask("alpha"))
+    result_params.update(cov=job.result_cov, L=matrices.pop("L"), A=matrices.pop("A"))
     return DistributedResult(
-        gr=gr, normalized_data=work.dask("normalized" if job.write_normalized else "counts"),
-        local_assessments=work.dask("sini"), individual_call=work.dask("individual_call"),
-        ini_call=work.dask("ini"), cn_index=work.dask("cn"),
-        posterior_probs=work.dask("post") if cparams.return_posterior else None, params=result_params,
+        gr=gr, params=result_params, posterior_probs=matrices.pop("posterior_probs", None), **matrices,
         segmentation=segmentation, cnvs=cnvs, cnvr=cnvr, sample_names=names, ranged=cases.ranges is not None,
-        store=work.path, timings=timings)
+        store=work.path, timings=timings, paths={k: work.path_of(v) for k, v in names_in_store.items()})
 
 
 def _fit_rows(runner: Runner, work: WorkStore, layout: Layout, job: ModelJob, norm, lam_blocks, n_classes: int):

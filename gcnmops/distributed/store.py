@@ -232,6 +232,9 @@ class WorkStore:
         """The selection as a float64 (or stored dtype) array in column-major order."""
         return np.asfortranarray(_zarr().open_array(os.path.join(self.path, name), mode="r")[selection])
 
+    def path_of(self, name: str) -> str:
+        return os.path.join(self.path, name)
+
     def dask(self, name: str):
         return _dask_array().from_zarr(os.path.join(self.path, name))
 
