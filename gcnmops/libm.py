@@ -1,4 +1,4 @@
-"""The C library's ``exp``, reproduced to the last bit so that numba can inline and vectorize it.
+"""The C library's ``exp`` and ``log``, reproduced to the last bit for numba's CPU and CUDA targets.
 
 cn.mops's likelihoods go through the platform's ``exp`` (glibc's on Linux), and our CPU results are
 bit-identical to cn.mops's only with that exact function. A call into libm can be neither inlined nor
@@ -13,7 +13,17 @@ The exp is split in three steps so that array code can keep the table lookups ou
 |x| < 512, which the model guarantees (it clamps exponents to [EXP_CUTOFF, 0]-ish ranges); glibc's
 special cases (|x| >= 512, tiny x) are not reproduced beyond that range.
 
-Everything is ``register_jitable`` (plain Python too: there ``fma`` is exact integer arithmetic).
+``log_glibc`` is glibc's log (same design, same builds): x = 2^k z, log(x) = k ln2 + log(c) + log1p(z/c - 1)
+with c from a 128-entry table, a degree-5 polynomial for log1p(r) - r, and a degree-11 one (with a
+double-double head) for x within ~6% of 1. Its table (1/c and log(c), chosen by a search in the glibc
+sources, not derivable the way exp's is) is read from the C library loaded in this process, where it
+lies next to ln2's two parts and the polynomials; without it (not glibc nor musl, or glibc < 2.28)
+``log_glibc`` is the platform's ``math.log`` (on a GPU: libdevice's, within an ulp) and ``GLIBC_LOG``
+is False. The GPU needs both functions so that its likelihoods round as the CPU's (libdevice's exp and
+log differ from glibc's in about one call in ten).
+
+Everything is ``register_jitable`` (plain Python too: there ``fma`` is exact integer arithmetic); on the
+GPU ``fma`` is the hardware's fused multiply-add, which rounds once as IEEE requires.
 """
 from __future__ import annotations
 
@@ -84,6 +94,23 @@ def _fma_cpu(a, b, c):
     return lambda a, b, c: _llvm_fma(a, b, c)
 
 
+def _register_cuda_fma() -> None:
+    """``fma`` in CUDA kernels: PTX fma.rn.f64 (kept by NVVM even where contraction is switched off)."""
+    try:
+        from numba import cuda
+    except ImportError:  # no numba.cuda: nothing to register
+        return
+    if getattr(cuda, "fma", None) is None:  # the simulator runs the plain Python fma
+        return
+
+    @overload(fma, target="cuda")
+    def _fma_cuda(a, b, c):
+        return lambda a, b, c: cuda.fma(a, b, c)
+
+
+_register_cuda_fma()
+
+
 #: bits of SHIFT >> TABLE_BITS: subtracted from (bits of k + SHIFT) >> TABLE_BITS to get floor(k / 128)
 _SHIFT_BITS_HI = int(np.float64(SHIFT).view(np.int64)) >> TABLE_BITS
 
@@ -99,10 +126,11 @@ def exp_reduce(x):
 
 
 @register_jitable
-def exp_table(kb):
-    """(tail, head) of 2^((k mod 128)/128): the only memory loads of the exp."""
+def exp_table(kb, head=HEAD, tail=TAIL):
+    """(tail, head) of 2^((k mod 128)/128): the only memory loads of the exp (from the tables given, e.g.
+    copies in a GPU block's shared memory)."""
     i = kb & (TABLE_SIZE - 1)
-    return TAIL[i], HEAD[i]
+    return tail[i], head[i]
 
 
 @register_jitable
@@ -116,11 +144,119 @@ def exp_finish(kb, r, tail, head):
 
 
 @register_jitable
-def exp_glibc(x):
-    """glibc's exp(x) for |x| < 512, bit for bit."""
+def exp_glibc(x, head=HEAD, tail=TAIL):
+    """glibc's exp(x) for |x| < 512, bit for bit; ``head``/``tail``: HEAD and TAIL or copies of them."""
     kb, r = exp_reduce(x)
-    tail, head = exp_table(kb)
-    return exp_finish(kb, r, tail, head)
+    t, h = exp_table(kb, head, tail)
+    return exp_finish(kb, r, t, h)
 
 
-__all__ = ["exp_glibc", "exp_reduce", "exp_table", "exp_finish", "fma"]
+# ------------------------------------------------------------------------------------------------ log
+LN2_HI = float.fromhex("0x1.62e42fefa3800p-1")  # ln 2, high bits (k LN2_HI is exact)
+LN2_LO = float.fromhex("0x1.ef35793c76730p-45")  # ln 2, the rest
+_LOG_A0 = float.fromhex("-0x1.0000000000001p-1")  # first coefficient of the main polynomial
+#: doubles of glibc's log data after ln2's parts: 5 + 11 polynomial coefficients, 128 (1/c, log c) pairs
+_LOG_DATA_DOUBLES = 5 + 11 + 2 * TABLE_SIZE
+
+
+def _loaded_libm() -> str | None:
+    """Path of the C math library mapped into this process (Linux), else None."""
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.split()[-1] if line.strip() else ""
+                name = path.rsplit("/", 1)[-1]
+                if name.startswith(("libm.so", "libm-", "ld-musl", "libc.musl")):
+                    return path
+    except OSError:
+        return None
+    return None
+
+
+def _glibc_log_data() -> np.ndarray | None:
+    """glibc's log data (polynomials A[5], B[11], then 128 (invc, logc) pairs) read from the loaded C
+    library: found by its first three doubles (ln2 high, ln2 low, A[0]); None if absent."""
+    path = _loaded_libm()
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as lib:
+            data = lib.read()
+    except OSError:
+        return None
+    head = np.array([LN2_HI, LN2_LO, _LOG_A0], dtype="<f8").tobytes()
+    at = data.find(head)
+    if at < 0 or at + 16 + 8 * _LOG_DATA_DOUBLES > len(data):
+        return None
+    return np.frombuffer(data, dtype="<f8", count=_LOG_DATA_DOUBLES, offset=at + 16).astype(np.float64)
+
+
+_LOG_DATA = _glibc_log_data()
+GLIBC_LOG = _LOG_DATA is not None
+if _LOG_DATA is None:
+    _LOG_DATA = np.zeros(_LOG_DATA_DOUBLES)
+LA0, LA1, LA2, LA3, LA4 = (float(v) for v in _LOG_DATA[:5])
+LB0, LB1, LB2, LB3, LB4, LB5, LB6, LB7, LB8, LB9, LB10 = (float(v) for v in _LOG_DATA[5:16])
+INVC = np.ascontiguousarray(_LOG_DATA[16::2])  # 1/c of each subinterval
+LOGC = np.ascontiguousarray(_LOG_DATA[17::2])  # log(c), rounded
+del _LOG_DATA
+
+_LOG_OFF = 0x3FE6000000000000  # bits of 0.6875: z in [OFF, 2 OFF) after x = 2^k z
+_NEAR1_LO = int(np.float64(1.0 - 2.0 ** -4).view(np.int64))  # [1 - 2^-4, 1 + 0x1.09p-4): the near-1 branch
+_NEAR1_HI = int(np.float64(1.0 + float.fromhex("0x1.09p-4")).view(np.int64))
+_EXP_MASK = -(1 << 52)  # the 12 high bits (sign and exponent)
+_INF_BITS = int(np.float64(np.inf).view(np.int64))
+
+
+@register_jitable
+def _log_near1(x):
+    """log(x) for x within [1 - 2^-4, 1 + 0x1.09p-4): r = x - 1, log1p(r) = r - r^2/2 + r^3 P(r) with r^2/2
+    split exactly (r = rhi + rlo, rhi of 26 bits); the FMA build's fused operations."""
+    r = x - 1.0
+    r2 = r * r
+    r3 = r * r2
+    p = fma(r3, fma(r3, fma(r3, LB10, fma(r2, LB9, fma(r, LB8, LB7))), fma(r2, LB6, fma(r, LB5, LB4))),
+            fma(r2, LB3, fma(r, LB2, LB1)))
+    w = r * 134217728.0  # 2^27
+    rhi = r + w - w
+    rlo = r - rhi
+    w = rhi * rhi * LB0  # exact: LB0 = -1/2
+    hi = r + w
+    lo = r - hi + w
+    lo = fma(LB0 * rlo, rhi + r, lo)
+    return fma(r3, p, lo) + hi
+
+
+@register_jitable
+def log_glibc(x, invc_table=INVC, logc_table=LOGC):
+    """glibc's log(x), bit for bit (where GLIBC_LOG; else the platform's log); the tables: INVC and LOGC or
+    copies of them."""
+    if not GLIBC_LOG:
+        return math.log(x)
+    ix = np.float64(x).view(np.int64)
+    if _NEAR1_LO <= ix < _NEAR1_HI:
+        return 0.0 if x == 1.0 else _log_near1(x)
+    top = (ix >> 48) & 0xFFFF
+    if top < 0x0010 or top >= 0x7FF0:  # zero, subnormal, negative, inf or nan
+        if ix + ix == 0 or top >= 0x8000 or top & 0x7FF0 == 0x7FF0:
+            return math.log(x)  # -inf, nan, inf: IEEE's answers, equal everywhere
+        ix = np.float64(x * 4503599627370496.0).view(np.int64) - (52 << 52)  # subnormal: scale by 2^52
+    tmp = ix - _LOG_OFF
+    i = (tmp >> (52 - TABLE_BITS)) & (TABLE_SIZE - 1)
+    k = tmp >> 52
+    z = np.int64(ix - (tmp & _EXP_MASK)).view(np.float64)
+    invc = invc_table[i]
+    logc = logc_table[i]
+    r = fma(z, invc, -1.0)
+    kd = float(k)
+    w = fma(kd, LN2_HI, logc)
+    hi = w + r
+    lo = fma(kd, LN2_LO, w - hi + r)
+    r2 = r * r
+    return fma(r * r2, fma(r2, fma(r, LA4, LA3), fma(r, LA2, LA1)), fma(r2, LA0, lo)) + hi
+
+
+#: every table of exp_glibc and log_glibc, in the order kernels take them: (HEAD, TAIL, INVC, LOGC)
+TABLES = (HEAD, TAIL, INVC, LOGC)
+
+__all__ = ["exp_glibc", "exp_reduce", "exp_table", "exp_finish", "fma", "log_glibc", "GLIBC_LOG", "TABLES"]

@@ -8,9 +8,9 @@ upward recursion for x <= 10, and Stirling's formula with a Chebyshev correction
 """
 from __future__ import annotations
 
-import math
-
 from numba.extending import register_jitable
+
+from .libm import log_glibc
 
 LN_SQRT_2PI = 0.918938533204672741780329736406  # log(sqrt(2*pi))
 
@@ -68,7 +68,7 @@ def _cheb_cor(x):
 def lgamma_r(x):
     """log(Gamma(x)) for x > 0, bit-identical to R's ``lgamma(x)``."""
     if x < 1e-306:
-        return -math.log(x)
+        return -log_glibc(x)
     if x <= 10.0:
         n = int(x)
         y = x - n
@@ -79,14 +79,14 @@ def lgamma_r(x):
         else:
             for i in range(1, n + 1):
                 value *= y + i
-        return math.log(abs(value))
+        return log_glibc(abs(value))
     if x > 1e17:
-        return x * (math.log(x) - 1.0)
+        return x * (log_glibc(x) - 1.0)
     if x > 4934720.0:
-        return LN_SQRT_2PI + (x - 0.5) * math.log(x) - x
+        return LN_SQRT_2PI + (x - 0.5) * log_glibc(x) - x
     if x < _XBIG_COR:
         tmp = 10.0 / x
         cor = _cheb_cor(tmp * tmp * 2.0 - 1.0) / x
     else:
         cor = 1.0 / (x * 12.0)
-    return LN_SQRT_2PI + (x - 0.5) * math.log(x) - x + cor
+    return LN_SQRT_2PI + (x - 0.5) * log_glibc(x) - x + cor

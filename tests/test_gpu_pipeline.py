@@ -170,11 +170,6 @@ def test_device_resident_equals_host_path():
 
 
 # ------------------------------------------------------------------------------------------ golden cases
-#: cases whose segmentation changes with the GPU model's sINI (the segmentation of one sINI is identical on
-#: both; measured on an H100: 302 vs 300 segments). The fast segmentation reacts to absolute sINI changes of
-#: 1e-14 x max|sINI| where sINI is ~1e-99 (tests/test_segment-style perturbation: 300 -> 302 segments),
-#: and fit_gpu's sINI is within 1e-12 x max|sINI| of fit_cpu's, not relatively close near zero.
-MODEL_SENSITIVE = {"xranges_params": "GPU model sINI near zero differs from the CPU's (issue 4 tolerance)"}
 ENTRY = {"cn.mops": gcnmops.cn_mops, "exomecn.mops": gcnmops.exome_cn_mops, "haplocn.mops": gcnmops.haplo_cn_mops}
 
 
@@ -274,8 +269,6 @@ def test_golden_case_pipeline_gpu(case):
             _compare(getattr(gpu_int, item), table(case, f"{item}_integer"), f"{item}_integer vs golden", atol,
                      errors)
     rec["errors"] = errors
-    if errors and case in MODEL_SENSITIVE:
-        pytest.xfail(MODEL_SENSITIVE[case] + f" ({errors[0]})")
     assert not errors, errors
     rec["passed"] = True
 

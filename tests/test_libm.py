@@ -1,12 +1,16 @@
-"""libm.exp_glibc: the C library's exp reproduced bit for bit (compiled by numba and as plain Python)."""
+"""libm.exp_glibc and libm.log_glibc: the C library's exp and log reproduced bit for bit (compiled by numba and
+as plain Python)."""
 from __future__ import annotations
 
 import math
+import platform
 
 import numpy as np
 from numba import njit
 
-from gcnmops.libm import HEAD, TAIL, exp_glibc, fma
+import pytest
+
+from gcnmops.libm import GLIBC_LOG, HEAD, INVC, LOGC, TAIL, exp_glibc, fma, log_glibc
 
 
 @njit(cache=True)
@@ -49,3 +53,51 @@ def test_python_fma_rounds_once() -> None:
     assert fma(a, a, -1.0) == 2.0 ** -29 + 2.0 ** -60
     assert a * a - 1.0 == 2.0 ** -29
     assert fma(0.1, 0.2, 0.3) == 0.1 * 0.2 + 0.3
+
+
+@njit(cache=True)
+def _log_mismatches(xs, invc, logc):
+    bad = 0
+    for x in xs:
+        a = log_glibc(x, invc, logc)
+        b = math.log(x)
+        if a != b and not (a != a and b != b):
+            bad += 1
+    return bad
+
+
+def _log_arguments(seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return np.concatenate([
+        np.exp(rng.uniform(-745.0, 709.7, 4_000_000)),     # every binade, subnormals included
+        1.0 + rng.uniform(-0.0625, 0.0647, 3_000_000),      # the near-1 branch and its edges
+        rng.uniform(1e-6, 1e4, 2_000_000),                  # lambdas (log lambda) of the model
+        np.arange(1.0, 3_000_001.0),                        # lgamma's products of integers
+        [0.0, -0.0, -1.0, np.inf, -np.inf, np.nan, 5e-324, 2.2250738585072014e-308, 1.7976931348623157e308,
+         1.0, np.nextafter(1.0, 2.0), np.nextafter(1.0, 0.0), 1.0 - 2.0 ** -4, 1.0 + 0x109 / 4096],
+    ])
+
+
+@pytest.mark.skipif(not GLIBC_LOG, reason="glibc's log table not found in this process's C library")
+def test_compiled_log_equals_the_platform_log_bit_for_bit() -> None:
+    xs = _log_arguments(21)
+    assert _log_mismatches(xs, INVC, LOGC) == 0
+    # copies of the tables (what a GPU block keeps in shared memory) give the same values
+    assert _log_mismatches(xs[:500_000], INVC.copy(), LOGC.copy()) == 0
+
+
+@pytest.mark.skipif(not GLIBC_LOG, reason="glibc's log table not found in this process's C library")
+def test_plain_python_log_equals_the_platform_log() -> None:
+    rng = np.random.default_rng(22)
+    for x in np.concatenate([rng.choice(_log_arguments(23)[:-14], 20_000), [5e-324, 1.0, 0.96]]):
+        assert log_glibc(float(x)) == math.log(x)
+
+
+def test_log_table_is_found_on_glibc() -> None:
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip("not a glibc system")
+    assert GLIBC_LOG
+    # 1/c and log(c) of subintervals of [0.6875, 1.375): c = 1/invc
+    c = 1.0 / INVC
+    assert np.all((c > 0.68) & (c < 1.38)) and np.all(np.diff(c) > 0)
+    np.testing.assert_allclose(LOGC, np.log(c), rtol=0, atol=1e-15)

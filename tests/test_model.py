@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from gcnmops.model.cpu import fit_cpu
+from gcnmops.libm import TABLES
 from gcnmops.model.em import fit_region
 from gcnmops.model.spec import ModelOutput, ModelSpec
 from gcnmops.params import DEFAULT_CLASSES, DEFAULT_FOLDS
@@ -22,7 +23,8 @@ def python_fit(x: np.ndarray, cov: np.ndarray, spec: ModelSpec, keep_post: bool)
         post = out.post[r] if keep_post else np.empty((1, 1))
         out.ini[r] = fit_region(x[r], cov, spec.folds, spec.log2_folds, spec.alpha_init,
                                 spec.alpha_prior, spec.prior_sum, spec.cyc, spec.min_read_count, spec.main_idx,
-                                keep_post, True, *scratch, out.lam[r], out.alpha[r], out.sini[r], out.cn[r], post)
+                                keep_post, True, *scratch, out.lam[r], out.alpha[r], out.sini[r], out.cn[r], post,
+                                TABLES)
     return out
 
 

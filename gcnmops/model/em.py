@@ -14,11 +14,9 @@ Conventions: one region; ``x`` its N (normalized) counts; ``n`` classes with fol
 """
 from __future__ import annotations
 
-import math
-
 from numba.extending import register_jitable
 
-from ..libm import exp_finish, exp_reduce, exp_table
+from ..libm import exp_finish, exp_glibc, exp_reduce, exp_table, log_glibc
 from ..rmath import lgamma_r
 from ..rstats import ld_mean, median_inplace
 
@@ -90,18 +88,19 @@ def alpha_update(prior, acc, N, prior_sum):
 
 
 @register_jitable
-def posterior_column(xk, ck, g, alpha, lam, log_lam, p, k):
+def posterior_column(xk, ck, g, alpha, lam, log_lam, p, k, tables):
     """E-step of sample k: p[i, k] = P(class i | x_k) for every class i.
 
     Unnormalized a_i = alpha_i * exp(x_k log(cov_k lambda_i) - lgamma(x_k + 1) - cov_k lambda_i), floored
     at 1e-100 before normalizing; ``log_lam`` holds log(lambda_i), used where cov_k == 1 (same value).
+    ``tables``: libm.TABLES or copies of them (glibc's exp and log).
     """
     n = lam.shape[0]
     s = 0.0
     for i in range(n):
-        lc = log_lam[i] if ck == 1.0 else math.log(ck * lam[i])
+        lc = log_lam[i] if ck == 1.0 else log_glibc(ck * lam[i], tables[2], tables[3])
         e = xk * lc - g - ck * lam[i]
-        p[i, k] = floored(e, alpha[i] * math.exp(e) if e > EXP_CUTOFF else 0.0)
+        p[i, k] = floored(e, alpha[i] * exp_glibc(e, tables[0], tables[1]) if e > EXP_CUTOFF else 0.0)
     for i in range(n):
         s += p[i, k]
     for i in range(n):
@@ -135,6 +134,7 @@ def last_estep_outputs(p, c, log2_folds, keep_post, sini_out, cn_out, post_out, 
 def fit_region(
     x, cov, folds, log2_folds, alpha_init, alpha_prior, prior_sum, cyc, min_read_count, main_idx,
     keep_post, exact_order, work, alpha, lam, log_lam, acc, p, lam_out, alpha_out, sini_out, cn_out, post_out,
+    tables,
 ):
     """cn.mops's model of one region; returns INI and writes the other outputs. The GPU kernel runs it
     streaming (one region per thread); with ``exact_order`` it is the plain reference the tests hold
@@ -146,6 +146,7 @@ def fit_region(
     (n, N) with ``exact_order`` — every sum then runs in cn.mops's order and, with R's lgamma, the
     results are bit-identical to cn.mops's — or (n, 1) without: the E- and M-steps stream over the
     samples and no posterior is kept between them (sums in another order: ~1e-16 relative apart).
+    ``tables``: libm.TABLES, or copies of them where loads from them are faster (a GPU block's shared memory).
     Outputs: ``lam_out``, ``alpha_out`` (n) after the last M-step; from the last E-step ``sini_out`` (N)
     sum_i log2(I_i) p_ik, ``cn_out`` (N) first class of maximal posterior, ``post_out`` (n, N) if
     ``keep_post``.
@@ -165,12 +166,12 @@ def fit_region(
     for c in range(cyc):
         last = c == cyc - 1
         for i in range(n):
-            log_lam[i] = math.log(lam[i])
+            log_lam[i] = log_glibc(lam[i], tables[2], tables[3])
             acc[i] = 0.0
         t = 0.0
         for k in range(N):
             col = k if exact_order else 0
-            posterior_column(x[k], cov[k], work[k], alpha, lam, log_lam, p, col)
+            posterior_column(x[k], cov[k], work[k], alpha, lam, log_lam, p, col, tables)
             for i in range(n):
                 acc[i] += p[i, col]
             if not exact_order:
@@ -223,7 +224,7 @@ def fit_lanes(
     for _ in range(cyc):
         for i in range(n):
             for l in range(nl):
-                log_lam[i, l] = math.log(lam[i, l])
+                log_lam[i, l] = log_glibc(lam[i, l])
         for i in range(n):  # E-step: unnormalized posteriors
             for k in range(N):
                 if unit_cov:
@@ -233,7 +234,7 @@ def fit_lanes(
                     ck = cov[k]
                     for l in range(nl):
                         cl = ck * lam[i, l]
-                        e[l] = xb[k, l] * math.log(cl) - g[k, l] - cl
+                        e[l] = xb[k, l] * log_glibc(cl) - g[k, l] - cl
                 for l in range(nl):
                     kb[l], r[l] = exp_reduce(max(e[l], EXP_CUTOFF))
                 for l in range(nl):

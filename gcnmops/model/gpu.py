@@ -79,6 +79,7 @@ def _build_kernel(NC: int, NW: int, KEEP: bool, variant: str, max_registers):
     from numba import float64
 
     from ..cuda_nofma import install_nofma
+    from ..libm import HEAD, INVC, LOGC, TABLE_SIZE, TAIL
     from .em import fit_region
 
     if variant not in ("unroll", "rolled"):
@@ -100,6 +101,20 @@ def _build_kernel(NC: int, NW: int, KEEP: bool, variant: str, max_registers):
                 folds[i] = folds_g[i]
         else:
             folds = folds_g
+        # glibc's exp/log tables, copied to shared memory: each lane of a warp reads its own entry, which
+        # constant memory would serve one address at a time (one array per line: the simulator tells shared
+        # arrays apart by their line)
+        head = cuda.shared.array(TABLE_SIZE, float64)
+        tail = cuda.shared.array(TABLE_SIZE, float64)
+        invc = cuda.shared.array(TABLE_SIZE, float64)
+        logc = cuda.shared.array(TABLE_SIZE, float64)
+        for j in range(cuda.threadIdx.x, TABLE_SIZE, cuda.blockDim.x):
+            head[j] = HEAD[j]
+            tail[j] = TAIL[j]
+            invc[j] = INVC[j]
+            logc[j] = LOGC[j]
+        cuda.syncthreads()
+        tabs = (head, tail, invc, logc)
         start = cuda.grid(1)
         stride = cuda.gridsize(1)
         if LOCAL_WORK:
@@ -110,7 +125,7 @@ def _build_kernel(NC: int, NW: int, KEEP: bool, variant: str, max_registers):
             post_r = post[r] if KEEP else post[0]
             ini[r] = fit_region(
                 x[r], cov, folds, log2_folds, alpha_init, alpha_prior, prior_sum, cyc, min_read_count,
-                main_idx, KEEP, False, work, a_s, l_s, ll_s, acc, p, lam[r], alpha[r], sini[r], cn[r], post_r,
+                main_idx, KEEP, False, work, a_s, l_s, ll_s, acc, p, lam[r], alpha[r], sini[r], cn[r], post_r, tabs,
             )
 
     opts = {}
