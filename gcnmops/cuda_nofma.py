@@ -1,10 +1,12 @@
 """Kernels compiled without FMA contraction, so that their float64 add, mul, div and sqrt round as the CPU's.
 
 NVVM contracts a*b + c into one fused operation by default. Where a sum nearly cancels (the EM's exponent
-x log(lambda) - lgamma(x + 1) - lambda, the segmentation's window statistics) that changes results far
-beyond the last bit, and near-ties then decide differently from the CPU. Kernels whose Python name
-contains ``NOFMA_MARK`` are compiled with NVVM's ``-fma=0``; libdevice's functions keep their own
-explicit FMAs.
+x log(lambda) - lgamma(x + 1) - lambda, R's lgamma series, the segmentation's window statistics) that changes
+results far beyond the last bit, and near-ties then decide differently from the CPU. Kernels whose Python
+name contains ``NOFMA_MARK`` are compiled with NVVM's ``-fma=0`` (explicit ``fma`` calls stay fused) and
+linked as PTX, whose ``.rn`` operations no later stage may fuse: numba-cuda links with LTO where nvJitLink
+is installed, and nvJitLink's link-time code generation contracts again (seen on an H100: R's lgamma 1 ulp
+off in a quarter of the arguments in an LTO-linked kernel). ``jit_nofma`` does both.
 """
 from __future__ import annotations
 
@@ -30,4 +32,18 @@ def install_nofma() -> None:
     nvvm.compile_ir = compile_ir
 
 
-__all__ = ["NOFMA_MARK", "install_nofma"]
+def jit_nofma(kernel, **options):
+    """``cuda.jit(**options)(kernel)`` without FMA contraction anywhere on the way to the cubin: NVVM's
+    ``-fma=0`` and no LTO (the CUDA simulator: plain ``cuda.jit``). ``kernel``'s name must carry NOFMA_MARK."""
+    from numba import config, cuda
+
+    if NOFMA_MARK not in kernel.__name__:
+        raise ValueError(f"kernel {kernel.__name__!r} must have {NOFMA_MARK!r} in its name")
+    if not config.ENABLE_CUDASIM:
+        install_nofma()
+        options["lto"] = False
+    # the function form: numba-cuda 0.30's cuda.jit(**options)(kernel) drops the lto option
+    return cuda.jit(kernel, **options)
+
+
+__all__ = ["NOFMA_MARK", "install_nofma", "jit_nofma"]

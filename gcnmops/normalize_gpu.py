@@ -48,10 +48,7 @@ def _kernel():
     global _KERNEL
     with _LOCK:
         if _KERNEL is None:
-            if not simulating():
-                from .cuda_nofma import install_nofma
-
-                install_nofma()
+            from .cuda_nofma import jit_nofma
 
             def _nofma_var_to_mean(Y, rows, f, out):
                 """normalize._variance_to_mean, one thread per row (same operation order, no FMA)."""
@@ -74,7 +71,7 @@ def _kernel():
                         ss += d * d
                     out[j] = (ss / (g - 1)) / mean
 
-            _KERNEL = cuda.jit(_nofma_var_to_mean)
+            _KERNEL = jit_nofma(_nofma_var_to_mean)
         return _KERNEL
 
 

@@ -45,7 +45,7 @@ import pandas as pd
 from numba import njit, prange
 from numba.extending import register_jitable
 
-from .cuda_nofma import install_nofma
+from .cuda_nofma import jit_nofma
 from .errors import InputError
 from .rstats import ld_mean, quantile7_low_index
 from .segment import (INF_MESSAGE, NA_MESSAGE, _clean, checked_columns, _kth_pair, _median_of, segment_ends_from_stat,
@@ -151,8 +151,6 @@ def kernels(nw: int):
     with _LOCK:
         k = _KERNELS.get(nw)
         if k is None:
-            if not simulating():
-                install_nofma()
             k = _KERNELS[nw] = _build_kernels(nw)
         return k
 
@@ -222,7 +220,7 @@ def _build_kernels(NW: int):
             p[r] = val
             jstar[r] = js
 
-    return (cuda.jit(_nofma_prefix), cuda.jit(_nofma_mask), cuda.jit(_nofma_stat))
+    return (jit_nofma(_nofma_prefix), jit_nofma(_nofma_mask), jit_nofma(_nofma_stat))
 
 
 def device_layout(device_values, firsts: np.ndarray, ends: np.ndarray):

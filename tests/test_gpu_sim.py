@@ -268,3 +268,28 @@ def test_model_kernel_compiles_for_contiguous_and_strided_views(monkeypatch):
     kernel = get_kernel(7, 15, False, "unroll", None).py_func
     ops = {layout: _ptx_f64_ops(cuda.compile_ptx(kernel, sig(layout), cc=(9, 0))[0]) for layout in ("F", "A")}
     assert len(ops["F"]) > 500 and ops["F"] == ops["A"]
+
+
+def test_nofma_kernels_link_without_lto():
+    """Every no-FMA kernel is built with lto=False: nvJitLink's link-time code generation contracts the
+    multiply-adds NVVM kept apart (on an H100, R's lgamma series came out 1 ulp off for a quarter of the
+    arguments in an LTO-linked kernel)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        version("numba-cuda")
+    except PackageNotFoundError:
+        pytest.skip("numba-cuda not installed")
+    from gcnmops import normalize_gpu, segment_gpu
+    from gcnmops.cuda_nofma import jit_nofma
+    from gcnmops.model.gpu import get_kernel
+
+    built = [get_kernel(3, 5, False, "unroll", None), *segment_gpu.kernels(4), normalize_gpu._kernel()]
+    for kernel in built:
+        assert kernel.targetoptions.get("lto") is False, kernel.py_func.__name__
+
+    def plain(a):
+        a[0] = 0.0
+
+    with pytest.raises(ValueError, match="_nofma_"):
+        jit_nofma(plain)

@@ -12,7 +12,9 @@ known to the compiler, every class loop unrolls and the state stays in registers
 one per-sample buffer, ``work`` (the median's buffer, then the per-sample INI terms), is a local array for
 N <= LOCAL_WORK_MAX (local memory is interleaved per thread by the hardware, so it coalesces like a
 column-major array) and a per-thread slice of a global thread-fastest scratch beyond. The minReadCount
-short-cut is decided per region inside the kernel.
+short-cut is decided per region inside the kernel. The likelihoods use glibc's exp and log (libm.py), as on
+the CPU, from copies of their tables in each block's shared memory; the kernel is built without FMA contraction
+(cuda_nofma.py), so fit_gpu computes what em.fit_region computes in its streaming order on the CPU, bit for bit.
 
 Host side: ``fit_gpu`` plans chunks from free device memory (plan.py), streams them through pinned
 double buffers on two streams (pipeline.py) and, with several devices, lets one host thread per device
@@ -78,7 +80,7 @@ def get_kernel(nc: int, nw: int, keep_post: bool, variant: str = "unroll", max_r
 def _build_kernel(NC: int, NW: int, KEEP: bool, variant: str, max_registers):
     from numba import float64
 
-    from ..cuda_nofma import install_nofma
+    from ..cuda_nofma import jit_nofma
     from ..libm import HEAD, INVC, LOGC, TABLE_SIZE, TAIL
     from .em import fit_region
 
@@ -129,11 +131,9 @@ def _build_kernel(NC: int, NW: int, KEEP: bool, variant: str, max_registers):
             )
 
     opts = {}
-    if not simulating():
-        install_nofma()  # the exponent x log(lambda) - lgamma(x + 1) - lambda cancels: no contraction
-        if max_registers:
-            opts["max_registers"] = int(max_registers)
-    return cuda.jit(**opts)(_nofma_em_kernel)
+    if max_registers and not simulating():
+        opts["max_registers"] = int(max_registers)
+    return jit_nofma(_nofma_em_kernel, **opts)  # the exponent x log(lambda) - lgamma(x + 1) - lambda cancels
 
 
 # --------------------------------------------------------------------------------------- device state
