@@ -21,7 +21,7 @@ from .errors import InputError
 from .rstats import (ld_add_ld, ld_div, ld_mean, quantile7_low_index, quantile7_sorted, r_median, r_quantile,
                      select_kth)
 
-__all__ = ["NORM_TYPES", "SIZE_FACTORS", "normalize_chromosomes", "normalize_genome", "sample_coverage"]
+__all__ = ["NORM_TYPES", "SIZE_FACTORS", "normalize_chromosomes", "normalize_genome", "sample_coverage", "coverage_ratios"]
 
 NORM_TYPES = ("mean", "median", "poisson", "mode", "quant")
 SIZE_FACTORS = ("mean", "median", "quant", "mode")
@@ -565,7 +565,11 @@ def sample_coverage(X) -> np.ndarray:
     For each column: the mean of the values strictly between its 5% and 95% quantiles (type 7),
     divided by the median over samples of those means.
     """
-    cov = _coverages(_count_matrix(X))
+    return coverage_ratios(_coverages(_count_matrix(X)))
+
+
+def coverage_ratios(cov: np.ndarray) -> np.ndarray:
+    """Per-sample trimmed means (N,) divided by their median (cn.mops ``norm=2``'s last step), with its errors."""
     if np.isnan(cov).any():
         bad = [int(k) + 1 for k in np.flatnonzero(np.isnan(cov))]
         raise InputError(f"Coverage of sample(s) {bad} is undefined: no read count lies strictly between the "

@@ -38,29 +38,17 @@ _XBIG_COR = 94906265.62425156  # above: the correction is 1/(12 x)
 
 
 @register_jitable
-def _cheb_gamma(x):
-    """Chebyshev series of Gamma on [1, 2] at x in [-1, 1] (Clenshaw recurrence, R's order)."""
+def _chebyshev(x, coefs):
+    """Chebyshev series sum_i coefs[i] T_i(x) at x in [-1, 1] as R's chebyshev_eval: Clenshaw's recurrence
+    from the last coefficient down, halved (coefs[0] counts half)."""
     twox = x * 2.0
     b0 = 0.0
     b1 = 0.0
     b2 = 0.0
-    for i in range(21, -1, -1):
+    for i in range(len(coefs) - 1, -1, -1):
         b2 = b1
         b1 = b0
-        b0 = twox * b1 - b2 + _G[i]
-    return (b0 - b2) * 0.5
-
-
-@register_jitable
-def _cheb_cor(x):
-    twox = x * 2.0
-    b0 = 0.0
-    b1 = 0.0
-    b2 = 0.0
-    for i in range(4, -1, -1):
-        b2 = b1
-        b1 = b0
-        b0 = twox * b1 - b2 + _A[i]
+        b0 = twox * b1 - b2 + coefs[i]
     return (b0 - b2) * 0.5
 
 
@@ -73,7 +61,7 @@ def lgamma_r(x):
         n = int(x)
         y = x - n
         n -= 1
-        value = _cheb_gamma(y * 2.0 - 1.0) + 0.9375
+        value = _chebyshev(y * 2.0 - 1.0, _G) + 0.9375
         if n < 0:  # 0 < x < 1
             value = value / x
         else:
@@ -86,7 +74,7 @@ def lgamma_r(x):
         return LN_SQRT_2PI + (x - 0.5) * log_glibc(x) - x
     if x < _XBIG_COR:
         tmp = 10.0 / x
-        cor = _cheb_cor(tmp * tmp * 2.0 - 1.0) / x
+        cor = _chebyshev(tmp * tmp * 2.0 - 1.0, _A) / x
     else:
         cor = 1.0 / (x * 12.0)
     return LN_SQRT_2PI + (x - 0.5) * log_glibc(x) - x + cor

@@ -33,7 +33,7 @@ import numpy as np
 from ..density import density_mode, quantiles7
 from ..errors import InputError
 from ..normalize import (NORM_TYPES, SIZE_FACTORS, _check_choice, _check_prob, _coverages, _scale_block,
-                         _size_factors, _variance_to_mean)
+                         _size_factors, _variance_to_mean, coverage_ratios)
 from ..rstats import ld_mean, r_median, r_quantile
 from .cluster import task_threads
 from .layout import Layout
@@ -293,15 +293,7 @@ def plan_coverage(runner, store: WorkStore, layout: Layout, arrays: list) -> np.
         for c0, c1 in layout.column_groups(name, ncols):
             tasks.append(dask.delayed(column_pass, pure=False)(store, name, c0, c1, [], None, None, False, True,
                                                                False))
-    cov = np.concatenate([r["coverage"] for r in runner.compute(tasks)])
-    if np.isnan(cov).any():
-        bad = [int(k) + 1 for k in np.flatnonzero(np.isnan(cov))]
-        raise InputError(f"Coverage of sample(s) {bad} is undefined: no read count lies strictly between the "
-                         "sample's 5% and 95% quantiles (too few regions or constant counts).")
-    med = r_median(cov)
-    if med == 0:
-        raise InputError("Median of the coverages is zero! Most samples have (almost) no reads; check the input.")
-    return cov / med
+    return coverage_ratios(np.concatenate([r["coverage"] for r in runner.compute(tasks)]))
 
 
 __all__ = ["RowFlags", "Normalization", "NormArgs", "plan_normalization", "plan_coverage", "column_pass",
