@@ -175,12 +175,30 @@ def _grouped_order(chrom: np.ndarray) -> np.ndarray | None:
     return np.argsort(codes, kind="stable")
 
 
-def chromosome_blocks(chrom: np.ndarray) -> list[tuple[str, int, int]]:
-    """(name, first_row, end_row_exclusive) of each chromosome in order of appearance (rows grouped)."""
-    chrom = np.asarray(chrom, dtype=object)
-    if chrom.size == 0:
+def chromosome_blocks(chrom) -> list[tuple[str, int, int]]:
+    """(name, first_row, end_row_exclusive) of each chromosome in order of appearance (rows grouped).
+
+    ``chrom``: the name of each row, a numpy array or a pandas Series; Arrow-backed strings (pandas 3's
+    default) and categoricals are compared as they are stored, not converted to Python strings first."""
+    n = len(chrom)
+    if n == 0:
         return []
-    cut = np.flatnonzero(chrom[1:] != chrom[:-1]) + 1
+    cut = np.flatnonzero(_name_changes(chrom)) + 1
     starts = np.concatenate([[0], cut])
-    ends = np.concatenate([cut, [chrom.size]])
-    return [(str(chrom[s]), int(s), int(e)) for s, e in zip(starts, ends)]
+    ends = np.concatenate([cut, [n]])
+    first = chrom.iloc[starts] if isinstance(chrom, pd.Series) else np.asarray(chrom, dtype=object)[starts]
+    return [(str(name), int(s), int(e)) for name, s, e in zip(first, starts, ends)]
+
+
+def _name_changes(chrom) -> np.ndarray:
+    """(n - 1,) bool: row i + 1 names another chromosome than row i."""
+    values = chrom.array if isinstance(chrom, pd.Series) else chrom
+    if isinstance(values, pd.Categorical):
+        return values.codes[1:] != values.codes[:-1]
+    if hasattr(values, "__arrow_array__"):
+        import pyarrow.compute as pc
+
+        arr = values.__arrow_array__()
+        return pc.not_equal(arr.slice(1), arr.slice(0, len(arr) - 1)).to_numpy(zero_copy_only=False)
+    values = np.asarray(values, dtype=object)
+    return values[1:] != values[:-1]

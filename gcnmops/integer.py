@@ -98,7 +98,7 @@ def _overlapping_rows(gr: pd.DataFrame, segs: pd.DataFrame) -> tuple[np.ndarray,
     starts = gr["start"].to_numpy()
     ends = gr["end"].to_numpy()
     seg_chrom = segs["seqnames"].astype(str).to_numpy()
-    for name, b0, b1 in chromosome_blocks(gr["seqnames"].to_numpy(dtype=object)):
+    for name, b0, b1 in chromosome_blocks(gr["seqnames"]):
         idx = np.flatnonzero(seg_chrom == name)
         if idx.size == 0:
             continue

@@ -63,7 +63,7 @@ def make_robust_cnvr(result: CNVDetectionResult, robust: float = 0.5, min_width:
     if robust > 0:
         gr = result.gr
         ini = np.asarray(result.ini_call, dtype=np.float64)
-        blocks = chromosome_blocks(gr["seqnames"].to_numpy(dtype=object))
+        blocks = chromosome_blocks(gr["seqnames"])
         seg = segment_columns_arrays(ini.reshape(-1, 1), [(b, e) for _, b, e in blocks], seg_median_t=robust,
                                      min_seg=min_width, **segment_args)
         keep = seg["mean"] > robust

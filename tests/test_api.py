@@ -151,3 +151,16 @@ def test_cli_bad_input_writes_nothing(tmp_path) -> None:
     assert proc.returncode == 2
     assert "error:" in proc.stderr and "negative" in proc.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("dtype", [object, "string[pyarrow]", "category"])
+def test_chromosome_blocks_of_any_string_storage(dtype) -> None:
+    """Row blocks of each chromosome, whether the names are Python strings, Arrow strings (pandas 3's default:
+    compared in Arrow, not converted) or a categorical; a chromosome met again starts a new block."""
+    from gcnmops.data import chromosome_blocks
+
+    names = pd.Series(["chr1"] * 3 + ["chr2"] * 2 + ["chr10"] + ["chr1"], dtype=dtype)
+    want = [("chr1", 0, 3), ("chr2", 3, 5), ("chr10", 5, 6), ("chr1", 6, 7)]
+    assert chromosome_blocks(names) == want
+    assert chromosome_blocks(names.to_numpy(dtype=object)) == want
+    assert chromosome_blocks(names.iloc[:0]) == []
