@@ -52,7 +52,8 @@ class CountData:
         key = (id(self.ranges), self.n_regions)
         cached = self.__dict__.get("_blocks")
         if cached is None or cached[0] != key:
-            cached = self.__dict__["_blocks"] = (key, chromosome_blocks(self.chromosomes))
+            chrom = self.chromosomes if self.ranges is None else self.ranges["seqnames"]
+            cached = self.__dict__["_blocks"] = (key, chromosome_blocks(chrom))
         return cached[1]
 
     def genomic_ranges(self) -> pd.DataFrame:
@@ -140,7 +141,7 @@ def make_count_data(
             raise InputError(f"Sample names must be unique; duplicated: {', '.join(dup)}.")
     if ranges is not None:
         ranges = _validate_ranges(ranges, m)
-        order = _grouped_order(ranges["seqnames"].to_numpy(dtype=object))
+        order = _grouped_order(ranges["seqnames"])
         if order is not None:
             log.warning("Rows of a chromosome were not contiguous: regrouping rows by chromosome.")
             ranges = ranges.iloc[order].reset_index(drop=True)
@@ -154,7 +155,7 @@ def _validate_ranges(ranges: pd.DataFrame, m: int) -> pd.DataFrame:
         raise InputError(f"Region table lacks column(s) {', '.join(missing)} (need seqnames, start, end).")
     if len(ranges) != m:
         raise InputError(f"{len(ranges)} regions given for a count matrix of {m} rows; they must match.")
-    out = pd.DataFrame({"seqnames": ranges["seqnames"].astype(str).to_numpy()})
+    out = pd.DataFrame({"seqnames": _seqnames(ranges["seqnames"])})
     for col in ("start", "end"):
         vals = pd.to_numeric(ranges[col], errors="coerce")
         if vals.isna().any():
@@ -166,12 +167,24 @@ def _validate_ranges(ranges: pd.DataFrame, m: int) -> pd.DataFrame:
     return out
 
 
-def _grouped_order(chrom: np.ndarray) -> np.ndarray | None:
+def _seqnames(col: pd.Series) -> pd.Series:
+    """Chromosome names as Python strings in an object column (also where pandas would infer Arrow strings:
+    the engine reads them as an object array). Strings are not converted again (Arrow's astype(str) costs
+    ~2 s per 7M rows)."""
+    if isinstance(col.dtype, pd.StringDtype) or (
+            col.dtype == object and pd.api.types.infer_dtype(col, skipna=False) == "string"):
+        names = col.to_numpy(dtype=object)
+    else:
+        names = col.astype(str).to_numpy(dtype=object)
+    return pd.Series(names, dtype=object)
+
+
+def _grouped_order(chrom) -> np.ndarray | None:
     """None if every chromosome's rows are contiguous, else a stable order that groups them."""
-    codes, uniques = pd.factorize(chrom)
-    changes = int(np.count_nonzero(codes[1:] != codes[:-1])) + 1
-    if changes == len(uniques):
+    blocks = chromosome_blocks(chrom)
+    if len({name for name, _, _ in blocks}) == len(blocks):
         return None
+    codes, _ = pd.factorize(np.asarray(chrom, dtype=object))
     return np.argsort(codes, kind="stable")
 
 

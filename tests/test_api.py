@@ -164,3 +164,24 @@ def test_chromosome_blocks_of_any_string_storage(dtype) -> None:
     assert chromosome_blocks(names) == want
     assert chromosome_blocks(names.to_numpy(dtype=object)) == want
     assert chromosome_blocks(names.iloc[:0]) == []
+
+
+@pytest.mark.parametrize("dtype", [object, "string[pyarrow]", "category", "int"])
+def test_region_names_become_python_strings(dtype, caplog) -> None:
+    """seqnames of any storage (Arrow strings, categorical, numbers) are stored as Python strings in an object
+    column; rows of a chromosome that are not contiguous are regrouped (stable), as before."""
+    from gcnmops.data import make_count_data
+
+    seq = pd.Series([1, 1, 2, 1, 3, 3]).astype(str if dtype != "int" else int)
+    if dtype not in (object, "int"):
+        seq = seq.astype(dtype)
+    ranges = pd.DataFrame({"seqnames": seq, "start": [1, 101, 1, 201, 1, 101], "end": [100, 200, 100, 300, 100, 200]})
+    x = np.arange(12.0).reshape(6, 2)
+    with caplog.at_level("WARNING", logger="gcnmops"):
+        data = make_count_data(x, ranges=ranges)
+    assert "not contiguous" in caplog.text
+    assert data.ranges["seqnames"].dtype == object
+    assert data.ranges["seqnames"].tolist() == ["1", "1", "1", "2", "3", "3"]
+    assert data.ranges["start"].tolist() == [1, 101, 201, 1, 1, 101]
+    assert data.counts[:, 0].tolist() == [0.0, 2.0, 6.0, 4.0, 8.0, 10.0]
+    assert data.blocks() == [("1", 0, 3), ("2", 3, 4), ("3", 4, 6)]
