@@ -14,7 +14,8 @@ N <= LOCAL_WORK_MAX (local memory is interleaved per thread by the hardware, so 
 column-major array) and a per-thread slice of a global thread-fastest scratch beyond. The minReadCount
 short-cut is decided per region inside the kernel. The likelihoods use glibc's exp and log (libm.py), as on
 the CPU, from copies of their tables in each block's shared memory; the kernel is built without FMA contraction
-(cuda_nofma.py), so fit_gpu computes what em.fit_region computes in its streaming order on the CPU, bit for bit.
+(cuda_nofma.py), so that fit_gpu computes what em.fit_region computes in its streaming order on the CPU, bit for
+bit (tests/test_gpu.py checks it on a GPU).
 
 Host side: ``fit_gpu`` plans chunks from free device memory (plan.py), streams them through pinned
 double buffers on two streams (pipeline.py) and, with several devices, lets one host thread per device
