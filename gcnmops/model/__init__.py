@@ -4,6 +4,7 @@
 """
 from __future__ import annotations
 
+import functools
 import logging
 
 import numpy as np
@@ -26,14 +27,19 @@ def gpu_usable() -> bool:
     return gpu_available()
 
 
+@functools.cache
+def _log_cpu_fallback() -> None:
+    log.info("No usable CUDA GPU found: running the model on the CPU backend.")
+
+
 def resolve_backend(backend: str) -> str:
-    """Map "auto" to "gpu" or "cpu" (with one log line when falling back); validate the name."""
+    """Map "auto" to "gpu" or "cpu" (one log line per process when falling back); validate the name."""
     if backend not in BACKENDS:
         raise InputError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}.")
     if backend == "auto":
         if gpu_usable():
             return "gpu"
-        log.info("No usable CUDA GPU found: running the model on the CPU backend.")
+        _log_cpu_fallback()
         return "cpu"
     if backend == "gpu" and not gpu_usable():
         raise InputError("backend='gpu' was requested but no usable CUDA GPU (numba-cuda + cupy) was found; "
