@@ -406,26 +406,51 @@ def _poisson_mode(Y, r0, keep, f) -> float:
     return density_mode(v, 0.0, u, u * 100.0)
 
 
+def _too_few_regions(n_keep: int, chrom, stacklevel: int) -> bool:
+    """True (with cn.mops's warning) when at most one region of the chromosome has reads: not normalized."""
+    if n_keep > 1:
+        return False
+    warnings.warn(f"Chromosome {chrom}: not enough regions with reads (at most one) for normalization; "
+                  "its read counts are not normalized.", RuntimeWarning, stacklevel=stacklevel + 1)
+    return True
+
+
+def _checked_size_factors(sf, colsums, chrom, size_factor, stacklevel: int, sample_idx=None) -> np.ndarray:
+    """A chromosome's size factors as cn.mops uses them: the samples' total counts where one is NaN (with a
+    warning); an error naming the samples where one is zero (``sample_idx``: the columns' 0-based sample
+    numbers, if not 0, 1, ...)."""
+    if np.isnan(sf).any():
+        warnings.warn(f"Chromosome {chrom}: some size factors could not be computed (a sample without non-zero "
+                      "counts); the total read counts of the samples are used instead.",
+                      RuntimeWarning, stacklevel=stacklevel + 1)
+        sf = colsums.copy()
+    if (sf == 0).any():
+        zero = np.flatnonzero(sf == 0)
+        bad = [int(k) + 1 for k in (zero if sample_idx is None else np.asarray(sample_idx)[zero])]
+        raise InputError(f"Some normalization factors are zero! Sample(s) {bad} have size factor 0 on chromosome "
+                         f"{chrom} (sizeFactor={size_factor!r}). Remove samples or regions without reads, or use "
+                         "another sizeFactor.")
+    return sf
+
+
+def _finite_or_ones(f, chrom, g: int, stacklevel: int) -> np.ndarray:
+    """``f``, or ones (with cn.mops's warning) when a factor is not finite."""
+    if np.isfinite(f).all():
+        return f
+    warnings.warn(f"Chromosome {chrom}: normalization factors are not finite; its read counts are not "
+                  "normalized.", RuntimeWarning, stacklevel=stacklevel + 1)
+    return np.ones(g)
+
+
 def _block_factors(Y, r0, silent, chrom, sample_idx, colsums, norm_type, size_factor, qu, qu_size_factor):
     """Scaling factor per column of one chromosome block (cn.mops's per-chromosome step); (g,)."""
     keep = ~silent
     n_keep = int(np.count_nonzero(keep))
     g = Y.shape[1]
-    if n_keep <= 1:
-        warnings.warn(f"Chromosome {chrom}: not enough regions with reads (at most one) for normalization; "
-                      "its read counts are not normalized.", RuntimeWarning, stacklevel=5)
+    if _too_few_regions(n_keep, chrom, stacklevel=5):
         return np.ones(g)
     sf = _size_factors(Y, r0, keep, n_keep, norm_type, size_factor, qu_size_factor)
-    if np.isnan(sf).any():
-        warnings.warn(f"Chromosome {chrom}: some size factors could not be computed (a sample without non-zero "
-                      "counts); the total read counts of the samples are used instead.",
-                      RuntimeWarning, stacklevel=5)
-        sf = colsums.copy()
-    if (sf == 0).any():
-        bad = [int(sample_idx[k]) + 1 for k in np.flatnonzero(sf == 0)]
-        raise InputError(f"Some normalization factors are zero! Sample(s) {bad} have size factor 0 on chromosome "
-                         f"{chrom} (sizeFactor={size_factor!r}). Remove samples or regions without reads, or use "
-                         "another sizeFactor.")
+    sf = _checked_size_factors(sf, colsums, chrom, size_factor, stacklevel=5, sample_idx=sample_idx)
     if norm_type == "mean":
         f = ld_mean(sf, sf.size) / sf  # R: mean(sf) in long double
     elif norm_type == "median":
@@ -439,11 +464,7 @@ def _block_factors(Y, r0, silent, chrom, sample_idx, colsums, norm_type, size_fa
         mode = _poisson_mode(Y, r0, keep, f)
         if math.isfinite(mode):
             f = f / mode
-    if not np.isfinite(f).all():
-        warnings.warn(f"Chromosome {chrom}: normalization factors are not finite; its read counts are not "
-                      "normalized.", RuntimeWarning, stacklevel=5)
-        f = np.ones(g)
-    return f
+    return _finite_or_ones(f, chrom, g, stacklevel=5)
 
 
 def _normalize_group(out, cols, blocks, colsums, norm_type, size_factor, qu, qu_size_factor, silent_state):

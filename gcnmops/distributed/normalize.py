@@ -25,15 +25,15 @@ Every value is computed by the same code on the same numbers in the same order a
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..density import density_mode, quantiles7
 from ..errors import InputError
-from ..normalize import (NORM_TYPES, SIZE_FACTORS, _check_choice, _check_prob, _coverages, _scale_block,
-                         _size_factors, _variance_to_mean, coverage_ratios)
+from ..normalize import (NORM_TYPES, SIZE_FACTORS, _check_choice, _check_prob, _checked_size_factors, _coverages,
+                         _finite_or_ones, _scale_block, _size_factors, _too_few_regions, _variance_to_mean,
+                         coverage_ratios)
 from ..rstats import ld_mean, r_median, r_quantile
 from .cluster import task_threads
 from .layout import Layout
@@ -208,30 +208,19 @@ def plan_normalization(runner, store: WorkStore, layout: Layout, view: list, fla
             f = pending[bi]
             if math.isfinite(mode):
                 f = f / mode
-            factors[bi] = _finite_or_ones(f, blocks[bi][0], n)
+            factors[bi] = _finite_or_ones(f, blocks[bi][0], n, stacklevel=2)
     return Normalization(silent=silent, factors=factors)
 
 
 def _block_factors(bi, chrom, n_keep, stats, colsums, n, args: NormArgs):
     """normalize._block_factors from gathered statistics: (factors, True if the poisson mode is still to
     come). Same warnings and errors, same arithmetic."""
-    if n_keep <= 1:
-        warnings.warn(f"Chromosome {chrom}: not enough regions with reads (at most one) for normalization; "
-                      "its read counts are not normalized.", RuntimeWarning, stacklevel=3)
+    if _too_few_regions(n_keep, chrom, stacklevel=3):
         return np.ones(n), False
     sf = np.empty(n)
     for (c0, c1), st in stats:
         sf[c0:c1] = st["sf"][bi]
-    if np.isnan(sf).any():
-        warnings.warn(f"Chromosome {chrom}: some size factors could not be computed (a sample without non-zero "
-                      "counts); the total read counts of the samples are used instead.",
-                      RuntimeWarning, stacklevel=3)
-        sf = colsums.copy()
-    if (sf == 0).any():
-        bad = [int(k) + 1 for k in np.flatnonzero(sf == 0)]
-        raise InputError(f"Some normalization factors are zero! Sample(s) {bad} have size factor 0 on chromosome "
-                         f"{chrom} (sizeFactor={args.size_factor!r}). Remove samples or regions without reads, or use "
-                         "another sizeFactor.")
+    sf = _checked_size_factors(sf, colsums, chrom, args.size_factor, stacklevel=3)
     if args.norm_type == "mean":
         f = ld_mean(sf, sf.size) / sf
     elif args.norm_type == "median":
@@ -242,15 +231,7 @@ def _block_factors(bi, chrom, n_keep, stats, colsums, n, args: NormArgs):
         f = _merged_mode([st["hist"][bi] for _, st in stats]) / sf
     else:  # poisson: the mode of the variance-to-mean ratios divides these
         return ld_mean(sf, sf.size) / sf, True
-    return _finite_or_ones(f, chrom, n), False
-
-
-def _finite_or_ones(f, chrom, n):
-    if not np.isfinite(f).all():
-        warnings.warn(f"Chromosome {chrom}: normalization factors are not finite; its read counts are not "
-                      "normalized.", RuntimeWarning, stacklevel=3)
-        return np.ones(n)
-    return f
+    return _finite_or_ones(f, chrom, n, stacklevel=2), False
 
 
 def _merged_mode(hists) -> float:
