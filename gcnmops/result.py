@@ -16,8 +16,27 @@ from .data import region_names as row_names_of
 SEGMENT_COLUMNS = ["seqnames", "start", "end", "sampleName", "median", "mean", "CN"]
 
 
+class ResultCounts:
+    """``classes`` and ``summary()`` of a result with cn.mops's slots (in memory or in a store)."""
+
+    @property
+    def classes(self) -> list[str]:
+        return list(self.params["classes"])
+
+    def summary(self) -> dict:
+        """Counts for a one-screen report."""
+        return {
+            "regions": int(self.local_assessments.shape[0]),
+            "samples": len(self.sample_names),
+            "chromosomes": int(self.gr["seqnames"].nunique()),
+            "segments": len(self.segmentation),
+            "cnvs": len(self.cnvs),
+            "cnv_regions": len(self.cnvr),
+        }
+
+
 @dataclass
-class CNVDetectionResult:
+class CNVDetectionResult(ResultCounts):
     """cn.mops's CNVDetectionResult slots in snake_case.
 
     gr: DataFrame (m rows) seqnames, start, end. normalized_data, local_assessments (sINI),
@@ -44,10 +63,6 @@ class CNVDetectionResult:
     timings: dict = field(default_factory=dict)
 
     @property
-    def classes(self) -> list[str]:
-        return list(self.params["classes"])
-
-    @property
     def region_names(self) -> list[str]:
         """cn.mops's row names ("chr_start_end") for ranged input; empty for a bare matrix (built on demand)."""
         return row_names_of(self.gr) if self.ranged else []
@@ -60,17 +75,6 @@ class CNVDetectionResult:
     def replace(self, **changes) -> "CNVDetectionResult":
         """A new result with some slots replaced (arrays are shared, not copied)."""
         return replace(self, **changes)
-
-    def summary(self) -> dict:
-        """Counts for a one-screen report."""
-        return {
-            "regions": int(self.local_assessments.shape[0]),
-            "samples": len(self.sample_names),
-            "chromosomes": int(self.gr["seqnames"].nunique()),
-            "segments": len(self.segmentation),
-            "cnvs": len(self.cnvs),
-            "cnv_regions": len(self.cnvr),
-        }
 
     def write(self, outdir, formats=None) -> list:
         """Write the result's tables and matrices under ``outdir``; returns the paths written."""

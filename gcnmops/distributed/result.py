@@ -6,10 +6,10 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from ..result import CNVDetectionResult
+from ..result import CNVDetectionResult, ResultCounts
 
 @dataclass
-class DistributedResult:
+class DistributedResult(ResultCounts):
     """cn.mops's result slots (as :class:`gcnmops.CNVDetectionResult`), the matrices as Dask arrays.
 
     ``normalized_data``, ``local_assessments`` (sINI), ``individual_call``: float64 (m, N); ``cn_index``:
@@ -34,29 +34,13 @@ class DistributedResult:
     ranged: bool = True
     store: str = ""
     timings: dict = field(default_factory=dict)
-    #: slot name (or "L", "A") -> its Zarr array's path, for reading it here without Dask
+    #: slot name (or "L", "A") -> its Zarr array's path: every matrix of the result, read by ``compute``
     paths: dict = field(default_factory=dict)
-
-    @property
-    def classes(self) -> list[str]:
-        return list(self.params["classes"])
-
-    def summary(self) -> dict:
-        return {
-            "regions": int(self.local_assessments.shape[0]), "samples": len(self.sample_names),
-            "chromosomes": int(self.gr["seqnames"].nunique()), "segments": len(self.segmentation),
-            "cnvs": len(self.cnvs), "cnv_regions": len(self.cnvr),
-        }
 
     def compute(self) -> CNVDetectionResult:
         """The whole result in this process as a CNVDetectionResult (numpy arrays, column-major): for results
         that fit in memory (tests, moderate cohorts); large ones stay in the store."""
-        arrays = {"normalized_data": self.normalized_data, "local_assessments": self.local_assessments,
-                  "individual_call": self.individual_call, "ini_call": self.ini_call, "cn_index": self.cn_index,
-                  "L": self.params["L"], "A": self.params["A"]}
-        if self.posterior_probs is not None:
-            arrays["posterior_probs"] = self.posterior_probs
-        values = {k: _read_fortran(v, self.paths.get(k)) for k, v in arrays.items()}
+        values = {slot: _read_fortran(path) for slot, path in self.paths.items()}
         params = dict(self.params, L=values.pop("L"), A=values.pop("A"))
         return CNVDetectionResult(
             gr=self.gr, params=params, segmentation=self.segmentation, cnvs=self.cnvs, cnvr=self.cnvr,
@@ -87,21 +71,17 @@ class DistributedResult:
         return replace(self, segmentation=out.segmentation, cnvs=out.cnvs, cnvr=out.cnvr)
 
 
-def _read_fortran(array, path: str | None = None) -> np.ndarray:
-    """A matrix read here (the store is visible to this process; nothing is gathered through a worker), a
-    few row chunks at a time, into a column-major numpy array: from its Zarr array at ``path`` if given
-    (several times faster than through Dask's per-chunk tasks), else from the Dask array."""
-    if path is not None:
-        import zarr
+def _read_fortran(path: str) -> np.ndarray:
+    """The Zarr array at ``path``, read here (the store is visible to this process; nothing is gathered
+    through a worker; several times faster than through Dask's per-chunk tasks), a few row chunks at a time,
+    into a column-major numpy array."""
+    import zarr
 
-        array = zarr.open_array(path, mode="r")
-        step = max(1, 8 * array.chunks[0])
-    else:
-        step = max(1, 8 * max(array.chunks[0]))
+    array = zarr.open_array(path, mode="r")
+    step = max(1, 8 * array.chunks[0])
     out = np.empty(array.shape, dtype=array.dtype, order="F")
     for a in range(0, array.shape[0], step):
-        block = array[a:a + step]
-        out[a:a + step] = block if path is not None else block.compute(scheduler="threads")
+        out[a:a + step] = array[a:a + step]
     return out
 
 
