@@ -53,8 +53,12 @@ class CountData:
         cached = self.__dict__.get("_blocks")
         if cached is None or cached[0] != key:
             chrom = self.chromosomes if self.ranges is None else self.ranges["seqnames"]
-            cached = self.__dict__["_blocks"] = (key, chromosome_blocks(chrom))
-        return cached[1]
+            self._keep_blocks(chromosome_blocks(chrom))
+        return self.__dict__["_blocks"][1]
+
+    def _keep_blocks(self, blocks: list[tuple[str, int, int]]) -> None:
+        """Cache ``blocks`` as the chromosome blocks of the current ``ranges``."""
+        self.__dict__["_blocks"] = ((id(self.ranges), self.n_regions), blocks)
 
     def genomic_ranges(self) -> pd.DataFrame:
         """The ``gr`` table: seqnames, start, end for every region (row indices for a matrix).
@@ -139,14 +143,21 @@ def make_count_data(
         dup = sorted({s for s in names if names.count(s) > 1})
         if dup:
             raise InputError(f"Sample names must be unique; duplicated: {', '.join(dup)}.")
+    blocks = None
     if ranges is not None:
         ranges = _validate_ranges(ranges, m)
-        order = _grouped_order(ranges["seqnames"])
-        if order is not None:
+        blocks = chromosome_blocks(ranges["seqnames"])
+        if not rows_grouped(blocks):
             log.warning("Rows of a chromosome were not contiguous: regrouping rows by chromosome.")
+            codes, _ = pd.factorize(ranges["seqnames"].to_numpy(dtype=object))
+            order = np.argsort(codes, kind="stable")
             ranges = ranges.iloc[order].reset_index(drop=True)
             arr = np.asarray(arr[order], order="F")
-    return CountData(counts=arr, sample_names=names, ranges=ranges)
+            blocks = None
+    data = CountData(counts=arr, sample_names=names, ranges=ranges)
+    if blocks is not None:
+        data._keep_blocks(blocks)  # already computed for the contiguity check
+    return data
 
 
 def _validate_ranges(ranges: pd.DataFrame, m: int) -> pd.DataFrame:
@@ -179,13 +190,9 @@ def _seqnames(col: pd.Series) -> pd.Series:
     return pd.Series(names, dtype=object)
 
 
-def _grouped_order(chrom) -> np.ndarray | None:
-    """None if every chromosome's rows are contiguous, else a stable order that groups them."""
-    blocks = chromosome_blocks(chrom)
-    if len({name for name, _, _ in blocks}) == len(blocks):
-        return None
-    codes, _ = pd.factorize(np.asarray(chrom, dtype=object))
-    return np.argsort(codes, kind="stable")
+def rows_grouped(blocks: list[tuple[str, int, int]]) -> bool:
+    """True if each chromosome has one block (``chromosome_blocks``): its rows are contiguous."""
+    return len({name for name, _, _ in blocks}) == len(blocks)
 
 
 def chromosome_blocks(chrom) -> list[tuple[str, int, int]]:
