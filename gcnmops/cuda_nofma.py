@@ -13,7 +13,7 @@ from __future__ import annotations
 NOFMA_MARK = "_nofma_"
 
 
-def install_nofma() -> None:
+def _install_nofma() -> None:
     """Compile kernels named with NOFMA_MARK with ``fma=False``: wraps numba-cuda's ``nvvm.compile_ir``
     once; other kernels are compiled as before."""
     from numba.cuda.cudadrv import nvvm
@@ -33,17 +33,17 @@ def install_nofma() -> None:
 
 
 def jit_nofma(kernel, **options):
-    """``cuda.jit(**options)(kernel)`` without FMA contraction anywhere on the way to the cubin: NVVM's
+    """``cuda.jit(kernel, **options)`` without FMA contraction anywhere on the way to the cubin: NVVM's
     ``-fma=0`` and no LTO (the CUDA simulator: plain ``cuda.jit``). ``kernel``'s name must carry NOFMA_MARK."""
     from numba import config, cuda
 
     if NOFMA_MARK not in kernel.__name__:
         raise ValueError(f"kernel {kernel.__name__!r} must have {NOFMA_MARK!r} in its name")
     if not config.ENABLE_CUDASIM:
-        install_nofma()
+        _install_nofma()
         options["lto"] = False
     # the function form: numba-cuda 0.30's cuda.jit(**options)(kernel) drops the lto option
     return cuda.jit(kernel, **options)
 
 
-__all__ = ["NOFMA_MARK", "install_nofma", "jit_nofma"]
+__all__ = ["NOFMA_MARK", "jit_nofma"]
