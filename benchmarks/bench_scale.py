@@ -5,7 +5,8 @@ Usage:
   python benchmarks/bench_scale.py cpu   [--regions 400000] [--samples 50] [--workers 1,2] [--repeat 2]
   python benchmarks/bench_scale.py big   [--regions 5000000] [--samples 50] [--memory-limit 1GB] [--workers 2]
                                          [--no-verify] [--store DIR]
-  python benchmarks/bench_scale.py gpu   [--regions 5000000] [--samples 50] [--gpus 1,2,4] [--repeat 2]
+  python benchmarks/bench_scale.py gpu   [--regions 5000000] [--samples 50] [--gpus 1,2,4] [--threads 1]
+                                         [--repeat 2] [--no-verify]
   python benchmarks/bench_scale.py batch [--experiments 20] [--regions 20000] [--samples 20] [--workers 1,2]
   common: [--json PATH] [--seed 11]
 
@@ -20,8 +21,9 @@ except for the single-process reference.
 - ``big``: the cohort (default 5M x 50 = 2 GB of float64) on ``--workers`` workers with ``--memory-limit``
   each (enforced: a worker above 95% of it is restarted, which the run reports); then the single-process
   run on the same matrix and a bit-for-bit comparison of every matrix and table (``--no-verify`` skips it).
-- ``gpu``: dask-cuda LocalCUDACluster on the first g GPUs (one worker per GPU, backend "gpu"), g in
-  ``--gpus``. Needs a machine with GPUs and ``pip install dask-cuda``.
+- ``gpu``: the single-process ``gcnmops.cn_mops(backend="gpu")`` on GPU 0, then dask-cuda LocalCUDACluster
+  on the first g GPUs (one worker per GPU with t task threads, backend "gpu"), g in ``--gpus``, t in
+  ``--threads``; each run compared with the single-process result. Needs GPUs and ``pip install dask-cuda``.
 - ``batch``: ``gcnmops batch`` on ``--experiments`` count files with 1..k CPU worker processes.
 """
 from __future__ import annotations
@@ -260,22 +262,41 @@ def run_gpu(args) -> dict:
 
     tmp = Path(tempfile.mkdtemp(prefix="gcnmops-gpu-"))
     m, n = args.regions, args.samples
+    cells = m * n
     z = write_cohort(tmp / "cohort.zarr", m, n, args.seed)
-    out: dict = {"regions": m, "samples": n, "runs": []}
+    data = read_cohort(z)
+    out: dict = {"regions": m, "samples": n, "cores": os.cpu_count(), "runs": []}
+    gcnmops.cn_mops(gcnmops.CountData(data.counts[:3000], data.sample_names, data.ranges.iloc[:3000]), backend="gpu")
+    best = None
+    for _ in range(args.repeat):
+        t0 = time.perf_counter()
+        ref = gcnmops.cn_mops(data, backend="gpu")
+        whole = time.perf_counter() - t0
+        best = min(best or (whole, ref.timings), (whole, ref.timings), key=lambda b: b[0])
+    out["runs"].append({"what": "single process, GPU 0", "whole_s": best[0], "model_s": best[1]["model"],
+                        "whole_Mcells_s": throughput(cells, best[0]), "model_Mcells_s": throughput(cells, best[1]["model"])})
+    print(out["runs"][-1], flush=True)
+    del data
     for g in args.gpus:
-        with LocalCUDACluster(CUDA_VISIBLE_DEVICES=list(range(g))) as cluster, Client(cluster) as client:
-            gd.cn_mops(str(z), client, backend="gpu", store=str(tmp / "warm"))
-            best = None
-            for r in range(args.repeat):
-                t0 = time.perf_counter()
-                res = gd.cn_mops(str(z), client, backend="gpu", store=str(tmp / f"store-{g}-{r}"))
-                whole = time.perf_counter() - t0
-                if best is None or whole < best[0]:
-                    best = (whole, res.timings)
-        row = {"gpus": g, "whole_s": best[0], "stages_s": {k: round(v, 2) for k, v in best[1].items()},
-               "whole_Mcells_s": throughput(m * n, best[0]), "model_Mcells_s": throughput(m * n, best[1]["model"])}
-        out["runs"].append(row)
-        print(row, flush=True)
+        for threads in args.threads:
+            with LocalCUDACluster(CUDA_VISIBLE_DEVICES=list(range(g)), threads_per_worker=threads) as cluster, \
+                    Client(cluster) as client:
+                gd.cn_mops(str(z), client, backend="gpu", store=str(tmp / "warm"))
+                best = None
+                for r in range(args.repeat):
+                    store = tmp / f"store-{g}-{threads}-{r}"
+                    t0 = time.perf_counter()
+                    res = gd.cn_mops(str(z), client, backend="gpu", store=str(store))
+                    whole = time.perf_counter() - t0
+                    best = min(best or (whole, res.timings), (whole, res.timings), key=lambda b: b[0])
+                    same = compare(res, ref) if args.verify else None
+                    shutil.rmtree(store, ignore_errors=True)
+            row = {"what": f"dask-cuda, {g} GPU worker(s) x {threads} thread(s)", "gpus": g, "threads": threads,
+                   "whole_s": best[0], "stages_s": {k: round(v, 2) for k, v in best[1].items()},
+                   "whole_Mcells_s": throughput(cells, best[0]), "model_Mcells_s": throughput(cells, best[1]["model"]),
+                   "identical": same}
+            out["runs"].append(row)
+            print(row, flush=True)
     shutil.rmtree(tmp, ignore_errors=True)
     return out
 
@@ -311,6 +332,8 @@ def main() -> None:
     ap.add_argument("--samples", type=int)
     ap.add_argument("--workers", type=lambda s: [int(v) for v in s.split(",")])
     ap.add_argument("--gpus", type=lambda s: [int(v) for v in s.split(",")], default=[1, 2, 4])
+    ap.add_argument("--threads", type=lambda s: [int(v) for v in s.split(",")], default=[1],
+                    help="gpu: task threads per GPU worker (each value a run)")
     ap.add_argument("--experiments", type=int, default=20)
     ap.add_argument("--memory-limit", default="1GB")
     ap.add_argument("--repeat", type=int, default=2)

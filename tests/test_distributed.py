@@ -321,15 +321,16 @@ def test_inputs_and_arguments(tmp_path):
 
 # ------------------------------------------------------------------------------------------------ GPUs
 @pytest.mark.gpu
-def test_dask_cuda_workers_equal_single_gpu_run(tmp_path):
-    """One dask-cuda worker per GPU, the model and the segmentation statistic on the workers' GPUs: the
-    single-process GPU result."""
+@pytest.mark.parametrize("threads", [1, 4])
+def test_dask_cuda_workers_equal_single_gpu_run(tmp_path, threads):
+    """One dask-cuda worker per GPU, the model and the segmentation statistic on the workers' GPUs (with
+    ``threads`` tasks at a time sharing each GPU): the single-process GPU result."""
     dask_cuda = pytest.importorskip("dask_cuda")
     from distributed import Client
 
     data, _ = example_cohort(n_regions=20_000, n_samples=30, seed=4)
     ref = gcnmops.cn_mops(data, backend="gpu")
-    with dask_cuda.LocalCUDACluster() as cluster, Client(cluster) as c:
+    with dask_cuda.LocalCUDACluster(threads_per_worker=threads) as cluster, Client(cluster) as c:
         res = gd.cn_mops(data, c, backend="gpu", rows_per_chunk=4096, samples_per_chunk=8,
                          store=str(tmp_path / "store"))
         assert_same_result(res.compute(), ref, "dask-cuda")

@@ -224,6 +224,33 @@ def test_gpu_available_never_raises_without_gpu():
     assert gpu_available() in (True, False)
 
 
+def test_gpu_probe_runs_once_when_many_threads_ask(monkeypatch):
+    """Several task threads of one Dask worker asking at once: one probe (numba-cuda's driver start is not
+    thread-safe; unguarded, threads of a worker on an H100 saw no GPU), the same answer for all."""
+    import threading
+    import time
+
+    from gcnmops.model import gpu
+
+    calls = []
+
+    def slow_probe():
+        calls.append(threading.get_ident())
+        time.sleep(0.05)
+        return len(calls) == 1  # a second, concurrent probe would answer differently
+
+    monkeypatch.setattr(gpu, "_probe_gpu", slow_probe)
+    monkeypatch.setattr(gpu, "_PROBED", [])
+    answers = []
+    threads = [threading.Thread(target=lambda: answers.append(gpu.gpu_available())) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1
+    assert answers == [True] * 8
+
+
 def _ptx_f64_ops(ptx: str) -> list[str]:
     """The float64 arithmetic instructions of a PTX listing, in order (loads, stores, moves, compares left out)."""
     import re

@@ -53,8 +53,22 @@ THREADS_PER_BLOCK = 256
 BLOCKS_PER_SM = 16
 
 
+_PROBE_LOCK = threading.Lock()
+_PROBED: list[bool] = []
+
+
 def gpu_available() -> bool:
-    """True when a real CUDA device can run the model here (numba-cuda and a driver); never raises."""
+    """True when a real CUDA device can run the model here (numba-cuda and a driver); never raises.
+
+    Probed once per process, under a lock: numba-cuda's driver initialization is not thread-safe, and
+    several task threads of one Dask worker asking at once saw no GPU (seen on an H100 with 8 threads)."""
+    with _PROBE_LOCK:
+        if not _PROBED:
+            _PROBED.append(_probe_gpu())
+        return _PROBED[0]
+
+
+def _probe_gpu() -> bool:
     try:
         if simulating() or cuda is None:
             return False
