@@ -62,16 +62,16 @@ def input_frame(case: str, name: str, names: list[str]) -> pd.DataFrame:
 
 
 @lru_cache(maxsize=None)
-def run_case(case: str):
+def run_case(case: str, backend: str = "cpu"):
     data = input_frame(case, "input_counts", manifest(case)["sampleNames"])
     args = [data]
     if entry_point(case) == "referencecn.mops":  # the controls: manifest array controls_counts
         info = manifest(case)["arrays"]["controls_counts"]
         names = (info.get("dimnames") or [None, None])[1] or [f"Control_{k + 1}" for k in range(info["shape"][1])]
         args.append(input_frame(case, "controls_counts", names))
-    result = ENTRY_POINTS[entry_point(case)](*args, backend="cpu", **call_kwargs(case))
+    result = ENTRY_POINTS[entry_point(case)](*args, backend=backend, **call_kwargs(case))
     if "cnvr_integer" in (manifest(case)["tables"] or {}):
-        return result, gcnmops.calc_integer_copy_numbers(result)
+        return result, gcnmops.calc_integer_copy_numbers(result, backend=backend)
     return result, None
 
 

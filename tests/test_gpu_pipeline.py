@@ -3,6 +3,8 @@ the GPU (segment_gpu.py) on top of the GPU model.
 
 - The GPU segmentation of a given sINI equals the CPU segmentation bit for bit (every golden case's sINI,
   random cohorts with every parameter combination the drivers branch on).
+- referencecn.mops / singlecn.mops golden cases with backend="gpu": model arrays bit-identical to the CPU's,
+  tables equal to cn.mops's.
 - Every golden case through cn_mops(..., backend="gpu"): segmentation, cnvs and cnvr (and the integer copy
   number tables) have the same rows as the CPU pipeline's and as cn.mops's golden tables; means/medians
   within the golden tolerance (the GPU model's sINI differs from the CPU's by ~1e-12 relative).
@@ -271,6 +273,34 @@ def test_golden_case_pipeline_gpu(case):
     rec["errors"] = errors
     assert not errors, errors
     rec["passed"] = True
+
+
+#: entry points whose model is the one-step model (model/onestep.py), not the EM
+ONESTEP = ("referencecn.mops", "singlecn.mops")
+
+
+@pytest.mark.skipif(not GOLDEN_DIR.is_dir(), reason="no golden directory")
+@pytest.mark.parametrize("case", [c for c in case_names() if manifest(c).get("call", "").split("(")[0] in ONESTEP])
+def test_golden_onestep_case_gpu(case):
+    """referencecn.mops / singlecn.mops with backend="gpu" (the one-step kernel: glibc's exp and log, no
+    contraction; integer copy numbers refitted on the GPU): every model array the CPU's bit for bit, every
+    table cn.mops's."""
+    _gpu()
+    from test_golden import MODEL_ARRAYS, compare_table, items, ours_array, run_case
+
+    gpu, gpu_int = run_case(case, "gpu")
+    cpu, _ = run_case(case, "cpu")
+    checked = []
+    for item in items(case):
+        if item in MODEL_ARRAYS:
+            a, b = np.asarray(ours_array(gpu, item)), np.asarray(ours_array(cpu, item))
+            assert a.shape == b.shape and np.array_equal(a, b, equal_nan=a.dtype.kind == "f"), f"{case}/{item}"
+        else:
+            res = gpu_int if item.endswith("_integer") else gpu
+            name = item.removesuffix("_integer")
+            compare_table(res.gr if name == "gr" else getattr(res, name), table(case, item), f"{case}/{item}")
+        checked.append(item)
+    REPORT.setdefault(case, {})["identical_to_cpu_and_golden"] = checked
 
 
 def teardown_module(module):

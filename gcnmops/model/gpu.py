@@ -96,8 +96,8 @@ def _build_kernel(NC: int, NW: int, KEEP: bool, variant: str, max_registers):
     from numba import float64
 
     from ..cuda_nofma import jit_nofma
-    from ..libm import HEAD, INVC, LOGC, TABLE_SIZE, TAIL
     from .em import fit_region
+    from .shared_tables import TABLE_SIZE, copy_tables
 
     if variant not in ("unroll", "rolled"):
         raise ValueError(f"unknown kernel variant {variant!r}")
@@ -118,19 +118,11 @@ def _build_kernel(NC: int, NW: int, KEEP: bool, variant: str, max_registers):
                 folds[i] = folds_g[i]
         else:
             folds = folds_g
-        # glibc's exp/log tables, copied to shared memory: each lane of a warp reads its own entry, which
-        # constant memory would serve one address at a time (one array per line: the simulator tells shared
-        # arrays apart by their line)
-        head = cuda.shared.array(TABLE_SIZE, float64)
+        head = cuda.shared.array(TABLE_SIZE, float64)  # glibc's exp/log tables (shared_tables.py)
         tail = cuda.shared.array(TABLE_SIZE, float64)
         invc = cuda.shared.array(TABLE_SIZE, float64)
         logc = cuda.shared.array(TABLE_SIZE, float64)
-        for j in range(cuda.threadIdx.x, TABLE_SIZE, cuda.blockDim.x):
-            head[j] = HEAD[j]
-            tail[j] = TAIL[j]
-            invc[j] = INVC[j]
-            logc[j] = LOGC[j]
-        cuda.syncthreads()
+        copy_tables(head, tail, invc, logc)
         tabs = (head, tail, invc, logc)
         start = cuda.grid(1)
         stride = cuda.gridsize(1)

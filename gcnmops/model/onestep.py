@@ -19,7 +19,7 @@ the per-class form misses its alpha by up to 5e-2.
 Every function here is ``register_jitable`` and allocation-free (callers hand in scratch), so it runs in
 plain Python, in ``numba.njit`` (the CPU driver below) and in ``numba.cuda`` kernels. The samples are
 streamed: one posterior column (n) at a time, the per-class sums accumulated in sample order, so no (n, N)
-scratch is needed (a GPU's exp/log may differ from glibc's in the last bit). Sums follow R exactly: the
+scratch is needed; exp and log are glibc's (libm.py), on the GPU too. Sums follow R exactly: the
 column normalizer is R's ``rowSums``/``sum`` and alpha R's ``rowMeans`` (x87 long double accumulation,
 emulated bit for bit below), sINI and the INI terms R's ``%*%`` (reference BLAS dgemv: sequential double sums
 in class order), INI R's two-pass long double ``mean()``.
@@ -34,8 +34,10 @@ from numba import njit, prange
 from numba.extending import register_jitable
 
 from ..errors import InputError
+from ..libm import TABLES, exp_glibc, log_glibc
 from ..rmath import lgamma_r
 from ..rstats import ld_add, ld_add_ld, ld_div, ld_mean
+from .em import EXP_CUTOFF
 from .spec import ModelOutput
 
 try:  # module level: a kernel's ``cuda`` must be a global (the CUDA simulator swaps module globals)
@@ -53,9 +55,9 @@ BLOCK = 256
 
 
 @register_jitable
-def onestep_column(xk, ck, lam, folds, prior, floor, N, k, col):
+def onestep_column(xk, ck, lam, folds, prior, floor, N, k, col, tables):
     """Posterior column of sample k (of N) into ``col`` (n): cn.mops's floored, prior-weighted, normalized
-    Poisson likelihoods of every class."""
+    Poisson likelihoods of every class. ``tables``: libm.TABLES or copies (glibc's exp and log)."""
     n = folds.shape[0]
     g = lgamma_r(xk + 1.0)
     lc = lam * ck
@@ -63,7 +65,9 @@ def onestep_column(xk, ck, lam, folds, prior, floor, N, k, col):
     s_lo = 0.0
     for i in range(n):
         t = lc * folds[i]
-        a = math.exp(xk * math.log(t) - g - t)
+        e = xk * log_glibc(t, tables[2], tables[3]) - g - t
+        # glibc's exp wherever the likelihood can exceed the floor (>= 1e-100 > exp(EXP_CUTOFF))
+        a = exp_glibc(e, tables[0], tables[1]) if EXP_CUTOFF < e < 512.0 else math.exp(e)
         if a < floor:
             a = floor
         a = a * prior[(i * N + k) % n]  # R's column-major recycling of the prior vector
@@ -76,13 +80,14 @@ def onestep_column(xk, ck, lam, folds, prior, floor, N, k, col):
 
 @register_jitable
 def onestep_region(x, cov, lam, folds, log2_folds, prior, floor, min_read_count, main_idx, keep_post,
-                   col, acc_hi, acc_lo, work, lam_out, alpha_out, sini_out, cn_out, post_out):
+                   col, acc_hi, acc_lo, work, lam_out, alpha_out, sini_out, cn_out, post_out, tables):
     """The one-step model of one region; returns INI and writes the other outputs.
 
     Inputs: ``x`` (N) counts, ``cov`` (N) coverages, ``lam`` the region's lambda, ``folds``/``log2_folds``/
     ``prior`` (n), ``floor`` (1e-100 reference, 1e-15 single), ``main_idx`` (index of CN2).
     Scratch: ``col``, ``acc_hi``, ``acc_lo`` (n each), ``work`` (N). Outputs: ``lam_out``, ``alpha_out`` (n),
-    ``sini_out`` (N), ``cn_out`` (N) class indices, ``post_out`` (n, N) if ``keep_post``.
+    ``sini_out`` (N), ``cn_out`` (N) class indices, ``post_out`` (n, N) if ``keep_post``. ``tables``:
+    libm.TABLES or copies of them (a GPU block's shared memory).
     """
     N = x.shape[0]
     n = folds.shape[0]
@@ -109,7 +114,7 @@ def onestep_region(x, cov, lam, folds, log2_folds, prior, floor, min_read_count,
         acc_hi[i] = 0.0
         acc_lo[i] = 0.0
     for k in range(N):
-        onestep_column(x[k], cov[k], lam, folds, prior, floor, N, k, col)
+        onestep_column(x[k], cov[k], lam, folds, prior, floor, N, k, col, tables)
         sini = 0.0
         gain = 0.0
         best = col[0]
@@ -173,7 +178,7 @@ def _onestep_all_py(x, cov, lam, folds, log2_folds, prior, floor, min_read_count
             post_r = post[r] if keep_post else post[0]
             ini[r] = onestep_region(x[r], cov, lam[r], folds, log2_folds, prior, floor, min_read_count, main_idx,
                                     keep_post, col, acc_hi, acc_lo, work, lam_out[r], alpha_out[r], sini[r], cn[r],
-                                    post_r)
+                                    post_r, TABLES)
 
 
 #: one compiled specialization for every shape: a 1-column or 1-row matrix is both C- and F-contiguous, which
@@ -226,10 +231,19 @@ def _gpu_kernel(NC: int, NW: int, KEEP: bool):
         return _GPU_KERNELS[key]
     from numba import float64
 
+    from ..cuda_nofma import jit_nofma
+    from .shared_tables import TABLE_SIZE, copy_tables
+
     LOCAL_WORK = NW > 0
 
-    def kernel(x, cov, lam, folds, log2_folds, prior, floor, min_read_count, main_idx, work_g, lam_out,
-               alpha_out, sini, cn, ini, post):
+    def _nofma_onestep_kernel(x, cov, lam, folds, log2_folds, prior, floor, min_read_count, main_idx, work_g,
+                              lam_out, alpha_out, sini, cn, ini, post):
+        head = cuda.shared.array(TABLE_SIZE, float64)  # glibc's exp/log tables (shared_tables.py)
+        tail = cuda.shared.array(TABLE_SIZE, float64)
+        invc = cuda.shared.array(TABLE_SIZE, float64)
+        logc = cuda.shared.array(TABLE_SIZE, float64)
+        copy_tables(head, tail, invc, logc)
+        tabs = (head, tail, invc, logc)
         col = cuda.local.array(NC, float64)
         acc_hi = cuda.local.array(NC, float64)
         acc_lo = cuda.local.array(NC, float64)
@@ -243,17 +257,19 @@ def _gpu_kernel(NC: int, NW: int, KEEP: bool):
             post_r = post[r] if KEEP else post[0]
             ini[r] = onestep_region(x[r], cov, lam[r], folds, log2_folds, prior, floor, min_read_count, main_idx,
                                     KEEP, col, acc_hi, acc_lo, work, lam_out[r], alpha_out[r], sini[r], cn[r],
-                                    post_r)
+                                    post_r, tabs)
 
-    _GPU_KERNELS[key] = cuda.jit(kernel)
+    # no contraction: R's long-double sums are emulated with error-free transformations, which a fused
+    # multiply-add would break, and the likelihoods must round as the CPU's
+    _GPU_KERNELS[key] = jit_nofma(_nofma_onestep_kernel)
     return _GPU_KERNELS[key]
 
 
 def fit_onestep_gpu(x: np.ndarray, cov: np.ndarray, lam: np.ndarray, spec: OneStepSpec,
                     keep_post: bool = False, device_id: int = 0) -> ModelOutput:
     """:func:`fit_onestep` on a CUDA device: one thread per region (grid-stride), the whole matrix at once
-    (the model is one pass over the data, so copies dominate; no chunking). The arithmetic is the CPU's
-    except for the device's exp/log (last-bit differences from glibc's are possible)."""
+    (the model is one pass over the data, so copies dominate; no chunking). The arithmetic is the CPU's, bit
+    for bit: glibc's exp and log, no FMA contraction."""
     x = np.asarray(x, dtype=np.float64, order="F")
     m, N = x.shape
     n = spec.folds.size
