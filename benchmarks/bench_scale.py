@@ -161,6 +161,23 @@ def compare(ours, ref: gcnmops.CNVDetectionResult, rows: int = 250_000) -> dict:
     return out
 
 
+def single_process(data: gcnmops.CountData, backend: str, repeat: int) -> tuple:
+    """(result, figures) of the best of ``repeat`` single-process ``gcnmops.cn_mops`` runs after a 3,000-row
+    warm-up (compiles the kernels)."""
+    gcnmops.cn_mops(gcnmops.CountData(data.counts[:3000], data.sample_names, data.ranges.iloc[:3000]),
+                    backend=backend)
+    best = None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        res = gcnmops.cn_mops(data, backend=backend)
+        whole = time.perf_counter() - t0
+        if best is None or whole < best[0]:
+            best = (whole, res.timings["model"])
+    cells = data.counts.shape[0] * data.counts.shape[1]
+    return res, {"whole_s": best[0], "model_s": best[1], "whole_Mcells_s": throughput(cells, best[0]),
+                 "model_Mcells_s": throughput(cells, best[1])}
+
+
 # ------------------------------------------------------------------------------------------------ modes
 def run_cpu(args) -> dict:
     import numba
@@ -169,19 +186,9 @@ def run_cpu(args) -> dict:
     m, n = args.regions, args.samples
     cells = m * n
     z = write_cohort(tmp / "cohort.zarr", m, n, args.seed)
-    data = read_cohort(z)
     out: dict = {"regions": m, "samples": n, "cores": os.cpu_count(), "runs": []}
-    gcnmops.cn_mops(gcnmops.CountData(data.counts[:3000], data.sample_names, data.ranges.iloc[:3000]), backend="cpu")
-    best = None
-    for _ in range(args.repeat):
-        t0 = time.perf_counter()
-        ref = gcnmops.cn_mops(data, backend="cpu")
-        whole = time.perf_counter() - t0
-        if best is None or whole < best[0]:
-            best = (whole, ref.timings["model"])
-    out["runs"].append({"what": f"single process, numba {numba.get_num_threads()} threads", "whole_s": best[0],
-                        "model_s": best[1], "whole_Mcells_s": throughput(cells, best[0]),
-                        "model_Mcells_s": throughput(cells, best[1])})
+    ref, row = single_process(read_cohort(z), "cpu", args.repeat)
+    out["runs"].append({"what": f"single process, numba {numba.get_num_threads()} threads", **row})
     print(out["runs"][-1], flush=True)
     for workers in args.workers:
         cluster, client = local_cluster(workers)
@@ -264,19 +271,10 @@ def run_gpu(args) -> dict:
     m, n = args.regions, args.samples
     cells = m * n
     z = write_cohort(tmp / "cohort.zarr", m, n, args.seed)
-    data = read_cohort(z)
     out: dict = {"regions": m, "samples": n, "cores": os.cpu_count(), "runs": []}
-    gcnmops.cn_mops(gcnmops.CountData(data.counts[:3000], data.sample_names, data.ranges.iloc[:3000]), backend="gpu")
-    best = None
-    for _ in range(args.repeat):
-        t0 = time.perf_counter()
-        ref = gcnmops.cn_mops(data, backend="gpu")
-        whole = time.perf_counter() - t0
-        best = min(best or (whole, ref.timings), (whole, ref.timings), key=lambda b: b[0])
-    out["runs"].append({"what": "single process, GPU 0", "whole_s": best[0], "model_s": best[1]["model"],
-                        "whole_Mcells_s": throughput(cells, best[0]), "model_Mcells_s": throughput(cells, best[1]["model"])})
+    ref, row = single_process(read_cohort(z), "gpu", args.repeat)
+    out["runs"].append({"what": "single process, GPU 0", **row})
     print(out["runs"][-1], flush=True)
-    del data
     for g in args.gpus:
         for threads in args.threads:
             with LocalCUDACluster(CUDA_VISIBLE_DEVICES=list(range(g)), threads_per_worker=threads) as cluster, \
