@@ -104,21 +104,40 @@ def _two_prod(a, b):
 @register_jitable
 def round64(h, l, f):
     """h + l + f rounded to a 64-bit significand, ties to even, as (hi, lo). (h, l): a normalized
-    double-double (h = fl(h + l)); f: a remainder far below l's last bit that only breaks ties."""
+    double-double (h = fl(h + l)); f: a remainder far below l's last bit that only breaks ties.
+
+    g, the last bit of a 64-bit significand at the sum's binade, and 1 / g are built from h's exponent bits
+    (a power-of-two scaling is exact, so l * (1 / g) == l / g); tiny, huge or non-finite h take
+    ``frexp``/``ldexp`` and the division."""
     if h == 0.0:
         return 0.0, 0.0
-    m, ex = math.frexp(h)
-    e = ex - 1
-    if abs(m) == 0.5:  # h a power of two: the sum has a smaller exponent if the rest points to zero
+    bits = np.float64(h).view(np.int64)
+    biased = (bits >> 52) & 0x7FF
+    fast = 65 <= biased <= 2046
+    if fast:
+        e = biased - 1023
+        power_of_two = (bits & 0xFFFFFFFFFFFFF) == 0
+    else:
+        m, ex = math.frexp(h)
+        e = ex - 1
+        power_of_two = abs(m) == 0.5
+    if power_of_two:  # the sum has a smaller exponent if the rest points to zero
         rest = l if l != 0.0 else f
         if (rest < 0.0) != (h < 0.0) and rest != 0.0:
             e -= 1
-    g = math.ldexp(1.0, e - 63)  # the last bit of a 64-bit significand at this exponent
-    u = l / g
+    if fast:
+        g = np.int64((e - 63 + 1023) << 52).view(np.float64)
+        inv_g = np.int64((63 - e + 1023) << 52).view(np.float64)
+        u = l * inv_g
+        fg = f * inv_g
+    else:
+        g = math.ldexp(1.0, e - 63)
+        u = l / g
+        fg = f / g
     fl = math.floor(u)
-    w = ((u - fl) - 0.5) + f / g
+    w = ((u - fl) - 0.5) + fg
     k = fl
-    if w > 0.0 or (w == 0.0 and fl % 2.0 != 0.0):
+    if w > 0.0 or (w == 0.0 and fl * 0.5 != math.floor(fl * 0.5)):
         k = fl + 1.0
     return _two_sum(h, k * g)
 

@@ -260,9 +260,10 @@ def _ptx_f64_ops(ptx: str) -> list[str]:
             if re.search(r"\.f64\b", ln) and not ln.strip().startswith(skip)]
 
 
-def test_model_kernel_compiles_for_contiguous_and_strided_views(monkeypatch):
-    """The EM kernel compiles to PTX without a GPU (NVVM only) for the host pipeline's contiguous chunk views
-    and the device-resident pipeline's strided row views, with the same float64 instruction sequence."""
+@pytest.fixture
+def nvvm(monkeypatch):
+    """numba-cuda's ``cuda`` and ``types`` for compiling kernels to PTX without a GPU (NVVM only), as for an
+    H100; skips where numba-cuda or NVVM is missing."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -282,6 +283,13 @@ def test_model_kernel_compiles_for_contiguous_and_strided_views(monkeypatch):
         compute_capability = (9, 0)
 
     monkeypatch.setattr(dispatcher, "get_current_device", lambda: _Hopper())  # device functions ask the driver
+    return cuda, types
+
+
+def test_model_kernel_compiles_for_contiguous_and_strided_views(nvvm):
+    """The EM kernel compiles to PTX without a GPU (NVVM only) for the host pipeline's contiguous chunk views
+    and the device-resident pipeline's strided row views, with the same float64 instruction sequence."""
+    cuda, types = nvvm
     from gcnmops.model.gpu import get_kernel
 
     f64 = types.float64
@@ -295,6 +303,20 @@ def test_model_kernel_compiles_for_contiguous_and_strided_views(monkeypatch):
     kernel = get_kernel(7, 15, False, "unroll", None).py_func
     ops = {layout: _ptx_f64_ops(cuda.compile_ptx(kernel, sig(layout), cc=(9, 0))[0]) for layout in ("F", "A")}
     assert len(ops["F"]) > 500 and ops["F"] == ops["A"]
+
+
+def test_onestep_kernel_compiles(nvvm):
+    """The one-step kernel (referencecn.mops, singlecn.mops: glibc's exp/log, R's long-double sums) compiles to
+    PTX without a GPU, for the arrays fit_onestep_gpu passes."""
+    cuda, types = nvvm
+    from gcnmops.model.onestep import _gpu_kernel
+
+    f64, c1 = types.float64, types.Array(types.float64, 1, "C")
+    f2 = types.Array(f64, 2, "F")
+    sig = (f2, c1, c1, c1, c1, c1, f64, f64, types.int64, f2, f2, f2, f2, types.Array(types.int8, 2, "F"), c1,
+           types.Array(f64, 3, "F"))
+    ptx = cuda.compile_ptx(_gpu_kernel(5, 15, False).py_func, sig, cc=(9, 0))[0]
+    assert len(_ptx_f64_ops(ptx)) > 300
 
 
 def test_nofma_kernels_link_without_lto():
