@@ -178,6 +178,31 @@ def single_process(data: gcnmops.CountData, backend: str, repeat: int) -> tuple:
                  "model_Mcells_s": throughput(cells, best[1])}
 
 
+def dask_runs(client, z: Path, tmp: Path, tag: str, ref, args, warm: dict | None = None, **options) -> tuple:
+    """(best whole seconds, its stage timings, the last run's comparison with ``ref`` or None) of ``args.repeat``
+    ``gcnmops.distributed.cn_mops`` runs on ``client`` after one warm-up run (workers compile or load the
+    kernels; ``warm``: extra options of that run); each run's store is removed after it."""
+    gd.cn_mops(str(z), client, store=str(tmp / "warm"), **options, **(warm or {}))
+    best, same = None, None
+    for r in range(args.repeat):
+        store = tmp / f"store-{tag}-{r}"
+        t0 = time.perf_counter()
+        res = gd.cn_mops(str(z), client, store=str(store), **options)
+        whole = time.perf_counter() - t0
+        if best is None or whole < best[0]:
+            best = (whole, res.timings)
+        same = compare(res, ref) if args.verify else None
+        shutil.rmtree(store, ignore_errors=True)
+    return best[0], best[1], same
+
+
+def dask_row(what: str, whole: float, timings: dict, same, cells: int, **extra) -> dict:
+    """One printed and recorded row of a Dask run."""
+    return {"what": what, **extra, "whole_s": whole, "model_s": timings["model"],
+            "stages_s": {k: round(v, 2) for k, v in timings.items()}, "whole_Mcells_s": throughput(cells, whole),
+            "model_Mcells_s": throughput(cells, timings["model"]), "identical": same}
+
+
 # ------------------------------------------------------------------------------------------------ modes
 def run_cpu(args) -> dict:
     import numba
@@ -193,25 +218,12 @@ def run_cpu(args) -> dict:
     for workers in args.workers:
         cluster, client = local_cluster(workers)
         try:
-            gd.cn_mops(str(z), client, backend="cpu", numba_threads=1,
-                       store=str(tmp / "warm"), rows_per_chunk=1000)  # warm-up: workers load the kernels
-            best = None
-            for r in range(args.repeat):
-                store = tmp / f"store-{workers}-{r}"
-                t0 = time.perf_counter()
-                res = gd.cn_mops(str(z), client, backend="cpu", numba_threads=1, store=str(store))
-                whole = time.perf_counter() - t0
-                if best is None or whole < best[0]:
-                    best = (whole, res.timings)
-                same = compare(res, ref) if args.verify else None
-                shutil.rmtree(store, ignore_errors=True)
+            whole, timings, same = dask_runs(client, z, tmp, str(workers), ref, args, backend="cpu", numba_threads=1,
+                                             warm=dict(rows_per_chunk=1000))  # small chunks: every worker loads
         finally:
             client.close()
             cluster.close()
-        row = {"what": f"dask LocalCluster, {workers} worker(s) x 1 thread", "whole_s": best[0],
-               "model_s": best[1]["model"], "stages_s": {k: round(v, 2) for k, v in best[1].items()},
-               "whole_Mcells_s": throughput(cells, best[0]), "model_Mcells_s": throughput(cells, best[1]["model"]),
-               "identical": same}
+        row = dask_row(f"dask LocalCluster, {workers} worker(s) x 1 thread", whole, timings, same, cells)
         out["runs"].append(row)
         print(row, flush=True)
     shutil.rmtree(tmp, ignore_errors=True)
@@ -279,20 +291,9 @@ def run_gpu(args) -> dict:
         for threads in args.threads:
             with LocalCUDACluster(CUDA_VISIBLE_DEVICES=list(range(g)), threads_per_worker=threads) as cluster, \
                     Client(cluster) as client:
-                gd.cn_mops(str(z), client, backend="gpu", store=str(tmp / "warm"))
-                best = None
-                for r in range(args.repeat):
-                    store = tmp / f"store-{g}-{threads}-{r}"
-                    t0 = time.perf_counter()
-                    res = gd.cn_mops(str(z), client, backend="gpu", store=str(store))
-                    whole = time.perf_counter() - t0
-                    best = min(best or (whole, res.timings), (whole, res.timings), key=lambda b: b[0])
-                    same = compare(res, ref) if args.verify else None
-                    shutil.rmtree(store, ignore_errors=True)
-            row = {"what": f"dask-cuda, {g} GPU worker(s) x {threads} thread(s)", "gpus": g, "threads": threads,
-                   "whole_s": best[0], "stages_s": {k: round(v, 2) for k, v in best[1].items()},
-                   "whole_Mcells_s": throughput(cells, best[0]), "model_Mcells_s": throughput(cells, best[1]["model"]),
-                   "identical": same}
+                whole, timings, same = dask_runs(client, z, tmp, f"{g}-{threads}", ref, args, backend="gpu")
+            row = dask_row(f"dask-cuda, {g} GPU worker(s) x {threads} thread(s)", whole, timings, same, cells,
+                           gpus=g, threads=threads)
             out["runs"].append(row)
             print(row, flush=True)
     shutil.rmtree(tmp, ignore_errors=True)

@@ -212,10 +212,14 @@ class WorkStore:
     def __init__(self, path) -> None:
         self.path = str(path)
 
+    def path_of(self, name: str) -> str:
+        """The folder of array ``name`` in the store."""
+        return os.path.join(self.path, name)
+
     def create(self, name: str, shape: tuple, chunks: tuple, dtype, compress: bool = True) -> None:
         """A new array ``name`` (replacing any); ``compress=False`` stores raw chunks (real-valued matrices
         hardly compress, and raw chunks are read and written several times faster)."""
-        path = os.path.join(self.path, name)
+        path = self.path_of(name)
         zarr = _zarr()
         if int(zarr.__version__.split(".")[0]) >= 3:  # zarr 3's spelling
             zarr.create_array(store=path, shape=shape, chunks=chunks, dtype=dtype, overwrite=True,
@@ -226,20 +230,17 @@ class WorkStore:
             zarr.open_array(path, mode="w", shape=shape, chunks=chunks, dtype=dtype, compressor=None)
 
     def write(self, name: str, selection, value: np.ndarray) -> None:
-        _zarr().open_array(os.path.join(self.path, name), mode="r+")[selection] = value
+        _zarr().open_array(self.path_of(name), mode="r+")[selection] = value
 
     def read(self, name: str, selection=slice(None)) -> np.ndarray:
         """The selection as a float64 (or stored dtype) array in column-major order."""
-        return np.asfortranarray(_zarr().open_array(os.path.join(self.path, name), mode="r")[selection])
-
-    def path_of(self, name: str) -> str:
-        return os.path.join(self.path, name)
+        return np.asfortranarray(_zarr().open_array(self.path_of(name), mode="r")[selection])
 
     def dask(self, name: str):
-        return _dask_array().from_zarr(os.path.join(self.path, name))
+        return _dask_array().from_zarr(self.path_of(name))
 
     def exists(self, name: str) -> bool:
-        return os.path.exists(os.path.join(self.path, name))
+        return os.path.exists(self.path_of(name))
 
 
 __all__ = ["Matrix", "open_matrix", "save_counts", "WorkStore"]
