@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gcnmops.counting import count_reads
+from gcnmops.io.counting import count_reads
 from gcnmops.io.bam import INFLATER_NAME, default_threads
 
 REFS = (("chrA", 60_000_000), ("chrB", 40_000_000), ("chrC", 20_000_000))

@@ -16,7 +16,7 @@ from numba import set_num_threads
 from gcnmops.data import chromosome_blocks
 from gcnmops.model.cpu import fit_cpu
 from gcnmops.model.spec import ModelSpec
-from gcnmops.normalize import normalize_chromosomes
+from gcnmops.normalization.cpu import normalize_chromosomes
 from gcnmops.params import DEFAULT_CLASSES, DEFAULT_FOLDS
 
 

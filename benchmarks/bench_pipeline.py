@@ -123,7 +123,7 @@ def timed_run(data, backend: str):
     t_int = time.perf_counter() - t0
     sub = {}
     if backend != "cpu":
-        from gcnmops.gpu_pipeline import LAST_STATS
+        from gcnmops.pipeline.resident_gpu import LAST_STATS
 
         sub = dict(LAST_STATS)
     other = t_mops - sum(result.timings.values())  # gr, the result object
@@ -149,9 +149,9 @@ def device_name(backend: str) -> str:
 def check_segmentation(result) -> dict:
     """GPU segmentation of the result's sINI == CPU segmentation (arrays bit for bit), with timings."""
     from gcnmops.data import chromosome_blocks
-    from gcnmops.segment_gpu import segment_columns_arrays_gpu, statistic_difference
+    from gcnmops.segmentation.gpu import segment_columns_arrays_gpu, statistic_difference
 
-    seg_cpu = importlib.import_module("gcnmops.segment")
+    seg_cpu = importlib.import_module("gcnmops.segmentation.cpu")
     sini = result.local_assessments
     blocks = [(b, e) for _, b, e in chromosome_blocks(result.gr["seqnames"].to_numpy())]
     t0 = time.perf_counter()

@@ -302,7 +302,7 @@ def run_gpu(args) -> dict:
 
 def run_batch_bench(args) -> dict:
     from gcnmops.batch import Experiment, run_batch
-    from gcnmops.counting import write_counts
+    from gcnmops.io.counting import write_counts
 
     tmp = Path(tempfile.mkdtemp(prefix="gcnmops-batch-"))
     exps = []

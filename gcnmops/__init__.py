@@ -2,17 +2,17 @@
 
 Data path: read (io) -> normalize -> model (EM per region) -> segment -> call -> integer copy numbers.
 """
-from .counting import count_reads
+from .io.counting import count_reads
 from .data import CountData
 from .errors import InputError
-from .family import exome_cn_mops, haplo_cn_mops, reference_cn_mops, single_cn_mops
-from .integer import calc_integer_copy_numbers
+from .pipeline.family import exome_cn_mops, haplo_cn_mops, reference_cn_mops, single_cn_mops
+from .calls.integer import calc_integer_copy_numbers
 from .io import read_counts
-from .mops import cn_mops
-from .normalize import normalize_chromosomes, normalize_genome
+from .pipeline.cnmops import cn_mops
+from .normalization.cpu import normalize_chromosomes, normalize_genome
 from .result import CNVDetectionResult
-from .robust import calc_fractional_copy_numbers, make_robust_cnvr
-from .segment import segment
+from .calls.robust import calc_fractional_copy_numbers, make_robust_cnvr
+from .segmentation.cpu import segment
 
 __version__ = "0.1.0"
 

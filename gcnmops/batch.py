@@ -281,10 +281,10 @@ def run_experiment(exp: Experiment, outdir: str, backend: str, formats: list[str
         try:
             result = _run_method(exp, backend)
             if integer and len(result.cnvr):
-                from .integer import calc_integer_copy_numbers
+                from .calls.integer import calc_integer_copy_numbers
 
                 result = calc_integer_copy_numbers(result, backend=backend)
-            from .family import cnvr_per_sample
+            from .pipeline.family import cnvr_per_sample
 
             written = result.replace(cnvr=cnvr_per_sample(result)).write(folder, formats=formats)
             record.update(state="done", files=[p.name for p in written], **result.summary(),
@@ -415,9 +415,9 @@ def make_slots(devices=None, workers: int | None = None, backend: str | None = N
     """GPU slots (one per device of ``devices``: ids or "all") or ``workers`` CPU slots (default: the GPUs
     when one is usable and neither is given, else one CPU worker)."""
     if devices is None and workers is None and backend != "cpu":
-        from .model import gpu_usable
+        from .cuda.probe import gpu_available
 
-        if gpu_usable():
+        if gpu_available():
             devices = "all"
     if devices is not None:
         ids = _gpu_ids(devices)

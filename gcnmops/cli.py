@@ -125,7 +125,7 @@ def _run(args) -> int:
         if not args.no_integer:
             progress.advance("integer")
         t0 = time.perf_counter()
-        from .family import cnvr_per_sample
+        from .pipeline.family import cnvr_per_sample
 
         # files want one CN column per sample in cnvr (haplo/single keep cn.mops's own cnvr shape until integer CNs)
         written = result.replace(cnvr=cnvr_per_sample(result)).write(args.outdir, formats=args.formats)
@@ -150,8 +150,8 @@ def _run(args) -> int:
 def _call_method(args, data, kwargs):
     """The family member of ``--method`` on ``data`` (controls from ``--controls``; with --example the
     reference method takes the first 5 samples as cases, the others as controls, single the first)."""
-    from . import family
-    from .mops import cn_mops
+    from .pipeline import family
+    from .pipeline.cnmops import cn_mops
 
     if args.method == "reference":
         if args.example:
@@ -183,7 +183,7 @@ def _summary(result, outdir: Path, n_files: int) -> str:
 
 
 def _count(args) -> int:
-    from .counting import count_reads, write_counts
+    from .io.counting import count_reads, write_counts
 
     t0 = time.perf_counter()
     data = count_reads(args.bams, sample_names=args.sample_names, ref_seq_names=args.ref_seq_names,
@@ -218,10 +218,10 @@ def _info() -> int:
     import numba
     import numpy
 
-    from .model import gpu_usable
+    from .cuda.probe import gpu_available
 
     print(f"gcnmops {__import__('gcnmops').__version__}; numpy {numpy.__version__}; numba {numba.__version__}")
-    print(f"GPU backend usable: {gpu_usable()}")
+    print(f"GPU backend usable: {gpu_available()}")
     return 0
 
 

@@ -416,7 +416,7 @@ def _model_output_from_env(env, keep_post: bool):
 
 
 def _run_mops_accepts_out() -> bool:
-    from .mops import run_mops
+    from .pipeline.cnmops import run_mops
 
     return "out" in inspect.signature(run_mops).parameters
 
@@ -516,7 +516,7 @@ def run_from_r(key: str, method: str = "cn.mops") -> dict:
 
 
 def _run_from_r(key: str, method: str) -> dict:
-    from .mops import run_mops
+    from .pipeline.cnmops import run_mops
 
     t0 = time.perf_counter()
     env = bridge_env(key)
@@ -576,7 +576,7 @@ def normalize_from_r(key: str) -> dict:
     """Engine side of the R ``normalizeChromosomes()`` / ``normalizeGenome()``: ``X`` (double matrix,
     viewed in place), ``chr`` (character; NULL: normalizeGenome), ``normType``, ``sizeFactor``, ``qu``, ``quSizeFactor``,
     ``ploidy`` (or NULL) -> the normalized matrix written into R's ``out`` (same shape)."""
-    from .normalize import normalize_chromosomes, normalize_genome
+    from .normalization.cpu import normalize_chromosomes, normalize_genome
 
     try:
         with _collect_messages() as (messages, warned):
@@ -602,7 +602,7 @@ def integer_from_r(key: str, backend: str = "cpu") -> dict:
     """Engine side of the R ``calcIntegerCopyNumbers()``: the result object ``object`` in the bridge
     environment (viewed through :func:`from_r`) -> class indices of the segments' (``seg_CN``), the
     CNVs' (``cnv_CN``) and the CNV regions' (``cnvr_CN``, regions x samples) integer copy numbers."""
-    from .integer import calc_integer_copy_numbers
+    from .calls.integer import calc_integer_copy_numbers
 
     try:
         with _collect_messages() as (messages, warned):
@@ -743,7 +743,7 @@ def engine_info(key: str) -> dict:
     import numba
 
     import gcnmops
-    from .model import gpu_usable
+    from .cuda.probe import gpu_available
 
     try:
         layer = numba.threading_layer()
@@ -751,7 +751,7 @@ def engine_info(key: str) -> dict:
         layer = ""
     return {"python": sys.executable, "gcnmops": gcnmops.__version__, "numpy": np.__version__,
             "numba": numba.__version__, "threads": numba.get_num_threads(), "threading_layer": layer,
-            "gpu": bool(gpu_usable())}
+            "gpu": bool(gpu_available())}
 
 
 # --------------------------------------------------------------------------------------------
@@ -884,7 +884,7 @@ def _table_from_r(t, samples=None) -> pd.DataFrame | None:
 
 
 def _segments_from_r(t, classes) -> pd.DataFrame:
-    from .calls import empty_segments
+    from .result import empty_segments
 
     frame = _table_from_r(t)
     if frame is None:
@@ -943,7 +943,7 @@ def from_r(obj) -> CNVDetectionResult:
         cnvr_t = _get(d, "cnvr")
         cnvr = _table_from_r(cnvr_t)
         if cnvr is None:
-            from .calls import empty_cnvr
+            from .result import empty_cnvr
 
             cnvr = empty_cnvr(samples)
         elif _scalar(_get(cnvr_t, "kind")) == "segments":

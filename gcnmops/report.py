@@ -92,7 +92,7 @@ def _per_sample_section(result) -> str:
 
 
 def _cnvr_section(result) -> str:
-    from .family import cnvr_per_sample
+    from .pipeline.family import cnvr_per_sample
 
     cnvr = cnvr_per_sample(result)
     if len(cnvr) == 0:

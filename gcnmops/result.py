@@ -16,6 +16,18 @@ from .data import region_names as row_names_of
 SEGMENT_COLUMNS = ["seqnames", "start", "end", "sampleName", "median", "mean", "CN"]
 
 
+def empty_segments() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in zip(
+        SEGMENT_COLUMNS, [object, np.int64, np.int64, object, np.float64, np.float64, object])})
+
+
+def empty_cnvr(sample_names: list[str]) -> pd.DataFrame:
+    cols = {"seqnames": pd.Series(dtype=object), "start": pd.Series(dtype=np.int64),
+            "end": pd.Series(dtype=np.int64)}
+    cols.update({s: pd.Series(dtype=object) for s in sample_names})
+    return pd.DataFrame(cols)
+
+
 class ResultCounts:
     """``classes`` and ``summary()`` of a result with cn.mops's slots (in memory or in a store)."""
 

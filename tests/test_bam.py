@@ -1,4 +1,4 @@
-"""Read counting from BAM files (gcnmops.counting / gcnmops.io.bam) against cn.mops's golden counts,
+"""Read counting from BAM files (gcnmops.io.counting / gcnmops.io.bam) against cn.mops's golden counts,
 an independent brute-force count, pysam, and (where R is installed) Rsamtools."""
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import pytest
 pysam = pytest.importorskip("pysam", reason="pysam not installed (pip install 'gcnmops[bam]')")
 
 from gcnmops.cli import main  # noqa: E402
-from gcnmops.counting import count_reads, write_counts  # noqa: E402
+from gcnmops.io.counting import count_reads, write_counts  # noqa: E402
 from gcnmops.errors import InputError  # noqa: E402
 from gcnmops.io import bam as B  # noqa: E402
 from gcnmops.io import read_counts  # noqa: E402

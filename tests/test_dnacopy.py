@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 import gcnmops
-import gcnmops.dnacopy as dna
+import gcnmops.segmentation.dnacopy as dna
 from gcnmops.data import chromosome_blocks
 from gcnmops.errors import InputError
 from gcnmops.example import example_cohort

@@ -16,10 +16,9 @@ import gcnmops
 from gcnmops import InputError, haplo_cn_mops, reference_cn_mops, single_cn_mops
 from gcnmops.data import make_count_data
 from gcnmops.example import example_cohort
-from gcnmops.model.onestep import (REFERENCE_FLOOR, SINGLE_FLOOR, OneStepSpec, fit_onestep, ld_add, ld_add_ld,
-                                   ld_div, ld_mean, row_means)
+from gcnmops.model.onestep import (REFERENCE_FLOOR, SINGLE_FLOOR, OneStepSpec, fit_onestep, ld_add, ld_add_ld, ld_div, ld_mean, row_means)
 from gcnmops.params import HAPLO_FOLDS, REFERENCE_CLASSES, REFERENCE_FOLDS
-from gcnmops.rmath import lgamma_r
+from gcnmops.exact.rmath import lgamma_r
 
 LD = np.longdouble
 X87 = np.finfo(LD).nmant == 63  # the long double R uses on x86-64
@@ -186,7 +185,7 @@ def test_reference_input_forms(cohort) -> None:
     r0 = reference_cn_mops(frame(cases), frame(controls), norm=0, seg_algorithm="fast", backend="cpu")
     assert np.array_equal(r0.normalized_data, cases.counts)
     r2 = reference_cn_mops(frame(cases), frame(controls), norm=2, seg_algorithm="fast", backend="cpu")
-    cov = gcnmops.normalize.sample_coverage(np.column_stack([cases.counts, controls.counts]))
+    cov = gcnmops.normalization.cpu.sample_coverage(np.column_stack([cases.counts, controls.counts]))
     assert np.array_equal(r2.params["cov"], cov[:4])
     assert np.array_equal(r2.normalized_data, gcnmops.normalize_chromosomes(cases.counts, data.chromosomes))
 
@@ -334,7 +333,7 @@ def test_onestep_gpu_kernel_in_simulator() -> None:
 
 def test_cnvr_per_sample_for_files(cohort) -> None:
     """haplo's CN.<sample> columns and single's CNV-shaped cnvr become one column per sample for the writers."""
-    from gcnmops.family import cnvr_per_sample
+    from gcnmops.pipeline.family import cnvr_per_sample
 
     data, _, cases, _ = cohort
     h = haplo_cn_mops(data, backend="cpu")

@@ -28,7 +28,7 @@ REPORT: dict = {}
 
 
 def _gpu():
-    from gcnmops.model.gpu import gpu_available
+    from gcnmops.cuda.probe import gpu_available
 
     if not gpu_available():
         pytest.skip("no usable CUDA GPU")
@@ -74,10 +74,10 @@ def load_case(name: str):
 
 def fit_streaming_cpu(x: np.ndarray, cov: np.ndarray, spec: ModelSpec, keep_post: bool):
     """What the GPU kernel computes, on the CPU: em.fit_region in its streaming order (exact_order=False),
-    compiled by numba, with glibc's exp and log (libm.py) — the same source and the same roundings."""
+    compiled by numba, with glibc's exp and log (exact/libm.py) — the same source and the same roundings."""
     import numba
 
-    from gcnmops.libm import TABLES
+    from gcnmops.exact.libm import TABLES
     from gcnmops.model.em import fit_region
     from gcnmops.model.spec import ModelOutput
 

@@ -1,5 +1,5 @@
 """The whole pipeline with backend="gpu" on a real CUDA GPU (`pytest -m gpu`): segmentation's statistic on
-the GPU (segment_gpu.py) on top of the GPU model.
+the GPU (segmentation/gpu.py) on top of the GPU model.
 
 - The GPU segmentation of a given sINI equals the CPU segmentation bit for bit (every golden case's sINI,
   random cohorts with every parameter combination the drivers branch on).
@@ -30,11 +30,11 @@ SEG_COLS = ("block", "sample", "start", "end", "mean", "median")
 
 
 def _gpu():
-    from gcnmops.model import gpu_usable
+    from gcnmops.cuda.probe import gpu_available
 
-    if not gpu_usable():
+    if not gpu_available():
         pytest.skip("no usable CUDA GPU")
-    import gcnmops.segment_gpu as sgg
+    import gcnmops.segmentation.gpu as sgg
 
     return sgg
 
@@ -42,7 +42,7 @@ def _gpu():
 def _seg_cpu():
     import importlib
 
-    return importlib.import_module("gcnmops.segment")
+    return importlib.import_module("gcnmops.segmentation.cpu")
 
 
 def _assert_same_arrays(a: dict, b: dict, what: str) -> None:
@@ -99,8 +99,8 @@ def test_statistic_close_to_cpu():
 def test_normalization_identical(kw):
     """Bit for bit where the variance-to-mean ratios agree; within 1e-12 relative in any case (issue 7)."""
     _gpu()
-    from gcnmops import normalize as nz
-    from gcnmops.normalize_gpu import _kernel, normalize_chromosomes_gpu
+    from gcnmops.normalization import cpu as nz
+    from gcnmops.normalization.gpu import _kernel, normalize_chromosomes_gpu
 
     rng = np.random.default_rng(4)
     m = 200_000
@@ -145,8 +145,8 @@ def test_device_resident_equals_host_path():
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     from bench_pipeline import simulated_cohort
 
-    from gcnmops.gpu_pipeline import LAST_STATS
-    from gcnmops.mops import run_mops
+    from gcnmops.pipeline.resident_gpu import LAST_STATS
+    from gcnmops.pipeline.cnmops import run_mops
     from gcnmops.params import CnMopsParams
 
     data = simulated_cohort(300_000, 15, seed=5)
@@ -191,7 +191,7 @@ def _run(case, backend):
     res = ENTRY[manifest(case)["call"].split("(")[0]](data, backend=backend, **call_kwargs(case))
     resident = None
     if backend == "gpu":
-        from gcnmops.gpu_pipeline import LAST_STATS
+        from gcnmops.pipeline.resident_gpu import LAST_STATS
 
         resident = LAST_STATS.get("model_resident")
     integer = None

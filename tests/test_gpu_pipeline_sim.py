@@ -23,8 +23,8 @@ REPO = Path(__file__).resolve().parents[1]
 CHILD = textwrap.dedent(r'''
     import importlib, json, sys
     import numpy as np
-    sg = importlib.import_module("gcnmops.segment")
-    sgg = importlib.import_module("gcnmops.segment_gpu")
+    sg = importlib.import_module("gcnmops.segmentation.cpu")
+    sgg = importlib.import_module("gcnmops.segmentation.gpu")
     assert sgg.simulating(), "the CUDA simulator is not on"
 
     def cohort(m, n, seed):
@@ -57,8 +57,8 @@ CHILD = textwrap.dedent(r'''
     out["statistic"] = {"zero_pattern_equal": d["zero_pattern_equal"], "max_rel": d["max_rel_p"],
                         "best_window_equal": d["best_window_equal_fraction"] == 1.0, "candidates": d["candidates"]}
     # normalization: the GPU path (numpy standing in for cupy) against the CPU's, bit for bit
-    from gcnmops.normalize import normalize_chromosomes
-    from gcnmops.normalize_gpu import normalize_chromosomes_gpu
+    from gcnmops.normalization.cpu import normalize_chromosomes
+    from gcnmops.normalization.gpu import normalize_chromosomes_gpu
     rng = np.random.default_rng(8)
     counts = rng.poisson(rng.gamma(5.0, 10.0, size=(900, 1)) * rng.uniform(0.7, 1.3, size=(1, 4))).astype(float)
     counts[100:140] = 0.0
@@ -87,10 +87,10 @@ CHILD = textwrap.dedent(r'''
     # the device-resident pipeline (normalize -> model -> segmentation) against the CPU pipeline
     import pandas as pd
     from gcnmops.data import make_count_data
-    from gcnmops.gpu_pipeline import LAST_STATS, normalize_and_fit_gpu
+    from gcnmops.pipeline.resident_gpu import LAST_STATS, normalize_and_fit_gpu
     from gcnmops.model.gpu import fit_gpu
     from gcnmops.model.spec import ModelSpec
-    from gcnmops.mops import assemble_result, run_mops
+    from gcnmops.pipeline.cnmops import assemble_result, run_mops
     from gcnmops.params import CnMopsParams
     m = 240
     mu = rng.gamma(8.0, 12.0, size=(m, 1)) * rng.uniform(0.8, 1.2, size=(1, 4))
@@ -185,7 +185,7 @@ def test_sim_statistic_matches_cpu(sim_result):
 
 # ------------------------------------------------------------------ host logic with a perturbed statistic
 def _perturbed(scale: float, seed: int):
-    sgg = importlib.import_module("gcnmops.segment_gpu")
+    sgg = importlib.import_module("gcnmops.segmentation.gpu")
 
     def stat(xt, offs, coffs, e, V, ms, dl, mi, w, timings=None):
         p, js = sgg.cpu_statistic(xt, offs, coffs, e, V, ms, dl, mi, w)
@@ -198,8 +198,8 @@ def _perturbed(scale: float, seed: int):
 @pytest.mark.parametrize("seed", range(6))
 def test_perturbed_statistic_gives_identical_segments(seed):
     """GPU values within TAU/100 of the CPU's (random, both signs) never change a segment."""
-    sg = importlib.import_module("gcnmops.segment")
-    sgg = importlib.import_module("gcnmops.segment_gpu")
+    sg = importlib.import_module("gcnmops.segmentation.cpu")
+    sgg = importlib.import_module("gcnmops.segmentation.gpu")
     rng = np.random.default_rng(seed)
     m, n = 3000, 3
     x = rng.normal(size=(m, n)) * [1e-30, 0.05, 1.0][seed % 3]  # tiny values: many exact ties of p

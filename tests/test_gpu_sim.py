@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gcnmops.model import plan
+from gcnmops.cuda import plan
 from gcnmops.model.cpu import fit_cpu
 from gcnmops.model.spec import ModelSpec
 
@@ -27,7 +27,7 @@ CHILD = textwrap.dedent(r'''
     import json, sys
     import numpy as np
     from gcnmops.model.gpu import fit_gpu, KernelConfig
-    from gcnmops.model.pipeline import NumbaBackend, simulating
+    from gcnmops.cuda.runtime import NumbaBackend, simulating
     from gcnmops.model.spec import ModelOutput, ModelSpec
 
     assert simulating(), "the CUDA simulator is not on"
@@ -219,7 +219,7 @@ def test_kernel_config_resolves_variant_and_work():
 
 
 def test_gpu_available_never_raises_without_gpu():
-    from gcnmops.model.gpu import gpu_available
+    from gcnmops.cuda.probe import gpu_available
 
     assert gpu_available() in (True, False)
 
@@ -230,7 +230,7 @@ def test_gpu_probe_runs_once_when_many_threads_ask(monkeypatch):
     import threading
     import time
 
-    from gcnmops.model import gpu
+    from gcnmops.cuda import probe as gpu
 
     calls = []
 
@@ -329,8 +329,9 @@ def test_nofma_kernels_link_without_lto():
         version("numba-cuda")
     except PackageNotFoundError:
         pytest.skip("numba-cuda not installed")
-    from gcnmops import normalize_gpu, segment_gpu
-    from gcnmops.cuda_nofma import jit_nofma
+    from gcnmops.normalization import gpu as normalize_gpu
+    from gcnmops.segmentation import gpu as segment_gpu
+    from gcnmops.cuda.nofma import jit_nofma
     from gcnmops.model.gpu import get_kernel
 
     built = [get_kernel(3, 5, False, "unroll", None), *segment_gpu.kernels(4), normalize_gpu._kernel()]

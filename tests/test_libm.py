@@ -10,7 +10,7 @@ from numba import njit
 
 import pytest
 
-from gcnmops.libm import GLIBC_LOG, HEAD, INVC, LOGC, TAIL, exp_glibc, fma, log_glibc
+from gcnmops.exact.libm import GLIBC_LOG, HEAD, INVC, LOGC, TAIL, exp_glibc, fma, log_glibc
 
 
 @njit(cache=True)

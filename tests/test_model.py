@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from gcnmops.model.cpu import fit_cpu
-from gcnmops.libm import TABLES
+from gcnmops.exact.libm import TABLES
 from gcnmops.model.em import fit_region
 from gcnmops.model.spec import ModelOutput, ModelSpec
 from gcnmops.params import DEFAULT_CLASSES, DEFAULT_FOLDS

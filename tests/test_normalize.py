@@ -9,10 +9,10 @@ import warnings
 import numpy as np
 import pytest
 
-from gcnmops.density import bw_nrd0, density_mode, quantiles7, r_density
+from gcnmops.exact.density import bw_nrd0, density_mode, quantiles7, r_density
 from gcnmops.errors import InputError
-from gcnmops.normalize import normalize_chromosomes, normalize_genome, sample_coverage
-from gcnmops.rstats import r_median, r_quantile
+from gcnmops.normalization.cpu import normalize_chromosomes, normalize_genome, sample_coverage
+from gcnmops.exact.rstats import r_median, r_quantile
 from golden import GOLDEN_DIR, array, assert_close, manifest, table
 
 RTOL = 1e-9

@@ -12,7 +12,7 @@ import gcnmops
 from gcnmops.errors import InputError
 from gcnmops.example import example_cohort
 from gcnmops.result import CNVDetectionResult
-from gcnmops.robust import calc_fractional_copy_numbers, make_robust_cnvr
+from gcnmops.calls.robust import calc_fractional_copy_numbers, make_robust_cnvr
 
 LABEL = r"^CN\d+\.\d$"
 

@@ -1,4 +1,4 @@
-"""The fast segmentation (gcnmops.segment) and the Student t tail it rests on (gcnmops.tdist).
+"""The fast segmentation (gcnmops.segmentation.cpu) and the Student t tail it rests on (gcnmops.exact.tdist).
 
 Golden case ``segment`` (cn.mops's segment() on five vectors and three parameter sets), the segmentation
 tables of every pipeline case recomputed from their golden sINI, the t tail against R's pt() (computed
@@ -16,10 +16,9 @@ import pytest
 from numba import njit
 
 from golden import GOLDEN_DIR, array, assert_close, case_names, manifest, table
-from gcnmops import tdist
+from gcnmops.exact import tdist
 from gcnmops.errors import InputError
-from gcnmops.segment import (position_stat, position_stat_plain, segment, segment_columns,
-                             segment_columns_arrays, window_constants, window_deviates)
+from gcnmops.segmentation.cpu import (position_stat, position_stat_plain, segment, segment_columns, segment_columns_arrays, window_constants, window_deviates)
 
 #: parameter sets of the golden case ``segment``: table ``<vector>_<set>`` = segment(vector, **set)
 PARAM_SETS = {"default": {}, "minSeg5_eps0": dict(min_seg=5, eps=0), "alpha20": dict(alpha=20)}

@@ -57,7 +57,7 @@ def parameter_defaults(method: str) -> dict:
 
 def segment_arg_names() -> set[str]:
     """Extra keyword arguments the methods pass to the segmentation (cn.mops's ``...``)."""
-    from ..segment import segment
+    from ..segmentation.cpu import segment
 
     return set(inspect.signature(segment).parameters) - {"x", "min_seg"}
 

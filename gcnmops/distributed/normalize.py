@@ -2,7 +2,7 @@
 
 cn.mops normalizes per chromosome: every statistic is over all regions of a chromosome, so a row chunk
 alone cannot scale its rows. The statistics are gathered in the shape the engine computes them in, with
-the engine's own kernels (``gcnmops.normalize``), then combined on the client exactly as
+the engine's own kernels (``gcnmops.normalization``), then combined on the client exactly as
 ``normalize._block_factors`` combines them:
 
 1. staging (row chunks): per row "every value < 1" and "some value != 0"; per sample "some value != 0"
@@ -29,12 +29,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..density import density_mode, quantiles7
+from ..exact.density import density_mode, quantiles7
 from ..errors import InputError
-from ..normalize import (NORM_TYPES, SIZE_FACTORS, _check_choice, _check_prob, _checked_size_factors, _coverages,
-                         _finite_or_ones, _scale_block, _size_factors, _too_few_regions, _variance_to_mean,
-                         coverage_ratios)
-from ..rstats import ld_mean, r_median, r_quantile
+from ..normalization.cpu import (NORM_TYPES, SIZE_FACTORS, _check_choice, _check_prob, _checked_size_factors, _coverages, _finite_or_ones, _scale_block, _size_factors, _too_few_regions, _variance_to_mean, coverage_ratios)
+from ..exact.rstats import ld_mean, r_median, r_quantile
 from .cluster import task_threads
 from .layout import Layout
 from .store import WorkStore

@@ -26,13 +26,15 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..calls import MIN_REGIONS_TO_SEGMENT, _fill_by_segment, calls_from_segments, empty_cnvr, empty_segments
+from ..calls.cnvs import MIN_REGIONS_TO_SEGMENT, _fill_by_segment, calls_from_segments
+from ..result import empty_cnvr, empty_segments
 from ..data import chromosome_blocks
 from ..errors import InputError
-from ..model import BACKENDS, fit, resolve_backend
+from ..cuda.probe import BACKENDS, resolve_backend
+from ..model import fit
 from ..model.onestep import LAMBDA_FLOOR, REFERENCE_FLOOR, SINGLE_FLOOR, OneStepSpec, row_means
 from ..model.spec import ModelSpec
-from ..mops import FEW_REGIONS
+from ..pipeline.cnmops import FEW_REGIONS
 from .cluster import Runner, chunk_bytes_for, resolve_client, task_threads
 from .layout import TASKS_PER_THREAD, Layout, plan_layout
 from .methods import build_params, canonical_method
@@ -98,7 +100,7 @@ class ModelJob:
 def model_rows(store: WorkStore, job: ModelJob, a: int, b: int, pieces: list, factors: dict, silent_rows,
                lam_rows) -> int:
     """Rows a:b: normalize, fit, write normalized data and the model's outputs to the store."""
-    from ..family import _fit_onestep
+    from ..pipeline.family import _fit_onestep
 
     rows = slice(a, b)
     with task_threads():
@@ -137,9 +139,9 @@ def segment_block(store: WorkStore, r0: int, r1: int, blocks: list, c0: int, c1:
     with global block and sample indices, ordered by block, sample, start."""
     values = store.read("sini", (slice(r0, r1), slice(c0, c1)))
     if resolve_backend(backend) == "gpu":
-        from ..segment_gpu import segment_columns_gpu as segmenter
+        from ..segmentation.gpu import segment_columns_gpu as segmenter
     else:
-        from ..segment import segment_columns as segmenter
+        from ..segmentation.cpu import segment_columns as segmenter
     with task_threads():
         seg = segmenter(values, [(b0 - r0, b1 - r0) for _, b0, b1 in blocks], min_seg=min_width, **segment_args)
     index = np.array([bi for bi, _, _ in blocks], dtype=np.int64)
@@ -206,7 +208,7 @@ def cn_mops(
                       'using the fast segmentation (seg_algorithm="fast").', RuntimeWarning, stacklevel=2)
         cparams = dataclasses.replace(cparams, seg_algorithm="fast")
     if method == "reference" and extra.get("verbose", 1) > 0:
-        from ..family import TUMOR_NORMAL_NOTE
+        from ..pipeline.family import TUMOR_NORMAL_NOTE
 
         log.info(TUMOR_NORMAL_NOTE)
     runner = Runner(resolve_client(client))
@@ -333,7 +335,7 @@ def normalize_chromosomes(input, client=None, *, chromosomes=None, norm_type: st
 
 
 def _open_inputs(method: str, input, controls, sample_names, ranges) -> tuple[Matrix, Matrix | None]:
-    from ..family import _check_same_regions, _read_named, _read_single
+    from ..pipeline.family import _check_same_regions, _read_named, _read_single
 
     if method == "reference":
         if controls is None:

@@ -54,7 +54,7 @@ class DistributedResult(ResultCounts):
         region of a CNV (every region overlapping a CNV is there, in the same order), so its answer is the
         single-process one. Returns a new DistributedResult with integer labels in segmentation, cnvs, cnvr.
         """
-        from ..integer import calc_integer_copy_numbers
+        from ..calls.integer import calc_integer_copy_numbers
 
         rows = _rows_near(self.gr, self.cnvs)
         params = dict(self.params)
@@ -88,7 +88,7 @@ def _read_fortran(path: str) -> np.ndarray:
 def _rows_near(gr: pd.DataFrame, cnvs: pd.DataFrame) -> np.ndarray:
     """Sorted rows of ``gr`` within two regions of the rows each CNV covers (integer._overlapping_rows,
     whose ranges are trimmed by one region at each end): every region overlapping a CNV and those between."""
-    from ..integer import _overlapping_rows
+    from ..calls.integer import _overlapping_rows
 
     lo, hi = _overlapping_rows(gr, cnvs)
     edges = np.zeros(len(gr) + 1, dtype=np.int64)  # +1 / -1 at the ends of the ranges, then a running sum

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ..rstats import ld_mean
+from ..exact.rstats import ld_mean
 from .em import all_at_most, fit_lanes, last_estep_outputs, prior_answer
 from .spec import ModelOutput, ModelSpec
 

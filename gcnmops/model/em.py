@@ -7,7 +7,7 @@ allocation: callers hand in every scratch buffer.
 Two loop orders over the same formulas: ``fit_region`` fits one region (one GPU thread; or, with
 ``exact_order``, the reference in cn.mops's order), ``fit_lanes`` fits a group of regions side by side,
 the region index fastest, so that the CPU vectorizes across regions (SIMD lanes) while every sum keeps
-cn.mops's order per region; with glibc's exp inlined (libm.py) it is bit-identical to ``fit_region``.
+cn.mops's order per region; with glibc's exp inlined (exact/libm.py) it is bit-identical to ``fit_region``.
 
 Conventions: one region; ``x`` its N (normalized) counts; ``n`` classes with fold changes
 ``folds``; class labels are indices (int8) into the classes vector.
@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from numba.extending import register_jitable
 
-from ..libm import exp_finish, exp_glibc, exp_reduce, exp_table, log_glibc
-from ..rmath import lgamma_r
-from ..rstats import ld_mean, median_inplace
+from ..exact.libm import exp_finish, exp_glibc, exp_reduce, exp_table, log_glibc
+from ..exact.rmath import lgamma_r
+from ..exact.rstats import ld_mean, median_inplace
 
 #: floor of an unnormalized class likelihood (cn.mops applies it before normalizing)
 LIKELIHOOD_FLOOR = 1e-100

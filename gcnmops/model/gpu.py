@@ -12,9 +12,9 @@ known to the compiler, every class loop unrolls and the state stays in registers
 one per-sample buffer, ``work`` (the median's buffer, then the per-sample INI terms), is a local array for
 N <= LOCAL_WORK_MAX (local memory is interleaved per thread by the hardware, so it coalesces like a
 column-major array) and a per-thread slice of a global thread-fastest scratch beyond. The minReadCount
-short-cut is decided per region inside the kernel. The likelihoods use glibc's exp and log (libm.py), as on
+short-cut is decided per region inside the kernel. The likelihoods use glibc's exp and log (exact/libm.py), as on
 the CPU, from copies of their tables in each block's shared memory; the kernel is built without FMA contraction
-(cuda_nofma.py), so that fit_gpu computes what em.fit_region computes in its streaming order on the CPU, bit for
+(cuda/nofma.py), so that fit_gpu computes what em.fit_region computes in its streaming order on the CPU, bit for
 bit (tests/test_gpu.py checks it on a GPU).
 
 Host side: ``fit_gpu`` plans chunks from free device memory (plan.py), streams them through pinned
@@ -31,9 +31,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import plan as _plan
-from .pipeline import (OUT_FIELDS, POST_FIELD, ChunkPipeline, device_module, is_device_array, kernel_arg, make_backend,
-                       simulating)
+from ..cuda import plan as _plan
+from .chunks import OUT_FIELDS, POST_FIELD, ChunkPipeline
+from ..cuda.runtime import device_module, is_device_array, kernel_arg, make_backend, simulating
 from .spec import ModelOutput, ModelSpec
 
 try:  # module level: the kernel's ``cuda`` must be a global (the CUDA simulator swaps module globals)
@@ -51,30 +51,6 @@ LOCAL_WORK_MAX = 128
 THREADS_PER_BLOCK = 256
 #: resident blocks per SM assumed when sizing a global-memory work scratch
 BLOCKS_PER_SM = 16
-
-
-_PROBE_LOCK = threading.Lock()
-_PROBED: list[bool] = []
-
-
-def gpu_available() -> bool:
-    """True when a real CUDA device can run the model here (numba-cuda and a driver); never raises.
-
-    Probed once per process, under a lock: numba-cuda's driver initialization is not thread-safe, and
-    several task threads of one Dask worker asking at once saw no GPU (seen on an H100 with 8 threads)."""
-    with _PROBE_LOCK:
-        if not _PROBED:
-            _PROBED.append(_probe_gpu())
-        return _PROBED[0]
-
-
-def _probe_gpu() -> bool:
-    try:
-        if simulating() or cuda is None:
-            return False
-        return bool(cuda.is_available()) and len(cuda.gpus) > 0
-    except Exception:  # noqa: BLE001 - any failure means "no usable GPU"
-        return False
 
 
 # ----------------------------------------------------------------------------------------------- kernel
@@ -95,9 +71,9 @@ def get_kernel(nc: int, nw: int, keep_post: bool, variant: str = "unroll", max_r
 def _build_kernel(NC: int, NW: int, KEEP: bool, variant: str, max_registers):
     from numba import float64
 
-    from ..cuda_nofma import jit_nofma
+    from ..cuda.nofma import jit_nofma
     from .em import fit_region
-    from .shared_tables import TABLE_SIZE, copy_tables
+    from ..cuda.tables import TABLE_SIZE, copy_tables
 
     if variant not in ("unroll", "rolled"):
         raise ValueError(f"unknown kernel variant {variant!r}")
@@ -487,4 +463,4 @@ def run_many(experiments, devices="all", **options) -> list[ModelOutput]:
     return results
 
 
-__all__ = ["fit_gpu", "fit_gpu_device", "gpu_available", "run_many", "KernelConfig", "get_kernel"]
+__all__ = ["fit_gpu", "fit_gpu_device", "run_many", "KernelConfig", "get_kernel"]

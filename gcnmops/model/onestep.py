@@ -19,7 +19,7 @@ the per-class form misses its alpha by up to 5e-2.
 Every function here is ``register_jitable`` and allocation-free (callers hand in scratch), so it runs in
 plain Python, in ``numba.njit`` (the CPU driver below) and in ``numba.cuda`` kernels. The samples are
 streamed: one posterior column (n) at a time, the per-class sums accumulated in sample order, so no (n, N)
-scratch is needed; exp and log are glibc's (libm.py), on the GPU too. Sums follow R exactly: the
+scratch is needed; exp and log are glibc's (exact/libm.py), on the GPU too. Sums follow R exactly: the
 column normalizer is R's ``rowSums``/``sum`` and alpha R's ``rowMeans`` (x87 long double accumulation,
 emulated bit for bit below), sINI and the INI terms R's ``%*%`` (reference BLAS dgemv: sequential double sums
 in class order), INI R's two-pass long double ``mean()``.
@@ -34,9 +34,9 @@ from numba import njit, prange
 from numba.extending import register_jitable
 
 from ..errors import InputError
-from ..libm import TABLES, exp_glibc, log_glibc
-from ..rmath import lgamma_r
-from ..rstats import ld_add, ld_add_ld, ld_div, ld_mean
+from ..exact.libm import TABLES, exp_glibc, log_glibc
+from ..exact.rmath import lgamma_r
+from ..exact.rstats import ld_add, ld_add_ld, ld_div, ld_mean
 from .em import EXP_CUTOFF
 from .spec import ModelOutput
 
@@ -231,8 +231,8 @@ def _gpu_kernel(NC: int, NW: int, KEEP: bool):
         return _GPU_KERNELS[key]
     from numba import float64
 
-    from ..cuda_nofma import jit_nofma
-    from .shared_tables import TABLE_SIZE, copy_tables
+    from ..cuda.nofma import jit_nofma
+    from ..cuda.tables import TABLE_SIZE, copy_tables
 
     LOCAL_WORK = NW > 0
 

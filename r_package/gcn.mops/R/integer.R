@@ -1,5 +1,5 @@
 # calcIntegerCopyNumbers(): one integer copy number per segment, CNV and CNV region (engine:
-# gcnmops.integer.calc_integer_copy_numbers on a zero-copy view of the result's matrices); the labels
+# gcnmops.calls.integer.calc_integer_copy_numbers on a zero-copy view of the result's matrices); the labels
 # are made here by indexing params$classes.
 
 .calc_integer <- function(object) {

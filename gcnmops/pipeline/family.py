@@ -14,18 +14,16 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from .data import CountData, chromosome_blocks
-from .errors import InputError
-from .io import read_counts
-from .model import BACKENDS, resolve_backend
-from .model.onestep import (LAMBDA_FLOOR, REFERENCE_FLOOR, SINGLE_FLOOR, OneStepSpec, fit_onestep, fit_onestep_gpu,
-                            row_means)
-from .mops import FEW_REGIONS, _stage, assemble_result, cn_mops, run_mops
-from .normalize import normalize_chromosomes, sample_coverage
-from .params import (DEFAULT_CLASSES, DEFAULT_FOLDS, HAPLO_FOLDS, REFERENCE_CLASSES, REFERENCE_FOLDS,
-                     CnMopsParams)
-from .result import CNVDetectionResult
-from .rstats import r_median
+from ..data import CountData, chromosome_blocks
+from ..errors import InputError
+from ..io import read_counts
+from ..cuda.probe import BACKENDS, resolve_backend
+from ..model.onestep import (LAMBDA_FLOOR, REFERENCE_FLOOR, SINGLE_FLOOR, OneStepSpec, fit_onestep, fit_onestep_gpu, row_means)
+from .cnmops import FEW_REGIONS, _stage, assemble_result, cn_mops, run_mops
+from ..normalization.cpu import normalize_chromosomes, sample_coverage
+from ..params import DEFAULT_CLASSES, DEFAULT_FOLDS, HAPLO_FOLDS, REFERENCE_CLASSES, REFERENCE_FOLDS, CnMopsParams
+from ..result import CNVDetectionResult
+from ..exact.rstats import r_median
 
 log = logging.getLogger("gcnmops")
 
@@ -235,7 +233,7 @@ def _fit_onestep(x, cov, lam, spec, keep_post: bool, backend: str):
 
 def _segmentation_available(seg_algorithm):
     """cn.mops's "DNAcopy" where R's DNAcopy can be loaded (rpy2), else the fast segmentation (with a warning)."""
-    from .dnacopy import dnacopy_available
+    from ..segmentation.dnacopy import dnacopy_available
 
     if seg_algorithm == "DNAcopy" and not dnacopy_available():
         warnings.warn('segAlgorithm "DNAcopy" needs R with the DNAcopy package (and rpy2): using the fast '

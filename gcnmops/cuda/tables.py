@@ -13,7 +13,7 @@ line), and fills them with ``copy_tables`` before its first exp or log::
 """
 from __future__ import annotations
 
-from ..libm import HEAD, INVC, LOGC, TABLE_SIZE, TAIL
+from ..exact.libm import HEAD, INVC, LOGC, TABLE_SIZE, TAIL
 
 try:  # module level: a device function's ``cuda`` must be a global (the CUDA simulator swaps module globals)
     from numba import cuda

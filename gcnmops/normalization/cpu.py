@@ -16,10 +16,9 @@ import numpy as np
 import pandas as pd
 from numba import njit, prange
 
-from .density import density_mode, quantiles7
-from .errors import InputError
-from .rstats import (ld_add_ld, ld_div, ld_mean, quantile7_low_index, quantile7_sorted, r_median, r_quantile,
-                     select_kth)
+from ..exact.density import density_mode, quantiles7
+from ..errors import InputError
+from ..exact.rstats import (ld_add_ld, ld_div, ld_mean, quantile7_low_index, quantile7_sorted, r_median, r_quantile, select_kth)
 
 __all__ = ["NORM_TYPES", "SIZE_FACTORS", "normalize_chromosomes", "normalize_genome", "sample_coverage", "coverage_ratios"]
 

@@ -8,7 +8,7 @@ data and sINI stay on the device between the stages, and only results come back.
    then the normalized matrix is copied back (it is a result) on a copy stream while the model runs;
 3. the model on the device-resident matrix (model.gpu.fit_gpu_device): launches of ~m/8 rows, each one's
    outputs copied into pinned host arrays while the next computes;
-4. ``call_cnvs_gpu``: the segmentation's statistic on the device-resident sINI (segment_gpu.py; the host
+4. ``call_cnvs_gpu``: the segmentation's statistic on the device-resident sINI (segmentation/gpu.py; the host
    passes read the host copy), then the calls as calls.call_cnvs makes them.
 
 Where the resident stage does not fit the device (plan.resident_bytes over the memory budget), or several
@@ -26,15 +26,15 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .calls import Calls, call_cnvs
-from .data import CountData
-from .model import plan as _plan
-from .model.gpu import fit_gpu, fit_gpu_device
-from .model.pipeline import device_module, pinned_empty, simulating
-from .model.spec import ModelOutput, ModelSpec
-from .normalize import sample_coverage
-from .params import CnMopsParams
-from .segment_gpu import segment_columns_gpu
+from ..calls.cnvs import Calls, call_cnvs
+from ..data import CountData
+from ..cuda import plan as _plan
+from ..model.gpu import fit_gpu, fit_gpu_device
+from ..cuda.runtime import device_module, pinned_empty, simulating
+from ..model.spec import ModelOutput, ModelSpec
+from ..normalization.cpu import sample_coverage
+from ..params import CnMopsParams
+from ..segmentation.gpu import segment_columns_gpu
 
 #: the last run's sub-stage seconds and counts, for benchmarks: norm_* (normalization), model_* (model),
 #: seg_* (segmentation: candidates, recomputed positions, ...); cleared by normalize_and_fit_gpu
@@ -77,7 +77,7 @@ def normalize_and_fit_gpu(data: CountData, params: CnMopsParams, spec: ModelSpec
     cov = np.ones(N)
     normalized, d_model, copier = counts, d_counts, None
     if params.norm != 0:
-        from .normalize_gpu import normalize_on_device
+        from ..normalization.gpu import normalize_on_device
 
         d_norm = d_counts if params.norm == 1 else d_counts.copy(order="F")
         normalized = normalize_on_device(d_norm, counts, data.blocks(), norm_type=params.norm_type,
@@ -120,7 +120,7 @@ def _copy_back(d):
 def _normalize_and_fit_host(data: CountData, params: CnMopsParams, spec: ModelSpec, timings: dict,
                             model_cov_is_one: bool, out: ModelOutput | None, **fit_options):
     """The GPU stages from host memory (the device cannot hold the resident stage, or several devices)."""
-    from .normalize_gpu import normalize_chromosomes_gpu
+    from ..normalization.gpu import normalize_chromosomes_gpu
 
     counts = data.counts
     t0 = time.perf_counter()

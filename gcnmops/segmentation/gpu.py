@@ -1,13 +1,13 @@
-"""cn.mops's fast segmentation with the per-position statistic on a CUDA GPU; segments identical to segment.py.
+"""cn.mops's fast segmentation with the per-position statistic on a CUDA GPU; segments identical to segmentation/cpu.py.
 
 The heavy part of ``segment.segment_columns_arrays`` is p_i, the largest -log t tail over ~38 growing
 windows, for every candidate position of every (chromosome, sample) vector. Here it runs on the GPU, one
 thread per candidate position, from the same ``register_jitable`` source as the CPU (``position_scan``,
-``exact_tail``, tdist.py) compiled by numba.cuda. Everything else stays on the host (numba, parallel over
+``exact_tail``, exact/tdist.py) compiled by numba.cuda. Everything else stays on the host (numba, parallel over
 vectors): cleaning, eps (0.75 quantile of |diff|), the merge thresholds and the variance before the GPU
 pass; local maxima, the breakpoint threshold, merging, segment means and medians after it.
 
-Identical segments. The kernels ask NVVM for no FMA contraction (cuda_nofma.py; checked in the PTX
+Identical segments. The kernels ask NVVM for no FMA contraction (cuda/nofma.py; checked in the PTX
 locally) and the prefix sums run in the CPU's order, so the window arithmetic follows the CPU's; the t tail
 uses libdevice's log/exp/lgamma. Measured on an H100: GPU p_i within 2.2e-13 relative of the CPU's at BM-A
 scale (2.5e-14 at BM-B, <= 8e-15 on the golden cases), the same best window everywhere. Each GPU value stands
@@ -18,7 +18,7 @@ decisions open: neighbours whose comparison is undecided, and local maxima whose
 span [T_lo, T_up] that holds the order statistics the threshold is made of (T_lo = the lo-th order statistic
 of the lower ends, T_up = the (lo+1)-th of the upper ends). Every other position lies surely below or above
 both order statistics with its GPU value as with its exact one, so the counts below/above them, the
-threshold and every decision equal those of the all-exact statistic, which segment.py's result equals by
+threshold and every decision equal those of the all-exact statistic, which segmentation/cpu.py's result equals by
 construction (its own screening keeps the same invariant). The recomputation is one CPU tail per position
 (the exact tail of the GPU's best window, ``_exact_p``); sINI near zero gives many exact ties between
 neighbours, so up to ~17% of the candidates are recomputed (BM-A: 4.5M of 25.9M, ~0.2 s on 16 cores).
@@ -45,12 +45,10 @@ import pandas as pd
 from numba import njit, prange
 from numba.extending import register_jitable
 
-from .cuda_nofma import jit_nofma
-from .errors import InputError
-from .rstats import ld_mean, quantile7_low_index
-from .segment import (INF_MESSAGE, NA_MESSAGE, _clean, checked_columns, _kth_pair, _median_of, segment_ends_from_stat,
-                      _quantile7_select, _resolve_params, _sd, _welford_var, exact_tail, position_scan,
-                      window_constants)
+from ..cuda.nofma import jit_nofma
+from ..errors import InputError
+from ..exact.rstats import ld_mean, quantile7_low_index
+from .cpu import (INF_MESSAGE, NA_MESSAGE, _clean, checked_columns, _kth_pair, _median_of, segment_ends_from_stat, _quantile7_select, _resolve_params, _sd, _welford_var, exact_tail, position_scan, window_constants)
 
 try:  # module level: the kernels' ``cuda`` must be a global (the CUDA simulator swaps module globals)
     from numba import cuda
@@ -67,7 +65,7 @@ JSTAR_DTYPE = np.int16
 
 
 def simulating() -> bool:
-    from .model.pipeline import simulating as _sim
+    from ..cuda.runtime import simulating as _sim
 
     return _sim()
 
@@ -226,7 +224,7 @@ def _build_kernels(NW: int):
 def device_layout(device_values, firsts: np.ndarray, ends: np.ndarray):
     """The task-major layout xt (task = block * N + sample; vector after vector) of a device-resident (m, N)
     column-major matrix, made on the device (one concatenation of the vectors' column slices)."""
-    from .model.pipeline import device_module
+    from ..cuda.runtime import device_module
 
     xp = device_module()
     N = device_values.shape[1]

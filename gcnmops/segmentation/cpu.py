@@ -18,7 +18,7 @@ Behaviour: spec/20-segmentation-and-calls.md, part 1. Outline, per vector x of l
    are dropped, the gaps between runs become segments; every final segment gets its mean and median.
 
 The scalar kernels (``window_t``, ``window_deviates``, ``position_stat*``, ``position_scan``, ``exact_tail``
-and the t tail in tdist.py) are ``register_jitable``: the same source compiles for the numba CPU drivers
+and the t tail in exact/tdist.py) are ``register_jitable``: the same source compiles for the numba CPU drivers
 here and for numba.cuda kernels (callers pass every buffer). Everything else is numba-compiled CPU code,
 parallel over the (chromosome block, sample) vectors.
 """
@@ -33,10 +33,9 @@ import pandas as pd
 from numba import njit, prange
 from numba.extending import register_jitable
 
-from .errors import InputError
-from .rstats import ld_mean, median_inplace, quantile7_low_index, quantile7_sorted, select_kth
-from .tdist import (APPROX1_ERR, APPROX1_MAX_T, APPROX1_MIN_DOF, APPROX2_ERR, APPROX2_MAX_T, APPROX2_MIN_DOF,
-                    approx_error_bound, log1p_fast, t_neglog_upper, t_tail_deviate_approx)
+from ..errors import InputError
+from ..exact.rstats import ld_mean, median_inplace, quantile7_low_index, quantile7_sorted, select_kth
+from ..exact.tdist import (APPROX1_ERR, APPROX1_MAX_T, APPROX1_MIN_DOF, APPROX2_ERR, APPROX2_MAX_T, APPROX2_MIN_DOF, approx_error_bound, log1p_fast, t_neglog_upper, t_tail_deviate_approx)
 
 log = logging.getLogger("gcnmops")
 

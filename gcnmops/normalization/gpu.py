@@ -1,8 +1,8 @@
-"""cn.mops's ``normalizeChromosomes`` with the heavy reductions on a CUDA GPU; bit-identical to normalize.py.
+"""cn.mops's ``normalizeChromosomes`` with the heavy reductions on a CUDA GPU; bit-identical to normalization/cpu.py.
 
 Covered (the pipeline's defaults and their neighbours): ``size_factor="mean"`` with ``norm_type`` "poisson" or
 "mean", one ploidy, chromosomes in contiguous row blocks, whole-number read counts whose column sums of
-absolute values stay below 2^52. Anything else, and every rare path of normalize.py (a chromosome with at most
+absolute values stay below 2^52. Anything else, and every rare path of normalization/cpu.py (a chromosome with at most
 one non-silent row, zero or non-finite factors: warnings and errors), runs the CPU code itself, so results,
 warnings and errors are the CPU's.
 
@@ -10,7 +10,7 @@ Why identical: per chromosome block the GPU finds the silent rows (every count <
 each column; for whole numbers below 2^52 every partial sum is exact, so the sums equal the CPU's
 double-double sums and the host divides them with the CPU's ``ld_div``. The poisson mode's
 variance-to-mean ratios run in a kernel with the CPU's operation order and no FMA contraction (IEEE-identical);
-their 95% quantile and the density mode are computed on the host by density.py as on the CPU. Scaling is one
+their 95% quantile and the density mode are computed on the host by exact/density.py as on the CPU. Scaling is one
 IEEE multiply per value.
 
 Two entry points: ``normalize_chromosomes_gpu`` (host matrix in, host matrix out) and ``normalize_on_device``
@@ -24,11 +24,10 @@ import time
 
 import numpy as np
 
-from .density import density_mode, quantiles7
-from .normalize import (NORM_TYPES, SIZE_FACTORS, _SILENT_BELOW, _check_choice, _check_prob, _check_ploidy,
-                        _chromosome_rows, _count_matrix, normalize_chromosomes)
-from .model.pipeline import device_module, pinned_empty, simulating
-from .rstats import ld_div, ld_mean
+from ..exact.density import density_mode, quantiles7
+from .cpu import (NORM_TYPES, SIZE_FACTORS, _SILENT_BELOW, _check_choice, _check_prob, _check_ploidy, _chromosome_rows, _count_matrix, normalize_chromosomes)
+from ..cuda.runtime import device_module, pinned_empty, simulating
+from ..exact.rstats import ld_div, ld_mean
 
 try:  # module level: the kernel's ``cuda`` must be a global (the CUDA simulator swaps module globals)
     from numba import cuda
@@ -48,7 +47,7 @@ def _kernel():
     global _KERNEL
     with _LOCK:
         if _KERNEL is None:
-            from .cuda_nofma import jit_nofma
+            from ..cuda.nofma import jit_nofma
 
             def _nofma_var_to_mean(Y, rows, f, out):
                 """normalize._variance_to_mean, one thread per row (same operation order, no FMA)."""

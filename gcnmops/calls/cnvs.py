@@ -12,8 +12,10 @@ import numpy as np
 import pandas as pd
 from numba import njit, prange
 
-from .result import SEGMENT_COLUMNS
-from .segment import segment_columns
+from ..errors import InputError
+from ..result import SEGMENT_COLUMNS, empty_cnvr, empty_segments
+from ..segmentation.cpu import segment_columns
+from ..segmentation.dnacopy import MAX_MIN_WIDTH, _r_args, dnacopy_segments
 
 log = logging.getLogger("gcnmops")
 
@@ -30,18 +32,6 @@ class Calls:
     segmentation: pd.DataFrame
     cnvs: pd.DataFrame
     cnvr: pd.DataFrame
-
-
-def empty_segments() -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in zip(
-        SEGMENT_COLUMNS, [object, np.int64, np.int64, object, np.float64, np.float64, object])})
-
-
-def empty_cnvr(sample_names: list[str]) -> pd.DataFrame:
-    cols = {"seqnames": pd.Series(dtype=object), "start": pd.Series(dtype=np.int64),
-            "end": pd.Series(dtype=np.int64)}
-    cols.update({s: pd.Series(dtype=object) for s in sample_names})
-    return pd.DataFrame(cols)
 
 
 def call_cnvs(sini: np.ndarray, gr: pd.DataFrame, blocks: list[tuple[str, int, int]], sample_names: list[str],
@@ -132,3 +122,27 @@ def _cnv_regions(block, row_start, row_end, names, gr_start, gr_end, sample_name
         out[s] = None
     return out
 
+
+def call_cnvs_dnacopy(sini: np.ndarray, gr: pd.DataFrame, blocks: list[tuple[str, int, int]],
+                      sample_names: list[str], upper_threshold: float, lower_threshold: float, min_width: int,
+                      use_median: bool, segment_args: dict | None = None, *, seed: int | None = None) -> Calls:
+    """``call_cnvs`` with cn.mops's segAlgorithm "DNAcopy" (see the module docstring).
+
+    ``segment_args`` go to ``DNAcopy::segment`` (alpha, nperm, p_method, kmax, nmin, eta, trim,
+    undo_splits, undo_prune, undo_SD, verbose); a ``seed`` entry there is taken as ``seed``.
+    """
+    args = dict(segment_args or {})
+    seed = args.pop("seed", seed)
+    m, n_samples = np.shape(sini)
+    if m < MIN_REGIONS_TO_SEGMENT:
+        return Calls(np.array(sini, order="F"), empty_segments(), empty_segments(), empty_cnvr(sample_names))
+    if min_width > MAX_MIN_WIDTH:
+        log.info('For DNAcopy the maximum "minWidth" is 5. Resetting "minWidth" to 5.')
+    width = min(int(min_width), MAX_MIN_WIDTH)
+    if width < 2:
+        raise InputError(f"seg_algorithm='DNAcopy' needs min_width >= 2 (DNAcopy's min.width is 2..5), "
+                         f"got {min_width}.")
+    _r_args(args)  # validate before the (slow) boundary and segmentation
+    seg = dnacopy_segments(sini, blocks, width, seed=seed, segment_args=args)
+    return calls_from_segments(seg, gr, blocks, sample_names, upper_threshold, lower_threshold, width, use_median,
+                               m=m, n_samples=n_samples)

@@ -10,12 +10,12 @@ import numpy as np
 import pandas as pd
 from numba import njit
 
-from .data import chromosome_blocks
-from .errors import InputError
-from .model import fit
-from .model.onestep import REFERENCE_FLOOR, OneStepSpec, fit_onestep, ld_mean
-from .model.spec import ModelSpec
-from .result import CNVDetectionResult
+from ..data import chromosome_blocks
+from ..errors import InputError
+from ..model import fit
+from ..model.onestep import REFERENCE_FLOOR, OneStepSpec, fit_onestep, ld_mean
+from ..model.spec import ModelSpec
+from ..result import CNVDetectionResult
 
 NO_CNVR_MESSAGE = "No CNV regions in result object. Rerun cn.mops with different parameters!"
 

@@ -15,10 +15,9 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .data import CountData, make_count_data
-from .errors import InputError
-from .io.bam import (INFLATER_NAME, BamHeader, bam_windows, count_bam_native, count_bam_pysam, default_threads,
-                     make_plan, make_pool, read_bam_header, read_regions)
+from ..data import CountData, make_count_data
+from ..errors import InputError
+from .bam import (INFLATER_NAME, BamHeader, bam_windows, count_bam_native, count_bam_pysam, default_threads, make_plan, make_pool, read_bam_header, read_regions)
 
 ENGINES = ("native", "pysam")
 log = logging.getLogger("gcnmops")
@@ -175,7 +174,7 @@ def _same_header(first: BamHeader, other: BamHeader) -> None:
 def write_counts(data: CountData, path: str | os.PathLike) -> Path:
     """Write counts as TSV (seqnames, start, end, one integer column per sample), atomically; a
     ``.gz`` name is gzip-compressed. :func:`gcnmops.read_counts` reads it back."""
-    from .io.writers import atomic_write
+    from .writers import atomic_write
 
     path = Path(path)
     if path.parent and not path.parent.exists():

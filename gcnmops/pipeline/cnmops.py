@@ -8,14 +8,15 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from .calls import call_cnvs
-from .data import CountData
-from .io import read_counts
-from .model import fit, resolve_backend
-from .model.spec import ModelSpec
-from .normalize import normalize_chromosomes, sample_coverage
-from .params import DEFAULT_CLASSES, DEFAULT_FOLDS, CnMopsParams
-from .result import CNVDetectionResult
+from ..calls.cnvs import call_cnvs
+from ..data import CountData
+from ..io import read_counts
+from ..model import fit
+from ..cuda.probe import resolve_backend
+from ..model.spec import ModelSpec
+from ..normalization.cpu import normalize_chromosomes, sample_coverage
+from ..params import DEFAULT_CLASSES, DEFAULT_FOLDS, CnMopsParams
+from ..result import CNVDetectionResult
 
 log = logging.getLogger("gcnmops")
 
@@ -90,7 +91,7 @@ def run_mops(data: CountData, params: CnMopsParams, backend: str = "auto", timin
     spec = ModelSpec.build(params.I, params.classes, params.main_class, params.prior_impact, params.cyc,
                            params.min_read_count)
     if backend == "gpu":
-        from .gpu_pipeline import normalize_and_fit_gpu
+        from .resident_gpu import normalize_and_fit_gpu
 
         normalized, cov, out, device = normalize_and_fit_gpu(data, params, spec, timings, model_cov_is_one,
                                                              out=out, **fit_options)
@@ -114,11 +115,11 @@ def assemble_result(data: CountData, params: CnMopsParams, out, normalized: np.n
     with _stage(timings, "segment_call"):
         blocks = data.blocks()
         if params.seg_algorithm == "DNAcopy":
-            from .dnacopy import call_cnvs_dnacopy as caller
+            from ..calls.cnvs import call_cnvs_dnacopy as caller
         elif backend == "gpu":
             from functools import partial
 
-            from .gpu_pipeline import call_cnvs_gpu
+            from .resident_gpu import call_cnvs_gpu
 
             caller = partial(call_cnvs_gpu, device=device)
         else:

@@ -3,8 +3,8 @@
 cn.mops adds Gaussian jitter (sd 1e-5) to every sample's sINI, segments it per chromosome with DNAcopy's
 CBS (``min.width = min(minWidth, 5)``, boundary ``getbdry(eta=0.05, nperm=10000, tol=0.01,
 max.ones=101)``), keeps DNAcopy's segment means (of the jittered values, rounded to 4 decimals by
-DNAcopy) and takes each segment's median from the un-jittered values. The CNV calls that follow are the
-fast path's (``min(minWidth, 5)`` is also the CNV width filter, as in cn.mops). Not bit-reproducible
+DNAcopy) and takes each segment's median from the un-jittered values. The CNV calls that follow
+(``calls.cnvs.call_cnvs_dnacopy``) are the fast path's (``min(minWidth, 5)`` is also the CNV width filter, as in cn.mops). Not bit-reproducible
 against R (the jitter is random); ``seed`` makes our runs reproducible: it seeds numpy's Generator for
 the jitter and R's RNG (DNAcopy's permutation p-values).
 
@@ -19,8 +19,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from .calls import MIN_REGIONS_TO_SEGMENT, Calls, calls_from_segments, empty_cnvr, empty_segments
-from .errors import InputError
+from ..errors import InputError
 
 log = logging.getLogger("gcnmops")
 
@@ -169,29 +168,4 @@ def dnacopy_segments(sini: np.ndarray, blocks: list[tuple[str, int, int]], min_w
     return seg.iloc[order].reset_index(drop=True)
 
 
-def call_cnvs_dnacopy(sini: np.ndarray, gr: pd.DataFrame, blocks: list[tuple[str, int, int]],
-                      sample_names: list[str], upper_threshold: float, lower_threshold: float, min_width: int,
-                      use_median: bool, segment_args: dict | None = None, *, seed: int | None = None) -> Calls:
-    """``call_cnvs`` with cn.mops's segAlgorithm "DNAcopy" (see the module docstring).
-
-    ``segment_args`` go to ``DNAcopy::segment`` (alpha, nperm, p_method, kmax, nmin, eta, trim,
-    undo_splits, undo_prune, undo_SD, verbose); a ``seed`` entry there is taken as ``seed``.
-    """
-    args = dict(segment_args or {})
-    seed = args.pop("seed", seed)
-    m, n_samples = np.shape(sini)
-    if m < MIN_REGIONS_TO_SEGMENT:
-        return Calls(np.array(sini, order="F"), empty_segments(), empty_segments(), empty_cnvr(sample_names))
-    if min_width > MAX_MIN_WIDTH:
-        log.info('For DNAcopy the maximum "minWidth" is 5. Resetting "minWidth" to 5.')
-    width = min(int(min_width), MAX_MIN_WIDTH)
-    if width < 2:
-        raise InputError(f"seg_algorithm='DNAcopy' needs min_width >= 2 (DNAcopy's min.width is 2..5), "
-                         f"got {min_width}.")
-    _r_args(args)  # validate before the (slow) boundary and segmentation
-    seg = dnacopy_segments(sini, blocks, width, seed=seed, segment_args=args)
-    return calls_from_segments(seg, gr, blocks, sample_names, upper_threshold, lower_threshold, width, use_median,
-                               m=m, n_samples=n_samples)
-
-
-__all__ = ["call_cnvs_dnacopy", "dnacopy_segments", "dnacopy_available"]
+__all__ = ["dnacopy_segments", "dnacopy_available"]

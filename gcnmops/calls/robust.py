@@ -12,10 +12,10 @@ import logging
 import numpy as np
 import pandas as pd
 
-from .data import chromosome_blocks
-from .errors import InputError
-from .result import CNVDetectionResult
-from .segment import segment_columns_arrays
+from ..data import chromosome_blocks
+from ..errors import InputError
+from ..result import CNVDetectionResult
+from ..segmentation.cpu import segment_columns_arrays
 
 log = logging.getLogger("gcnmops")
 
@@ -132,7 +132,7 @@ def calc_fractional_copy_numbers(result: CNVDetectionResult, seg_stat: str = "me
     if p.get("method") != "referencecn.mops":
         raise InputError(ONLY_REFERENCE_MESSAGE)
     from .integer import _overlapping_rows  # regions of gr overlapping each range, trimmed as cn.mops does
-    from .model.onestep import REFERENCE_FLOOR, OneStepSpec, fit_onestep
+    from ..model.onestep import REFERENCE_FLOOR, OneStepSpec, fit_onestep
 
     classes = list(p["classes"])
     folds = np.asarray(p["folds"], dtype=np.float64)
