@@ -6,7 +6,7 @@ Compares with cn.mops 1.53 on this machine (one core): whole cn.mops() 85.3 s, c
 One warm-up run on a small matrix compiles the kernels first. Timed: ``cn_mops(CountData)`` (host arrays in,
 host result out) plus ``calc_integer_copy_numbers(result, backend)``. ``--repeat``: time the whole pipeline
 that many times (stage table of the run with the median whole time; every run's whole time listed). With the
-GPU backend the sub-stages (gpu_pipeline.LAST_STATS) are listed too. ``--profile N``: one more run under
+GPU backend the sub-stages (the result's gpu_stats) are listed too. ``--profile N``: one more run under
 cProfile, its N most expensive functions (cumulative) printed. ``--check``: the GPU segmentation of the run's
 sINI against the CPU segmentation (``segment.segment_columns_arrays``; bit-identical arrays required).
 """
@@ -121,11 +121,7 @@ def timed_run(data, backend: str):
     t0 = time.perf_counter()
     integer = gcnmops.calc_integer_copy_numbers(result, backend=backend)
     t_int = time.perf_counter() - t0
-    sub = {}
-    if backend != "cpu":
-        from gcnmops.pipeline.resident_gpu import LAST_STATS
-
-        sub = dict(LAST_STATS)
+    sub = dict(result.gpu_stats)
     other = t_mops - sum(result.timings.values())  # gr, the result object
     run = dict(stages={**result.timings, "result assembly": other, "integer copy numbers": t_int}, sub=sub,
                whole=t_mops + t_int, n_segments=len(result.segmentation), n_cnvs=len(integer.cnvs),

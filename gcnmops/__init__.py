@@ -2,12 +2,18 @@
 
 Data path: read (io) -> normalize -> model (EM per region) -> segment -> call -> integer copy numbers.
 """
-from .io.counting import count_reads
+from . import compat, jitcache
+
+jitcache.configure()  # before any kernel is defined: a writable kernel cache for every user of every install
+compat.patch_numpy_for_numba_cuda()
+
+from .io.counting import count_reads  # noqa: E402
 from .data import CountData
 from .errors import InputError
 from .pipeline.family import exome_cn_mops, haplo_cn_mops, reference_cn_mops, single_cn_mops
 from .calls.integer import calc_integer_copy_numbers
 from .io import read_counts
+from .io.results import read_result
 from .pipeline.cnmops import cn_mops
 from .normalization.cpu import normalize_chromosomes, normalize_genome
 from .result import CNVDetectionResult
@@ -29,5 +35,5 @@ def __getattr__(name: str):
 __all__ = [
     "cn_mops", "exome_cn_mops", "haplo_cn_mops", "reference_cn_mops", "single_cn_mops",
     "calc_integer_copy_numbers", "calc_fractional_copy_numbers", "make_robust_cnvr", "normalize_chromosomes", "normalize_genome",
-    "segment", "read_counts", "count_reads", "run_many", "CNVDetectionResult", "CountData", "InputError",
+    "segment", "read_counts", "read_result", "count_reads", "run_many", "CNVDetectionResult", "CountData", "InputError",
 ]

@@ -231,7 +231,7 @@ def _yaml_entries(p: Path) -> list[tuple[str, dict]]:
 
 
 def _experiment(entry: dict, origin: str, base: Path) -> Experiment:
-    from .distributed.methods import build_params, canonical_method
+    from .pipeline.methods import build_params, method_spec
 
     missing = [k for k in REQUIRED if not entry.get(k)]
     if missing:
@@ -240,14 +240,15 @@ def _experiment(entry: dict, origin: str, base: Path) -> Experiment:
     if not _ID.match(exp_id):
         raise InputError(f"id {exp_id!r} cannot name a folder: use letters, digits, '.', '_' and '-' (starting "
                          "with a letter or digit).")
-    method = canonical_method(entry["method"])
+    spec = method_spec(entry["method"])
+    method = spec.name
     inp = _resolve(entry["input"], base)
     if not inp.exists():
         raise InputError(f"input file {inp} not found.")
     controls = _resolve(entry["controls"], base) if entry.get("controls") else None
-    if method == "reference" and controls is None:
-        raise InputError("method reference needs a controls file (column/key 'controls').")
-    if method != "reference" and controls is not None:
+    if spec.model == "reference" and controls is None:
+        raise InputError(f"method {method} needs a controls file (column/key 'controls').")
+    if spec.model != "reference" and controls is not None:
         raise InputError(f"controls are only used by method reference, not {method}.")
     if controls is not None and not controls.exists():
         raise InputError(f"controls file {controls} not found.")
@@ -279,14 +280,10 @@ def run_experiment(exp: Experiment, outdir: str, backend: str, formats: list[str
                    f"{f', controls {exp.controls}' if exp.controls else ''}, params {exp.params}; "
                    f"host {socket.gethostname()} pid {os.getpid()} worker {worker} backend {backend}\n")
         try:
-            result = _run_method(exp, backend)
-            if integer and len(result.cnvr):
-                from .calls.integer import calc_integer_copy_numbers
+            from .pipeline.run import run_and_write
 
-                result = calc_integer_copy_numbers(result, backend=backend)
-            from .pipeline.family import cnvr_per_sample
-
-            written = result.replace(cnvr=cnvr_per_sample(result)).write(folder, formats=formats)
+            result, written = run_and_write(exp.method, str(exp.input), folder, controls=_str_or_none(exp.controls),
+                                            backend=backend, integer=integer, formats=formats, **exp.params)
             record.update(state="done", files=[p.name for p in written], **result.summary(),
                           timings={k: round(v, 4) for k, v in result.timings.items()})
             logf.write(f"done: {result.summary()}; {len(written)} files\n")
@@ -300,13 +297,8 @@ def run_experiment(exp: Experiment, outdir: str, backend: str, formats: list[str
     return record
 
 
-def _run_method(exp: Experiment, backend: str):
-    from .distributed.methods import entry_point
-
-    fn = entry_point(exp.method)
-    if exp.method == "reference":
-        return fn(str(exp.input), str(exp.controls), backend=backend, **exp.params)
-    return fn(str(exp.input), backend=backend, **exp.params)
+def _str_or_none(path: Path | None) -> str | None:
+    return None if path is None else str(path)
 
 
 @contextlib.contextmanager
@@ -433,12 +425,11 @@ def _gpu_ids(devices) -> list[str]:
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
         if visible:
             return [v.strip() for v in visible.split(",") if v.strip()]
-        try:
-            from numba import cuda
+        from .cuda.probe import gpu_count
 
-            return [str(k) for k in range(len(cuda.gpus))]
-        except Exception:  # noqa: BLE001 - no CUDA here
-            raise InputError("--devices all: no CUDA GPU found; use --workers N for CPU workers.") from None
+        if not gpu_count():
+            raise InputError("--devices all: no CUDA GPU found; use --workers N for CPU workers.")
+        return [str(k) for k in range(gpu_count())]
     ids = [str(int(devices))] if isinstance(devices, int) else [str(d).strip() for d in devices]
     if not ids:
         raise InputError("--devices must name at least one GPU.")
@@ -461,6 +452,29 @@ def run_batch(manifest, outdir, *, devices=None, workers: int | None = None, bac
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
+    rows, queue = _queue(experiments, outdir, force)
+    slots = make_slots(devices, workers, backend)
+    echo(f"gcnmops batch: {len(experiments)} experiments, {len(rows)} already done, {len(queue)} to run on "
+         f"{len(slots)} worker(s) ({', '.join(s.name for s in slots)})")
+    started = time.time()
+    interrupted = False
+    previous = signal.signal(signal.SIGTERM, _sigterm) if _main_thread() else None
+    try:
+        interrupted = _dispatch(slots, queue, rows, outdir, formats, integer, len(experiments), stop_after, echo)
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
+    finally:
+        for slot in slots:
+            slot.stop(kill=True)
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        summary = _close(experiments, rows, outdir, started, interrupted, echo)
+    return summary
+
+
+def _queue(experiments: list[Experiment], outdir: Path, force: bool) -> tuple[dict[str, dict], list[Experiment]]:
+    """(summary rows of the experiments already done (skipped), the others to run: largest first)."""
     rows: dict[str, dict] = {}
     queue: list[Experiment] = []
     for exp in experiments:
@@ -470,62 +484,60 @@ def run_batch(manifest, outdir, *, devices=None, workers: int | None = None, bac
         else:
             queue.append(exp)
     queue.sort(key=lambda e: -e.size)  # largest first (stable: manifest order among equals)
-    slots = make_slots(devices, workers, backend)
-    echo(f"gcnmops batch: {len(experiments)} experiments, {len(rows)} already done, {len(queue)} to run on "
-         f"{len(slots)} worker(s) ({', '.join(s.name for s in slots)})")
+    return rows, queue
+
+
+def _dispatch(slots: list[Slot], queue: list[Experiment], rows: dict, outdir: Path, formats, integer: bool,
+              total: int, stop_after: int | None, echo: Callable[[str], None]) -> bool:
+    """Hand the queued experiments to the slots as they free up, recording each finished one in ``rows``.
+    Returns True when stopped after ``stop_after`` experiments (as an interruption), False when all ran."""
     running: dict = {}
     finished = 0
-    started = time.time()
-    interrupted = False
-    previous = signal.signal(signal.SIGTERM, _sigterm) if _main_thread() else None
-    try:
-        while queue or running:
-            if stop_after is not None and finished >= stop_after:
-                interrupted = True
-                break
-            for slot in slots:
-                if queue and slot not in running.values():
-                    exp = queue.pop(0)
-                    with python_children_env():  # the worker process starts here, on the first submit
-                        fut = slot.start().submit(run_experiment, exp, str(outdir), slot.backend, formats, integer,
-                                                  slot.name)
-                    running[fut] = slot
-                    fut.exp = exp  # type: ignore[attr-defined]
-            done, _ = wait(list(running), return_when=FIRST_COMPLETED)
-            for fut in done:
-                slot = running.pop(fut)
-                exp = fut.exp  # type: ignore[attr-defined]
-                try:
-                    rec = fut.result()
-                except BrokenProcessPool:
-                    rec = _crashed(exp, outdir, slot, "the worker process died (killed, out of memory, or a crash "
-                                                      "in native code)")
-                    slot.stop(kill=True)
-                except Exception as exc:  # noqa: BLE001 - e.g. the experiment could not be sent to the worker
-                    rec = _crashed(exp, outdir, slot, f"{type(exc).__name__}: {exc}")
-                finished += 1
-                rows[exp.id] = dict(rec, status=rec["state"])
-                echo(f"[{len(rows)}/{len(experiments)}] {exp.id}: {rec['state']} in {rec.get('seconds', 0):.1f} s "
-                     f"on {slot.name}" + (f" - {rec['error']}" if rec.get("error") else
-                                          f" ({rec.get('cnvs', 0)} CNVs)"))
-    except KeyboardInterrupt:
-        interrupted = True
-        raise
-    finally:
+    while queue or running:
+        if stop_after is not None and finished >= stop_after:
+            return True
         for slot in slots:
-            slot.stop(kill=True)
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
-        for exp in [e for e in experiments if e.id not in rows]:
-            rec = _written_since(outdir, exp, started)  # finished while the batch was being stopped
-            rows[exp.id] = dict(rec, status=rec["state"]) if rec else \
-                {"id": exp.id, "method": exp.method, "status": "interrupted" if interrupted else "not run"}
-        left = [e for e in experiments if rows[e.id]["status"] in ("interrupted", "not run")]
-        summary = _summary(experiments, rows)
-        _write_summary(summary, outdir / SUMMARY_FILE)
-        if interrupted:
-            echo(f"gcnmops batch: stopped; {len(left)} experiment(s) not finished (re-run the same command to "
-                 "resume).")
+            if queue and slot not in running.values():
+                exp = queue.pop(0)
+                with python_children_env():  # the worker process starts here, on the first submit
+                    fut = slot.start().submit(run_experiment, exp, str(outdir), slot.backend, formats, integer,
+                                              slot.name)
+                running[fut] = slot
+                fut.exp = exp  # type: ignore[attr-defined]
+        done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+        for fut in done:
+            slot = running.pop(fut)
+            exp = fut.exp  # type: ignore[attr-defined]
+            try:
+                rec = fut.result()
+            except BrokenProcessPool:
+                rec = _crashed(exp, outdir, slot, "the worker process died (killed, out of memory, or a crash "
+                                                  "in native code)")
+                slot.stop(kill=True)
+            except Exception as exc:  # noqa: BLE001 - e.g. the experiment could not be sent to the worker
+                rec = _crashed(exp, outdir, slot, f"{type(exc).__name__}: {exc}")
+            finished += 1
+            rows[exp.id] = dict(rec, status=rec["state"])
+            echo(f"[{len(rows)}/{total}] {exp.id}: {rec['state']} in {rec.get('seconds', 0):.1f} s "
+                 f"on {slot.name}" + (f" - {rec['error']}" if rec.get("error") else
+                                      f" ({rec.get('cnvs', 0)} CNVs)"))
+    return False
+
+
+def _close(experiments: list[Experiment], rows: dict, outdir: Path, started: float, interrupted: bool,
+           echo: Callable[[str], None]) -> pd.DataFrame:
+    """The summary once the workers are stopped (experiments not recorded: finished meanwhile, interrupted or
+    not run), written to ``outdir/summary.tsv``."""
+    for exp in [e for e in experiments if e.id not in rows]:
+        rec = _written_since(outdir, exp, started)  # finished while the batch was being stopped
+        rows[exp.id] = dict(rec, status=rec["state"]) if rec else \
+            {"id": exp.id, "method": exp.method, "status": "interrupted" if interrupted else "not run"}
+    left = [e for e in experiments if rows[e.id]["status"] in ("interrupted", "not run")]
+    summary = _summary(experiments, rows)
+    _write_summary(summary, outdir / SUMMARY_FILE)
+    if interrupted:
+        echo(f"gcnmops batch: stopped; {len(left)} experiment(s) not finished (re-run the same command to "
+             "resume).")
     return summary
 
 

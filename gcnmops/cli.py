@@ -1,5 +1,5 @@
-"""Command line: ``python -m gcnmops run INPUT -o OUTDIR [options]``, ``python -m gcnmops batch MANIFEST -o OUTDIR``
-and ``python -m gcnmops info``."""
+"""Command line: ``python -m gcnmops run INPUT -o OUTDIR [options]``, ``python -m gcnmops batch MANIFEST -o OUTDIR``,
+``python -m gcnmops count``, ``python -m gcnmops warmup`` and ``python -m gcnmops info``."""
 from __future__ import annotations
 
 import argparse
@@ -9,9 +9,12 @@ import time
 from pathlib import Path
 
 from .errors import InputError
+from .io.writers import DEFAULT_FORMATS, FORMATS, check_formats
+from .params import METHODS
 
-#: --method choices
-METHODS = ("cn.mops", "exome", "haplo", "reference", "single")
+#: relative weights of the stages of a run, for the progress bar (measured shares of a CPU run)
+STAGE_WEIGHTS = {"read": 1.0, "normalize": 1.0, "model": 4.0, "segment_call": 4.0, "integer": 0.5, "write": 2.0,
+                 "plots": 2.0, "report": 0.3}
 
 
 def _floats(text: str) -> list[float]:
@@ -56,11 +59,18 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--use-median", action="store_true")
     run.add_argument("--return-posterior", action="store_true")
     run.add_argument("--no-integer", action="store_true", help="skip integer copy numbers")
-    run.add_argument("--formats", type=_strings, default=None, help="tsv,bed,vcf,seg (default: all)")
+    run.add_argument("--formats", type=_strings, default=None,
+                     help=f"output formats, comma separated, from {','.join(FORMATS)} (default: "
+                          f"{','.join(DEFAULT_FORMATS)}; the call tables and params.json are always written)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument("-v", "--verbose", action="store_true", help="also log the libraries' messages")
     run.add_argument("--plots", action="store_true", help="write PNG plots (CNV regions, segments, overview)")
     run.add_argument("--report", action="store_true", help="write report.html (summary, plots, output files)")
     sub.add_parser("info", help="show versions and whether a GPU backend is usable")
+    warm = sub.add_parser("warmup", help="compile and cache every kernel of a run (once per machine and install; "
+                                         "scripts/setup.sh does it)")
+    warm.add_argument("--backend", choices=["auto", "cpu", "gpu"], default="auto",
+                      help="auto: the CPU kernels, and the GPU kernels where a GPU is usable")
     count = sub.add_parser("count", help="count reads of BAM files in windows or regions (a count TSV for run)")
     count.add_argument("bams", nargs="+", metavar="BAM", help="BAM files (same reference genome)")
     count.add_argument("-o", "--output", required=True, help="count table to write (.tsv, or .tsv.gz)")
@@ -77,7 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_argument("-o", "--outdir", required=True, help="output folder: one subfolder per experiment")
     batch.add_argument("--devices", type=_devices, help="one worker per GPU: device ids, comma separated, or 'all'")
     batch.add_argument("--workers", type=int, help="CPU worker processes (default 1, or the GPUs when one is usable)")
-    batch.add_argument("--formats", type=_strings, default=None, help="tsv,bed,vcf,seg (default: all)")
+    batch.add_argument("--formats", type=_strings, default=None,
+                       help=f"output formats from {','.join(FORMATS)} (default: {','.join(DEFAULT_FORMATS)})")
     batch.add_argument("--no-integer", action="store_true", help="skip integer copy numbers")
     batch.add_argument("--force", action="store_true", help="run again the experiments already done")
     batch.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -85,89 +96,81 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run(args) -> int:
-    from . import calc_integer_copy_numbers
-    from .example import example_cohort
-    from .io import read_counts
+    from .pipeline.run import run_and_write
     from .progress import Progress
 
+    method = METHODS[args.method]
     if args.example == bool(args.input):
         raise InputError("give either an INPUT file or --example")
-    if (args.method == "reference") != bool(args.controls) and not (args.example and args.method == "reference"):
-        raise InputError("--controls FILE is needed by --method reference (and only by it)")
-    stages = ["read", "normalize+model+calls"] + ([] if args.no_integer else ["integer"]) + ["write"]
-    with Progress(stages, disable=args.quiet) as progress:
+    if (method.model == "reference") != bool(args.controls) and not (args.example and method.model == "reference"):
+        reference = " and ".join(m.name for m in METHODS.values() if m.model == "reference")
+        raise InputError(f"--controls FILE is needed by --method {reference} (and only by it)")
+    kwargs = _method_kwargs(args, method)
+    formats = check_formats(args.formats)
+    skipped = {"integer"} if args.no_integer else set()
+    skipped |= set() if args.plots or args.report else {"plots"}
+    skipped |= set() if args.report else {"report"}
+    with Progress({k: w for k, w in STAGE_WEIGHTS.items() if k not in skipped}, disable=args.quiet) as progress:
         t0 = time.perf_counter()
-        data = example_cohort()[0] if args.example else read_counts(
-            args.input, min_samples=1 if args.method in ("reference", "single") else 2)
+        data, controls = _read_input(args, method)
         read_s = time.perf_counter() - t0
         progress.advance("read")
-        kwargs = {k: v for k, v in dict(
-            I=args.I, classes=args.classes, prior_impact=args.prior_impact, cyc=args.cyc, norm=args.norm,
-            norm_type=args.norm_type, size_factor=args.size_factor, norm_qu=args.norm_qu,
-            qu_size_factor=args.qu_size_factor, upper_threshold=args.upper_threshold,
-            lower_threshold=args.lower_threshold, min_width=args.min_width, seg_algorithm=args.seg_algorithm,
-            min_read_count=args.min_read_count, use_median=args.use_median,
-            return_posterior=args.return_posterior, backend=args.backend, devices=args.devices).items()
-            if v is not None}
-        if "devices" in kwargs and args.method not in ("cn.mops", "exome"):
-            raise InputError("--devices applies to --method cn.mops and exome")
-        if args.method in ("haplo", "reference", "single"):  # these methods always use segment means
-            if kwargs.pop("use_median", False):
-                raise InputError(f"--use-median is not available with --method {args.method} "
-                                 "(cn.mops uses segment means there)")
-        result = _call_method(args, data, kwargs)
-        result.timings["read"] = read_s
-        progress.advance("normalize+model+calls")
-        if not args.no_integer and len(result.cnvr):
+        result, written = run_and_write(method.name, data, args.outdir, controls=controls, backend=args.backend,
+                                        integer=not args.no_integer, formats=formats, timings={"read": read_s},
+                                        **kwargs)
+        if args.plots or args.report:
+            from .plots import write_plots
+
             t0 = time.perf_counter()
-            result = calc_integer_copy_numbers(result, backend=args.backend)
-            result.timings["integer"] = time.perf_counter() - t0
-        if not args.no_integer:
-            progress.advance("integer")
-        t0 = time.perf_counter()
-        from .pipeline.family import cnvr_per_sample
+            written += write_plots(result, args.outdir)
+            result.timings["plots"] = time.perf_counter() - t0
+            progress.advance("plots")
+        if args.report:
+            from .report import write_report
 
-        # files want one CN column per sample in cnvr (haplo/single keep cn.mops's own cnvr shape until integer CNs)
-        written = result.replace(cnvr=cnvr_per_sample(result)).write(args.outdir, formats=args.formats)
-        result.timings["write"] = time.perf_counter() - t0
-        progress.advance("write")
-    if args.plots or args.report:
-        from .plots import write_plots
-
-        t0 = time.perf_counter()
-        written += write_plots(result, args.outdir)
-        result.timings["plots"] = time.perf_counter() - t0
-    if args.report:
-        from .report import write_report
-
-        t0 = time.perf_counter()
-        written.append(write_report(result, args.outdir, files=written))
-        result.timings["report"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            written.append(write_report(result, args.outdir, files=written))
+            result.timings["report"] = time.perf_counter() - t0
+            progress.advance("report")
     print(_summary(result, Path(args.outdir), len(written)))
     return 0
 
 
-def _call_method(args, data, kwargs):
-    """The family member of ``--method`` on ``data`` (controls from ``--controls``; with --example the
-    reference method takes the first 5 samples as cases, the others as controls, single the first)."""
-    from .pipeline import family
-    from .pipeline.cnmops import cn_mops
+def _method_kwargs(args, method) -> dict:
+    """The method's keyword arguments from the options given (None: the method's default)."""
+    kwargs = {k: v for k, v in dict(
+        I=args.I, classes=args.classes, prior_impact=args.prior_impact, cyc=args.cyc, norm=args.norm,
+        norm_type=args.norm_type, size_factor=args.size_factor, norm_qu=args.norm_qu,
+        qu_size_factor=args.qu_size_factor, upper_threshold=args.upper_threshold,
+        lower_threshold=args.lower_threshold, min_width=args.min_width, seg_algorithm=args.seg_algorithm,
+        min_read_count=args.min_read_count, use_median=args.use_median,
+        return_posterior=args.return_posterior, devices=args.devices).items()
+        if v is not None}
+    if "devices" in kwargs and not method.devices:
+        raise InputError("--devices applies to --method " + " and ".join(m.name for m in METHODS.values() if m.devices))
+    if not method.use_median and kwargs.pop("use_median", False):  # these methods always use segment means
+        raise InputError(f"--use-median is not available with --method {method.name} "
+                         "(cn.mops uses segment means there)")
+    return kwargs
 
-    if args.method == "reference":
-        if args.example:
-            from .data import make_count_data
 
-            cases = make_count_data(data.counts[:, :5], data.sample_names[:5], data.ranges, min_samples=1)
-            controls = make_count_data(data.counts[:, 5:], data.sample_names[5:], data.ranges, min_samples=1)
-            return family.reference_cn_mops(cases, controls, **kwargs)
-        return family.reference_cn_mops(data, args.controls, **kwargs)
-    if args.method == "single" and args.example:
-        from .data import make_count_data
+def _read_input(args, method):
+    """(counts, controls) of the method: INPUT and --controls, or the example cohort (the reference method
+    takes its first 5 samples as cases, the others as controls; single the first)."""
+    from .data import make_count_data
+    from .example import example_cohort
+    from .io import read_counts
 
+    if not args.example:
+        return read_counts(args.input, min_samples=method.min_samples), args.controls
+    data = example_cohort()[0]
+    if method.model == "reference":
+        cases = make_count_data(data.counts[:, :5], data.sample_names[:5], data.ranges, min_samples=1)
+        controls = make_count_data(data.counts[:, 5:], data.sample_names[5:], data.ranges, min_samples=1)
+        return cases, controls
+    if method.model == "single":
         data = make_count_data(data.counts[:, :1], data.sample_names[:1], data.ranges, min_samples=1)
-    fn = {"cn.mops": cn_mops, "exome": family.exome_cn_mops, "haplo": family.haplo_cn_mops,
-          "single": family.single_cn_mops}[args.method]
-    return fn(data, **kwargs)
+    return data, None
 
 
 def _summary(result, outdir: Path, n_files: int) -> str:
@@ -201,10 +204,11 @@ def _batch(args) -> int:
 
     if args.devices is not None and args.workers is not None:
         raise InputError("give --devices (GPU workers) or --workers (CPU workers), not both")
+    formats = check_formats(args.formats)
     experiments = read_manifest(args.manifest)
     try:
         summary = run_batch(experiments, args.outdir, devices=args.devices, workers=args.workers,
-                            formats=args.formats, integer=not args.no_integer, force=args.force,
+                            formats=formats, integer=not args.no_integer, force=args.force,
                             echo=(lambda line: None) if args.quiet else None)
     except KeyboardInterrupt:
         print(f"gcnmops batch: interrupted; summary in {Path(args.outdir) / 'summary.tsv'}", file=sys.stderr)
@@ -225,14 +229,51 @@ def _info() -> int:
     return 0
 
 
+def _warmup(args) -> int:
+    """Run the example cohort through every stage (and writer) once, so that every kernel is compiled and cached."""
+    import tempfile
+
+    from .cuda.probe import gpu_available
+    from .example import example_cohort
+    from .pipeline.run import run_and_write
+
+    backends = ["cpu", "gpu"] if args.backend == "auto" and gpu_available() else [
+        "cpu" if args.backend == "auto" else args.backend]
+    data = example_cohort()[0]
+    for backend in backends:
+        t0 = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="gcnmops-warmup-") as folder:
+            run_and_write("cn.mops", data, folder, backend=backend, formats=[f for f in FORMATS if f != "rds"])
+        print(f"gcnmops warmup: {backend} kernels compiled and cached ({time.perf_counter() - t0:.1f} s)")
+    return 0
+
+
+def _configure_logging(verbose: bool) -> None:
+    """gcnmops's own messages (INFO) on stderr, other libraries' only from WARNING (everything with -v)."""
+    own = logging.getLogger("gcnmops")
+    own.setLevel(logging.DEBUG if verbose else logging.INFO)
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    own.addHandler(handler)
+    own.propagate = False
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(name)s: %(message)s")
+    if not verbose:
+        import warnings
+
+        warnings.filterwarnings("ignore", module=r"(numba|numba_cuda|rpy2|cupy|llvmlite)(\.|$)")
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _configure_logging(getattr(args, "verbose", False))
     try:
         if args.command == "count":
             return _count(args)
         if args.command == "batch":
             return _batch(args)
+        if args.command == "warmup":
+            return _warmup(args)
         return _run(args) if args.command == "run" else _info()
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)

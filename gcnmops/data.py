@@ -145,7 +145,7 @@ def make_count_data(
             raise InputError(f"Sample names must be unique; duplicated: {', '.join(dup)}.")
     blocks = None
     if ranges is not None:
-        ranges = _validate_ranges(ranges, m)
+        ranges = validate_ranges(ranges, m)
         blocks = chromosome_blocks(ranges["seqnames"])
         if not rows_grouped(blocks):
             log.warning("Rows of a chromosome were not contiguous: regrouping rows by chromosome.")
@@ -160,7 +160,7 @@ def make_count_data(
     return data
 
 
-def _validate_ranges(ranges: pd.DataFrame, m: int) -> pd.DataFrame:
+def validate_ranges(ranges: pd.DataFrame, m: int) -> pd.DataFrame:
     missing = [c for c in ("seqnames", "start", "end") if c not in ranges.columns]
     if missing:
         raise InputError(f"Region table lacks column(s) {', '.join(missing)} (need seqnames, start, end).")

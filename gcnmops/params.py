@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from numbers import Real
+from types import MappingProxyType
 
 from .errors import InputError
 
@@ -90,10 +91,6 @@ class CnMopsParams:
                        min_width=int(self.min_width), prior_impact=float(self.prior_impact),
                        min_read_count=float(self.min_read_count), use_median=bool(self.use_median))
 
-    @property
-    def main_index(self) -> int:
-        return self.classes.index(self.main_class)
-
     def r_params(self) -> dict:
         """The result's params list with cn.mops's names (without cov, L, A)."""
         out = {
@@ -109,8 +106,107 @@ class CnMopsParams:
             del out["useMedian"]
         return out
 
-    def as_dict(self) -> dict:
-        return asdict(self)
+
+#: CnMopsParams fields an entry point does not take (the method table sets them)
+_SET_BY_METHOD = ("method", "main_class", "segment_args")
+TUMOR_NORMAL_NOTE = 'NOTE: The default parameters are adjusted for "tumor-vs-normal"!'
+SINGLE_NORM_NOTE = "Normalization is not applicable for singlecn.mops! Normalization parameters are only dummies."
+
+
+@dataclass(frozen=True, eq=False)
+class Method:
+    """One member of the cn.mops family: its names, defaults, model and result shape (see METHODS).
+
+    ``name``: ours (``run --method``, batch manifests, ``distributed.cn_mops(method=)``); ``function``: the
+    gcnmops entry point; ``aliases``: other accepted spellings (cn.mops's function names). ``result_method``:
+    ``params['method']`` of the result (singlecn.mops says "referencecn.mops", as cn.mops). ``model``: "em"
+    (cn.mops's EM), "reference" (one-step model, lambda from the controls) or "single" (one-step model, lambda
+    per chromosome). ``main_class``: the normal class. ``defaults``: CnMopsParams defaults the method changes.
+    ``use_median``: whether it takes ``use_median`` (else segment means). ``cov_in_model``: whether the model
+    sees the coverages (haplocn.mops: 1 inside the model, the coverages only recorded). ``devices``: whether it
+    takes ``devices=`` (several GPUs). ``min_samples``: samples its input needs. ``options``: its other
+    arguments with their defaults (not parameters of the result). ``note``: a message it logs (unless
+    ``verbose=0``). ``cnvr``: its ``cnvr`` before integer copy numbers: "samples" (one column per sample),
+    "CN." (``CN.<sample>`` columns) or "cnvs" (the CNVs themselves).
+    """
+
+    name: str
+    function: str
+    aliases: tuple[str, ...]
+    result_method: str
+    model: str
+    main_class: str = "CN2"
+    defaults: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
+    use_median: bool = True
+    cov_in_model: bool = True
+    devices: bool = False
+    min_samples: int = 2
+    options: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
+    note: str | None = None
+    cnvr: str = "samples"
+
+    def parameter_defaults(self) -> dict:
+        """Every parameter the entry point takes (CnMopsParams's names) with the method's default."""
+        out = {}
+        for f in fields(CnMopsParams):
+            if f.name in _SET_BY_METHOD or (f.name == "use_median" and not self.use_median):
+                continue
+            out[f.name] = f.default
+        out.update(self.defaults)
+        return out
+
+    def params(self, segment_args: dict | None = None, **values) -> CnMopsParams:
+        """The validated CnMopsParams of a run of this method: ``values`` (CnMopsParams's names) over the
+        method's defaults; InputError naming a bad value."""
+        unknown = set(values) - set(self.parameter_defaults())
+        if unknown:
+            raise InputError(f"{self.function}() got unexpected parameter(s) {', '.join(sorted(unknown))}.")
+        merged = {**self.defaults, **values}
+        if not self.use_median:
+            merged["use_median"] = False
+        return CnMopsParams(**merged, method=self.result_method, main_class=self.main_class,
+                            segment_args=dict(segment_args or {})).validated()
+
+
+def _method(name, function, aliases, result_method, model, defaults=None, options=None, **kw) -> Method:
+    return Method(name, function, tuple(aliases), result_method, model, defaults=MappingProxyType(defaults or {}),
+                  options=MappingProxyType(options or {}), **kw)
+
+
+#: the cn.mops family, by our method name: THE table every entry point, the CLI, the batch runner and the
+#: distributed pipeline read (the R bridge's argument names are rbridge._R_ARGS)
+METHODS: dict[str, Method] = {m.name: m for m in (
+    _method("cn.mops", "cn_mops", ("cnmops", "cn_mops"), "cn.mops", "em", devices=True),
+    _method("exome", "exome_cn_mops", ("exomecn.mops",), "cn.mops", "em", devices=True,
+            defaults=dict(prior_impact=10.0, lower_threshold=-0.8, min_width=5, min_read_count=1.0)),
+    _method("haplo", "haplo_cn_mops", ("haplocn.mops",), "haplocn.mops", "em", main_class="CN1",
+            defaults=dict(I=HAPLO_FOLDS, upper_threshold=0.6, min_read_count=1.0), use_median=False,
+            cov_in_model=False, cnvr="CN."),
+    _method("reference", "reference_cn_mops", ("referencecn.mops",), "referencecn.mops", "reference",
+            defaults=dict(I=REFERENCE_FOLDS, classes=REFERENCE_CLASSES, min_width=4, seg_algorithm="DNAcopy",
+                          min_read_count=1.0), use_median=False, min_samples=1, options=dict(verbose=1),
+            note=TUMOR_NORMAL_NOTE),
+    _method("single", "single_cn_mops", ("singlecn.mops",), "referencecn.mops", "single",
+            defaults=dict(min_read_count=1.0), use_median=False, min_samples=1, note=SINGLE_NORM_NOTE,
+            cnvr="cnvs"),
+)}
+
+
+def method_spec(name) -> Method:
+    """The METHODS entry of ``name`` (ours or cn.mops's spelling); InputError naming the choices."""
+    key = str(name).strip()
+    if key in METHODS:
+        return METHODS[key]
+    for m in METHODS.values():
+        if key in m.aliases or key.lower() in m.aliases:
+            return m
+    raise InputError(f"Unknown method {name!r}: use one of {', '.join(METHODS)} "
+                     "(or exomecn.mops, haplocn.mops, referencecn.mops, singlecn.mops).")
+
+
+def canonical_method(name) -> str:
+    """``name`` as a key of METHODS (cn.mops's spellings accepted); InputError naming the choices."""
+    return method_spec(name).name
 
 
 def _require_number(value, name: str) -> None:

@@ -21,11 +21,22 @@ def empty_segments() -> pd.DataFrame:
         SEGMENT_COLUMNS, [object, np.int64, np.int64, object, np.float64, np.float64, object])})
 
 
+def cnvr_frame(seqnames, start, end, sample_names: list[str], labels=None) -> pd.DataFrame:
+    """CNV regions: seqnames, start, end + one object column of copy-number labels per sample (``labels``:
+    (regions, samples) array, or a list of per-sample columns; None: every label missing), built at once."""
+    n = len(start)
+    columns = {"seqnames": np.asarray(seqnames, dtype=object), "start": np.asarray(start, dtype=np.int64),
+               "end": np.asarray(end, dtype=np.int64)}
+    for k, s in enumerate(sample_names):
+        if labels is None:
+            columns[s] = np.full(n, None, dtype=object)
+        else:
+            columns[s] = np.asarray(labels[:, k] if isinstance(labels, np.ndarray) else labels[k], dtype=object)
+    return pd.DataFrame(columns)
+
+
 def empty_cnvr(sample_names: list[str]) -> pd.DataFrame:
-    cols = {"seqnames": pd.Series(dtype=object), "start": pd.Series(dtype=np.int64),
-            "end": pd.Series(dtype=np.int64)}
-    cols.update({s: pd.Series(dtype=object) for s in sample_names})
-    return pd.DataFrame(cols)
+    return cnvr_frame([], [], [], sample_names)
 
 
 class ResultCounts:
@@ -56,7 +67,8 @@ class CNVDetectionResult(ResultCounts):
     ``params['classes']`` (see ``integer_copy_number``). posterior_probs: (m, n, N) or None.
     params: cn.mops's params list (cn.mops names) incl. ``cov`` (N,), ``L`` and ``A`` (m, n).
     segmentation, cnvs: DataFrames with SEGMENT_COLUMNS; cnvr: seqnames, start, end + one column
-    per sample (copy-number labels, None before integer copy numbers).
+    per sample (copy-number labels, None before integer copy numbers). timings: seconds per stage.
+    gpu_stats: the GPU backend's sub-stage seconds and counts (norm_*, model_*, seg_*; empty on the CPU).
     """
 
     gr: pd.DataFrame
@@ -73,6 +85,7 @@ class CNVDetectionResult(ResultCounts):
     sample_names: list[str]
     ranged: bool = True
     timings: dict = field(default_factory=dict)
+    gpu_stats: dict = field(default_factory=dict)
 
     @property
     def region_names(self) -> list[str]:

@@ -134,12 +134,17 @@ def test_cli_example_writes_every_format(tmp_path) -> None:
                            "--quiet"], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert "CNVs" in proc.stdout and "time per stage" in proc.stdout
-    for name in ("cnvs.tsv", "cnvr.tsv", "segmentation.tsv", "normalized_data.tsv", "cnvs.bed", "cnvr.bed",
+    for name in ("cnvs.tsv", "cnvr.tsv", "segmentation.tsv", "normalized_data.parquet", "cnvs.bed", "cnvr.bed",
                  "cnvr.vcf", "segmentation.seg", "params.json"):
         assert (out / name).stat().st_size > 0, name
     assert not list(out.glob(".*.tmp"))
     cnvr = pd.read_csv(out / "cnvr.tsv", sep="\t")
     assert cnvr.iloc[:, 3:].isin([f"CN{i}" for i in range(9)]).all().all()
+    # the default output of the example is small (matrices as Parquet) and reads back into the same calls
+    assert sum(p.stat().st_size for p in out.iterdir()) <= 4_000_000
+    back = gcnmops.read_result(out)
+    assert back.local_assessments.shape == (5000, 40)
+    assert list(back.cnvr.columns[3:]) == back.sample_names and len(back.cnvr) == len(cnvr)
 
 
 def test_cli_bad_input_writes_nothing(tmp_path) -> None:

@@ -13,9 +13,11 @@ import pytest
 
 import gcnmops
 import gcnmops.segmentation.dnacopy as dna
+from gcnmops.calls.cnvs import call_cnvs_dnacopy
 from gcnmops.data import chromosome_blocks
 from gcnmops.errors import InputError
 from gcnmops.example import example_cohort
+from gcnmops.io.rsession import r_session
 
 needs_dnacopy = pytest.mark.skipif(not dna.dnacopy_available(), reason="rpy2 + R package DNAcopy not installed")
 
@@ -41,9 +43,11 @@ def _overlaps(a: pd.DataFrame, b_row, sample_col: str) -> pd.Series:
 # ------------------------------------------------------------------------------------ missing packages
 @pytest.fixture
 def fresh_session(monkeypatch):
+    r_session.cache_clear()
     dna._r_session.cache_clear()
     dna._boundary.cache_clear()
     yield monkeypatch
+    r_session.cache_clear()
     dna._r_session.cache_clear()
     dna._boundary.cache_clear()
 
@@ -53,7 +57,7 @@ def test_missing_rpy2_is_a_clear_input_error(fresh_session):
     fresh_session.setitem(sys.modules, "rpy2.robjects", None)
     sini = np.zeros((50, 2))
     with pytest.raises(InputError, match=r"rpy2.*pip install.*r-bioc-dnacopy.*BiocManager::install\('DNAcopy'\)"):
-        dna.call_cnvs_dnacopy(sini, _gr(50), [("chr1", 0, 50)], ["a", "b"], 0.5, -0.9, 3, False, {})
+        call_cnvs_dnacopy(sini, _gr(50), [("chr1", 0, 50)], ["a", "b"], 0.5, -0.9, 3, False, {})
     assert not dna.dnacopy_available()
 
 
@@ -68,7 +72,7 @@ def test_cn_mops_reports_missing_rpy2(fresh_session, cohort):
 def test_missing_r_package_is_a_clear_input_error(fresh_session):
     fresh_session.setattr(dna, "R_PACKAGE", "DNAcopyNotInstalledAnywhere")
     with pytest.raises(InputError, match=r"R package DNAcopyNotInstalledAnywhere is not installed.*r-bioc-dnacopy"):
-        dna.call_cnvs_dnacopy(np.zeros((50, 2)), _gr(50), [("chr1", 0, 50)], ["a", "b"], 0.5, -0.9, 3, False, {})
+        call_cnvs_dnacopy(np.zeros((50, 2)), _gr(50), [("chr1", 0, 50)], ["a", "b"], 0.5, -0.9, 3, False, {})
 
 
 def _gr(m: int) -> pd.DataFrame:
@@ -147,8 +151,8 @@ def test_seed_makes_runs_reproducible(cohort, dnacopy_result):
     pd.testing.assert_frame_equal(a, b)
     # the seed may come with the segmentation arguments too (cn_mops(..., seed=...) passes it that way)
     gr = data.genomic_ranges()
-    c1 = dna.call_cnvs_dnacopy(sini, gr, blocks, ["x", "y", "z"], 0.5, -0.9, 3, False, {"seed": 11})
-    c2 = dna.call_cnvs_dnacopy(sini, gr, blocks, ["x", "y", "z"], 0.5, -0.9, 3, False, {}, seed=11)
+    c1 = call_cnvs_dnacopy(sini, gr, blocks, ["x", "y", "z"], 0.5, -0.9, 3, False, {"seed": 11})
+    c2 = call_cnvs_dnacopy(sini, gr, blocks, ["x", "y", "z"], 0.5, -0.9, 3, False, {}, seed=11)
     pd.testing.assert_frame_equal(c1.segmentation, c2.segmentation)
 
 
@@ -160,21 +164,21 @@ def test_arguments(cohort, caplog):
     sini = np.zeros((data.n_regions, 2))
     sini[100:140, 0] = -1.0  # a clear loss of 40 regions in sample a
     with pytest.raises(InputError, match="min_width >= 2"):
-        dna.call_cnvs_dnacopy(sini, gr, blocks, ["a", "b"], 0.5, -0.9, 1, False, {})
+        call_cnvs_dnacopy(sini, gr, blocks, ["a", "b"], 0.5, -0.9, 1, False, {})
     with pytest.raises(InputError, match="Unknown DNAcopy segmentation argument"):
-        dna.call_cnvs_dnacopy(sini, gr, blocks, ["a", "b"], 0.5, -0.9, 3, False, {"delta": 3})
+        call_cnvs_dnacopy(sini, gr, blocks, ["a", "b"], 0.5, -0.9, 3, False, {"delta": 3})
     with caplog.at_level("INFO", logger="gcnmops"):
-        calls = dna.call_cnvs_dnacopy(sini, gr, blocks, ["a", "b"], 0.5, -0.9, 12, False,
+        calls = call_cnvs_dnacopy(sini, gr, blocks, ["a", "b"], 0.5, -0.9, 12, False,
                                       {"undo_splits": "sdundo", "undo_SD": 2}, seed=1)
     assert 'maximum "minWidth" is 5' in caplog.text
     assert len(calls.cnvs) == 1 and calls.cnvs["sampleName"].iat[0] == "a"
     assert (calls.cnvs["start"].iat[0], calls.cnvs["end"].iat[0]) == (gr["start"].iat[100], gr["end"].iat[139])
     assert calls.cnvr[["seqnames", "start", "end"]].equals(calls.cnvs[["seqnames", "start", "end"]])
     # fewer than 6 regions: no segmentation (as cn.mops), individual calls = sINI
-    tiny = dna.call_cnvs_dnacopy(np.ones((5, 2)), _gr(5), [("chr1", 0, 5)], ["a", "b"], 0.5, -0.9, 3, False, {})
+    tiny = call_cnvs_dnacopy(np.ones((5, 2)), _gr(5), [("chr1", 0, 5)], ["a", "b"], 0.5, -0.9, 3, False, {})
     assert len(tiny.segmentation) == 0 and (tiny.individual_call == 1).all()
     # nothing beyond the thresholds: no CNVs, empty tables with the usual columns
-    none = dna.call_cnvs_dnacopy(np.zeros((60, 2)), _gr(60), [("chr1", 0, 60)], ["a", "b"], 0.5, -0.9, 3, False, {},
+    none = call_cnvs_dnacopy(np.zeros((60, 2)), _gr(60), [("chr1", 0, 60)], ["a", "b"], 0.5, -0.9, 3, False, {},
                                  seed=1)
     assert len(none.cnvs) == 0 and list(none.cnvr.columns) == ["seqnames", "start", "end", "a", "b"]
     assert len(none.segmentation) == 2

@@ -344,3 +344,27 @@ def test_cnvr_per_sample_for_files(cohort) -> None:
     assert list(flat.columns) == ["seqnames", "start", "end", "T"] and len(flat) == len(s.cnvs)
     integer = gcnmops.calc_integer_copy_numbers(s)
     assert cnvr_per_sample(integer).equals(integer.cnvr.reset_index(drop=True))
+
+
+def test_entry_points_follow_the_method_table() -> None:
+    """Every entry point's named arguments and defaults are its row of params.METHODS (one table), and the
+    parameters it builds carry the row's result method and normal class."""
+    import inspect
+
+    from gcnmops.params import METHODS, canonical_method
+    from gcnmops.pipeline.methods import build_params, entry_point, parameter_defaults
+
+    for name, method in METHODS.items():
+        fn = entry_point(name)
+        sig = {k: p.default for k, p in inspect.signature(fn).parameters.items()
+               if p.default is not p.empty}
+        if name == "exome":  # its own defaults over cn_mops's (the rest through **kwargs)
+            sig = {**{k: p.default for k, p in inspect.signature(gcnmops.cn_mops).parameters.items()
+                      if p.default is not p.empty}, **sig}
+        assert sig == parameter_defaults(name), name
+        assert canonical_method(method.function.replace("_cn_mops", "cn.mops")) == name or name == "cn.mops"
+        p, options = build_params(name, {})
+        assert (p.method, p.main_class) == (method.result_method, method.main_class)
+        assert options == dict(method.options)
+    for alias in ("cnmops", "exomecn.mops", "haplocn.mops", "referencecn.mops", "singlecn.mops"):
+        assert canonical_method(alias) in METHODS

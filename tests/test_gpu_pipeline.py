@@ -100,7 +100,8 @@ def test_normalization_identical(kw):
     """Bit for bit where the variance-to-mean ratios agree; within 1e-12 relative in any case (issue 7)."""
     _gpu()
     from gcnmops.normalization import cpu as nz
-    from gcnmops.normalization.gpu import _kernel, normalize_chromosomes_gpu
+    from gcnmops.normalization.gpu import normalize_chromosomes_gpu, variance_kernel
+    from gcnmops.normalization.kernels import variance_to_mean
 
     rng = np.random.default_rng(4)
     m = 200_000
@@ -125,9 +126,9 @@ def test_normalization_identical(kw):
         keep = ~(X[r0:r1].max(axis=1) < 1)
         f = np.ones(12) * 1.0123456789
         idx = (r0 + np.flatnonzero(keep)).astype(np.int64)
-        v_cpu = nz._variance_to_mean(X, idx, f)
+        v_cpu = variance_to_mean(X, idx, f)
         v_gpu = cp.empty(idx.size)
-        _kernel()[256, 128](cp.asarray(X), cp.asarray(idx), cp.asarray(f), v_gpu)
+        variance_kernel()[256, 128](cp.asarray(X), cp.asarray(idx), cp.asarray(f), v_gpu)
         v_gpu = v_gpu.get()
         rec["ratios_equal"] = bool(np.array_equal(v_cpu, v_gpu))
         rec["ratios_max_rel"] = float((np.abs(v_cpu - v_gpu) / np.abs(v_cpu)).max())
@@ -145,17 +146,16 @@ def test_device_resident_equals_host_path():
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     from bench_pipeline import simulated_cohort
 
-    from gcnmops.pipeline.resident_gpu import LAST_STATS
     from gcnmops.pipeline.cnmops import run_mops
     from gcnmops.params import CnMopsParams
 
     data = simulated_cohort(300_000, 15, seed=5)
     params = CnMopsParams().validated()
     res = run_mops(data, params, backend="gpu", chunk_rows=70_000)
-    stats = dict(LAST_STATS)
+    stats = res.gpu_stats
     host = run_mops(data, params, backend="gpu", max_device_memory=64 << 20)
     assert stats["model_resident"] is True and stats["model_launches"] == 5
-    assert LAST_STATS["model_resident"] is False and LAST_STATS["model_launches"] > 1
+    assert host.gpu_stats["model_resident"] is False and host.gpu_stats["model_launches"] > 1
     np.testing.assert_array_equal(res.normalized_data, host.normalized_data)
     np.testing.assert_array_equal(res.cn_index, host.cn_index)
     scale = float(np.max(np.abs(host.local_assessments)))
@@ -189,11 +189,7 @@ def _run(case, backend):
 
     data = input_frame(case, "input_counts", manifest(case)["sampleNames"])
     res = ENTRY[manifest(case)["call"].split("(")[0]](data, backend=backend, **call_kwargs(case))
-    resident = None
-    if backend == "gpu":
-        from gcnmops.pipeline.resident_gpu import LAST_STATS
-
-        resident = LAST_STATS.get("model_resident")
+    resident = res.gpu_stats.get("model_resident") if backend == "gpu" else None
     integer = None
     if "cnvr_integer" in (manifest(case)["tables"] or {}) and len(res.cnvr) and len(res.cnvs):
         integer = gcnmops.calc_integer_copy_numbers(res, backend=backend)

@@ -1,4 +1,4 @@
-"""GPU segmentation without a GPU: the kernels of segment_gpu.py in numba's CUDA simulator, and the host logic
+"""GPU segmentation without a GPU: the kernels of segmentation/gpu.py in numba's CUDA simulator, and the host logic
 that turns GPU statistics into CPU-identical segments (with perturbed statistics standing in for the GPU's
 last-bit differences).
 
@@ -87,7 +87,7 @@ CHILD = textwrap.dedent(r'''
     # the device-resident pipeline (normalize -> model -> segmentation) against the CPU pipeline
     import pandas as pd
     from gcnmops.data import make_count_data
-    from gcnmops.pipeline.resident_gpu import LAST_STATS, normalize_and_fit_gpu
+    from gcnmops.pipeline.resident_gpu import normalize_and_fit_gpu
     from gcnmops.model.gpu import fit_gpu
     from gcnmops.model.spec import ModelSpec
     from gcnmops.pipeline.cnmops import assemble_result, run_mops
@@ -108,8 +108,9 @@ CHILD = textwrap.dedent(r'''
         spec = ModelSpec.build(params.I, params.classes, params.main_class, params.prior_impact, params.cyc,
                                params.min_read_count)
         cpu = run_mops(data, params, backend="cpu")
-        timings = {}
-        normalized, cov, res_out, device = normalize_and_fit_gpu(data, params, spec, timings, chunk_rows=70)
+        timings, gpu_stats = {}, {}
+        normalized, cov, res_out, device = normalize_and_fit_gpu(data, params, spec, timings, chunk_rows=70,
+                                                                 gpu_stats=gpu_stats)
         host = fit_gpu(np.asfortranarray(cpu.normalized_data if params.norm != 2 else data.counts), cov, spec,
                        chunk_rows=70)
         res = assemble_result(data, params, res_out, normalized, cov, timings, backend="gpu", device=device)
@@ -122,8 +123,8 @@ CHILD = textwrap.dedent(r'''
             "sini_max_abs_vs_cpu": float(np.abs(res.local_assessments - cpu.local_assessments).max()),
             "segment_rows_identical": bool(res.segmentation[cols].equals(cpu.segmentation[cols])),
             "cnvs": len(res.cnvs), "cnvs_rows_identical": bool(res.cnvs[cols].equals(cpu.cnvs[cols])),
-            "launches": LAST_STATS.get("model_launches"), "resident": LAST_STATS.get("model_resident"),
-            "normalize_path": LAST_STATS.get("normalize_path"),
+            "launches": gpu_stats.get("model_launches"), "resident": gpu_stats.get("model_resident"),
+            "normalize_path": gpu_stats.get("normalize_path"),
             "stages": sorted(timings),
         }
     print("RESULT" + json.dumps(out))

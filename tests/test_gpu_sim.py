@@ -334,7 +334,7 @@ def test_nofma_kernels_link_without_lto():
     from gcnmops.cuda.nofma import jit_nofma
     from gcnmops.model.gpu import get_kernel
 
-    built = [get_kernel(3, 5, False, "unroll", None), *segment_gpu.kernels(4), normalize_gpu._kernel()]
+    built = [get_kernel(3, 5, False, "unroll", None), *segment_gpu.kernels(4), normalize_gpu.variance_kernel()]
     for kernel in built:
         assert kernel.targetoptions.get("lto") is False, kernel.py_func.__name__
 

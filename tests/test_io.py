@@ -333,14 +333,19 @@ def test_unsupported_object():
 
 def test_rds_without_rpy2_is_an_input_error(tmp_path, monkeypatch):
     from gcnmops.io import rds
+    from gcnmops.io.rsession import r_session
 
     p = tmp_path / "x.rds"
     p.write_bytes(b"\x1f\x8b fake")
     monkeypatch.setitem(sys.modules, "rpy2", None)
     monkeypatch.setitem(sys.modules, "rpy2.robjects", None)
     monkeypatch.setattr(rds, "_helpers", None)
-    with pytest.raises(InputError, match="rpy2"):
-        read_counts(p)
+    r_session.cache_clear()  # R as if never started in this process
+    try:
+        with pytest.raises(InputError, match=r"rpy2.*pip install 'gcnmops\[r\]'"):
+            read_counts(p)
+    finally:
+        r_session.cache_clear()
 
 
 def test_io_imports_without_rpy2(tmp_path):

@@ -1,5 +1,6 @@
 """The R bridge: the R package gcn.mops (installed into a temporary library; its testthat suite run by
-R) and gcnmops.rbridge used from Python (zero-copy views, to_r / from_r, .rds results).
+R, through gcnmops.rbridge) and R from Python (gcnmops.io.rsession's zero-copy views, gcnmops.io.robject's
+to_r, gcnmops.io.rresult's from_r, .rds results).
 
 Skipped cleanly when R, the R packages the bridge needs, or rpy2 are missing.
 """
@@ -97,7 +98,7 @@ def test_r_package_testthat(r_lib):
 
 
 # ---------------------------------------------------------------------------------------------
-# gcnmops.rbridge from Python (rpy2 embeds R in this process)
+# R from Python (rpy2 embeds R in this process)
 # ---------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def ro(r_lib):
@@ -110,7 +111,7 @@ def ro(r_lib):
 
 
 def test_r_array_is_a_view_of_r_memory(ro):
-    from gcnmops.rbridge import r_address, r_array
+    from gcnmops.io.rsession import r_address, r_array
 
     m = ro.r("matrix(as.double(1:12), 4, 3)")
     v = r_array(m)
@@ -181,7 +182,9 @@ def _assert_same(a, b, integer: bool = False):
 
 
 def test_to_r_from_r_round_trip(ro, posterior_result):
-    from gcnmops.rbridge import from_r, r_address, to_r
+    from gcnmops.io.robject import to_r
+    from gcnmops.io.rresult import from_r
+    from gcnmops.io.rsession import r_address
 
     res = posterior_result
     obj = to_r(res)
@@ -200,7 +203,8 @@ def test_to_r_from_r_round_trip(ro, posterior_result):
 
 
 def test_from_r_result_gives_the_same_integer_copy_numbers(ro, ranged_result):
-    from gcnmops.rbridge import from_r, to_r
+    from gcnmops.io.rresult import from_r
+    from gcnmops.rbridge import to_r  # registers the engine callback, so R's gcn.mops functions can call the engine
 
     res = ranged_result
     obj = to_r(res)
@@ -217,17 +221,18 @@ def test_from_r_result_gives_the_same_integer_copy_numbers(ro, ranged_result):
     assert list(ro.r("function(r) class(S4Vectors::mcols(r@cnvr)[[1]])")(obj_i)) == ["character"]
     assert list(ro.r("function(r) class(S4Vectors::mcols(r@cnvs)$CN)")(obj_i)) == ["character"]
     _assert_same(ours, from_r(obj_i))
-    # R's own calcIntegerCopyNumbers() on the R object gives the same labels
+    # R's own calcIntegerCopyNumbers() on the R object gives the same labels (R calls the engine)
     obj_ri = ro.r("function(r) gcn.mops::calcIntegerCopyNumbers(r)")(obj)
     _assert_same(ours, from_r(obj_ri))
 
 
 def test_rds_results(ro, ranged_result, tmp_path):
     from gcnmops.io.writers import write_result
-    from gcnmops.rbridge import read_rds_result
+    from gcnmops.io.rresult import read_rds_result
 
     written = write_result(ranged_result, tmp_path / "out", formats=["rds"])
-    assert [p.name for p in written] == ["result.rds"]
-    back = read_rds_result(written[0])
+    rds = [p for p in written if p.name.endswith(".rds")]  # the call tables and params.json come with it
+    assert [p.name for p in rds] == ["result.rds"]
+    back = read_rds_result(rds[0])
     _assert_same(ranged_result, back)
-    assert list(ro.r(f'function() class(readRDS("{written[0].as_posix()}"))')()) == ["CNVDetectionResult"]
+    assert list(ro.r(f'function() class(readRDS("{rds[0].as_posix()}"))')()) == ["CNVDetectionResult"]

@@ -18,7 +18,8 @@ from numba import njit
 from golden import GOLDEN_DIR, array, assert_close, case_names, manifest, table
 from gcnmops.exact import tdist
 from gcnmops.errors import InputError
-from gcnmops.segmentation.cpu import (position_stat, position_stat_plain, segment, segment_columns, segment_columns_arrays, window_constants, window_deviates)
+from gcnmops.segmentation.cpu import segment, segment_columns, segment_columns_arrays
+from gcnmops.segmentation.kernels import position_stat, position_stat_plain, window_constants, window_deviates
 
 #: parameter sets of the golden case ``segment``: table ``<vector>_<set>`` = segment(vector, **set)
 PARAM_SETS = {"default": {}, "minSeg5_eps0": dict(min_seg=5, eps=0), "alpha20": dict(alpha=20)}

@@ -18,7 +18,8 @@ import pytest
 import gcnmops
 from gcnmops.example import example_cohort
 from gcnmops.io import writers
-from gcnmops.io.writers import FORMATS, write_result
+from gcnmops.errors import InputError
+from gcnmops.io.writers import DEFAULT_FORMATS, FORMATS, write_result
 
 try:
     import pysam
@@ -41,7 +42,7 @@ def results():
 @pytest.fixture(scope="module")
 def written(results, tmp_path_factory):
     out = tmp_path_factory.mktemp("out")
-    paths = write_result(results[1], out)
+    paths = write_result(results[1], out, formats=["tsv", "parquet", "bed", "vcf", "seg"])
     return out, paths
 
 
@@ -120,11 +121,11 @@ def test_missing_values_and_special_floats_are_written_as_r_reads_them(tmp_path,
 def test_gzip_tsv(tmp_path, results):
     r = results[1]
     paths = write_result(r, tmp_path, formats=["tsv.gz"])
-    assert {p.name for p in paths} >= {"normalized_data.tsv.gz", "cnvr.tsv.gz"}
+    assert {p.name for p in paths} >= {"normalized_data.tsv.gz", "cnvr.tsv"}
     with gzip.open(tmp_path / "local_assessments.tsv.gz", "rt") as fh:
         t = pd.read_csv(fh, sep="\t", float_precision="round_trip")
     assert np.array_equal(t[r.sample_names].to_numpy(), r.local_assessments)
-    with pytest.raises(ValueError, match="unknown output format"):
+    with pytest.raises(InputError, match="Unknown output format 'xlsx'"):
         write_result(r, tmp_path, formats=["xlsx"])
 
 
@@ -321,4 +322,68 @@ def test_atomic_write_helper(tmp_path):
 
 
 def test_formats_constant():
-    assert FORMATS == ("tsv", "bed", "vcf", "seg")
+    assert DEFAULT_FORMATS == ("parquet", "bed", "vcf", "seg")
+    assert set(DEFAULT_FORMATS) <= set(FORMATS)
+
+
+def test_default_output_is_calls_as_text_and_matrices_as_parquet(results, tmp_path):
+    names = sorted(p.name for p in write_result(results[1], tmp_path))
+    matrices = ["individual_call", "ini_call", "integer_copy_number", "local_assessments", "normalized_data",
+                "params_A", "params_L"]
+    assert names == sorted([m + ".parquet" for m in matrices] + ["cnvr.bed", "cnvr.tsv", "cnvr.vcf", "cnvs.bed",
+                                                                 "cnvs.tsv", "params.json", "segmentation.seg",
+                                                                 "segmentation.tsv"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == names
+
+
+def test_parquet_matrices_are_lossless_and_labelled(results, tmp_path):
+    import pyarrow.parquet as pq
+
+    r = results[1]
+    write_result(r, tmp_path, formats=["parquet"])
+    t = pq.read_table(tmp_path / "local_assessments.parquet").to_pandas()
+    assert list(t.columns) == ["seqnames", "start", "end", *r.sample_names]
+    assert np.array_equal(t[r.sample_names].to_numpy(), r.local_assessments)  # bit for bit
+    labels = pq.read_table(tmp_path / "integer_copy_number.parquet").to_pandas()[r.sample_names]
+    assert (labels.astype(str).to_numpy() == r.integer_copy_number).all()
+    assert pq.read_metadata(tmp_path / "normalized_data.parquet").row_group(0).column(3).compression == "ZSTD"
+
+
+def _assert_same_result(a, b):
+    for name in ("normalized_data", "local_assessments", "individual_call", "ini_call", "cn_index"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert x.dtype == y.dtype and np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), name
+    pd.testing.assert_frame_equal(a.gr.reset_index(drop=True), b.gr.reset_index(drop=True))
+    for name in ("segmentation", "cnvs", "cnvr"):
+        pd.testing.assert_frame_equal(getattr(a, name).reset_index(drop=True), getattr(b, name).reset_index(drop=True))
+    assert a.sample_names == b.sample_names and a.ranged == b.ranged
+    assert a.params.keys() == b.params.keys()
+    for k in a.params:
+        if isinstance(a.params[k], np.ndarray):
+            assert np.array_equal(a.params[k], b.params[k]), k
+        else:
+            assert a.params[k] == b.params[k], k
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "tsv", "tsv.gz"])
+def test_read_result_round_trips(results, tmp_path, fmt):
+    for r in results:  # before and after integer copy numbers
+        folder = tmp_path / str(id(r))
+        write_result(r, folder, formats=[fmt])
+        _assert_same_result(gcnmops.read_result(folder), r)
+
+
+def test_read_result_names_what_is_missing(results, tmp_path):
+    with pytest.raises(InputError, match="params.json"):
+        gcnmops.read_result(tmp_path)
+    write_result(results[1], tmp_path, formats=["bed"])
+    with pytest.raises(InputError, match="normalized_data"):
+        gcnmops.read_result(tmp_path)
+
+
+@pytest.mark.parametrize("formats, fragment", [(["vfc"], "'vfc' (did you mean 'vcf'?)"), (["foo"], "'foo'"),
+                                               ([], "No output format")])
+def test_unknown_formats_are_refused_naming_them(results, tmp_path, formats, fragment):
+    with pytest.raises(InputError, match=fragment.replace("(", r"\(").replace(")", r"\)").replace("?", r"\?")):
+        write_result(results[1], tmp_path / "x", formats=formats)
+    assert not (tmp_path / "x").exists()

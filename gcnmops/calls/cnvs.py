@@ -13,9 +13,9 @@ import pandas as pd
 from numba import njit, prange
 
 from ..errors import InputError
-from ..result import SEGMENT_COLUMNS, empty_cnvr, empty_segments
+from ..result import cnvr_frame, empty_cnvr, empty_segments
 from ..segmentation.cpu import segment_columns
-from ..segmentation.dnacopy import MAX_MIN_WIDTH, _r_args, dnacopy_segments
+from ..segmentation.dnacopy import MAX_MIN_WIDTH, dnacopy_segments, segment_args_for_r
 
 log = logging.getLogger("gcnmops")
 
@@ -69,7 +69,7 @@ def calls_from_segments(seg: pd.DataFrame, gr: pd.DataFrame, blocks, sample_name
     median = seg["median"].to_numpy(dtype=np.float64)
     stat = median if use_median else mean
 
-    individual = _fill_by_segment(stat, sample, row_start, row_end, m, n_samples) if fill_individual else None
+    individual = fill_by_segment(stat, sample, row_start, row_end, m, n_samples) if fill_individual else None
 
     gr_start = gr["start"].to_numpy()
     gr_end = gr["end"].to_numpy()
@@ -89,7 +89,7 @@ def calls_from_segments(seg: pd.DataFrame, gr: pd.DataFrame, blocks, sample_name
     return Calls(individual, segmentation, cnvs, cnvr)
 
 
-def _fill_by_segment(stat, sample, row_start, row_end, m: int, n_samples: int) -> np.ndarray:
+def fill_by_segment(stat, sample, row_start, row_end, m: int, n_samples: int) -> np.ndarray:
     """(m, N) order-F matrix whose column k holds, for every row, ``stat`` of the sample-k segment covering it."""
     if int(np.sum(row_end - row_start + 1)) != m * n_samples:
         raise RuntimeError("segments do not tile every sample's regions")  # internal invariant
@@ -117,10 +117,7 @@ def _cnv_regions(block, row_start, row_end, names, gr_start, gr_end, sample_name
     new[1:] = (block[1:] != block[:-1]) | (row_start[1:] > run_end[:-1] + 1)
     starts = row_start[new]
     ends = np.maximum.reduceat(row_end, np.flatnonzero(new))
-    out = pd.DataFrame({"seqnames": names[new], "start": gr_start[starts], "end": gr_end[ends]})
-    for s in sample_names:
-        out[s] = None
-    return out
+    return cnvr_frame(names[new], gr_start[starts], gr_end[ends], sample_names)
 
 
 def call_cnvs_dnacopy(sini: np.ndarray, gr: pd.DataFrame, blocks: list[tuple[str, int, int]],
@@ -142,7 +139,7 @@ def call_cnvs_dnacopy(sini: np.ndarray, gr: pd.DataFrame, blocks: list[tuple[str
     if width < 2:
         raise InputError(f"seg_algorithm='DNAcopy' needs min_width >= 2 (DNAcopy's min.width is 2..5), "
                          f"got {min_width}.")
-    _r_args(args)  # validate before the (slow) boundary and segmentation
+    segment_args_for_r(args)  # validate before the (slow) boundary and segmentation
     seg = dnacopy_segments(sini, blocks, width, seed=seed, segment_args=args)
     return calls_from_segments(seg, gr, blocks, sample_names, upper_threshold, lower_threshold, width, use_median,
                                m=m, n_samples=n_samples)

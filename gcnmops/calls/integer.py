@@ -12,10 +12,11 @@ from numba import njit
 
 from ..data import chromosome_blocks
 from ..errors import InputError
+from ..cuda.probe import resolve_backend
 from ..model import fit
 from ..model.onestep import REFERENCE_FLOOR, OneStepSpec, fit_onestep, ld_mean
 from ..model.spec import ModelSpec
-from ..result import CNVDetectionResult
+from ..result import CNVDetectionResult, cnvr_frame
 
 NO_CNVR_MESSAGE = "No CNV regions in result object. Rerun cn.mops with different parameters!"
 
@@ -23,11 +24,12 @@ NO_CNVR_MESSAGE = "No CNV regions in result object. Rerun cn.mops with different
 def calc_integer_copy_numbers(result: CNVDetectionResult, backend: str = "cpu") -> CNVDetectionResult:
     """A new result whose segmentation, cnvs and cnvr carry integer copy-number labels.
 
-    ``backend`` ("cpu", "gpu", "auto") runs the EM refit of every CNV: one batched fit, on the GPU one kernel
-    launch (model.fit -> fit_gpu). The range means stay on the host (R's long-double ``mean``, a few values per
-    CNV); the reference model's one-step refit is one pass over the CNVs and runs on the CPU."""
+    ``backend`` ("cpu", "gpu", "auto"; resolved here, once) runs the EM refit of every CNV: one batched fit, on
+    the GPU one kernel launch (model.fit -> fit_gpu). The range means stay on the host (R's long-double
+    ``mean``, a few values per CNV); the reference model's one-step refit is one pass over the CNVs and runs on the CPU."""
     if len(result.cnvr) == 0 or len(result.cnvs) == 0:
         raise InputError(NO_CNVR_MESSAGE)
+    backend = resolve_backend(backend)
     p = result.params
     classes = np.asarray(p["classes"], dtype=object)
     main = p["mainClass"]
@@ -42,7 +44,7 @@ def calc_integer_copy_numbers(result: CNVDetectionResult, backend: str = "cpu") 
         raise InputError("Some CNVs have no segment of the same sample and coordinates in the segmentation.")
     cnv_seg = cnv_seg.astype(np.int64)
 
-    lo, hi = _overlapping_rows(result.gr, seg.iloc[cnv_seg])
+    lo, hi = overlapping_rows(result.gr, seg.iloc[cnv_seg])
     means = _range_means(np.asarray(result.normalized_data, dtype=np.float64), lo, hi)
     cov = np.asarray(p["cov"], dtype=np.float64)  # cn.mops passes params$cov to every refit (haplo too)
     if p["method"] == "referencecn.mops":
@@ -90,7 +92,7 @@ def _range_means(x, lo, hi):
     return out
 
 
-def _overlapping_rows(gr: pd.DataFrame, segs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+def overlapping_rows(gr: pd.DataFrame, segs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Row range [lo, hi) of the regions of ``gr`` overlapping each segment, trimmed by one region at
     each end when there are 3 or more (regions of a chromosome sorted, not nested)."""
     lo = np.empty(len(segs), dtype=np.int64)
@@ -118,13 +120,6 @@ def _overlapping_rows(gr: pd.DataFrame, segs: pd.DataFrame) -> tuple[np.ndarray,
     return lo, hi
 
 
-def _segment_means(result: CNVDetectionResult, segs: pd.DataFrame) -> np.ndarray:
-    """(k, N) order F: per-sample mean of normalizedData over each segment's overlapping regions,
-    dropping the first and last region when there are 3 or more."""
-    lo, hi = _overlapping_rows(result.gr, segs)
-    return _range_means(np.asarray(result.normalized_data, dtype=np.float64), lo, hi)
-
-
 def _cnvr_labels(cnvr: pd.DataFrame, cnvs: pd.DataFrame, main: str, sample_names: list[str]) -> pd.DataFrame:
     """Per CNV region and sample: the CN of that sample's first overlapping CNV, else the main class.
 
@@ -142,6 +137,4 @@ def _cnvr_labels(cnvr: pd.DataFrame, cnvs: pd.DataFrame, main: str, sample_names
     first = pd.DataFrame({"region": region, "col": col}).drop_duplicates(keep="first").index.to_numpy()
     first = first[region[first] >= 0]
     labels[region[first], col[first]] = cnvs["CN"].to_numpy()[first]
-    for k, s in enumerate(sample_names):
-        out[s] = labels[:, k]
-    return out
+    return cnvr_frame(out["seqnames"], out["start"], out["end"], sample_names, labels)

@@ -14,7 +14,7 @@ import pandas as pd
 
 from ..data import chromosome_blocks
 from ..errors import InputError
-from ..result import CNVDetectionResult
+from ..result import CNVDetectionResult, cnvr_frame, empty_cnvr
 from ..segmentation.cpu import segment_columns_arrays
 
 log = logging.getLogger("gcnmops")
@@ -25,21 +25,6 @@ NO_CNVR_MESSAGE = "No CNV regions in result object. Rerun cn.mops with different
 ONLY_REFERENCE_MESSAGE = "Only possible for referencecn.mops!"
 EXPERIMENTAL_MESSAGE = ("This is an experimental function that has not been tested thoroughly! "
                         "Please report bugs to the maintainer!")
-
-
-def _empty_cnvr(sample_names: list[str]) -> pd.DataFrame:
-    cols = {"seqnames": pd.Series(dtype=object), "start": pd.Series(dtype=np.int64),
-            "end": pd.Series(dtype=np.int64)}
-    cols.update({s: pd.Series(dtype=object) for s in sample_names})
-    return pd.DataFrame(cols)
-
-
-def _na_cnvr(seqnames, start, end, sample_names: list[str]) -> pd.DataFrame:
-    out = pd.DataFrame({"seqnames": np.asarray(seqnames, dtype=object), "start": np.asarray(start, dtype=np.int64),
-                        "end": np.asarray(end, dtype=np.int64)})
-    for s in sample_names:
-        out[s] = None
-    return out
 
 
 # ------------------------------------------------------------------------------------------ makeRobustCNVR
@@ -69,16 +54,16 @@ def make_robust_cnvr(result: CNVDetectionResult, robust: float = 0.5, min_width:
         keep = seg["mean"] > robust
         if not keep.any():
             log.info(NO_ROBUST_CNVR_MESSAGE)
-            return result.replace(cnvr=_empty_cnvr(names))
+            return result.replace(cnvr=empty_cnvr(names))
         first = np.array([b for _, b, _ in blocks], dtype=np.int64)[seg["block"][keep]]
         rows_start = first + seg["start"][keep] - 1
         rows_end = first + seg["end"][keep] - 1
         chrom = np.array([n for n, _, _ in blocks], dtype=object)[seg["block"][keep]]
-        cnvr = _na_cnvr(chrom, gr["start"].to_numpy()[rows_start], gr["end"].to_numpy()[rows_end], names)
+        cnvr = cnvr_frame(chrom, gr["start"].to_numpy()[rows_start], gr["end"].to_numpy()[rows_end], names)
         return result.replace(cnvr=cnvr)
     if len(result.cnvs) == 0:
         log.info(NO_CNVS_MESSAGE)
-        return result.replace(cnvr=_empty_cnvr(names))
+        return result.replace(cnvr=empty_cnvr(names))
     return result.replace(cnvr=_reduce_ranges(result.cnvs, result.gr, names))
 
 
@@ -106,7 +91,7 @@ def _reduce_ranges(ranges: pd.DataFrame, gr: pd.DataFrame, sample_names: list[st
         out_s.append(s[idx])
         out_e.append(np.maximum.reduceat(e, idx))
         out_c.append(np.full(idx.size, chrom[sel][0], dtype=object))
-    return _na_cnvr(np.concatenate(out_c), np.concatenate(out_s), np.concatenate(out_e), sample_names)
+    return cnvr_frame(np.concatenate(out_c), np.concatenate(out_s), np.concatenate(out_e), sample_names)
 
 
 # ------------------------------------------------------------------------------- calcFractionalCopyNumbers
@@ -131,7 +116,7 @@ def calc_fractional_copy_numbers(result: CNVDetectionResult, seg_stat: str = "me
     p = result.params
     if p.get("method") != "referencecn.mops":
         raise InputError(ONLY_REFERENCE_MESSAGE)
-    from .integer import _overlapping_rows  # regions of gr overlapping each range, trimmed as cn.mops does
+    from .integer import overlapping_rows  # regions of gr overlapping each range, trimmed as cn.mops does
     from ..model.onestep import REFERENCE_FLOOR, OneStepSpec, fit_onestep
 
     classes = list(p["classes"])
@@ -141,7 +126,7 @@ def calc_fractional_copy_numbers(result: CNVDetectionResult, seg_stat: str = "me
     main_cn = 2.0 * folds[mi]
 
     cnvr = result.cnvr.reset_index(drop=True)
-    lo, hi = _overlapping_rows(result.gr, cnvr)
+    lo, hi = overlapping_rows(result.gr, cnvr)
     x = np.asarray(result.normalized_data, dtype=np.float64)
     lam_main = np.asarray(p["L"], dtype=np.float64)[:, mi]
     stat = np.mean if seg_stat == "mean" else np.median

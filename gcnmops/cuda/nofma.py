@@ -10,7 +10,23 @@ off in a quarter of the arguments in an LTO-linked kernel). ``jit_nofma`` does b
 """
 from __future__ import annotations
 
+from numba.extending import overload
+
+from ..exact.libm import fma
+
 NOFMA_MARK = "_nofma_"
+
+
+def _register_cuda_fma() -> None:
+    """``exact.libm.fma`` in CUDA kernels: PTX fma.rn.f64 (kept by NVVM even where contraction is switched off)."""
+    from numba import cuda
+
+    if getattr(cuda, "fma", None) is None:  # the simulator runs the plain Python fma
+        return
+
+    @overload(fma, target="cuda")
+    def _fma_cuda(a, b, c):
+        return lambda a, b, c: cuda.fma(a, b, c)
 
 
 def _install_nofma() -> None:
@@ -32,16 +48,30 @@ def _install_nofma() -> None:
     nvvm.compile_ir = compile_ir
 
 
+_FMA_REGISTERED: list[bool] = []
+
+
+def _register_fma_once() -> None:
+    if not _FMA_REGISTERED:
+        _register_cuda_fma()
+        _FMA_REGISTERED.append(True)
+
+
 def jit_nofma(kernel, **options):
-    """``cuda.jit(kernel, **options)`` without FMA contraction anywhere on the way to the cubin: NVVM's
-    ``-fma=0`` and no LTO (the CUDA simulator: plain ``cuda.jit``). ``kernel``'s name must carry NOFMA_MARK."""
+    """``cuda.jit(kernel, cache=True, **options)`` without FMA contraction anywhere on the way to the cubin:
+    NVVM's ``-fma=0`` and no LTO (the CUDA simulator: plain ``cuda.jit``). ``kernel``'s name must carry
+    NOFMA_MARK. Compiled kernels are cached on disk (``gcnmops.jitcache`` says where), so a new process loads
+    what an earlier one compiled on this machine; numba keys the cache by source, closure values, signature
+    and device, and recompiles where an entry is stale or unreadable."""
     from numba import config, cuda
 
     if NOFMA_MARK not in kernel.__name__:
         raise ValueError(f"kernel {kernel.__name__!r} must have {NOFMA_MARK!r} in its name")
+    _register_fma_once()
     if not config.ENABLE_CUDASIM:
         _install_nofma()
         options["lto"] = False
+    options.setdefault("cache", True)
     # the function form: numba-cuda 0.30's cuda.jit(**options)(kernel) drops the lto option
     return cuda.jit(kernel, **options)
 

@@ -26,14 +26,19 @@ def gpu_available() -> bool:
 
 
 def _probe_gpu() -> bool:
+    return gpu_count() > 0
+
+
+def gpu_count() -> int:
+    """How many CUDA devices this process sees (0 without numba-cuda, a driver, or in the simulator)."""
     try:
         if simulating():
-            return False
+            return 0
         from numba import cuda
 
-        return bool(cuda.is_available()) and len(cuda.gpus) > 0
+        return len(cuda.gpus) if cuda.is_available() else 0
     except Exception:  # noqa: BLE001 - any failure means "no usable GPU"
-        return False
+        return 0
 
 
 BACKENDS = ("auto", "cpu", "gpu")

@@ -2,37 +2,38 @@
 
 cn.mops normalizes per chromosome: every statistic is over all regions of a chromosome, so a row chunk
 alone cannot scale its rows. The statistics are gathered in the shape the engine computes them in, with
-the engine's own kernels (``gcnmops.normalization``), then combined on the client exactly as
-``normalize._block_factors`` combines them:
+the engine's own kernels (``gcnmops.normalization.kernels``), then combined on the client by the engine's own
+arithmetic (``gcnmops.normalization.factors``), as ``normalization.cpu`` combines them:
 
 1. staging (row chunks): per row "every value < 1" and "some value != 0"; per sample "some value != 0"
    (cn.mops's silent rows, all-zero chromosomes and zero columns);
 2. column pass (groups of whole sample columns, all rows): per chromosome and sample the size factor
-   (``normalize._size_factors`` on the chromosome's non-silent rows: mean / median / quantile / mode,
+   (``factors.size_factors`` on the chromosome's non-silent rows: mean / median / quantile / mode,
    in the engine's summation order), the column sums (fall-back size factors), the histogram of non-zero
    values (normType "mode", merged exactly: counts add up), the coverages of ``norm=2``
-   (``normalize._coverages``, whole columns);
-3. client: per chromosome the scaling factors from the size factors (ld_mean / r_median / r_quantile,
+   (``kernels.column_coverages``, whole columns);
+3. client: per chromosome the scaling factors from the size factors (``factors.scaling_factors``,
    cn.mops's warnings and errors in chromosome order);
 4. normType "poisson" (cn.mops's default): the variance-to-mean ratio of every non-silent row
-   (``normalize._variance_to_mean``, row chunks), concatenated per chromosome in row order, and its
-   density mode (``quantiles7``, ``density_mode``) on a worker;
-5. the model's row tasks scale their rows with ``normalize._scale_block``.
+   (``kernels.variance_to_mean``, row chunks), concatenated per chromosome in row order, and its
+   density mode (``factors.ratios_mode``) on a worker;
+5. the model's row tasks scale their rows with ``kernels.scale_block``.
 
 Every value is computed by the same code on the same numbers in the same order as in
-``normalize_chromosomes``, so the normalized matrix is identical to the single-process one.
+``normalization.cpu.normalize_chromosomes``, so the normalized matrix is identical to the single-process one.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..exact.density import density_mode, quantiles7
-from ..errors import InputError
-from ..normalization.cpu import (NORM_TYPES, SIZE_FACTORS, _check_choice, _check_prob, _checked_size_factors, _coverages, _finite_or_ones, _scale_block, _size_factors, _too_few_regions, _variance_to_mean, coverage_ratios)
-from ..exact.rstats import ld_mean, r_median, r_quantile
+from ..exact.rstats import r_median
+from ..normalization.checks import check_columns_have_reads, check_norm_args
+from ..normalization.factors import (block_variance_to_mean, checked_size_factors, coverage_ratios, divided_by_mode,
+                                     finite_or_ones, merged_histogram, mode_of_histogram, nonzero_histogram,
+                                     ratios_mode, scaling_factors, size_factors, too_few_regions)
+from ..normalization.kernels import column_coverages, scale_block
 from .cluster import task_threads
 from .layout import Layout
 from .store import WorkStore
@@ -70,9 +71,7 @@ class NormArgs:
 
     def checked(self) -> "NormArgs":
         """cn.mops's argument checks (normalize_chromosomes's messages)."""
-        return NormArgs(_check_choice(self.norm_type, NORM_TYPES, "normType"),
-                        _check_choice(self.size_factor, SIZE_FACTORS, "sizeFactor"),
-                        _check_prob(self.qu, "qu (normQu)"), _check_prob(self.qu_size_factor, "quSizeFactor"))
+        return NormArgs(*check_norm_args(self.norm_type, self.size_factor, self.qu, self.qu_size_factor))
 
 
 # --------------------------------------------------------------------------------------------------- tasks
@@ -93,13 +92,12 @@ def column_pass(store: WorkStore, name: str, c0: int, c1: int, blocks: list, sil
             for bi, b0, b1 in blocks:
                 keep = ~silent[b0:b1]
                 n_keep = int(np.count_nonzero(keep))
-                out["sf"][bi] = _size_factors(y, b0, keep, n_keep, args.norm_type, args.size_factor,
-                                              args.qu_size_factor)
+                out["sf"][bi] = size_factors(y, b0, keep, n_keep, args.norm_type, args.size_factor,
+                                             args.qu_size_factor)
                 if mode_hist:
-                    vals = y[b0:b1][keep].ravel()
-                    out["hist"][bi] = np.unique(vals[vals != 0], return_counts=True)
+                    out["hist"][bi] = nonzero_histogram(y[b0:b1][keep].ravel())
         if coverage:
-            out["coverage"] = _coverages(y)
+            out["coverage"] = column_coverages(y)
         if positive_median:
             out["pos_median"] = {}
             for bi, b0, b1 in blocks:
@@ -114,26 +112,21 @@ def column_pass(store: WorkStore, name: str, c0: int, c1: int, blocks: list, sil
 
 def variance_rows(store: WorkStore, view: list, a: int, b: int, pieces: list, factors: dict, silent_rows) -> dict:
     """Rows a:b of the view: {block: variance-to-mean ratios of the block's non-silent rows there, scaled by
-    the block's factors} (normalize._variance_to_mean)."""
+    the block's factors} (factors.block_variance_to_mean)."""
     y = read_view(store, view, a, b)
     out = {}
     with task_threads():
         for bi, r0, r1 in pieces:
             if bi in factors:
-                rows = r0 + np.flatnonzero(~silent_rows[r0:r1])
-                out[bi] = _variance_to_mean(y, rows, factors[bi])
+                out[bi] = block_variance_to_mean(y, r0, ~silent_rows[r0:r1], factors[bi])
     return out
 
 
 def poisson_mode(bi: int, *chunk_results: dict) -> float:
     """cn.mops's poisson step for one chromosome: the density mode of its rows' variance-to-mean ratios
-    (the chunks' pieces concatenated in row order; normalize._poisson_mode from there on)."""
+    (the chunks' pieces concatenated in row order; factors.ratios_mode from there on)."""
     v = np.concatenate([r[bi] for r in chunk_results if bi in r]) if chunk_results else np.empty(0)
-    v = v[~np.isnan(v)]
-    if v.size < 2:
-        return math.nan
-    (u,) = quantiles7(v, (0.95,))
-    return density_mode(v, 0.0, u, u * 100.0)
+    return ratios_mode(v)
 
 
 def read_view(store: WorkStore, view: list, a: int, b: int) -> np.ndarray:
@@ -144,14 +137,14 @@ def read_view(store: WorkStore, view: list, a: int, b: int) -> np.ndarray:
 
 
 def scale_rows(y: np.ndarray, pieces: list, factors: dict, silent_rows: np.ndarray) -> np.ndarray:
-    """In place: a row chunk of the view normalized (normalize._scale_block per chromosome piece).
+    """In place: a row chunk of the view normalized (kernels.scale_block per chromosome piece).
 
     ``pieces``: (block, first, end) relative to the chunk; ``factors``: {block: (n,) factors or None};
     ``silent_rows``: the chunk's silent rows."""
     for bi, r0, r1 in pieces:
         f = factors.get(bi)
         if f is not None:
-            _scale_block(y, r0, f, silent_rows[r0:r1])
+            scale_block(y, r0, f, silent_rows[r0:r1])
     return y
 
 
@@ -163,9 +156,7 @@ def plan_normalization(runner, store: WorkStore, layout: Layout, view: list, fla
 
     args = args.checked()
     col_nonzero = np.concatenate([flags[name].col_nonzero for name, _ in view])
-    if not col_nonzero.all():
-        bad = [int(k) + 1 for k in np.flatnonzero(~col_nonzero)]
-        raise InputError(f"Zero columns in readcount matrix. Sample(s) {bad} have no reads at all; remove them.")
+    check_columns_have_reads(col_nonzero)
     n = col_nonzero.size
     if n <= 1:
         return None
@@ -196,52 +187,32 @@ def plan_normalization(runner, store: WorkStore, layout: Layout, view: list, fla
     pending: dict = {}
     for bi, (chrom, b0, b1) in enumerate(blocks):
         if not any_nonzero[bi]:
-            continue  # normalize._normalize_group leaves an all-zero chromosome as it is
+            continue  # normalization.cpu leaves an all-zero chromosome as it is
         factors[bi], poisson = _block_factors(bi, chrom, n_keep[bi], stats, colsums, n, args)
         if poisson:
             pending[bi] = factors[bi]
     if pending:
         modes = _poisson_modes(runner, store, layout, view, silent, pending)
         for bi, mode in modes.items():
-            f = pending[bi]
-            if math.isfinite(mode):
-                f = f / mode
-            factors[bi] = _finite_or_ones(f, blocks[bi][0], n, stacklevel=2)
+            factors[bi] = finite_or_ones(divided_by_mode(pending[bi], mode), blocks[bi][0], n, stacklevel=2)
     return Normalization(silent=silent, factors=factors)
 
 
 def _block_factors(bi, chrom, n_keep, stats, colsums, n, args: NormArgs):
-    """normalize._block_factors from gathered statistics: (factors, True if the poisson mode is still to
-    come). Same warnings and errors, same arithmetic."""
-    if _too_few_regions(n_keep, chrom, stacklevel=3):
+    """normalization.cpu's per-chromosome step from gathered statistics: (factors, True if the poisson mode is
+    still to come). Same warnings and errors, same arithmetic (normalization.factors). normType "mode": the most
+    frequent non-zero value over every column, from the column groups' histograms added up."""
+    if too_few_regions(n_keep, chrom, stacklevel=3):
         return np.ones(n), False
     sf = np.empty(n)
     for (c0, c1), st in stats:
         sf[c0:c1] = st["sf"][bi]
-    sf = _checked_size_factors(sf, colsums, chrom, args.size_factor, stacklevel=3)
-    if args.norm_type == "mean":
-        f = ld_mean(sf, sf.size) / sf
-    elif args.norm_type == "median":
-        f = r_median(sf) / sf
-    elif args.norm_type == "quant":
-        f = r_quantile(sf, args.qu) / sf
-    elif args.norm_type == "mode":
-        f = _merged_mode([st["hist"][bi] for _, st in stats]) / sf
-    else:  # poisson: the mode of the variance-to-mean ratios divides these
-        return ld_mean(sf, sf.size) / sf, True
-    return _finite_or_ones(f, chrom, n, stacklevel=2), False
-
-
-def _merged_mode(hists) -> float:
-    """Most frequent non-zero value over every column (ties: the smallest), NaN if none: the histograms of
-    the column groups added up (normalize._most_frequent_nonzero over the whole chromosome)."""
-    values = np.concatenate([h[0] for h in hists])
-    if values.size == 0:
-        return math.nan
-    counts = np.concatenate([h[1] for h in hists])
-    uniq, inverse = np.unique(values, return_inverse=True)
-    total = np.bincount(inverse.ravel(), weights=counts, minlength=uniq.size)
-    return float(uniq[int(np.argmax(total))])
+    sf = checked_size_factors(sf, colsums, chrom, args.size_factor, stacklevel=3)
+    f = scaling_factors(sf, args.norm_type, args.qu,
+                        count_mode=lambda: mode_of_histogram(*merged_histogram([st["hist"][bi] for _, st in stats])))
+    if args.norm_type == "poisson":  # the mode of the variance-to-mean ratios divides these
+        return f, True
+    return finite_or_ones(f, chrom, n, stacklevel=2), False
 
 
 def _poisson_modes(runner, store, layout: Layout, view, silent, pending: dict) -> dict:

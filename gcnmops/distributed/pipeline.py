@@ -18,38 +18,32 @@ from __future__ import annotations
 import dataclasses
 import logging
 import tempfile
-import time
 import warnings
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from ..calls.cnvs import MIN_REGIONS_TO_SEGMENT, _fill_by_segment, calls_from_segments
-from ..result import empty_cnvr, empty_segments
+from ..calls.cnvs import MIN_REGIONS_TO_SEGMENT, calls_from_segments, fill_by_segment
+from ..cuda.probe import BACKENDS, resolve_backend
 from ..data import chromosome_blocks
 from ..errors import InputError
-from ..cuda.probe import BACKENDS, resolve_backend
-from ..model import fit
+from ..model import fit, fit_one_step
 from ..model.onestep import LAMBDA_FLOOR, REFERENCE_FLOOR, SINGLE_FLOOR, OneStepSpec, row_means
 from ..model.spec import ModelSpec
-from ..pipeline.cnmops import FEW_REGIONS
+from ..params import CnMopsParams, Method, method_spec
+from ..pipeline.cnmops import warn_few_regions
+from ..progress import timed_stage
+from ..pipeline.family import check_same_regions, log_note, method_cnvr, read_named_counts, read_single_sample
+from ..pipeline.methods import build_params
+from ..result import empty_cnvr, empty_segments
 from .cluster import Runner, chunk_bytes_for, resolve_client, task_threads
 from .layout import TASKS_PER_THREAD, Layout, plan_layout
-from .methods import build_params, canonical_method
 from .normalize import NormArgs, RowFlags, plan_coverage, plan_normalization, read_view, scale_rows
 from .result import DistributedResult
 from .store import Matrix, WorkStore, open_matrix, read_source_rows
 
 log = logging.getLogger("gcnmops")
-
-
-@contextmanager
-def _stage(timings: dict, name: str):
-    t0 = time.perf_counter()
-    yield
-    timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
 
 
 # ------------------------------------------------------------------------------------------------ tasks
@@ -78,11 +72,12 @@ def stage_rows(store: WorkStore, name: str, a: int, b: int, block, source: tuple
 
 @dataclass(frozen=True)
 class ModelJob:
-    """What every model row task does. ``kind``: "em" (cn.mops, exome, haplo), "reference", "single";
-    ``view``: the matrices normalized together [(name, columns)] (empty: no normalization); ``model_cov``
-    (N,): the coverages the model sees; ``result_cov``: the result's ``params['cov']`` (haplocn.mops
-    records the coverages, the model sees 1); ``controls_cov``: referencecn.mops norm=2 divides the
-    controls by these."""
+    """What every model row task does. ``kind``: the method's model (params.Method.model): "em" (cn.mops,
+    exome, haplo), "reference", "single"; ``view``: the matrices normalized together [(name, columns)]
+    (empty: no normalization); ``model_cov`` (N,): the coverages the model sees; ``result_cov``: the result's
+    ``params['cov']`` (haplocn.mops records the coverages, the model sees 1); ``controls_cov``:
+    referencecn.mops norm=2 divides the controls by these; ``backend``: as given ("auto" too), resolved by
+    each task on its worker."""
 
     kind: str
     norm: int
@@ -99,9 +94,9 @@ class ModelJob:
 
 def model_rows(store: WorkStore, job: ModelJob, a: int, b: int, pieces: list, factors: dict, silent_rows,
                lam_rows) -> int:
-    """Rows a:b: normalize, fit, write normalized data and the model's outputs to the store."""
-    from ..pipeline.family import _fit_onestep
-
+    """Rows a:b: normalize, fit, write normalized data and the model's outputs to the store. The job's backend
+    ("auto" too) is resolved here, once per task, on the worker that runs it (dask-cuda: its GPU)."""
+    backend = resolve_backend(job.backend)
     rows = slice(a, b)
     with task_threads():
         counts = store.read("counts", (rows, slice(None))) if not job.view or job.norm != 1 else None
@@ -115,16 +110,16 @@ def model_rows(store: WorkStore, job: ModelJob, a: int, b: int, pieces: list, fa
             store.write("normalized", (rows, slice(None)), normalized)
         model_input = normalized if job.norm == 1 else counts
         if job.kind == "em":
-            out = fit(model_input, job.model_cov, job.spec, keep_post=job.keep_post, backend=job.backend)
+            out = fit(model_input, job.model_cov, job.spec, keep_post=job.keep_post, backend=backend)
         elif job.kind == "reference":
             if controls is None:
                 controls = store.read("controls", (rows, slice(None)))
                 if job.controls_cov is not None:
                     controls = controls / job.controls_cov
             lam = np.maximum(row_means(controls), LAMBDA_FLOOR)
-            out = _fit_onestep(model_input, job.model_cov, lam, job.spec, job.keep_post, job.backend)
+            out = fit_one_step(model_input, job.model_cov, lam, job.spec, job.keep_post, backend)
         else:
-            out = _fit_onestep(counts, job.model_cov, lam_rows, job.spec, job.keep_post, job.backend)
+            out = fit_one_step(counts, job.model_cov, lam_rows, job.spec, job.keep_post, backend)
     for name, value in (("lam", out.lam), ("alpha", out.alpha), ("sini", out.sini), ("cn", out.cn),
                         ("ini", out.ini), ("post", out.post)):
         if value is not None:
@@ -135,8 +130,9 @@ def model_rows(store: WorkStore, job: ModelJob, a: int, b: int, pieces: list, fa
 def segment_block(store: WorkStore, r0: int, r1: int, blocks: list, c0: int, c1: int, min_width: int,
                   segment_args: dict, backend: str) -> pd.DataFrame:
     """sINI of samples c0:c1 on the whole chromosomes ``blocks`` [(block index, first, end)] within rows
-    r0:r1, segmented by the engine (CPU or GPU); the segment table (block, sample, start, end, mean, median)
-    with global block and sample indices, ordered by block, sample, start."""
+    r0:r1, segmented by the engine (CPU or GPU: ``backend`` resolved here, once per task, on the worker); the
+    segment table (block, sample, start, end, mean, median) with global block and sample indices, ordered by
+    block, sample, start."""
     values = store.read("sini", (slice(r0, r1), slice(c0, c1)))
     if resolve_backend(backend) == "gpu":
         from ..segmentation.gpu import segment_columns_gpu as segmenter
@@ -159,8 +155,8 @@ def individual_calls(store: WorkStore, c0: int, c1: int, seg: pd.DataFrame | Non
     first = firsts[seg["block"].to_numpy()]
     stat = seg["median" if use_median else "mean"].to_numpy(dtype=np.float64)
     with task_threads():
-        values = _fill_by_segment(stat, seg["sample"].to_numpy() - c0, first + seg["start"].to_numpy() - 1,
-                                  first + seg["end"].to_numpy() - 1, m, c1 - c0)
+        values = fill_by_segment(stat, seg["sample"].to_numpy() - c0, first + seg["start"].to_numpy() - 1,
+                                 first + seg["end"].to_numpy() - 1, m, c1 - c0)
     store.write("individual_call", (slice(None), slice(c0, c1)), values)
     return c1 - c0
 
@@ -199,53 +195,68 @@ def cn_mops(
     Returns a :class:`DistributedResult` (Dask arrays over the store + pandas tables).
     """
     timings: dict = {}
-    method = canonical_method(method)
-    if backend not in BACKENDS:
-        raise InputError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}.")
-    cparams, extra = build_params(method, params)
-    if cparams.seg_algorithm != "fast":
-        warnings.warn(f"segAlgorithm {cparams.seg_algorithm!r} is not available in the distributed pipeline: "
-                      'using the fast segmentation (seg_algorithm="fast").', RuntimeWarning, stacklevel=2)
-        cparams = dataclasses.replace(cparams, seg_algorithm="fast")
-    if method == "reference" and extra.get("verbose", 1) > 0:
-        from ..pipeline.family import TUMOR_NORMAL_NOTE
-
-        log.info(TUMOR_NORMAL_NOTE)
+    method_row, cparams, extra = _run_params(method, backend, params)
+    log_note(method_row, extra.get("verbose", 1))
     runner = Runner(resolve_client(client))
     runner.set_numba_threads(numba_threads)
-
-    with _stage(timings, "read"):
-        cases, ctrl = _open_inputs(method, input, controls, sample_names, ranges)
-        m, N = cases.shape
-        if m < FEW_REGIONS:
-            warnings.warn("Normalization might not be applicable for this small number of segments.",
-                          RuntimeWarning, stacklevel=2)
-        columns = {"counts": N} | ({"controls": ctrl.shape[1]} if ctrl is not None else {})
+    with timed_stage(timings, "read"):
+        cases, ctrl = _open_inputs(method_row, input, controls, sample_names, ranges)
+        warn_few_regions(cases.shape[0], stacklevel=2)
         if chunk_bytes is None:
             chunk_bytes = chunk_bytes_for(*runner.worker_memory())
-        layout = plan_layout(m, columns, chromosome_blocks(cases.chromosomes), chunk_bytes=chunk_bytes,
-                             per_row_factor=1 + (len(cparams.classes) // 2 if cparams.return_posterior else 0),
-                             rows_per_chunk=rows_per_chunk, samples_per_chunk=samples_per_chunk,
-                             threads=runner.total_threads())
-        work = WorkStore(store if store is not None else tempfile.mkdtemp(prefix="gcnmops-dask-"))
-        log.info(f"gcnmops distributed: {m:,} regions x {N} samples, {len(layout.row_chunks)} row chunks of "
-                 f"{layout.rows:,} rows, store {work.path}")
-        flags = {"counts": _stage_matrix(runner, work, layout, "counts", cases)}
-        if ctrl is not None:
-            flags["controls"] = _stage_matrix(runner, work, layout, "controls", ctrl)
-    with _stage(timings, "normalize"):
-        job, norm, lam_blocks = _plan_model(runner, work, layout, method, cparams, flags, N, columns, backend)
-    with _stage(timings, "model"):
+        work, layout, flags = _stage_inputs(runner, cases, ctrl, cparams, store, chunk_bytes, rows_per_chunk,
+                                            samples_per_chunk)
+    N = cases.shape[1]
+    columns = {"counts": N} | ({"controls": ctrl.shape[1]} if ctrl is not None else {})
+    with timed_stage(timings, "normalize"):
+        job, norm, lam_blocks = _plan_model(runner, work, layout, method_row, cparams, flags, N, columns, backend)
+    with timed_stage(timings, "model"):
         _fit_rows(runner, work, layout, job, norm, lam_blocks, len(cparams.classes))
-    with _stage(timings, "segment_call"):
+    with timed_stage(timings, "segment_call"):
         seg = _segment(runner, work, layout, N, cparams, backend, chunk_bytes)
         gr = cases.count_data_stub().genomic_ranges()
         names = list(cases.sample_names)
         segmentation, cnvs, cnvr = _calls(seg, gr, layout, names, cparams)
-    if method == "haplo":  # as family.haplo_cn_mops / single_cn_mops shape their cnvr
-        cnvr = cnvr.rename(columns={s: f"CN.{s}" for s in names})
-    elif method == "single":
-        cnvr = cnvs.copy()
+    return _result(work, job, cparams, gr, segmentation, cnvs, method_cnvr(method_row, cnvr, cnvs, names), names,
+                   ranged=cases.ranges is not None, timings=timings)
+
+
+def _run_params(method, backend: str, params: dict) -> tuple[Method, CnMopsParams, dict]:
+    """(the method's row of the table, its validated parameters, its options such as ``verbose``); the
+    distributed pipeline segments with the fast algorithm only (a warning for any other)."""
+    method_row = method_spec(method)
+    if backend not in BACKENDS:
+        raise InputError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}.")
+    cparams, extra = build_params(method_row.name, params)
+    if cparams.seg_algorithm != "fast":
+        warnings.warn(f"segAlgorithm {cparams.seg_algorithm!r} is not available in the distributed pipeline: "
+                      'using the fast segmentation (seg_algorithm="fast").', RuntimeWarning, stacklevel=3)
+        cparams = dataclasses.replace(cparams, seg_algorithm="fast")
+    return method_row, cparams, extra
+
+
+def _stage_inputs(runner: Runner, cases: Matrix, ctrl: Matrix | None, cparams: CnMopsParams, store,
+                  chunk_bytes: int, rows_per_chunk, samples_per_chunk) -> tuple[WorkStore, Layout, dict]:
+    """The read stage's work: the layout of the tasks, the working store, and the cases (and controls) staged
+    in it with their RowFlags."""
+    m, N = cases.shape
+    columns = {"counts": N} | ({"controls": ctrl.shape[1]} if ctrl is not None else {})
+    layout = plan_layout(m, columns, chromosome_blocks(cases.chromosomes), chunk_bytes=chunk_bytes,
+                         per_row_factor=1 + (len(cparams.classes) // 2 if cparams.return_posterior else 0),
+                         rows_per_chunk=rows_per_chunk, samples_per_chunk=samples_per_chunk,
+                         threads=runner.total_threads())
+    work = WorkStore(store if store is not None else tempfile.mkdtemp(prefix="gcnmops-dask-"))
+    log.info(f"gcnmops distributed: {m:,} regions x {N} samples, {len(layout.row_chunks)} row chunks of "
+             f"{layout.rows:,} rows, store {work.path}")
+    flags = {"counts": _stage_matrix(runner, work, layout, "counts", cases)}
+    if ctrl is not None:
+        flags["controls"] = _stage_matrix(runner, work, layout, "controls", ctrl)
+    return work, layout, flags
+
+
+def _result(work: WorkStore, job: "ModelJob", cparams: CnMopsParams, gr, segmentation, cnvs, cnvr, names,
+            ranged: bool, timings: dict) -> DistributedResult:
+    """The DistributedResult: Dask arrays over the store's matrices and the tables."""
     names_in_store = {"normalized_data": "normalized" if job.write_normalized else "counts",
                       "local_assessments": "sini", "individual_call": "individual_call", "ini_call": "ini",
                       "cn_index": "cn", "L": "lam", "A": "alpha"}
@@ -256,7 +267,7 @@ def cn_mops(
     result_params.update(cov=job.result_cov, L=matrices.pop("L"), A=matrices.pop("A"))
     return DistributedResult(
         gr=gr, params=result_params, posterior_probs=matrices.pop("posterior_probs", None), **matrices,
-        segmentation=segmentation, cnvs=cnvs, cnvr=cnvr, sample_names=names, ranged=cases.ranges is not None,
+        segmentation=segmentation, cnvs=cnvs, cnvr=cnvr, sample_names=names, ranged=ranged,
         store=work.path, timings=timings, paths={k: work.path_of(v) for k, v in names_in_store.items()})
 
 
@@ -334,23 +345,25 @@ def normalize_chromosomes(input, client=None, *, chromosomes=None, norm_type: st
     return work.dask("normalized")
 
 
-def _open_inputs(method: str, input, controls, sample_names, ranges) -> tuple[Matrix, Matrix | None]:
-    from ..pipeline.family import _check_same_regions, _read_named, _read_single
-
-    if method == "reference":
+def _open_inputs(method_row: Method, input, controls, sample_names, ranges) -> tuple[Matrix, Matrix | None]:
+    """The cases (or the one sample) and the controls of the method, read and checked as its entry point
+    does (pipeline.family's readers)."""
+    if method_row.model == "reference":
         if controls is None:
             raise InputError("method 'reference' needs controls= (the control samples' counts, same regions).")
         cases = open_matrix(input, sample_names=_names_or(sample_names, input, "Case"), ranges=ranges,
-                            min_samples=1, reader=lambda o: _read_named(o, "Case", "cases"), what="cases")
+                            min_samples=1, reader=lambda o: read_named_counts(o, "Case", "cases"), what="cases")
         ctrl = open_matrix(controls, sample_names=_names_or(None, controls, "Control"),
                            ranges=ranges,
-                           min_samples=1, reader=lambda o: _read_named(o, "Control", "controls"), what="controls")
-        _check_same_regions(cases.count_data_stub(), ctrl.count_data_stub())
+                           min_samples=1, reader=lambda o: read_named_counts(o, "Control", "controls"),
+                           what="controls")
+        check_same_regions(cases.count_data_stub(), ctrl.count_data_stub())
         return cases, ctrl
     if controls is not None:
         raise InputError("controls= is only for method 'reference'.")
-    if method == "single":
-        single = open_matrix(input, sample_names=sample_names, ranges=ranges, min_samples=1, reader=_read_single)
+    if method_row.model == "single":
+        single = open_matrix(input, sample_names=sample_names, ranges=ranges, min_samples=1,
+                             reader=read_single_sample)
         if single.shape[1] != 1:
             raise InputError(f"More than one sample detected ({single.shape[1]} sample columns). Use standard "
                              "cn.mops (method 'cn.mops') for a cohort.")
@@ -400,13 +413,13 @@ def _stage_matrix(runner: Runner, work: WorkStore, layout: Layout, name: str, ma
                     col_nonzero=np.logical_or.reduce([p["col_nonzero"] for p in parts]))
 
 
-def _plan_model(runner, work, layout, method, p, flags, N, columns, backend):
-    """(ModelJob, Normalization or None, singlecn.mops's lambda per chromosome or None) for the method and
-    its normalization (mops._normalize, family._normalize_reference, family.single_cn_mops)."""
+def _plan_model(runner, work, layout, method: Method, p, flags, N, columns, backend):
+    """(ModelJob, Normalization or None, singlecn.mops's lambda per chromosome or None) for the method's model
+    and its normalization (cnmops._normalize, family._normalize_reference, family.single_cn_mops)."""
     args = NormArgs(p.norm_type, p.size_factor, p.norm_qu, p.qu_size_factor)
     ones = np.ones(N)
     common = dict(keep_post=p.return_posterior, backend=backend)
-    if method == "single":
+    if method.model == "single":
         import dask
 
         spec = OneStepSpec.build(p.I, p.classes, p.prior_impact, SINGLE_FLOOR, p.min_read_count)
@@ -418,7 +431,7 @@ def _plan_model(runner, work, layout, method, p, flags, N, columns, backend):
         lam = [float(res["pos_median"][bi][0]) for bi in range(len(layout.blocks))]
         job = ModelJob("single", 0, N, (), spec, ones, ones, None, write_normalized=False, **common)
         return job, None, lam
-    kind = "reference" if method == "reference" else "em"
+    kind = method.model
     if kind == "em":
         spec = ModelSpec.build(p.I, p.classes, p.main_class, p.prior_impact, p.cyc, p.min_read_count)
     else:
@@ -437,7 +450,7 @@ def _plan_model(runner, work, layout, method, p, flags, N, columns, backend):
         cov = cov_all[:N].copy()
         if kind == "reference":
             controls_cov = cov_all[N:]
-    model_cov = ones if method == "haplo" else cov  # haplocn.mops: coverages recorded, the model sees cov = 1
+    model_cov = cov if method.cov_in_model else ones  # haplocn.mops: coverages recorded, the model sees cov = 1
     job = ModelJob(kind, p.norm, N, view, spec, model_cov, cov, controls_cov, write_normalized=bool(view), **common)
     return job, norm, None
 

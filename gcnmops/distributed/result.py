@@ -86,11 +86,11 @@ def _read_fortran(path: str) -> np.ndarray:
 
 
 def _rows_near(gr: pd.DataFrame, cnvs: pd.DataFrame) -> np.ndarray:
-    """Sorted rows of ``gr`` within two regions of the rows each CNV covers (integer._overlapping_rows,
+    """Sorted rows of ``gr`` within two regions of the rows each CNV covers (integer.overlapping_rows,
     whose ranges are trimmed by one region at each end): every region overlapping a CNV and those between."""
-    from ..calls.integer import _overlapping_rows
+    from ..calls.integer import overlapping_rows
 
-    lo, hi = _overlapping_rows(gr, cnvs)
+    lo, hi = overlapping_rows(gr, cnvs)
     edges = np.zeros(len(gr) + 1, dtype=np.int64)  # +1 / -1 at the ends of the ranges, then a running sum
     np.add.at(edges, np.clip(lo - 2, 0, len(gr)), 1)
     np.add.at(edges, np.clip(hi + 2, 0, len(gr)), -1)

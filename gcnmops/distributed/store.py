@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..data import CountData, _validate_ranges, chromosome_blocks, make_count_data, rows_grouped
+from ..data import CountData, validate_ranges, chromosome_blocks, make_count_data, rows_grouped
 from ..errors import InputError
 
 #: file written beside the counts of a Zarr count group (seqnames, start, end)
@@ -121,7 +121,7 @@ def _checked(values, names_found, ranges_found, sample_names, ranges, min_sample
                            min_samples=min_samples, what=what)  # sample count and names, cn.mops's messages
     ranges = ranges if ranges is not None else ranges_found
     if ranges is not None:
-        ranges = _validate_ranges(pd.DataFrame(ranges), m)
+        ranges = validate_ranges(pd.DataFrame(ranges), m)
         if not rows_grouped(chromosome_blocks(ranges["seqnames"])):
             raise InputError(f"The rows of each chromosome must be contiguous in the {what} (sort it by "
                              "chromosome, then start, before the distributed run).")

@@ -23,7 +23,7 @@ is False. The GPU needs both functions so that its likelihoods round as the CPU'
 log differ from glibc's in about one call in ten).
 
 Everything is ``register_jitable`` (plain Python too: there ``fma`` is exact integer arithmetic); on the
-GPU ``fma`` is the hardware's fused multiply-add, which rounds once as IEEE requires.
+GPU ``fma`` is the hardware's fused multiply-add (lowered by ``cuda.nofma``, which builds every exact kernel), which rounds once as IEEE requires.
 """
 from __future__ import annotations
 
@@ -92,23 +92,6 @@ def _llvm_fma(typingctx, a, b, c):
 @overload(fma, target="cpu")
 def _fma_cpu(a, b, c):
     return lambda a, b, c: _llvm_fma(a, b, c)
-
-
-def _register_cuda_fma() -> None:
-    """``fma`` in CUDA kernels: PTX fma.rn.f64 (kept by NVVM even where contraction is switched off)."""
-    try:
-        from numba import cuda
-    except ImportError:  # no numba.cuda: nothing to register
-        return
-    if getattr(cuda, "fma", None) is None:  # the simulator runs the plain Python fma
-        return
-
-    @overload(fma, target="cuda")
-    def _fma_cuda(a, b, c):
-        return lambda a, b, c: cuda.fma(a, b, c)
-
-
-_register_cuda_fma()
 
 
 #: bits of SHIFT >> TABLE_BITS: subtracted from (bits of k + SHIFT) >> TABLE_BITS to get floor(k / 128)

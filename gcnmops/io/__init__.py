@@ -4,6 +4,7 @@
 ``.parquet``, ``.npz``/``.npy``, ``.rds``), a numpy array, a pandas DataFrame, an rpy2 R object or a
 ``CountData`` and returns a validated :class:`gcnmops.data.CountData`.
 """
-from .readers import SUPPORTED_EXTENSIONS, count_data_from_array, count_data_from_frame, read_counts
+from .columns import count_data_from_array, count_data_from_frame
+from .readers import SUPPORTED_EXTENSIONS, read_counts
 
 __all__ = ["read_counts", "count_data_from_array", "count_data_from_frame", "SUPPORTED_EXTENSIONS"]

@@ -7,8 +7,8 @@ matrix (regions x samples; column names are the sample names; regions become row
 table (optional seqnames/start/end columns plus sample columns).
 
 R numeric data are read through numpy views of R's memory (doubles zero-copy, integers with R's
-NA mapped to NaN) and copied once, into the column-major float64 count matrix. rpy2 is imported
-lazily: the rest of gcnmops works without R.
+NA mapped to NaN) and copied once, into the column-major float64 count matrix. rpy2 is started by
+:mod:`gcnmops.io.rsession`, on first use: the rest of gcnmops works without R.
 """
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ import pandas as pd
 
 from ..data import CountData, make_count_data
 from ..errors import InputError
-from .readers import _count_data_from_columns, count_data_from_array
+from .columns import capitalized, count_data_from_array, count_data_from_columns
+from .rsession import is_null, r_array, r_session
 
 _R_NA_INTEGER = np.iinfo(np.int32).min
 
@@ -88,21 +89,13 @@ _helpers = None
 
 
 def _r():
-    """(rpy2.robjects, conversion context factory, helper functions); InputError if rpy2/R is missing."""
+    """(R session, helper functions); InputError if rpy2/R is missing."""
     global _helpers
-    try:
-        import rpy2.robjects as ro
-        from rpy2.robjects.conversion import localconverter
-    except Exception as e:  # ImportError, or R itself not found / failing to start
-        raise InputError(
-            "Reading R objects (.rds) needs R and the Python package rpy2 (pip install 'gcnmops[r]'; "
-            f"R with GenomicRanges for GRanges): {type(e).__name__}: {e}. Alternatively export the counts "
-            "from R as a .tsv/.csv table or .parquet file."
-        ) from None
+    session = r_session()
     if _helpers is None:
-        with localconverter(ro.default_converter):
-            _helpers = ro.r(_R_DESCRIBE)
-    return ro, localconverter, _helpers
+        with session.conversion():
+            _helpers = session.ro.r(_R_DESCRIBE)
+    return session, _helpers
 
 
 def read_rds(path: str | os.PathLike, *, min_samples: int = 2) -> CountData:
@@ -112,8 +105,8 @@ def read_rds(path: str | os.PathLike, *, min_samples: int = 2) -> CountData:
         raise InputError(f"Count file not found: {p}")
     if p.stat().st_size == 0:
         raise InputError(f"Count file {p} is empty.")
-    ro, localconverter, helpers = _r()
-    with localconverter(ro.default_converter):
+    session, helpers = _r()
+    with session.conversion():
         desc = helpers.rx2("read")(str(p.expanduser().resolve()))
         if _get_str(desc, "kind") == "error":
             raise InputError(
@@ -125,33 +118,24 @@ def read_rds(path: str | os.PathLike, *, min_samples: int = 2) -> CountData:
 
 def count_data_from_r(obj: Any, *, min_samples: int = 2) -> CountData:
     """An rpy2 object (GRanges, numeric matrix, data.frame, numeric vector) -> CountData."""
-    ro, localconverter, helpers = _r()
-    with localconverter(ro.default_converter):
+    session, helpers = _r()
+    with session.conversion():
         desc = helpers.rx2("describe")(obj)
         return _from_description(desc, source="the R object", min_samples=min_samples)
 
 
 # --------------------------------------------------------------------------------------------
-def _is_null(x) -> bool:
-    return x is None or type(x).__name__ == "NULLType"
-
-
 def _get(desc, name):
     return desc.rx2(name)
 
 
 def _get_str(desc, name) -> str:
     v = desc.rx2(name)
-    return "" if _is_null(v) else str(v[0])
+    return "" if is_null(v) else str(v[0])
 
 
 def _strings(v) -> list[str] | None:
-    return None if _is_null(v) else [str(s) for s in v]
-
-
-def _view(v) -> np.ndarray:
-    """A numpy view of an R double/integer vector or matrix (no copy)."""
-    return np.asarray(v.memoryview())
+    return None if is_null(v) else [str(s) for s in v]
 
 
 def _fill_numeric(view: np.ndarray, out: np.ndarray) -> None:
@@ -172,7 +156,7 @@ def _numeric_copy(view: np.ndarray) -> np.ndarray:
 def _column_values(col: Any):
     kind = _get_str(col, "kind")
     if kind in ("double", "integer"):
-        v = _view(_get(col, "value"))
+        v = r_array(_get(col, "value"))
         return v if kind == "double" else _numeric_copy(v)
     if kind in ("character", "factor"):
         return np.asarray(_strings(_get(col, "value")), dtype=object)
@@ -187,19 +171,19 @@ def _from_description(desc, *, source: str, min_samples: int) -> CountData:
     if kind == "matrix":
         typ = _get_str(desc, "type")
         if typ not in ("double", "integer"):
-            raise InputError(f"{_cap(source)} is a {typ} matrix; read counts must be numeric.")
-        counts = _numeric_copy(_view(_get(desc, "value")))
+            raise InputError(f"{capitalized(source)} is a {typ} matrix; read counts must be numeric.")
+        counts = _numeric_copy(r_array(_get(desc, "value")))
         return make_count_data(counts, _strings(_get(desc, "colnames")), None, min_samples=min_samples, what=what)
     if kind == "vector":
-        counts = _numeric_copy(_view(_get(desc, "value")))
+        counts = _numeric_copy(r_array(_get(desc, "value")))
         names = _strings(_get(desc, "names"))
         if min_samples <= 1:
             return count_data_from_array(counts, min_samples=min_samples, what=what)
         return count_data_from_array(counts, min_samples=min_samples, sample_names=names, what=what)
     if kind == "data.frame":
         cols = _get(desc, "columns")
-        if _is_null(cols) or len(cols) == 0:
-            raise InputError(f"{_cap(source)} is a data.frame without columns.")
+        if is_null(cols) or len(cols) == 0:
+            raise InputError(f"{capitalized(source)} is a data.frame without columns.")
         names, values = [], []
         for col in cols:
             name = _get_str(col, "name")
@@ -209,14 +193,14 @@ def _from_description(desc, *, source: str, min_samples: int) -> CountData:
                                  "count columns must be numeric.")
             names.append(name)
             values.append(v)
-        return _count_data_from_columns(names, values, source=source, min_samples=min_samples)
+        return count_data_from_columns(names, values, source=source, min_samples=min_samples)
     cls = _get_str(desc, "class")
     pkg = _get_str(desc, "package")
     note = f" (is the R package {pkg} installed?)" if pkg and pkg != "GenomicRanges" else ""
     if pkg == "GenomicRanges":
         note = " (GenomicRanges could not be loaded in R: install it from Bioconductor)"
     raise InputError(
-        f"{_cap(source)} holds an R object of class {cls}{note}: GRanges object or read count matrix needed "
+        f"{capitalized(source)} holds an R object of class {cls}{note}: GRanges object or read count matrix needed "
         "as input (a GRanges with one numeric metadata column per sample, or a numeric regions x samples matrix)."
     )
 
@@ -229,7 +213,7 @@ def _from_granges(desc, source: str, min_samples: int) -> CountData:
             "all regions on one strand (count reads of both strands together, strand '*')."
         )
     cols = _get(desc, "columns")
-    cols = [] if _is_null(cols) else list(cols)
+    cols = [] if is_null(cols) else list(cols)
     if not cols:
         raise InputError(f"The GRanges in {source} has no metadata columns: give one numeric column of read counts "
                          "per sample (mcols(gr)).")
@@ -239,9 +223,9 @@ def _from_granges(desc, source: str, min_samples: int) -> CountData:
             f"{source} has a single metadata column. Give at least two samples, or use single_cn_mops()."
         )
     seq = np.repeat(np.asarray(_strings(_get(desc, "seq_values")), dtype=object),
-                    _view(_get(desc, "seq_lengths")).astype(np.int64))
-    start = _view(_get(desc, "start")).astype(np.int64)
-    end = _view(_get(desc, "end")).astype(np.int64)
+                    r_array(_get(desc, "seq_lengths")).astype(np.int64))
+    start = r_array(_get(desc, "start")).astype(np.int64)
+    end = r_array(_get(desc, "end")).astype(np.int64)
     m = start.shape[0]
     counts = np.empty((m, len(cols)), dtype=np.float64, order="F")
     names = []
@@ -253,12 +237,8 @@ def _from_granges(desc, source: str, min_samples: int) -> CountData:
                 f"Metadata column '{name}' of the GRanges in {source} is {kind}, not numeric: every metadata column "
                 "must hold one sample's read counts (remove other columns, e.g. mcols(gr)$name <- NULL)."
             )
-        _fill_numeric(_view(_get(col, "value")), counts[:, k])
+        _fill_numeric(r_array(_get(col, "value")), counts[:, k])
         names.append(name)
     ranges = pd.DataFrame({"seqnames": seq.astype(str), "start": start, "end": end})
     return make_count_data(counts, names, ranges, min_samples=min_samples,
                            what=f"read count matrix of the GRanges in {source}")
-
-
-def _cap(s: str) -> str:
-    return s[:1].upper() + s[1:]

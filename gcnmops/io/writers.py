@@ -1,21 +1,20 @@
-"""Writers of a CNVDetectionResult: TSV tables and matrices, BED, VCF 4.3, IGV SEG.
+"""Writers of a CNVDetectionResult: the calls as text (TSV, BED, VCF 4.3, IGV SEG), the per-region matrices as
+Parquet (default) or TSV, params.json.
 
 Atomic: every file of one ``write_result`` call is first written under a temporary name in the output
 folder; only when all of them are complete are they renamed to their final names. A failure anywhere
 (an exception, a full disk) removes the temporary files and leaves no new final file behind.
 
-Fast: tables and matrices go through Arrow's C++ CSV writer, several files at a time (a 481,299 x 15
-float matrix takes 1.6-1.8 s on one core, against 15-27 s for pandas' ``to_csv(float_format="%.17g")``;
-all TSVs of such a result, 751 MB, 4-7 s on 2 cores instead of 124 s). Floats are written in the shortest
-form that reads back to the identical double; NaN as ``NA`` and infinities as ``Inf``/``-Inf`` (R's
-spellings). Format ``"tsv.gz"`` writes the same TSV files gzip-compressed (``*.tsv.gz``, level 1: 3.3x
-smaller, ~14 s for that result).
+Always written: ``segmentation.tsv``, ``cnvs.tsv``, ``cnvr.tsv`` (cn.mops's columns; missing values ``NA``)
+and ``params.json``. The formats (``FORMATS``; ``DEFAULT_FORMATS`` when none are named):
 
-Formats:
-
-- ``tsv``: ``normalized_data``, ``local_assessments``, ``individual_call``, ``integer_copy_number``,
-  ``ini_call``, ``params_L``, ``params_A`` (seqnames, start, end + one column per sample/class),
-  ``segmentation``, ``cnvs``, ``cnvr`` (cn.mops's columns; missing values ``NA``) and ``params.json``.
+- ``parquet``: the per-region matrices ``normalized_data``, ``local_assessments``, ``individual_call``,
+  ``integer_copy_number`` (labels, dictionary-encoded), ``ini_call``, ``params_L``, ``params_A`` (columns
+  seqnames, start, end + one per sample/class), zstd-compressed, lossless; pandas, R (arrow) and DuckDB
+  read them. At genome scale a few percent of the text's size and time.
+- ``tsv`` / ``tsv.gz``: the same matrices as tab-separated text (gzip level 1), through Arrow's C++ CSV
+  writer, several files at a time. Floats in the shortest form that reads back to the identical double;
+  NaN as ``NA`` and infinities as ``Inf``/``-Inf`` (R's spellings).
 - ``bed``: ``cnvs.bed`` BED9+3 (chrom, 0-based start, end, name = sample, score 0, strand ``.``,
   thickStart, thickEnd, itemRgb: red losses / blue gains / grey unknown; then mean, median, CN) and
   ``cnvr.bed`` BED4 (name = the samples with a CNV there, comma separated). Sorted by chromosome (in the
@@ -23,6 +22,9 @@ Formats:
 - ``vcf``: ``cnvr.vcf``, VCF 4.3, one record per CNV region (see ``vcf_text``); sorted like the BED.
 - ``seg``: ``segmentation.seg`` for IGV: ID, chrom, loc.start, loc.end, num.mark, seg.mean (the segment
   means of sINI), as DNAcopy writes it (by sample, then chromosome, then start).
+- ``rds``: ``result.rds``, the R CNVDetectionResult (needs R, rpy2 and the gcn.mops R package).
+
+``gcnmops.read_result(outdir)`` reads a written folder back into an equal result.
 """
 from __future__ import annotations
 
@@ -38,9 +40,19 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-FORMATS = ("tsv", "bed", "vcf", "seg")
-#: accepted besides FORMATS (not written by default)
-OPTIONAL_FORMATS = ("tsv.gz", "rds")  # rds: the R CNVDetectionResult (needs R, rpy2, the gcn.mops R package)
+from ..errors import InputError
+from ..progress import ticker
+
+#: every output format (the module docstring says what each writes)
+FORMATS = ("parquet", "tsv", "tsv.gz", "bed", "vcf", "seg", "rds")
+#: written when no formats are named
+DEFAULT_FORMATS = ("parquet", "bed", "vcf", "seg")
+#: the per-region matrices (file stems), written by "parquet", "tsv" and "tsv.gz"
+MATRICES = ("normalized_data", "local_assessments", "individual_call", "integer_copy_number", "ini_call",
+            "params_L", "params_A")
+#: the call tables (file stems), always written as TSV
+TABLES = ("segmentation", "cnvs", "cnvr")
+PARQUET_COMPRESSION = "zstd"
 GZIP_LEVEL = 1  # the TSVs compress ~3x at level 1; higher levels cost several times the time for ~10% more
 _CN_LABEL = re.compile(r"^CN(\d+(?:\.\d*)?)$")
 _RGB = {"loss": "200,0,0", "gain": "0,0,200", None: "128,128,128"}
@@ -92,6 +104,8 @@ class _Batch:
         self.outdir = outdir
         self.staged: list[tuple[Path, Path]] = []
         self.futures = []
+        report = ticker(1.0)
+        self.step = lambda: report(1.0 / max(1, len(self.staged)))
         n = workers if workers is not None else min(4, os.cpu_count() or 1)
         self.pool = ThreadPoolExecutor(max_workers=max(1, n), thread_name_prefix="gcnmops-write")
 
@@ -99,10 +113,15 @@ class _Batch:
         path = self.outdir / name
         tmp = _temp_beside(path)
         self.staged.append((tmp, path))
+
+        def write_and_report(t: Path) -> None:
+            write(t)
+            self.step()  # a progress bar moves per file (total: the files staged by then)
+
         if inline:
-            write(tmp)
+            write_and_report(tmp)
         else:
-            self.futures.append(self.pool.submit(write, tmp))
+            self.futures.append(self.pool.submit(write_and_report, tmp))
 
     def wait(self) -> None:
         """Wait for every file; re-raise the first failure (in submission order)."""
@@ -220,33 +239,37 @@ def _label_columns(cn_index: np.ndarray, classes: list[str]) -> list:
 # write_result
 # -------------------------------------------------------------------------------------------------
 
-def write_result(result, outdir, formats=None) -> list[Path]:
-    """Write ``result`` under ``outdir`` (created if needed) in ``formats`` (default: all of FORMATS;
-    ``"tsv.gz"`` for gzip-compressed TSVs); returns the paths written. All or nothing: on any error no
-    new file is left under a final name."""
-    formats = FORMATS if formats is None else tuple(formats)
-    unknown = sorted(set(formats) - set(FORMATS) - set(OPTIONAL_FORMATS))
+def check_formats(formats) -> tuple[str, ...]:
+    """The formats to write (``DEFAULT_FORMATS`` for None), validated: an InputError names unknown ones."""
+    if formats is None:
+        return DEFAULT_FORMATS
+    formats = tuple(dict.fromkeys(str(f).strip().lower() for f in formats if str(f).strip()))
+    unknown = [f for f in formats if f not in FORMATS]
     if unknown:
-        raise ValueError(f"unknown output format(s) {unknown}; choose from {list(FORMATS + OPTIONAL_FORMATS)}")
+        import difflib
+
+        hints = [f"'{u}' (did you mean '{m[0]}'?)" if (m := difflib.get_close_matches(u, FORMATS, n=1)) else f"'{u}'"
+                 for u in unknown]
+        raise InputError(f"Unknown output format {', '.join(hints)}; choose from {', '.join(FORMATS)}.")
+    if not formats:
+        raise InputError(f"No output format named; choose from {', '.join(FORMATS)}.")
+    return formats
+
+
+def write_result(result, outdir, formats=None) -> list[Path]:
+    """Write ``result`` under ``outdir`` (created if needed): the call tables and params.json, and ``formats``
+    (default ``DEFAULT_FORMATS``); returns the paths written. All or nothing: on any error no new file is
+    left under a final name."""
+    formats = check_formats(formats)
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     batch = _Batch(outdir)
     try:
-        if "tsv" in formats:
-            _write_tsv(result, batch, compress=False)
-        if "tsv.gz" in formats:
-            _write_tsv(result, batch, compress=True)
-        if "bed" in formats:
-            batch.write("cnvs.bed", lambda t: write_frame(t, bed_cnvs(result), header=False))
-            batch.write("cnvr.bed", lambda t: write_frame(t, bed_cnvr(result), header=False))
-        if "vcf" in formats:
-            batch.write("cnvr.vcf", lambda t: t.write_text(vcf_text(result)))
-        if "seg" in formats:
-            batch.write("segmentation.seg", lambda t: write_frame(t, seg_table(result)))
-        if "rds" in formats:
-            from ..rbridge import write_rds
-
-            batch.write("result.rds", lambda t: write_rds(result, t), inline=True)
+        for name in TABLES:
+            batch.write(f"{name}.tsv", lambda t, n=name: write_frame(t, getattr(result, n)))
+        batch.write("params.json", lambda t: t.write_text(json.dumps(_params_json(result), indent=1)))
+        for fmt in formats:
+            _WRITERS[fmt](result, batch)
         batch.wait()
     except BaseException:
         batch.abort()
@@ -254,27 +277,79 @@ def write_result(result, outdir, formats=None) -> list[Path]:
     return batch.commit()
 
 
-def _write_tsv(result, batch: _Batch, compress: bool) -> None:
-    ext = ".tsv.gz" if compress else ".tsv"
+def matrix_columns(result) -> dict[str, tuple[list[str], list]]:
+    """Each per-region matrix of ``result`` as (column names, columns): seqnames, start, end + one column per
+    sample (per class for params_L/params_A; ``ini_call`` one column). Columns are numpy arrays, or Arrow
+    dictionary arrays for the copy-number labels."""
     gr = result.gr
-    names = ["seqnames", "start", "end"]
+    head = ["seqnames", "start", "end"]
+    coords = _gr_columns(gr)
     samples = list(result.sample_names)
-    for name, matrix in (("normalized_data", result.normalized_data),
-                         ("local_assessments", result.local_assessments),
-                         ("individual_call", result.individual_call)):
-        batch.write(name + ext, lambda t, x=matrix: write_columns(t, names + samples,
-                                                                  _gr_columns(gr) + _matrix_columns(x), compress))
-    batch.write("integer_copy_number" + ext, lambda t: write_columns(
-        t, names + samples, _gr_columns(gr) + _label_columns(result.cn_index, result.classes), compress))
-    batch.write("ini_call" + ext, lambda t: write_columns(t, names + ["ini_call"],
-                                                          _gr_columns(gr) + [result.ini_call], compress))
+    out = {name: (head + samples, coords + _matrix_columns(matrix))
+           for name, matrix in (("normalized_data", result.normalized_data),
+                                ("local_assessments", result.local_assessments),
+                                ("individual_call", result.individual_call))}
+    out["integer_copy_number"] = (head + samples, coords + _label_columns(result.cn_index, result.classes))
+    out["ini_call"] = (head + ["ini_call"], coords + [result.ini_call])
     for key in ("L", "A"):
-        batch.write(f"params_{key}{ext}", lambda t, k=key: write_columns(
-            t, names + result.classes, _gr_columns(gr) + _matrix_columns(np.asarray(result.params[k])), compress))
-    for name in ("segmentation", "cnvs", "cnvr"):
-        batch.write(name + ext, lambda t, n=name: write_frame(t, getattr(result, n), compress))
-    if not compress:
-        batch.write("params.json", lambda t: t.write_text(json.dumps(_params_json(result), indent=1)))
+        out[f"params_{key}"] = (head + result.classes, coords + _matrix_columns(np.asarray(result.params[key])))
+    return out
+
+
+def _write_text_matrices(result, batch: _Batch, compress: bool) -> None:
+    ext = ".tsv.gz" if compress else ".tsv"
+    for name, (names, columns) in matrix_columns(result).items():
+        batch.write(name + ext, lambda t, n=names, c=columns: write_columns(t, n, c, compress))
+
+
+def _write_parquet_matrices(result, batch: _Batch) -> None:
+    for name, (names, columns) in matrix_columns(result).items():
+        batch.write(name + ".parquet", lambda t, n=names, c=columns: write_parquet(t, n, c))
+
+
+def write_parquet(path, names: list[str], columns: list) -> None:
+    """A Parquet file (zstd) of equally long columns: numpy arrays (float64 and integers kept as they are,
+    strings dictionary-encoded) or Arrow arrays."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    arrays = []
+    for c in columns:
+        if isinstance(c, (pa.Array, pa.ChunkedArray)):
+            arrays.append(c)
+            continue
+        values = c.to_numpy() if isinstance(c, pd.Series) else np.asarray(c)
+        if values.dtype.kind in "iuf":
+            arrays.append(pa.array(values))
+        else:
+            codes, uniques = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=True)
+            arrays.append(pa.DictionaryArray.from_arrays(
+                pa.array(codes.astype(np.int32), mask=codes < 0), pa.array([str(u) for u in uniques], pa.string())))
+    table = pa.Table.from_arrays(arrays, names=[str(n) for n in names])
+    pq.write_table(table, path, compression=PARQUET_COMPRESSION)
+
+
+def _write_bed(result, batch: _Batch) -> None:
+    batch.write("cnvs.bed", lambda t: write_frame(t, bed_cnvs(result), header=False))
+    batch.write("cnvr.bed", lambda t: write_frame(t, bed_cnvr(result), header=False))
+
+
+def _write_rds(result, batch: _Batch) -> None:
+    from .robject import write_rds
+
+    batch.write("result.rds", lambda t: write_rds(result, t), inline=True)
+
+
+#: format -> writer(result, batch); one entry per name of FORMATS
+_WRITERS = {
+    "parquet": _write_parquet_matrices,
+    "tsv": lambda result, batch: _write_text_matrices(result, batch, compress=False),
+    "tsv.gz": lambda result, batch: _write_text_matrices(result, batch, compress=True),
+    "bed": _write_bed,
+    "vcf": lambda result, batch: batch.write("cnvr.vcf", lambda t: t.write_text(vcf_text(result))),
+    "seg": lambda result, batch: batch.write("segmentation.seg", lambda t: write_frame(t, seg_table(result))),
+    "rds": _write_rds,
+}
 
 
 def _params_json(result) -> dict:

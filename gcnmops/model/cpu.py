@@ -10,28 +10,34 @@ import numpy as np
 from numba import njit, prange
 
 from ..exact.rstats import ld_mean
+from ..progress import tick
 from .em import all_at_most, fit_lanes, last_estep_outputs, prior_answer
 from .spec import ModelOutput, ModelSpec
 
 #: regions per parallel work item (scratch is allocated once per block)
 BLOCK = 1024
+#: the fit is run in at most this many slices of rows (a progress bar moves between them) ...
+PROGRESS_STEPS = 20
+#: ... of at least this many rows each (enough blocks for every core)
+PROGRESS_ROWS = 64 * BLOCK
 #: regions fitted side by side (measured best on AVX2: 32-64; the loops vectorize 4 wide, unrolled)
 LANES = 64
 
 
 @njit(parallel=True, cache=True)
 def _fit_all(x, cov, folds, log2_folds, alpha_init, alpha_prior, prior_sum, cyc, min_read_count,
-             main_idx, keep_post, lam, alpha, sini, cn, ini, post):
-    m, N = x.shape
+             main_idx, keep_post, lam, alpha, sini, cn, ini, post, r_lo, r_hi):
+    """Fit rows r_lo..r_hi-1 of ``x``."""
+    N = x.shape[1]
     n = folds.shape[0]
     unit_cov = True
     for k in range(N):
         if cov[k] != 1.0:
             unit_cov = False
-    nblocks = (m + BLOCK - 1) // BLOCK
+    nblocks = (r_hi - r_lo + BLOCK - 1) // BLOCK
     for b in prange(nblocks):
-        lo = b * BLOCK
-        hi = min(m, lo + BLOCK)
+        lo = r_lo + b * BLOCK
+        hi = min(r_hi, lo + BLOCK)
         rows = np.empty(hi - lo, np.int64)
         nrows = 0
         for r in range(lo, hi):
@@ -82,9 +88,12 @@ def fit_cpu(x: np.ndarray, cov: np.ndarray, spec: ModelSpec, keep_post: bool = F
         out = ModelOutput.allocate(m, n, N, keep_post)
     post = out.post if keep_post else np.empty((1, 1, 1), order="F")
     cov = np.ascontiguousarray(cov, dtype=np.float64)
-    _fit_all(
-        x, cov, spec.folds, spec.log2_folds, spec.alpha_init, spec.alpha_prior, spec.prior_sum,
-        spec.cyc, spec.min_read_count, spec.main_idx, keep_post, out.lam, out.alpha, out.sini, out.cn,
-        out.ini, post,
-    )
+    step = max(PROGRESS_ROWS, -(-m // PROGRESS_STEPS))
+    for r0 in range(0, m, step):  # slices of rows, so that a progress bar moves; regions are independent
+        _fit_all(
+            x, cov, spec.folds, spec.log2_folds, spec.alpha_init, spec.alpha_prior, spec.prior_sum,
+            spec.cyc, spec.min_read_count, spec.main_idx, keep_post, out.lam, out.alpha, out.sini, out.cn,
+            out.ini, post, r0, min(m, r0 + step),
+        )
+        tick(min(m, r0 + step), m)
     return out

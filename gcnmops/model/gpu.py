@@ -309,23 +309,39 @@ def fit_gpu(x: np.ndarray, cov: np.ndarray, spec: ModelSpec, keep_post: bool = F
     if cov.shape != (N,):
         raise ValueError(f"cov must have one value per sample ({N}); got shape {cov.shape}")
     cfg = config or KernelConfig()
-    ids = _device_ids(devices)
-    devs = [_Device(d, spec, cov, N, keep_post, cfg, backend) for d in ids]
+    devs = [_Device(d, spec, cov, N, keep_post, cfg, backend) for d in _device_ids(devices)]
+    out, direct = _host_outputs(devs[0].backend, out, m, n, N, keep_post)
+    if m == 0:
+        return out
+    rows, chunks, plans, taken = _run_shared_queue(devs, x, out, direct, max_device_memory, chunk_rows)
+    if stats is not None:
+        stats.update(rows_per_chunk=rows, n_chunks=len(chunks), plans=plans, chunks=taken, direct=direct,
+                     backend=devs[0].backend.name, variant=devs[0].variant, local_work=devs[0].nw,
+                     order={d.device_id: list(d.pipeline.order) for d in devs})
+    return out
+
+
+def _host_outputs(be, out: ModelOutput | None, m: int, n: int, N: int, keep_post: bool
+                  ) -> tuple[ModelOutput, bool]:
+    """(the host arrays the model's results go to: ``out`` checked, or new ones from the backend ``be``;
+    whether the copies land in them directly: pinned arrays)."""
     if out is None:
-        alloc = devs[0].backend.empty_out
+        alloc = be.empty_out
         out = ModelOutput(lam=alloc((m, n), np.float64), alpha=alloc((m, n), np.float64),
                           sini=alloc((m, N), np.float64), cn=alloc((m, N), np.int8), ini=alloc((m,), np.float64),
                           post=alloc((m, n, N), np.float64) if keep_post else None)
-        direct = devs[0].backend.direct_out
-    else:
-        _check_out(out, m, n, N, keep_post)
-        direct = devs[0].backend.direct_out and all(
-            devs[0].backend.is_pinned(getattr(out, f)) for f in ("lam", "alpha", "sini", "cn", "ini"))
-        if keep_post:
-            direct = direct and devs[0].backend.is_pinned(out.post)
-    if m == 0:
-        return out
+        return out, be.direct_out
+    _check_out(out, m, n, N, keep_post)
+    direct = be.direct_out and all(be.is_pinned(getattr(out, f)) for f in ("lam", "alpha", "sini", "cn", "ini"))
+    if keep_post:
+        direct = direct and be.is_pinned(out.post)
+    return out, direct
 
+
+def _run_shared_queue(devs: list, x: np.ndarray, out: ModelOutput, direct: bool, max_device_memory, chunk_rows):
+    """Every row of ``x`` through the devices: chunks planned for each device's share of the rows, pulled from
+    one queue by a host thread per device. Returns (rows per chunk, the chunks, the plans, chunks per device)."""
+    m = x.shape[0]
     # each device runs about m / len(devs) rows: plan its chunks (and their overlap) for that share
     share = math.ceil(m / len(devs))
     plans = [d.setup(share, max_device_memory, chunk_rows) for d in devs]
@@ -346,27 +362,29 @@ def fit_gpu(x: np.ndarray, cov: np.ndarray, spec: ModelSpec, keep_post: bool = F
 
     if len(devs) == 1:
         devs[0].run(x, out, puller(devs[0].device_id), direct)
-    else:
-        errors: list = []
+        return rows, chunks, plans, taken
+    in_threads({f"gcnmops-gpu{d.device_id}": (lambda d=d: d.run(x, out, puller(d.device_id), direct)) for d in devs})
+    return rows, chunks, plans, taken
 
-        def work(d):
-            try:
-                d.run(x, out, puller(d.device_id), direct)
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-                errors.append(exc)
 
-        threads = [threading.Thread(target=work, args=(d,), name=f"gcnmops-gpu{d.device_id}") for d in devs]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        if errors:
-            raise errors[0]
-    if stats is not None:
-        stats.update(rows_per_chunk=rows, n_chunks=len(chunks), plans=plans, chunks=taken, direct=direct,
-                     backend=devs[0].backend.name, variant=devs[0].variant, local_work=devs[0].nw,
-                     order={d.device_id: list(d.pipeline.order) for d in devs})
-    return out
+def in_threads(work: dict) -> None:
+    """Run each callable of ``work`` (thread name -> callable) in a thread of its own, wait for all, and re-raise
+    the first exception in the caller's thread."""
+    errors: list = []
+
+    def guarded(fn):
+        try:
+            fn()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guarded, args=(fn,), name=name) for name, fn in work.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
 
 
 def fit_gpu_device(x, cov: np.ndarray, spec: ModelSpec, keep_post: bool = False, out: ModelOutput | None = None,
@@ -439,10 +457,10 @@ def run_many(experiments, devices="all", **options) -> list[ModelOutput]:
     results: list = [None] * len(items)
     lock = threading.Lock()
     it = iter(range(len(items)))
-    errors: list = []
+    failed: list = []
 
     def worker(dev_id):
-        while not errors:
+        while not failed:  # after a failure, no device takes another experiment
             with lock:
                 j = next(it, None)
             if j is None:
@@ -450,16 +468,11 @@ def run_many(experiments, devices="all", **options) -> list[ModelOutput]:
             x, cov, spec, kp = items[j]
             try:
                 results[j] = fit_gpu(x, cov, spec, keep_post=kp, devices=[dev_id], **options)
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-                errors.append(exc)
+            except BaseException:
+                failed.append(j)
+                raise
 
-    threads = [threading.Thread(target=worker, args=(d,), name=f"gcnmops-many{d}") for d in ids]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
+    in_threads({f"gcnmops-many{d}": (lambda d=d: worker(d)) for d in ids})
     return results
 
 

@@ -10,24 +10,25 @@ Why identical: per chromosome block the GPU finds the silent rows (every count <
 each column; for whole numbers below 2^52 every partial sum is exact, so the sums equal the CPU's
 double-double sums and the host divides them with the CPU's ``ld_div``. The poisson mode's
 variance-to-mean ratios run in a kernel with the CPU's operation order and no FMA contraction (IEEE-identical);
-their 95% quantile and the density mode are computed on the host by exact/density.py as on the CPU. Scaling is one
-IEEE multiply per value.
+their 95% quantile and the density mode, and every scaling factor, are computed on the host by factors.py, the
+CPU's own code. Scaling is one IEEE multiply per value.
 
 Two entry points: ``normalize_chromosomes_gpu`` (host matrix in, host matrix out) and ``normalize_on_device``
 (the device-resident pipeline's stage: normalizes the device copy of the counts in place, nothing comes back).
+Stage seconds and the path taken go into the caller's ``timings`` dict.
 """
 from __future__ import annotations
 
-import math
 import threading
 import time
 
 import numpy as np
 
-from ..exact.density import density_mode, quantiles7
-from .cpu import (NORM_TYPES, SIZE_FACTORS, _SILENT_BELOW, _check_choice, _check_prob, _check_ploidy, _chromosome_rows, _count_matrix, normalize_chromosomes)
 from ..cuda.runtime import device_module, pinned_empty, simulating
-from ..exact.rstats import ld_div, ld_mean
+from .checks import check_norm_args, check_ploidy, chromosome_rows, count_matrix
+from .cpu import normalize_chromosomes
+from .factors import divided_by_mode, means_of_exact_sums, ratios_mode, scaling_factors
+from .kernels import SILENT_BELOW
 
 try:  # module level: the kernel's ``cuda`` must be a global (the CUDA simulator swaps module globals)
     from numba import cuda
@@ -39,18 +40,18 @@ EXACT_SUM_LIMIT = 2.0 ** 52
 
 _KERNEL = None
 _LOCK = threading.Lock()
-#: the last call's stage seconds and path ("gpu", or "cpu (why)"); for benchmarks
-LAST_STATS: dict = {}
 
 
-def _kernel():
+def variance_kernel():
+    """The CUDA kernel ``(Y, rows, f, out)``: out[j] = the variance-to-mean ratio of row rows[j] of Y scaled by
+    f, as kernels.variance_to_mean computes it (same operation order, no FMA); one thread per row."""
     global _KERNEL
     with _LOCK:
         if _KERNEL is None:
             from ..cuda.nofma import jit_nofma
 
             def _nofma_var_to_mean(Y, rows, f, out):
-                """normalize._variance_to_mean, one thread per row (same operation order, no FMA)."""
+                """kernels.variance_to_mean, one thread per row (same operation order, no FMA)."""
                 g = Y.shape[1]
                 start = cuda.grid(1)
                 stride = cuda.gridsize(1)
@@ -81,26 +82,17 @@ def supported(X, chr=None, norm_type="poisson", size_factor="mean", ploidy=None)
     return cuda is not None
 
 
-def _mode_of_ratios(v: np.ndarray) -> float:
-    """normalize._poisson_mode after its ratios: NaNs dropped, R's density mode from 0 to the 95% quantile."""
-    v = v[~np.isnan(v)]
-    if v.size < 2:
-        return math.nan
-    (u,) = quantiles7(v, (0.95,))
-    return density_mode(v, 0.0, u, u * 100.0)
-
-
-class _Fallback(Exception):
-    """A path the GPU version leaves to the CPU code."""
+class Fallback(Exception):
+    """A path the GPU version leaves to the CPU code (``normalize_device`` raises it, the matrix unmodified)."""
 
 
 def normalize_chromosomes_gpu(X, chr=None, norm_type: str = "poisson", size_factor: str = "mean", qu: float = 0.25,
                               qu_size_factor: float = 0.75, ploidy=None, timings: dict | None = None) -> np.ndarray:
-    """``normalize.normalize_chromosomes`` with its reductions on the GPU; the same (m, N) float64 matrix
+    """``cpu.normalize_chromosomes`` with its reductions on the GPU; the same (m, N) float64 matrix
     (column-major, in pinned memory when normalized on the GPU). Host arrays in and out; the device-resident
-    pipeline uses ``normalize_on_device``."""
-    LAST_STATS.clear()
-    t = LAST_STATS if timings is None else timings
+    pipeline uses ``normalize_on_device``. ``timings``: the caller's dict for the stage seconds (norm_*) and
+    the path taken (``normalize_path``: "gpu", or "cpu" / "cpu (why)")."""
+    t = {} if timings is None else timings
     args = _checked_args(norm_type, size_factor, qu, qu_size_factor, ploidy)
     if not supported(X, chr, args["norm_type"], args["size_factor"], ploidy):
         t["normalize_path"] = "cpu"
@@ -110,9 +102,9 @@ def normalize_chromosomes_gpu(X, chr=None, norm_type: str = "poisson", size_fact
     if arr.dtype == np.float64 and arr.ndim == 2 and arr.size and arr.flags.f_contiguous:
         out = arr  # validated on the device (finite values); never modified
     else:
-        out = _count_matrix(X)
-    blocks = _chromosome_rows(chr, out.shape[0])
-    _check_ploidy(ploidy, out.shape[1])
+        out = count_matrix(X)
+    blocks = chromosome_rows(chr, out.shape[0])
+    check_ploidy(ploidy, out.shape[1])
     t["norm_validate"] = time.perf_counter() - t0
     if out.shape[1] == 1 or any(not isinstance(rows, slice) for _, rows in blocks):
         t["normalize_path"] = "cpu"
@@ -123,7 +115,7 @@ def normalize_chromosomes_gpu(X, chr=None, norm_type: str = "poisson", size_fact
     t["norm_h2d"] = time.perf_counter() - t0
     try:
         normalize_device(Y, blocks, args["norm_type"], t)
-    except _Fallback as why:
+    except Fallback as why:
         t["normalize_path"] = f"cpu ({why})"
         return normalize_chromosomes(out, chr, **args)
     t["normalize_path"] = "gpu"
@@ -143,12 +135,12 @@ def normalize_on_device(Y, X: np.ndarray, blocks: list[tuple[str, int, int]], no
 
     ``X``: validated counts (m, N) float64 column-major (CountData.counts); ``Y``: the same values on the device
     (cupy; numpy in the simulator), column-major; ``blocks``: (name, first_row, end_row) of each chromosome
-    (CountData.blocks()). Returns None when Y was normalized on the GPU; otherwise (arguments or data the GPU
-    version leaves to the CPU) the CPU's normalized matrix, whose values Y then holds too. Identical to
-    ``normalize.normalize_chromosomes(X, chromosome names)`` either way.
+    (CountData.blocks()); ``timings``: the caller's dict for the stage seconds and ``normalize_path``. Returns
+    None when Y was normalized on the GPU; otherwise (arguments or data the GPU version leaves to the CPU) the
+    CPU's normalized matrix, whose values Y then holds too. Identical to
+    ``cpu.normalize_chromosomes(X, chromosome names)`` either way.
     """
-    LAST_STATS.clear()
-    t = LAST_STATS if timings is None else timings
+    t = {} if timings is None else timings
     args = _checked_args(norm_type, size_factor, qu, qu_size_factor, None)
     names = [name for name, _, _ in blocks]
     rows = [(name, slice(b, e)) for name, b, e in blocks]
@@ -162,7 +154,7 @@ def normalize_on_device(Y, X: np.ndarray, blocks: list[tuple[str, int, int]], no
             normalize_device(Y, rows, args["norm_type"], t)
             t["normalize_path"] = "gpu"
             return None
-        except _Fallback as exc:
+        except Fallback as exc:
             why = str(exc)
     t["normalize_path"] = f"cpu ({why})"
     chrom = np.repeat(np.array(names, dtype=object), [e - b for _, b, e in blocks])
@@ -173,83 +165,108 @@ def normalize_on_device(Y, X: np.ndarray, blocks: list[tuple[str, int, int]], no
 
 def _checked_args(norm_type, size_factor, qu, qu_size_factor, ploidy) -> dict:
     """normalize_chromosomes's argument checks (its errors); the checked arguments as its keywords."""
-    return dict(norm_type=_check_choice(norm_type, NORM_TYPES, "normType"),
-                size_factor=_check_choice(size_factor, SIZE_FACTORS, "sizeFactor"),
-                qu=_check_prob(qu, "qu (normQu)"), qu_size_factor=_check_prob(qu_size_factor, "quSizeFactor"),
-                ploidy=ploidy)
+    norm_type, size_factor, qu, qu_size_factor = check_norm_args(norm_type, size_factor, qu, qu_size_factor)
+    return dict(norm_type=norm_type, size_factor=size_factor, qu=qu, qu_size_factor=qu_size_factor, ploidy=ploidy)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# the GPU normalization, step by step
 
 
 def normalize_device(Y, blocks: list[tuple[str, slice]], norm_type: str, t: dict) -> None:
     """The GPU normalization of the device matrix Y (m, N) float64 column-major, in place; ``blocks``: (name,
-    contiguous row slice) per chromosome. Raises _Fallback, leaving Y unmodified, for what the CPU code decides
+    contiguous row slice) per chromosome. Raises Fallback, leaving Y unmodified, for what the CPU code decides
     (non-finite or non-whole counts, zero columns, chromosomes with at most one non-silent row, zero/NaN size
     factors, non-finite factors). Stage seconds go into ``t``."""
     xp = device_module()
-    kern = _kernel()
+    variance_kernel()  # compiled (first call) before the timed stages
     t0 = time.perf_counter()
+    silent_all = _checked_silent_rows(xp, Y)
+    t["norm_checks"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    factors, pending = _reduce_blocks(xp, Y, blocks, silent_all, norm_type)
+    t["norm_reduce"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    factors += _poisson_factors(xp, pending)
+    for chrom, _, _, f in factors:
+        if not np.isfinite(f).all():
+            raise Fallback(f"chromosome {chrom}: non-finite factors")
+    t["norm_mode"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    _scale_device(xp, Y, factors, silent_all)
+    t["norm_scale"] = time.perf_counter() - t0
+
+
+def _checked_silent_rows(xp, Y):
+    """The rows of Y whose every count is below 1 ((m,) bool, on the device), after the checks of the data
+    the GPU version covers (finite whole numbers, column sums of |counts| below 2^52, no zero column)."""
     if not bool(xp.isfinite(Y).all()):
-        raise _Fallback("non-finite counts")  # the CPU code raises its InputError
+        raise Fallback("non-finite counts")  # the CPU code raises its InputError
     colsum_abs = xp.abs(Y).sum(axis=0)
     whole = bool(xp.all(Y == xp.floor(Y)))
     if not whole or float(colsum_abs.max()) >= EXACT_SUM_LIMIT:
-        raise _Fallback("counts not whole numbers below 2^52")
+        raise Fallback("counts not whole numbers below 2^52")
     if bool((Y.sum(axis=0) == 0).any()):
-        raise _Fallback("zero column")  # the CPU code raises its InputError
-    silent_all = Y.max(axis=1) < _SILENT_BELOW
-    t["norm_checks"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    factors = []
-    pending = []
+        raise Fallback("zero column")  # the CPU code raises its InputError
+    return Y.max(axis=1) < SILENT_BELOW
+
+
+def _reduce_blocks(xp, Y, blocks, silent_all, norm_type) -> tuple[list, list]:
+    """Per chromosome block with a non-zero count: the size factors from the column sums of its kept rows and
+    the scaling factors from them. Returns (factors [(chrom, r0, r1, f)] of normType "mean", pending
+    [(chrom, r0, r1, f, ratios on the device)] of "poisson": the ratios' kernel launched, its mode to come)."""
+    factors, pending = [], []
     for chrom, rows in blocks:
         r0, r1 = rows.start, rows.stop
         Yb = Y[r0:r1]
         if not bool((Yb != 0).any()):
             continue
-        silent = silent_all[r0:r1]
-        keep_idx = xp.flatnonzero(~silent)
+        keep_idx = xp.flatnonzero(~silent_all[r0:r1])
         n_keep = int(keep_idx.size)
         if n_keep <= 1:
-            raise _Fallback(f"chromosome {chrom}: at most one non-silent row")
+            raise Fallback(f"chromosome {chrom}: at most one non-silent row")
         sums = xp.asarray(Yb[keep_idx].sum(axis=0))
-        sums = sums.get() if xp is not np else np.asarray(sums)
-        sf = np.array([ld_div(float(s), 0.0, float(n_keep))[0] for s in sums])
+        sf = means_of_exact_sums(sums.get() if xp is not np else np.asarray(sums), n_keep)
         if (sf == 0).any() or np.isnan(sf).any():
-            raise _Fallback("size factor 0 or NaN")
-        f = ld_mean(sf, sf.size) / sf
+            raise Fallback("size factor 0 or NaN")
+        f = scaling_factors(sf, norm_type)
         if norm_type == "poisson":
-            rows_abs = (keep_idx + r0).astype(xp.int64)
-            d_f = xp.asarray(f)
-            v = xp.empty(n_keep, dtype=xp.float64)
-            tpb = 32 if simulating() else 256
-            kern[max(1, min(4096, (n_keep + tpb - 1) // tpb)), tpb](Y, rows_abs, d_f, v)
-            pending.append((chrom, r0, r1, f, v))
+            pending.append((chrom, r0, r1, f, _launch_ratios(xp, Y, (keep_idx + r0).astype(xp.int64), f)))
         else:
             factors.append((chrom, r0, r1, f))
-    t["norm_reduce"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    if pending:
-        # the density modes on the host, in parallel over chromosomes (numpy releases the GIL)
-        from concurrent.futures import ThreadPoolExecutor
+    return factors, pending
 
-        ratios = [(c, r0, r1, f, v.get() if xp is not np else v) for c, r0, r1, f, v in pending]
-        with ThreadPoolExecutor(max_workers=min(16, len(ratios))) as ex:
-            modes = list(ex.map(lambda item: _mode_of_ratios(item[4]), ratios))
-        for (c, r0, r1, f, _), mode in zip(ratios, modes):
-            if math.isfinite(mode):
-                f = f / mode
-            factors.append((c, r0, r1, f))
-    for chrom, _, _, f in factors:
-        if not np.isfinite(f).all():
-            raise _Fallback(f"chromosome {chrom}: non-finite factors")
-    t["norm_mode"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
+
+def _launch_ratios(xp, Y, rows, f):
+    """The variance-to-mean ratios of rows ``rows`` of Y scaled by f: a device array, filled asynchronously."""
+    v = xp.empty(int(rows.size), dtype=xp.float64)
+    tpb = 32 if simulating() else 256
+    variance_kernel()[max(1, min(4096, (v.size + tpb - 1) // tpb)), tpb](Y, rows, xp.asarray(f), v)
+    return v
+
+
+def _poisson_factors(xp, pending: list) -> list:
+    """The pending poisson blocks' factors divided by the density modes of their ratios: [(chrom, r0, r1, f)].
+    The modes run on the host, in parallel over chromosomes (numpy releases the GIL)."""
+    if not pending:
+        return []
+    from concurrent.futures import ThreadPoolExecutor
+
+    ratios = [(c, r0, r1, f, v.get() if xp is not np else v) for c, r0, r1, f, v in pending]
+    with ThreadPoolExecutor(max_workers=min(16, len(ratios))) as ex:
+        modes = list(ex.map(lambda item: ratios_mode(item[4]), ratios))
+    return [(c, r0, r1, divided_by_mode(f, mode)) for (c, r0, r1, f, _), mode in zip(ratios, modes)]
+
+
+def _scale_device(xp, Y, factors: list, silent_all) -> None:
+    """In place: each block's columns times its factors, its silent rows 0; waits for the device."""
     for _, r0, r1, f in factors:
         Yb = Y[r0:r1]
         Yb *= xp.asarray(f)[None, :]
         Yb[silent_all[r0:r1]] = 0.0
     if xp is not np:
         xp.cuda.get_current_stream().synchronize()
-    t["norm_scale"] = time.perf_counter() - t0
 
 
-__all__ = ["normalize_chromosomes_gpu", "normalize_on_device", "supported", "LAST_STATS"]
+__all__ = ["normalize_chromosomes_gpu", "normalize_on_device", "normalize_device", "supported", "Fallback",
+           "variance_kernel", "EXACT_SUM_LIMIT"]

@@ -4,7 +4,11 @@
 - ``haplo_cn_mops``: the same EM with the normal class CN1 (cov reset to 1 inside the model, as cn.mops).
 - ``reference_cn_mops(cases, controls)`` and ``single_cn_mops(x)``: no EM; lambda per region is given (the
   controls' mean / the chromosome's median positive count) and the one-step model of model/onestep.py
-  gives the posteriors. Segmentation and calls are cn.mops's (mops.assemble_result).
+  gives the posteriors. Segmentation and calls are cn.mops's (cnmops.assemble_result).
+
+Each method's defaults, model, normal class and note are its row of params.METHODS; the inputs of
+referencecn.mops and singlecn.mops are read and checked here (``read_named_counts``, ``check_same_regions``,
+``read_single_sample``), for the distributed pipeline too.
 """
 from __future__ import annotations
 
@@ -14,25 +18,31 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from ..cuda.probe import resolve_backend
 from ..data import CountData, chromosome_blocks
 from ..errors import InputError
-from ..io import read_counts
-from ..cuda.probe import BACKENDS, resolve_backend
-from ..model.onestep import (LAMBDA_FLOOR, REFERENCE_FLOOR, SINGLE_FLOOR, OneStepSpec, fit_onestep, fit_onestep_gpu, row_means)
-from .cnmops import FEW_REGIONS, _stage, assemble_result, cn_mops, run_mops
-from ..normalization.cpu import normalize_chromosomes, sample_coverage
-from ..params import DEFAULT_CLASSES, DEFAULT_FOLDS, HAPLO_FOLDS, REFERENCE_CLASSES, REFERENCE_FOLDS, CnMopsParams
-from ..result import CNVDetectionResult
 from ..exact.rstats import r_median
+from ..io import read_counts
+from ..model import fit_one_step
+from ..model.onestep import LAMBDA_FLOOR, REFERENCE_FLOOR, SINGLE_FLOOR, OneStepSpec, row_means
+from ..normalization.cpu import normalize_chromosomes, sample_coverage
+from ..params import METHODS, CnMopsParams, Method
+from ..result import CNVDetectionResult, cnvr_frame
+from ..progress import timed_stage
+from .cnmops import assemble_result, cn_mops, run_mops, warn_few_regions
 
 log = logging.getLogger("gcnmops")
 
-TUMOR_NORMAL_NOTE = 'NOTE: The default parameters are adjusted for "tumor-vs-normal"!'
-SINGLE_NORM_NOTE = "Normalization is not applicable for singlecn.mops! Normalization parameters are only dummies."
+#: each entry point's defaults (the method table's)
+_EXOME = METHODS["exome"].parameter_defaults()
+_HAPLO = METHODS["haplo"].parameter_defaults()
+_REFERENCE = METHODS["reference"].parameter_defaults()
+_SINGLE = METHODS["single"].parameter_defaults()
 
 
-def exome_cn_mops(input, prior_impact: float = 10, lower_threshold: float = -0.8, min_width: int = 5,
-                  min_read_count: float = 1, **kwargs) -> CNVDetectionResult:
+def exome_cn_mops(input, prior_impact: float = _EXOME["prior_impact"],
+                  lower_threshold: float = _EXOME["lower_threshold"], min_width: int = _EXOME["min_width"],
+                  min_read_count: float = _EXOME["min_read_count"], **kwargs) -> CNVDetectionResult:
     """``exomecn.mops()``: cn_mops with defaults tuned for exome targets (see cn_mops for arguments)."""
     return cn_mops(input, prior_impact=prior_impact, lower_threshold=lower_threshold, min_width=min_width,
                    min_read_count=min_read_count, **kwargs)
@@ -40,21 +50,21 @@ def exome_cn_mops(input, prior_impact: float = 10, lower_threshold: float = -0.8
 
 def haplo_cn_mops(
     input,
-    I=HAPLO_FOLDS,  # noqa: E741 - cn.mops's name
-    classes=DEFAULT_CLASSES,
-    prior_impact: float = 1,
-    cyc: int = 20,
-    norm: int = 1,
-    norm_type: str = "poisson",
-    size_factor: str = "mean",
-    norm_qu: float = 0.25,
-    qu_size_factor: float = 0.75,
-    upper_threshold: float = 0.6,
-    lower_threshold: float = -0.9,
-    min_width: int = 3,
-    seg_algorithm: str = "fast",
-    min_read_count: float = 1,
-    return_posterior: bool = False,
+    I=_HAPLO["I"],  # noqa: E741 - cn.mops's name
+    classes=_HAPLO["classes"],
+    prior_impact: float = _HAPLO["prior_impact"],
+    cyc: int = _HAPLO["cyc"],
+    norm: int = _HAPLO["norm"],
+    norm_type: str = _HAPLO["norm_type"],
+    size_factor: str = _HAPLO["size_factor"],
+    norm_qu: float = _HAPLO["norm_qu"],
+    qu_size_factor: float = _HAPLO["qu_size_factor"],
+    upper_threshold: float = _HAPLO["upper_threshold"],
+    lower_threshold: float = _HAPLO["lower_threshold"],
+    min_width: int = _HAPLO["min_width"],
+    seg_algorithm: str = _HAPLO["seg_algorithm"],
+    min_read_count: float = _HAPLO["min_read_count"],
+    return_posterior: bool = _HAPLO["return_posterior"],
     backend: str = "auto",
     **segment_args,
 ) -> CNVDetectionResult:
@@ -65,39 +75,38 @@ def haplo_cn_mops(
     (no ``use_median``). ``cnvr`` columns are named ``CN.<sample>`` before integer copy numbers, as in
     cn.mops. Arguments otherwise as :func:`gcnmops.cn_mops`; runs on the CPU or the GPU backend.
     """
-    params = CnMopsParams(
+    method = METHODS["haplo"]
+    params = method.params(
         I=I, classes=classes, prior_impact=prior_impact, cyc=cyc, norm=norm, norm_type=norm_type,
         size_factor=size_factor, norm_qu=norm_qu, qu_size_factor=qu_size_factor,
         upper_threshold=upper_threshold, lower_threshold=lower_threshold, min_width=min_width,
-        seg_algorithm=seg_algorithm, min_read_count=min_read_count, use_median=False,
-        return_posterior=return_posterior, method="haplocn.mops", main_class="CN1", segment_args=segment_args,
-    ).validated()
+        seg_algorithm=seg_algorithm, min_read_count=min_read_count, return_posterior=return_posterior,
+        segment_args=segment_args)
     timings: dict = {}
-    with _stage(timings, "read"):
+    with timed_stage(timings, "read"):
         data = read_counts(input)
-    result = run_mops(data, params, backend=backend, timings=timings, model_cov_is_one=True)
-    cnvr = result.cnvr.rename(columns={s: f"CN.{s}" for s in result.sample_names})
-    return result.replace(cnvr=cnvr)
+    result = run_mops(data, params, backend=backend, timings=timings, model_cov_is_one=not method.cov_in_model)
+    return result.replace(cnvr=method_cnvr(method, result.cnvr, result.cnvs, result.sample_names))
 
 
 def reference_cn_mops(
     cases,
     controls,
-    I=REFERENCE_FOLDS,  # noqa: E741 - cn.mops's name
-    classes=REFERENCE_CLASSES,
-    prior_impact: float = 1,
-    cyc: int = 20,
-    norm: int = 1,
-    norm_type: str = "poisson",
-    size_factor: str = "mean",
-    norm_qu: float = 0.25,
-    qu_size_factor: float = 0.75,
-    upper_threshold: float = 0.5,
-    lower_threshold: float = -0.9,
-    min_width: int = 4,
-    seg_algorithm: str = "DNAcopy",
-    min_read_count: float = 1,
-    return_posterior: bool = False,
+    I=_REFERENCE["I"],  # noqa: E741 - cn.mops's name
+    classes=_REFERENCE["classes"],
+    prior_impact: float = _REFERENCE["prior_impact"],
+    cyc: int = _REFERENCE["cyc"],
+    norm: int = _REFERENCE["norm"],
+    norm_type: str = _REFERENCE["norm_type"],
+    size_factor: str = _REFERENCE["size_factor"],
+    norm_qu: float = _REFERENCE["norm_qu"],
+    qu_size_factor: float = _REFERENCE["qu_size_factor"],
+    upper_threshold: float = _REFERENCE["upper_threshold"],
+    lower_threshold: float = _REFERENCE["lower_threshold"],
+    min_width: int = _REFERENCE["min_width"],
+    seg_algorithm: str = _REFERENCE["seg_algorithm"],
+    min_read_count: float = _REFERENCE["min_read_count"],
+    return_posterior: bool = _REFERENCE["return_posterior"],
     backend: str = "auto",
     verbose: int = 1,
     **segment_args,
@@ -115,51 +124,48 @@ def reference_cn_mops(
     DNAcopy backend). ``cyc`` is recorded only (there is no EM). ``backend``: "cpu" (bit-identical to
     cn.mops), "gpu" or "auto" (the GPU when usable).
     """
-    _check_backend(backend)
-    if verbose > 0:
-        log.info(TUMOR_NORMAL_NOTE)
+    method = METHODS["reference"]
+    backend = resolve_backend(backend)
+    log_note(method, verbose)
     timings: dict = {}
-    with _stage(timings, "read"):
-        x = _read_named(cases, "Case", "cases")
-        r = _read_named(controls, "Control", "controls")
-    _check_same_regions(x, r)
-    params = CnMopsParams(
+    with timed_stage(timings, "read"):
+        x = read_named_counts(cases, "Case", "cases")
+        r = read_named_counts(controls, "Control", "controls")
+    check_same_regions(x, r)
+    params = method.params(
         I=I, classes=classes, prior_impact=prior_impact, cyc=cyc, norm=norm, norm_type=norm_type,
         size_factor=size_factor, norm_qu=norm_qu, qu_size_factor=qu_size_factor,
         upper_threshold=upper_threshold, lower_threshold=lower_threshold, min_width=min_width,
-        seg_algorithm=_segmentation_available(seg_algorithm), min_read_count=min_read_count, use_median=False,
-        return_posterior=return_posterior, method="referencecn.mops", main_class="CN2", segment_args=segment_args,
-    ).validated()
-    if x.n_regions < FEW_REGIONS:
-        warnings.warn("Normalization might not be applicable for this small number of segments.",
-                      RuntimeWarning, stacklevel=2)
+        seg_algorithm=_segmentation_available(seg_algorithm), min_read_count=min_read_count,
+        return_posterior=return_posterior, segment_args=segment_args)
+    warn_few_regions(x.n_regions, stacklevel=2)
     chrom = x.chromosomes
-    with _stage(timings, "normalize"):
+    with timed_stage(timings, "normalize"):
         normalized, model_input, cov, controls_norm = _normalize_reference(x.counts, r.counts, chrom, params)
     spec = OneStepSpec.build(params.I, params.classes, params.prior_impact, REFERENCE_FLOOR, params.min_read_count)
-    with _stage(timings, "model"):
+    with timed_stage(timings, "model"):
         lam = np.maximum(row_means(controls_norm), LAMBDA_FLOOR)
-        out = _fit_onestep(model_input, cov, lam, spec, params.return_posterior, backend)
-    return assemble_result(x, params, out, normalized, cov, timings, backend=resolve_backend(backend))
+        out = fit_one_step(model_input, cov, lam, spec, params.return_posterior, backend)
+    return assemble_result(x, params, out, normalized, cov, timings, backend=backend)
 
 
 def single_cn_mops(
     x,
-    I=DEFAULT_FOLDS,  # noqa: E741 - cn.mops's name
-    classes=DEFAULT_CLASSES,
-    prior_impact: float = 1,
-    cyc: int = 20,
-    norm: int = 1,
-    norm_type: str = "poisson",
-    size_factor: str = "mean",
-    norm_qu: float = 0.25,
-    qu_size_factor: float = 0.75,
-    upper_threshold: float = 0.5,
-    lower_threshold: float = -0.9,
-    min_width: int = 3,
-    seg_algorithm: str = "fast",
-    min_read_count: float = 1,
-    return_posterior: bool = False,
+    I=_SINGLE["I"],  # noqa: E741 - cn.mops's name
+    classes=_SINGLE["classes"],
+    prior_impact: float = _SINGLE["prior_impact"],
+    cyc: int = _SINGLE["cyc"],
+    norm: int = _SINGLE["norm"],
+    norm_type: str = _SINGLE["norm_type"],
+    size_factor: str = _SINGLE["size_factor"],
+    norm_qu: float = _SINGLE["norm_qu"],
+    qu_size_factor: float = _SINGLE["qu_size_factor"],
+    upper_threshold: float = _SINGLE["upper_threshold"],
+    lower_threshold: float = _SINGLE["lower_threshold"],
+    min_width: int = _SINGLE["min_width"],
+    seg_algorithm: str = _SINGLE["seg_algorithm"],
+    min_read_count: float = _SINGLE["min_read_count"],
+    return_posterior: bool = _SINGLE["return_posterior"],
     backend: str = "auto",
     **segment_args,
 ) -> CNVDetectionResult:
@@ -172,30 +178,30 @@ def single_cn_mops(
     one-step model with likelihood floor 1e-15. As in cn.mops the result says method "referencecn.mops"
     (so calc_integer_copy_numbers refits with the reference model) and ``cnvr`` holds the CNVs themselves.
     """
-    _check_backend(backend)
+    method = METHODS["single"]
+    backend = resolve_backend(backend)
     timings: dict = {}
-    with _stage(timings, "read"):
-        data = _read_single(x)
-    params = CnMopsParams(
+    with timed_stage(timings, "read"):
+        data = read_single_sample(x)
+    params = method.params(
         I=I, classes=classes, prior_impact=prior_impact, cyc=cyc, norm=norm, norm_type=norm_type,
         size_factor=size_factor, norm_qu=norm_qu, qu_size_factor=qu_size_factor,
         upper_threshold=upper_threshold, lower_threshold=lower_threshold, min_width=min_width,
-        seg_algorithm=_segmentation_available(seg_algorithm), min_read_count=min_read_count, use_median=False,
-        return_posterior=return_posterior, method="referencecn.mops", main_class="CN2", segment_args=segment_args,
-    ).validated()
-    log.info(SINGLE_NORM_NOTE)
+        seg_algorithm=_segmentation_available(seg_algorithm), min_read_count=min_read_count,
+        return_posterior=return_posterior, segment_args=segment_args)
+    log_note(method)
     counts = data.counts
     cov = np.ones(1)
     spec = OneStepSpec.build(params.I, params.classes, params.prior_impact, SINGLE_FLOOR, params.min_read_count)
-    with _stage(timings, "model"):
+    with timed_stage(timings, "model"):
         lam = np.empty(data.n_regions)
         for _, b0, b1 in chromosome_blocks(data.chromosomes):
             y = counts[b0:b1, 0]
             pos = y[y > 0]
             lam[b0:b1] = r_median(pos) if pos.size else 0.0
-        out = _fit_onestep(counts, cov, lam, spec, params.return_posterior, backend)
-    result = assemble_result(data, params, out, counts, cov, timings, backend=resolve_backend(backend))
-    return result.replace(cnvr=result.cnvs.copy())
+        out = fit_one_step(counts, cov, lam, spec, params.return_posterior, backend)
+    result = assemble_result(data, params, out, counts, cov, timings, backend=backend)
+    return result.replace(cnvr=method_cnvr(method, result.cnvr, result.cnvs, result.sample_names))
 
 
 def cnvr_per_sample(result: CNVDetectionResult) -> pd.DataFrame:
@@ -206,31 +212,32 @@ def cnvr_per_sample(result: CNVDetectionResult) -> pd.DataFrame:
     names = list(result.sample_names)
     if all(s in cnvr.columns for s in names):
         return cnvr
-    out = cnvr[["seqnames", "start", "end"]].copy()
     if all(f"CN.{s}" in cnvr.columns for s in names):
-        for s in names:
-            out[s] = cnvr[f"CN.{s}"].to_numpy()
-        return out
-    for s in names:  # CNVs as regions: each row is one sample's CNV
-        own = cnvr["sampleName"].astype(str).to_numpy() == str(s) if "sampleName" in cnvr else np.zeros(len(cnvr), bool)
+        labels = [cnvr[f"CN.{s}"].to_numpy() for s in names]
+    else:  # CNVs as regions: each row is one sample's CNV
+        own = cnvr["sampleName"].astype(str).to_numpy() if "sampleName" in cnvr else np.full(len(cnvr), None)
         label = cnvr["CN"].to_numpy(dtype=object) if "CN" in cnvr else np.full(len(cnvr), None, dtype=object)
-        out[s] = np.where(own, label, None)
-    return out
+        labels = [np.where(own == str(s), label, None) for s in names]
+    return cnvr_frame(cnvr["seqnames"], cnvr["start"], cnvr["end"], names, labels)
+
+
+def method_cnvr(method: Method, cnvr: pd.DataFrame, cnvs: pd.DataFrame, sample_names) -> pd.DataFrame:
+    """The ``cnvr`` slot as the method's cn.mops function returns it (before integer copy numbers): one column
+    per sample; haplocn.mops's columns named ``CN.<sample>``; singlecn.mops's the CNVs themselves."""
+    if method.cnvr == "CN.":
+        return cnvr.rename(columns={s: f"CN.{s}" for s in sample_names})
+    if method.cnvr == "cnvs":
+        return cnvs.copy()
+    return cnvr
+
+
+def log_note(method: Method, verbose: int = 1) -> None:
+    """The method's message (referencecn.mops: tumour-vs-normal defaults; singlecn.mops: no normalization)."""
+    if method.note and verbose > 0:
+        log.info(method.note)
 
 
 # ------------------------------------------------------------------------------------------- helpers
-def _check_backend(backend: str) -> None:
-    if backend not in BACKENDS:
-        raise InputError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}.")
-
-
-def _fit_onestep(x, cov, lam, spec, keep_post: bool, backend: str):
-    """The one-step model on the backend asked for ("auto": the GPU when one is usable)."""
-    if resolve_backend(backend) == "gpu":
-        return fit_onestep_gpu(x, cov, lam, spec, keep_post=keep_post)
-    return fit_onestep(x, cov, lam, spec, keep_post=keep_post)
-
-
 def _segmentation_available(seg_algorithm):
     """cn.mops's "DNAcopy" where R's DNAcopy can be loaded (rpy2), else the fast segmentation (with a warning)."""
     from ..segmentation.dnacopy import dnacopy_available
@@ -242,7 +249,7 @@ def _segmentation_available(seg_algorithm):
     return seg_algorithm
 
 
-def _read_named(obj, prefix: str, what: str) -> CountData:
+def read_named_counts(obj, prefix: str, what: str) -> CountData:
     """Counts of one side of referencecn.mops; unnamed samples become <prefix>_1, <prefix>_2, ..."""
     if isinstance(obj, np.ndarray) or (isinstance(obj, (list, tuple)) and not isinstance(obj, str)):
         arr = np.asarray(obj)
@@ -260,7 +267,9 @@ def _read_named(obj, prefix: str, what: str) -> CountData:
         raise InputError(f"{what}: {err}") from None
 
 
-def _check_same_regions(x: CountData, r: CountData) -> None:
+def check_same_regions(x: CountData, r: CountData) -> None:
+    """InputError unless cases ``x`` and controls ``r`` have the same regions (both ranged alike, or both
+    plain matrices of the same length)."""
     if (x.ranges is None) != (r.ranges is None):
         raise InputError("Cases and controls must both carry genomic ranges (seqnames, start, end) or both be "
                          "plain read-count matrices.")
@@ -294,7 +303,7 @@ def _normalize_reference(X: np.ndarray, R: np.ndarray, chrom: np.ndarray, params
     return viz, X, cov_all[:N].copy(), R / cov_all[N:]
 
 
-def _read_single(x) -> CountData:
+def read_single_sample(x) -> CountData:
     """singlecn.mops's input: exactly one sample."""
     if isinstance(x, (list, tuple)) and not isinstance(x, str):
         x = np.asarray(x)
@@ -307,4 +316,5 @@ def _read_single(x) -> CountData:
     return data
 
 
-__all__ = ["exome_cn_mops", "haplo_cn_mops", "reference_cn_mops", "single_cn_mops", "cnvr_per_sample"]
+__all__ = ["exome_cn_mops", "haplo_cn_mops", "reference_cn_mops", "single_cn_mops", "cnvr_per_sample", "method_cnvr",
+           "log_note", "read_named_counts", "check_same_regions", "read_single_sample"]

@@ -1,10 +1,10 @@
 """The cn.MOPS pipeline on the GPU backend, device-resident: the counts are copied in once, the normalized
 data and sINI stay on the device between the stages, and only results come back.
 
-``normalize_and_fit_gpu`` (mops.run_mops routes backend "gpu" here):
+``normalize_and_fit_gpu`` (cnmops.run_mops routes backend "gpu" here):
 
 1. the counts (m, N) float64 column-major go to the device in one copy;
-2. normalization on the device in place (normalize_gpu.normalize_on_device; the CPU code where it decides),
+2. normalization on the device in place (normalization.gpu.normalize_on_device; the CPU code where it decides),
    then the normalized matrix is copied back (it is a result) on a copy stream while the model runs;
 3. the model on the device-resident matrix (model.gpu.fit_gpu_device): launches of ~m/8 rows, each one's
    outputs copied into pinned host arrays while the next computes;
@@ -13,7 +13,7 @@ data and sINI stay on the device between the stages, and only results come back.
 
 Where the resident stage does not fit the device (plan.resident_bytes over the memory budget), or several
 devices are asked for, the model runs chunked from host memory instead (fit_gpu's pinned double buffers):
-normalize_gpu's host-to-host path, then fit_gpu; the segmentation copies its input in (its own device buffers,
+normalization.gpu's host-to-host path, then fit_gpu; the segmentation copies its input in (its own device buffers,
 ~5 x 8 bytes per value, are not chunked in either path). Integer copy numbers:
 integer.calc_integer_copy_numbers(result, backend="gpu") refits every CNV in one launch.
 benchmarks/RESULTS.md, "Whole pipeline on the GPU", has the measurements.
@@ -33,13 +33,9 @@ from ..model.gpu import fit_gpu, fit_gpu_device
 from ..cuda.runtime import device_module, pinned_empty, simulating
 from ..model.spec import ModelOutput, ModelSpec
 from ..normalization.cpu import sample_coverage
+from ..progress import timed_stage
 from ..params import CnMopsParams
 from ..segmentation.gpu import segment_columns_gpu
-
-#: the last run's sub-stage seconds and counts, for benchmarks: norm_* (normalization), model_* (model),
-#: seg_* (segmentation: candidates, recomputed positions, ...); cleared by normalize_and_fit_gpu
-LAST_STATS: dict = {}
-
 
 @dataclass
 class DeviceModel:
@@ -51,16 +47,18 @@ class DeviceModel:
 
 def normalize_and_fit_gpu(data: CountData, params: CnMopsParams, spec: ModelSpec, timings: dict,
                           model_cov_is_one: bool = False, out: ModelOutput | None = None, devices=None,
-                          max_device_memory: int | None = None, **fit_options
+                          max_device_memory: int | None = None, gpu_stats: dict | None = None, **fit_options
                           ) -> tuple[np.ndarray, np.ndarray, ModelOutput, DeviceModel | None]:
     """Normalization and model of run_mops on the GPU: (normalizedData, cov, host ModelOutput, DeviceModel or
-    None when the model ran from host memory). Stage seconds go into ``timings`` ("normalize", "model").
+    None when the model ran from host memory). Stage seconds go into ``timings`` ("normalize", "model"), the
+    sub-stage seconds and counts into ``gpu_stats`` (norm_* of the normalization, model_resident,
+    model_launches; the result's ``gpu_stats``).
 
     ``out``: host arrays the model's results are copied into; ``devices``, ``max_device_memory`` and
     ``fit_options`` as in fit_gpu (several devices: the chunked host path; the resident model takes
     ``chunk_rows`` (rows per launch), ``config`` and ``stats`` of them).
     """
-    LAST_STATS.clear()
+    gpu_stats = {} if gpu_stats is None else gpu_stats
     xp = device_module()
     counts = data.counts
     m, N = counts.shape
@@ -69,37 +67,36 @@ def normalize_and_fit_gpu(data: CountData, params: CnMopsParams, spec: ModelSpec
     free = xp.cuda.Device().mem_info[0] + xp.get_default_memory_pool().free_bytes() if xp is not np else 1 << 40
     need = _plan.resident_bytes(m, N, n, params.return_posterior, input_copies=copies)
     if devices not in (None, 0, [0]) or need > _plan.memory_budget(free, max_device_memory):
-        return _normalize_and_fit_host(data, params, spec, timings, model_cov_is_one, out, devices=devices,
-                                       max_device_memory=max_device_memory, **fit_options)
-    t0 = time.perf_counter()
-    d_counts = xp.asarray(counts, order="F") if xp is not np else counts.copy(order="F")
-    LAST_STATS["norm_h2d"] = time.perf_counter() - t0
-    cov = np.ones(N)
-    normalized, d_model, copier = counts, d_counts, None
-    if params.norm != 0:
-        from ..normalization.gpu import normalize_on_device
+        return _normalize_and_fit_host(data, params, spec, timings, model_cov_is_one, out, gpu_stats,
+                                       devices=devices, max_device_memory=max_device_memory, **fit_options)
+    with timed_stage(timings, "normalize"):
+        t0 = time.perf_counter()
+        d_counts = xp.asarray(counts, order="F") if xp is not np else counts.copy(order="F")
+        gpu_stats["norm_h2d"] = time.perf_counter() - t0
+        cov = np.ones(N)
+        normalized, d_model, copier = counts, d_counts, None
+        if params.norm != 0:
+            from ..normalization.gpu import normalize_on_device
 
-        d_norm = d_counts if params.norm == 1 else d_counts.copy(order="F")
-        normalized = normalize_on_device(d_norm, counts, data.blocks(), norm_type=params.norm_type,
-                                         size_factor=params.size_factor, qu=params.norm_qu,
-                                         qu_size_factor=params.qu_size_factor, timings=LAST_STATS)
-        if normalized is None:  # normalized on the device: copied back while the model runs
-            normalized, copier = _copy_back(d_norm)
-        if params.norm == 2:
-            cov = sample_coverage(counts)
-        else:
-            d_model = d_norm
-    timings["normalize"] = timings.get("normalize", 0.0) + time.perf_counter() - t0
-    t0 = time.perf_counter()
-    model_cov = np.ones(N) if model_cov_is_one else cov
-    stats = fit_options.get("stats", {})
-    options = {k: v for k, v in fit_options.items() if k in ("chunk_rows", "config")}
-    out, resident = fit_gpu_device(d_model, model_cov, spec, keep_post=params.return_posterior, out=out,
-                                   stats=stats, **options)
-    if copier is not None:
-        copier.synchronize()
-    LAST_STATS.update(model_resident=True, model_launches=stats["n_chunks"])
-    timings["model"] = timings.get("model", 0.0) + time.perf_counter() - t0
+            d_norm = d_counts if params.norm == 1 else d_counts.copy(order="F")
+            normalized = normalize_on_device(d_norm, counts, data.blocks(), norm_type=params.norm_type,
+                                             size_factor=params.size_factor, qu=params.norm_qu,
+                                             qu_size_factor=params.qu_size_factor, timings=gpu_stats)
+            if normalized is None:  # normalized on the device: copied back while the model runs
+                normalized, copier = _copy_back(d_norm)
+            if params.norm == 2:
+                cov = sample_coverage(counts)
+            else:
+                d_model = d_norm
+    with timed_stage(timings, "model"):
+        model_cov = np.ones(N) if model_cov_is_one else cov
+        stats = fit_options.get("stats", {})
+        options = {k: v for k, v in fit_options.items() if k in ("chunk_rows", "config")}
+        out, resident = fit_gpu_device(d_model, model_cov, spec, keep_post=params.return_posterior, out=out,
+                                       stats=stats, **options)
+        if copier is not None:
+            copier.synchronize()
+        gpu_stats.update(model_resident=True, model_launches=stats["n_chunks"])
     return normalized, cov, out, DeviceModel(sini=resident.sini)
 
 
@@ -118,39 +115,39 @@ def _copy_back(d):
 
 
 def _normalize_and_fit_host(data: CountData, params: CnMopsParams, spec: ModelSpec, timings: dict,
-                            model_cov_is_one: bool, out: ModelOutput | None, **fit_options):
+                            model_cov_is_one: bool, out: ModelOutput | None, gpu_stats: dict, **fit_options):
     """The GPU stages from host memory (the device cannot hold the resident stage, or several devices)."""
     from ..normalization.gpu import normalize_chromosomes_gpu
 
     counts = data.counts
-    t0 = time.perf_counter()
-    cov = np.ones(data.n_samples)
-    if params.norm == 0:
-        normalized = model_input = counts
-    else:
-        normalized = normalize_chromosomes_gpu(counts, data.chromosomes, norm_type=params.norm_type,
-                                               size_factor=params.size_factor, qu=params.norm_qu,
-                                               qu_size_factor=params.qu_size_factor, timings=LAST_STATS)
-        model_input = normalized
-        if params.norm == 2:
-            cov = sample_coverage(counts)
-            model_input = counts
-    timings["normalize"] = timings.get("normalize", 0.0) + time.perf_counter() - t0
-    t0 = time.perf_counter()
-    model_cov = np.ones(data.n_samples) if model_cov_is_one else cov
-    stats = fit_options.pop("stats", {})
-    out = fit_gpu(model_input, model_cov, spec, keep_post=params.return_posterior, out=out, stats=stats,
-                  **fit_options)
-    LAST_STATS.update(model_resident=False, model_launches=stats["n_chunks"])
-    timings["model"] = timings.get("model", 0.0) + time.perf_counter() - t0
+    with timed_stage(timings, "normalize"):
+        cov = np.ones(data.n_samples)
+        if params.norm == 0:
+            normalized = model_input = counts
+        else:
+            normalized = normalize_chromosomes_gpu(counts, data.chromosomes, norm_type=params.norm_type,
+                                                   size_factor=params.size_factor, qu=params.norm_qu,
+                                                   qu_size_factor=params.qu_size_factor, timings=gpu_stats)
+            model_input = normalized
+            if params.norm == 2:
+                cov = sample_coverage(counts)
+                model_input = counts
+    with timed_stage(timings, "model"):
+        model_cov = np.ones(data.n_samples) if model_cov_is_one else cov
+        stats = fit_options.pop("stats", {})
+        out = fit_gpu(model_input, model_cov, spec, keep_post=params.return_posterior, out=out, stats=stats,
+                      **fit_options)
+        gpu_stats.update(model_resident=False, model_launches=stats["n_chunks"])
     return normalized, cov, out, None
 
 
 def call_cnvs_gpu(sini: np.ndarray, gr: pd.DataFrame, blocks: list[tuple[str, int, int]], sample_names: list[str],
                   upper_threshold: float, lower_threshold: float, min_width: int, use_median: bool,
-                  segment_args: dict | None = None, device: DeviceModel | None = None) -> Calls:
+                  segment_args: dict | None = None, device: DeviceModel | None = None,
+                  gpu_stats: dict | None = None) -> Calls:
     """``calls.call_cnvs`` with the segmentation's statistic on the GPU (identical result); ``device``: the
-    model's device-resident sINI, which the GPU reads instead of a copy of ``sini``."""
+    model's device-resident sINI, which the GPU reads instead of a copy of ``sini``; ``gpu_stats``: receives
+    the segmentation's sub-stage seconds and counts (seg_*)."""
     stats: dict = {}
     d_sini = None if device is None else device.sini
 
@@ -159,8 +156,9 @@ def call_cnvs_gpu(sini: np.ndarray, gr: pd.DataFrame, blocks: list[tuple[str, in
 
     calls = call_cnvs(sini, gr, blocks, sample_names, upper_threshold, lower_threshold, min_width, use_median,
                       segment_args, segmenter=segmenter)
-    LAST_STATS.update(stats)
+    if gpu_stats is not None:
+        gpu_stats.update(stats)
     return calls
 
 
-__all__ = ["normalize_and_fit_gpu", "call_cnvs_gpu", "DeviceModel", "LAST_STATS"]
+__all__ = ["normalize_and_fit_gpu", "call_cnvs_gpu", "DeviceModel"]

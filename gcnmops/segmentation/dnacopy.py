@@ -8,8 +8,8 @@ DNAcopy) and takes each segment's median from the un-jittered values. The CNV ca
 against R (the jitter is random); ``seed`` makes our runs reproducible: it seeds numpy's Generator for
 the jitter and R's RNG (DNAcopy's permutation p-values).
 
-rpy2, R and DNAcopy are optional: they are imported on first use, and their absence raises an
-InputError that says how to install them.
+rpy2, R and DNAcopy are optional: they are loaded on first use (rpy2 and R through
+:func:`gcnmops.io.rsession.r_session`), and their absence raises an InputError that says how to install them.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..io.rsession import r_session
 
 log = logging.getLogger("gcnmops")
 
@@ -29,13 +30,15 @@ JITTER_SD = 1e-5
 #: cn.mops's getbdry arguments (eta, nperm, alpha -> tol; max.ones = floor(nperm * alpha) + 1)
 BDRY_ETA, BDRY_NPERM, BDRY_ALPHA = 0.05, 10000, 0.01
 MAX_MIN_WIDTH = 5
+_INSTALL_DNACOPY = ("`apt-get install r-bioc-dnacopy` (Debian/Ubuntu) or, in R, "
+                    "`install.packages('BiocManager'); BiocManager::install('DNAcopy')`. "
+                    "Or use seg_algorithm='fast' (cn.mops's default), which needs neither.")
 INSTALL_HINT = (
     "segAlgorithm 'DNAcopy' runs R's Bioconductor package DNAcopy through rpy2. Install both: "
-    "`pip install 'rpy2>=3.5,<3.6'` (or `pip install gcnmops[r]`), and R with DNAcopy: "
-    "`apt-get install r-bioc-dnacopy` (Debian/Ubuntu) or, in R, "
-    "`install.packages('BiocManager'); BiocManager::install('DNAcopy')`. "
-    "Or use seg_algorithm='fast' (cn.mops's default), which needs neither."
+    "`pip install 'rpy2>=3.5,<3.6'` (or `pip install gcnmops[r]`), and R with DNAcopy: " + _INSTALL_DNACOPY
 )
+#: what to add when rpy2/R itself is missing (the session's error says how to install those)
+R_PACKAGE_HINT = "segAlgorithm 'DNAcopy' also needs R's Bioconductor package DNAcopy: " + _INSTALL_DNACOPY
 #: DNAcopy::segment arguments a caller may pass (Python spellings -> R names)
 SEGMENT_ARGS = {
     "alpha": "alpha", "nperm": "nperm", "p_method": "p.method", "p.method": "p.method", "kmax": "kmax",
@@ -61,12 +64,10 @@ function(x, chrom, maploc, min_width, sbdry, seed, args) {
 def _r_session():
     """(robjects, numpy converter, segment function) or InputError naming what is missing."""
     try:
-        import rpy2.robjects as ro
-        from rpy2.robjects import numpy2ri
-        from rpy2.robjects.conversion import localconverter
-    except Exception as err:  # ImportError, or rpy2 failing to find/load R (RuntimeError, OSError)
-        raise InputError(f"rpy2 with a working R is not available ({type(err).__name__}: {err}). "
-                         + INSTALL_HINT) from err
+        session = r_session()
+    except InputError as err:  # rpy2 or R missing
+        raise InputError(f"{err} {R_PACKAGE_HINT}") from None
+    ro = session.ro
     try:
         found = bool(ro.r("requireNamespace")(R_PACKAGE, quietly=True)[0])
     except Exception as err:  # R errors while loading the namespace
@@ -74,8 +75,7 @@ def _r_session():
                          f"({type(err).__name__}: {err}). " + INSTALL_HINT) from err
     if not found:
         raise InputError(f"The R package {R_PACKAGE} is not installed in the R that rpy2 uses. " + INSTALL_HINT)
-    converter = ro.default_converter + numpy2ri.converter
-    return ro, converter, localconverter, ro.r(_R_SEGMENT)
+    return ro, session.converter(numpy=True), session.localconverter, ro.r(_R_SEGMENT)
 
 
 def dnacopy_available() -> bool:
@@ -116,7 +116,9 @@ def _copy(r_vector, dtype) -> np.ndarray:
     return np.array(r_vector, dtype=dtype, copy=True)
 
 
-def _r_args(segment_args: dict) -> dict:
+def segment_args_for_r(segment_args: dict) -> dict:
+    """``DNAcopy::segment``'s extra arguments (R names, ``verbose = 0`` unless given) of ``segment_args``;
+    InputError naming the accepted ones for an unknown name."""
     out = {"verbose": 0}
     unknown = sorted(set(segment_args) - set(SEGMENT_ARGS))
     if unknown:
@@ -152,7 +154,7 @@ def dnacopy_segments(sini: np.ndarray, blocks: list[tuple[str, int, int]], min_w
     with localconverter(converter):
         res = r_segment(x, chrom, maploc, int(min_width), bdry,
                         ro.NA_Integer if r_seed is None else r_seed,
-                        ro.ListVector(_r_args(dict(segment_args or {}))))
+                        ro.ListVector(segment_args_for_r(dict(segment_args or {}))))
         cols = {name: _copy(res[name], np.float64 if name == "mean" else np.int64)
                 for name in ("sample", "chrom", "start", "end", "mean")}
     block = cols["chrom"].astype(np.int64) - 1
@@ -168,4 +170,4 @@ def dnacopy_segments(sini: np.ndarray, blocks: list[tuple[str, int, int]], min_w
     return seg.iloc[order].reset_index(drop=True)
 
 
-__all__ = ["dnacopy_segments", "dnacopy_available"]
+__all__ = ["dnacopy_segments", "dnacopy_available", "segment_args_for_r"]

@@ -1,11 +1,12 @@
 """cn.mops's fast segmentation with the per-position statistic on a CUDA GPU; segments identical to segmentation/cpu.py.
 
-The heavy part of ``segment.segment_columns_arrays`` is p_i, the largest -log t tail over ~38 growing
+The heavy part of ``cpu.segment_columns_arrays`` is p_i, the largest -log t tail over ~38 growing
 windows, for every candidate position of every (chromosome, sample) vector. Here it runs on the GPU, one
-thread per candidate position, from the same ``register_jitable`` source as the CPU (``position_scan``,
-``exact_tail``, exact/tdist.py) compiled by numba.cuda. Everything else stays on the host (numba, parallel over
-vectors): cleaning, eps (0.75 quantile of |diff|), the merge thresholds and the variance before the GPU
-pass; local maxima, the breakpoint threshold, merging, segment means and medians after it.
+thread per candidate position, from the same ``register_jitable`` source as the CPU (segmentation/kernels.py:
+``prefix_sums``, ``is_candidate``, ``scan_position``; exact/tdist.py) compiled by numba.cuda. Everything else
+stays on the host (numba, parallel over vectors; segmentation/host.py's passes, as the CPU's): cleaning,
+eps (0.75 quantile of |diff|), the merge thresholds and the variance before the GPU pass; local maxima, the
+breakpoint threshold, merging, segment means and medians after it.
 
 Identical segments. The kernels ask NVVM for no FMA contraction (cuda/nofma.py; checked in the PTX
 locally) and the prefix sums run in the CPU's order, so the window arithmetic follows the CPU's; the t tail
@@ -34,11 +35,11 @@ way).
 """
 from __future__ import annotations
 
-import logging
 import math
 import threading
 import time
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -47,15 +48,17 @@ from numba.extending import register_jitable
 
 from ..cuda.nofma import jit_nofma
 from ..errors import InputError
-from ..exact.rstats import ld_mean, quantile7_low_index
-from .cpu import (INF_MESSAGE, NA_MESSAGE, _clean, checked_columns, _kth_pair, _median_of, segment_ends_from_stat, _quantile7_select, _resolve_params, _sd, _welford_var, exact_tail, position_scan, window_constants)
+from ..exact.rstats import quantile7_low_index
+from .host import (breakpoint_count, clean, fill_segments, has_neighbourhood, kth_pair, local_half_width,
+                   segment_ends_from_stat, task_rows, vector_constants, window_scratch)
+from .interface import (checked_columns, label_tasks, output_arrays, report_cleaning, resolve_params,
+                        segment_frame)
+from .kernels import exact_tail, is_candidate, prefix_sums, scan_position, window_count
 
 try:  # module level: the kernels' ``cuda`` must be a global (the CUDA simulator swaps module globals)
     from numba import cuda
 except Exception:  # noqa: BLE001 - numba without its CUDA target
     cuda = None
-
-log = logging.getLogger("gcnmops")
 
 #: a GPU p stands for [p (1 - TAU), p (1 + TAU)]; measured GPU/CPU differences are ~1e-14 relative
 TAU = 1e-9
@@ -74,70 +77,90 @@ def simulating() -> bool:
 # host, before the GPU pass
 # ---------------------------------------------------------------------------------------------------------
 
+class HostVectors(NamedTuple):
+    """The task-major layout of every cleaned (block, sample) vector and its per-vector constants."""
+    xt: np.ndarray        #: the vectors, one after the other (task = block * N + sample)
+    offs: np.ndarray      #: vector task is xt[offs[task]:offs[task + 1]]
+    coffs: np.ndarray     #: its candidate positions are entries coffs[task]:coffs[task + 1] of p
+    vec_eps: np.ndarray
+    vec_V: np.ndarray
+    vec_thi: np.ndarray
+    vec_tlo: np.ndarray
+    dirty: np.ndarray     #: host.clean's code per vector
+
+
 @njit(parallel=True, cache=True, error_model="numpy", nogil=True)
 def _prepare_all(values, firsts, ends, N, offs, eps_given, eps, default_t, t_hi, t_lo, min_seg, xt, vec_eps,
                  vec_V, vec_thi, vec_tlo, dirty, ncand):
     """Per (block, sample) vector: the cleaned copy into xt[offs[task]:], eps, merge thresholds, variance
-    (as ``segment._final_ends`` computes them) and the number of candidate positions."""
+    (as cpu._final_ends computes them) and the number of candidate positions."""
     ntask = offs.shape[0] - 1
     for task in prange(ntask):
-        b = task // N
-        s = task % N
-        f = firsts[b]
-        m = ends[b] - f
+        s, f, e = task_rows(task, N, firsts, ends)
+        m = e - f
         o = offs[task]
         x = xt[o:o + m]
         for i in range(m):
             x[i] = values[f + i, s]
-        had_inf, had_nan = _clean(x)
-        dirty[task] = (1 if had_inf else 0) + (2 if had_nan else 0)
-        e = eps
-        th = t_hi
-        tl = t_lo
-        V = 0.0
+        dirty[task] = clean(x)
+        ve, th, tl, V = eps, t_hi, t_lo, 0.0
         if m > 0:
-            if not eps_given:
-                work = np.empty(max(m - 1, 1))
-                for i in range(m - 1):
-                    work[i] = abs(x[i + 1] - x[i])
-                e = _quantile7_select(work, m - 1, 0.75)
-            if default_t:
-                sd = _sd(x)
-                th = 2.0 * sd
-                tl = -2.0 * sd
-            V = _welford_var(x)
-        vec_eps[task] = e
-        vec_V[task] = V
+            ve, th, tl, V = vector_constants(x, eps_given, eps, default_t, t_hi, t_lo, np.empty(m))
         nc = 0
-        for i in range(min_seg + 1, m - min_seg - 1):
-            if abs(x[i + 1] - x[i]) > e:
+        for i in range(m):
+            if is_candidate(x, i, min_seg, ve):
                 nc += 1
         ncand[task] = nc
+        vec_eps[task] = ve
+        vec_V[task] = V
         vec_thi[task] = th
         vec_tlo[task] = tl
 
 
+def task_offsets(counts: np.ndarray) -> np.ndarray:
+    """offsets[task] = the sum of counts before task (offsets[-1]: the total)."""
+    offs = np.zeros(counts.size + 1, dtype=np.int64)
+    np.cumsum(counts, out=offs[1:])
+    return offs
+
+
+def prepare_vectors(values: np.ndarray, firsts: np.ndarray, ends: np.ndarray, params: dict) -> HostVectors:
+    """Clean every (block, sample) vector of the (m, N) order-F ``values`` into the task-major layout, with
+    its eps, merge thresholds, variance and candidate count (``params``: interface.resolve_params's)."""
+    N = values.shape[1]
+    ntask = firsts.size * N
+    offs = task_offsets(np.repeat(ends - firsts, N))
+    # pageable on purpose: page-locked xt made the host passes over it 4-5x slower on the H100 machine
+    # (prepare 0.25 -> 0.85 s, fill 0.16 -> 0.83 s at BM-A) for 0.1 s saved on the copy
+    xt = np.empty(int(offs[-1]))
+    vec_eps, vec_V, vec_thi, vec_tlo = (np.empty(ntask) for _ in range(4))
+    dirty = np.zeros(ntask, dtype=np.int8)
+    ncand = np.zeros(ntask, dtype=np.int64)
+    if ntask:
+        _prepare_all(values, firsts, ends, N, offs, params["eps_given"], params["eps"], params["default_t"],
+                     params["t_hi"], params["t_lo"], params["min_seg"], xt, vec_eps, vec_V, vec_thi, vec_tlo, dirty,
+                     ncand)
+    return HostVectors(xt, offs, task_offsets(ncand), vec_eps, vec_V, vec_thi, vec_tlo, dirty)
+
+
 # ---------------------------------------------------------------------------------------------------------
-# GPU kernels (same scalar source as the CPU: position_scan, exact_tail)
+# GPU kernels (the CPU's source: kernels.prefix_sums, kernels.is_candidate, kernels.scan_position)
 # ---------------------------------------------------------------------------------------------------------
 
 @register_jitable
-def scan_position(S, Q, i, m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf, ebuf, qbuf):
-    """(p_i, j*): the statistic of candidate position i as segment._final_ends computes it (position_scan;
-    a screened maximum gets its exact tail) and the window j* whose exact tail it is (-1: none, p_i = 0).
-    ``qbuf`` must hold NaN beyond the windows position_stat evaluates: the argmax is read off it."""
-    for r in range(qbuf.shape[0]):
-        qbuf[r] = math.nan
-    val, jb, err, exact = position_scan(S, Q, i, m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf, ebuf,
-                                        qbuf)
-    if not exact:
-        return exact_tail(S, Q, i, jb, w, V), jb
-    js = -1
-    for r in range(qbuf.shape[0]):
-        if qbuf[r] == val:
-            js = min_seg + r
-            break
-    return val, js
+def locate(offs, k):
+    """(task, o, m, i): the vector holding flat position k of the task-major layout (binary search in
+    ``offs``), its offset and length, and k's position in it."""
+    lo = 0
+    hi = offs.shape[0] - 2
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if offs[mid] <= k:
+            lo = mid
+        else:
+            hi = mid - 1
+    o = offs[lo]
+    return lo, o, offs[lo + 1] - o, k - o
 
 
 _KERNELS: dict = {}
@@ -160,43 +183,18 @@ def _build_kernels(NW: int):
         """S, Q = running sums of x, x^2 per vector, in the CPU's order (one thread per vector)."""
         task = cuda.grid(1)
         if task < offs.shape[0] - 1:
-            acc_s = 0.0
-            acc_q = 0.0
-            for k in range(offs[task], offs[task + 1]):
-                v = xt[k]
-                acc_s += v
-                acc_q += v * v
-                St[k] = acc_s
-                Qt[k] = acc_q
-
-    def _find_task(offs, k):
-        lo = 0
-        hi = offs.shape[0] - 2
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if offs[mid] <= k:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
-
-    find_task = cuda.jit(device=True)(_find_task)
+            o = offs[task]
+            e = offs[task + 1]
+            prefix_sums(xt[o:e], St[o:e], Qt[o:e])
 
     def _nofma_mask(xt, offs, vec_eps, min_seg, mask):
-        """mask[k] = 1 where position k is a candidate (segment._final_ends's test)."""
+        """mask[k] = 1 where position k is a candidate (the CPU's test)."""
         start = cuda.grid(1)
         stride = cuda.gridsize(1)
         total = offs[offs.shape[0] - 1]
         for k in range(start, total, stride):
-            task = find_task(offs, k)
-            o = offs[task]
-            m = offs[task + 1] - o
-            i = k - o
-            c = 0
-            if i > min_seg and i < m - min_seg - 1:
-                if abs(xt[k + 1] - xt[k]) > vec_eps[task]:
-                    c = 1
-            mask[k] = c
+            task, o, m, i = locate(offs, k)
+            mask[k] = 1 if is_candidate(xt[o:o + m], i, min_seg, vec_eps[task]) else 0
 
     def _nofma_stat(idx, n_idx, xt, St, Qt, offs, vec_V, min_seg, delta, max_int, w, jinv, jnn, jc, p, jstar):
         """p[r], jstar[r] = scan_position of candidate position idx[r] (r-th candidate, task-major order)."""
@@ -206,15 +204,9 @@ def _build_kernels(NW: int):
         start = cuda.grid(1)
         stride = cuda.gridsize(1)
         for r in range(start, n_idx, stride):
-            k = idx[r]
-            task = find_task(offs, k)
-            o = offs[task]
-            m = offs[task + 1] - o
-            i = k - o
-            S = St[o:o + m]
-            Q = Qt[o:o + m]
-            V = vec_V[task]
-            val, js = scan_position(S, Q, i, m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf, ebuf, qbuf)
+            task, o, m, i = locate(offs, idx[r])
+            val, js = scan_position(St[o:o + m], Qt[o:o + m], i, m, min_seg, delta, max_int, w, vec_V[task], jinv,
+                                    jnn, jc, ybuf, ebuf, qbuf)
             p[r] = val
             jstar[r] = js
 
@@ -236,29 +228,50 @@ def _blocks_for(n: int, tpb: int, cap: int) -> int:
     return max(1, min(cap, (n + tpb - 1) // tpb))
 
 
+def _copy_in(xt: np.ndarray, device_xt):
+    """xt on the device: ``device_xt`` where given, else a copy (numba's in the simulator, cupy's on a GPU)."""
+    if device_xt is not None:
+        return device_xt
+    if simulating():
+        return cuda.to_device(xt)
+    import cupy as cp
+
+    return cp.asarray(xt)
+
+
+def _compact(d_mask):
+    """(d_idx, n_idx, d_p, d_j): the flat positions of the candidates (mask != 0) on the device, their number
+    and the output buffers of the statistic kernel."""
+    if simulating():
+        idx_h = np.flatnonzero(d_mask.copy_to_host()).astype(np.int64)
+        n_idx = idx_h.size
+        return (cuda.to_device(idx_h), n_idx, cuda.device_array(max(n_idx, 1), np.float64),
+                cuda.device_array(max(n_idx, 1), JSTAR_DTYPE))
+    import cupy as cp
+
+    idx = cp.flatnonzero(cp.asarray(d_mask))
+    n_idx = int(idx.size)
+    return idx, n_idx, cp.empty(max(n_idx, 1), dtype=cp.float64), cp.empty(max(n_idx, 1), dtype=JSTAR_DTYPE)
+
+
+def _copy_out(d_p, d_j, n_idx: int):
+    if simulating():
+        return d_p.copy_to_host()[:n_idx], d_j.copy_to_host()[:n_idx]
+    return d_p[:n_idx].get(), d_j[:n_idx].get()
+
+
 def gpu_statistic(xt: np.ndarray, offs: np.ndarray, coffs: np.ndarray, vec_eps: np.ndarray, vec_V: np.ndarray,
                   min_seg: int, delta: int, max_int: int, w: float, timings: dict | None = None, device_xt=None):
     """(p, jstar) of every candidate position in task-major order (``scan_position``), on the GPU; the
     candidates of task t are entries coffs[t]:coffs[t + 1]. Only these come back (compacted). ``device_xt``:
-    xt already on the device (``device_layout``), used instead of copying ``xt`` in."""
-    nwin = max(max_int - min_seg + 1, 1)
-    prefix, mask_k, stat_k = kernels(nwin)
-    jinv = np.empty(nwin)
-    jnn = np.empty(nwin)
-    jc = np.empty(nwin)
-    window_constants(min_seg, nwin, w, jinv, jnn, jc)
+    xt already on the device (``device_layout``), used instead of copying ``xt`` in. ``timings`` (optional
+    dict) receives the stages' seconds and the candidate count."""
+    prefix, mask_k, stat_k = kernels(window_count(min_seg, max_int))
+    jinv, jnn, jc = window_scratch(min_seg, max_int, w)[:3]
     total = int(offs[-1])
-    ntask = offs.size - 1
     t = {} if timings is None else timings
     t0 = time.perf_counter()
-    if device_xt is not None:
-        d_x = device_xt
-    elif simulating():
-        d_x = cuda.to_device(xt)
-    else:
-        import cupy as cp
-
-        d_x = cp.asarray(xt)
+    d_x = _copy_in(xt, device_xt)
     d_offs = cuda.to_device(offs)
     d_eps = cuda.to_device(vec_eps)
     d_V = cuda.to_device(vec_V)
@@ -270,50 +283,34 @@ def gpu_statistic(xt: np.ndarray, offs: np.ndarray, coffs: np.ndarray, vec_eps: 
     t["seg_h2d"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     tpb = 32 if simulating() else THREADS_PER_BLOCK
-    prefix[_blocks_for(ntask, 1, 1 << 20), 1](d_x, d_offs, d_S, d_Q)
+    prefix[_blocks_for(offs.size - 1, 1, 1 << 20), 1](d_x, d_offs, d_S, d_Q)
     mask_k[_blocks_for(total, tpb, 4096), tpb](d_x, d_offs, d_eps, min_seg, d_mask)
     sync()
     t["seg_prefix_mask"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    if simulating():
-        idx_h = np.flatnonzero(d_mask.copy_to_host()).astype(np.int64)
-        d_idx = cuda.to_device(idx_h)
-        n_idx = idx_h.size
-        d_p = cuda.device_array(max(n_idx, 1), np.float64)
-        d_j = cuda.device_array(max(n_idx, 1), JSTAR_DTYPE)
-    else:
-        import cupy as cp
-
-        idx = cp.flatnonzero(cp.asarray(d_mask))
-        n_idx = int(idx.size)
-        d_idx = idx
-        d_p = cp.empty(max(n_idx, 1), dtype=cp.float64)
-        d_j = cp.empty(max(n_idx, 1), dtype=JSTAR_DTYPE)
+    d_idx, n_idx, d_p, d_j = _compact(d_mask)
     t["seg_compact"] = time.perf_counter() - t0
     if n_idx != int(coffs[-1]):
         raise RuntimeError(f"GPU candidates ({n_idx}) != host candidates ({int(coffs[-1])})")  # internal invariant
     t0 = time.perf_counter()
     if n_idx:
-        nblk = _blocks_for(n_idx, tpb, 1 << 20)
-        stat_k[nblk, tpb](d_idx, n_idx, d_x, d_S, d_Q, d_offs, d_V, min_seg, delta, max_int, w,
-                          cuda.to_device(jinv), cuda.to_device(jnn), cuda.to_device(jc), d_p, d_j)
+        stat_k[_blocks_for(n_idx, tpb, 1 << 20), tpb](d_idx, n_idx, d_x, d_S, d_Q, d_offs, d_V, min_seg, delta,
+                                                      max_int, w, cuda.to_device(jinv), cuda.to_device(jnn),
+                                                      cuda.to_device(jc), d_p, d_j)
     sync()
     t["seg_kernel"] = time.perf_counter() - t0
     t["seg_candidates"] = n_idx
     t0 = time.perf_counter()
-    if simulating():
-        p, jstar = d_p.copy_to_host()[:n_idx], d_j.copy_to_host()[:n_idx]
-    else:
-        p, jstar = d_p[:n_idx].get(), d_j[:n_idx].get()
+    p, jstar = _copy_out(d_p, d_j, n_idx)
     t["seg_d2h"] = time.perf_counter() - t0
     return p, jstar
 
 
 @njit(cache=True, error_model="numpy")
-def _exact_p(x, S, Q, i, m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf, ebuf, qbuf, js, full):
+def _exact_p(S, Q, i, m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf, ebuf, qbuf, js, full):
     """The CPU's p_i: the CPU's exact tail of the GPU's best window ``js`` (the window arithmetic is
     IEEE-identical, so this is the CPU's own maximum unless two of the position's windows have tails within
-    rounding of each other), or with ``full`` (or js < 0) the whole CPU scan (segment._final_ends)."""
+    rounding of each other), or with ``full`` (or js < 0) the whole CPU scan (cpu._final_ends)."""
     if js >= 0 and not full:
         return exact_tail(S, Q, i, js, w, V)
     return scan_position(S, Q, i, m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf, ebuf, qbuf)[0]
@@ -323,9 +320,6 @@ def _exact_p(x, S, Q, i, m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf, 
 def cpu_statistic(xt, offs, coffs, vec_eps, vec_V, min_seg, delta, max_int, w):
     """What ``gpu_statistic`` computes, on the CPU: (p, jstar), p bit for bit the CPU's (for tests)."""
     ntask = offs.shape[0] - 1
-    nwin = max_int - min_seg + 1
-    if nwin < 1:
-        nwin = 1
     p = np.zeros(coffs[ntask])
     jstar = np.full(coffs[ntask], -1, dtype=np.int16)
     for task in prange(ntask):
@@ -334,23 +328,11 @@ def cpu_statistic(xt, offs, coffs, vec_eps, vec_V, min_seg, delta, max_int, w):
         x = xt[o:o + m]
         S = np.empty(m)
         Q = np.empty(m)
-        acc_s = 0.0
-        acc_q = 0.0
-        for i in range(m):
-            acc_s += x[i]
-            acc_q += x[i] * x[i]
-            S[i] = acc_s
-            Q[i] = acc_q
-        ybuf = np.empty(nwin)
-        ebuf = np.empty(nwin)
-        qbuf = np.empty(nwin)
-        jinv = np.empty(nwin)
-        jnn = np.empty(nwin)
-        jc = np.empty(nwin)
-        window_constants(min_seg, nwin, w, jinv, jnn, jc)
+        prefix_sums(x, S, Q)
+        jinv, jnn, jc, ybuf, ebuf, qbuf = window_scratch(min_seg, max_int, w)
         c = coffs[task]
         for i in range(m):
-            if i > min_seg and i < m - min_seg - 1 and abs(x[i + 1] - x[i]) > vec_eps[task]:
+            if is_candidate(x, i, min_seg, vec_eps[task]):
                 p[c], jstar[c] = scan_position(S, Q, i, m, min_seg, delta, max_int, w, vec_V[task], jinv, jnn, jc,
                                                ybuf, ebuf, qbuf)
                 c += 1
@@ -360,18 +342,6 @@ def cpu_statistic(xt, offs, coffs, vec_eps, vec_V, min_seg, delta, max_int, w):
 # ---------------------------------------------------------------------------------------------------------
 # host, after the GPU pass
 # ---------------------------------------------------------------------------------------------------------
-
-@njit(cache=True, error_model="numpy")
-def _prefix_sums(x, S, Q):
-    """S, Q = running sums of x and x^2 (segment._final_ends's order)."""
-    acc_s = 0.0
-    acc_q = 0.0
-    for i in range(x.shape[0]):
-        acc_s += x[i]
-        acc_q += x[i] * x[i]
-        S[i] = acc_s
-        Q[i] = acc_q
-
 
 @njit(cache=True, error_model="numpy")
 def _statuses(p, exact, tau, h, status, slo, sup):
@@ -384,7 +354,7 @@ def _statuses(p, exact, tau, h, status, slo, sup):
         vlo = v if exact[i] else v * (1.0 - tau)
         vup = v if exact[i] else v * (1.0 + tau)
         st = 0
-        if h > 0 and i - h > 0 and i + h < m and v > 0.0:
+        if has_neighbourhood(i, h, m) and v > 0.0:
             for r in range(i - h, i + h + 1):
                 if r == i:
                     continue
@@ -408,9 +378,49 @@ def _statuses(p, exact, tau, h, status, slo, sup):
             sup[i] = vup
 
 
+@register_jitable
+def _threshold_ranks(alpha, m):
+    """(r_lo, r_hi): the 0-based ranks of the order statistics the breakpoint threshold is made of (-1: none)."""
+    if alpha < 1.0:
+        r_lo = quantile7_low_index(m, 1.0 - alpha)
+        return r_lo, r_lo + 1 if r_lo + 1 < m else r_lo
+    k = breakpoint_count(alpha, m)
+    if k > 0:
+        return m - k, m - k
+    return -1, -1
+
+
 @njit(cache=True, error_model="numpy")
-def _finish_one(x, p, js, full, eps, V, t_hi, t_lo, alpha, no_merge, min_seg, delta, max_int, w, tau, flags,
-                exact, status, scratch, jinv, jnn, jc, ybuf, ebuf, qbuf):
+def _mark_open(p, exact, tau, h, r_lo, r_hi, status, slo, sup):
+    """Mark (status bit 4) the positions that must be exact: those whose statistic's bounds overlap
+    [T_lo, T_up] (the span of the order statistics r_lo, r_hi) and their undecided neighbours. Returns the
+    number of marks."""
+    m = p.shape[0]
+    _statuses(p, exact, tau, h, status, slo, sup)
+    wk = np.empty(m)
+    for i in range(m):
+        wk[i] = slo[i]
+    t_low = kth_pair(wk, m, r_lo)[0]
+    for i in range(m):
+        wk[i] = sup[i]
+    t_up = kth_pair(wk, m, r_hi)[0]
+    nmark = 0
+    for i in range(m):
+        if sup[i] >= t_low and slo[i] <= t_up and sup[i] > 0.0:
+            if not exact[i]:
+                status[i] |= 4
+                nmark += 1
+            if (status[i] & 3) == 2:
+                for r in range(i - h, i + h + 1):
+                    if r != i and not exact[r] and p[r] > 0.0:
+                        status[r] |= 4
+                        nmark += 1
+    return nmark
+
+
+@njit(cache=True, error_model="numpy")
+def _finish_one(x, p, js, full, V, t_hi, t_lo, alpha, no_merge, min_seg, delta, max_int, w, tau, flags, exact,
+                status, scratch, jinv, jnn, jc, ybuf, ebuf, qbuf):
     """Breakpoints and merging of one clean vector x from its GPU statistic p (modified in place where
     recomputed). flags[i] = 1 where a final segment ends at i. Returns (count, recomputed).
 
@@ -427,145 +437,82 @@ def _finish_one(x, p, js, full, eps, V, t_hi, t_lo, alpha, no_merge, min_seg, de
     Q = scratch[m:2 * m]
     slo = scratch[2 * m:3 * m]
     sup = scratch[3 * m:4 * m]
-    have_sq = False
+    h = local_half_width(min_seg)
+    # exact where known: no candidate / no window evaluated gives 0 on both sides; non-finite values (never
+    # seen) are recomputed so that the intervals stay finite
     nre = 0
-    h = min_seg // 2 if min_seg > 2 else 0
     for i in range(m):
-        v = p[i]
-        exact[i] = v == 0.0  # no candidate / no window evaluated: 0 on both sides
-        if math.isnan(v) or math.isinf(v):  # never seen; recomputed so that the intervals stay finite
-            if not have_sq:
-                _prefix_sums(x, S, Q)
-                have_sq = True
-            p[i] = _exact_p(x, S, Q, i, m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf, ebuf, qbuf, js[i], full)
+        exact[i] = p[i] == 0.0
+        if math.isnan(p[i]) or math.isinf(p[i]):
+            if nre == 0:
+                prefix_sums(x, S, Q)
+            p[i] = _exact_p(S, Q, i, m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf, ebuf, qbuf, js[i], full)
             exact[i] = True
             nre += 1
-    # the order statistics the threshold is made of
-    r_lo = -1
-    r_hi = -1
-    if alpha < 1.0:
-        r_lo = quantile7_low_index(m, 1.0 - alpha)
-        r_hi = r_lo + 1 if r_lo + 1 < m else r_lo
-    else:
-        k = int(math.floor(alpha))
-        if k > m:
-            k = m
-        if k > 0:
-            r_lo = m - k
-            r_hi = r_lo
-    if r_lo >= 0:
-        _statuses(p, exact, tau, h, status, slo, sup)
-        wk = np.empty(m)
+    r_lo, r_hi = _threshold_ranks(alpha, m)
+    if r_lo >= 0 and _mark_open(p, exact, tau, h, r_lo, r_hi, status, slo, sup):
+        if nre == 0:
+            prefix_sums(x, S, Q)
         for i in range(m):
-            wk[i] = slo[i]
-        t_low = _kth_pair(wk, m, r_lo)[0]
-        for i in range(m):
-            wk[i] = sup[i]
-        t_up = _kth_pair(wk, m, r_hi)[0]
-        # mark (status bit 4) what must be exact: overlapping positions and their undecided neighbours
-        nmark = 0
-        for i in range(m):
-            if sup[i] >= t_low and slo[i] <= t_up and sup[i] > 0.0:
-                if not exact[i]:
-                    status[i] |= 4
-                    nmark += 1
-                if (status[i] & 3) == 2:
-                    for r in range(i - h, i + h + 1):
-                        if r != i and not exact[r] and p[r] > 0.0:
-                            status[r] |= 4
-                            nmark += 1
-        if nmark:
-            if not have_sq:
-                _prefix_sums(x, S, Q)
-                have_sq = True
-            for i in range(m):
-                if status[i] & 4:
-                    p[i] = _exact_p(x, S, Q, i, m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf, ebuf,
-                                    qbuf, js[i], full)
-                    exact[i] = True
-                    nre += 1
-    # 4. the rest of segment._final_ends on the (now decision-equivalent) statistic
+            if status[i] & 4:
+                p[i] = _exact_p(S, Q, i, m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf, ebuf, qbuf, js[i],
+                                full)
+                exact[i] = True
+                nre += 1
+    # the rest of cpu._final_ends on the (now decision-equivalent) statistic
     return segment_ends_from_stat(x, p, S, Q, flags, h, alpha, no_merge, t_hi, t_lo, min_seg), nre
+
+
+@njit(cache=True, error_model="numpy")
+def _scatter_candidates(x, p_c, j_c, c, min_seg, eps):
+    """(p, js) of vector x: the candidates' values from p_c[c:], j_c[c:] at their positions, 0 and -1 elsewhere."""
+    m = x.shape[0]
+    p = np.zeros(m)
+    js = np.full(m, -1, dtype=np.int64)
+    for i in range(m):
+        if is_candidate(x, i, min_seg, eps):
+            p[i] = p_c[c]
+            js[i] = j_c[c]
+            c += 1
+    return p, js
 
 
 @njit(parallel=True, cache=True, error_model="numpy", nogil=True)
 def _finish_all(xt, offs, coffs, p_c, j_c, full, vec_eps, vec_V, vec_thi, vec_tlo, alpha, no_merge, min_seg, delta,
                 max_int, w, tau, flags, counts, recomputed):
     ntask = offs.shape[0] - 1
-    nwin = max_int - min_seg + 1
-    if nwin < 1:
-        nwin = 1
     for task in prange(ntask):
         o = offs[task]
         m = offs[task + 1] - o
-        scratch = np.empty(4 * m)
-        exact = np.empty(m, dtype=np.bool_)
-        status = np.empty(m, dtype=np.int8)
-        ybuf = np.empty(nwin)
-        ebuf = np.empty(nwin)
-        qbuf = np.empty(nwin)
-        jinv = np.empty(nwin)
-        jnn = np.empty(nwin)
-        jc = np.empty(nwin)
-        window_constants(min_seg, nwin, w, jinv, jnn, jc)
         x = xt[o:o + m]
-        p = np.zeros(m)
-        js = np.full(m, -1, dtype=np.int64)
-        cc = coffs[task]
-        e = vec_eps[task]
-        for i in range(m):
-            if i > min_seg and i < m - min_seg - 1 and abs(x[i + 1] - x[i]) > e:
-                p[i] = p_c[cc]
-                js[i] = j_c[cc]
-                cc += 1
-        c, nre = _finish_one(x, p, js, full, vec_eps[task], vec_V[task],
-                             vec_thi[task], vec_tlo[task],
-                             alpha, no_merge, min_seg, delta, max_int, w, tau, flags[o:o + m], exact, status, scratch,
-                             jinv, jnn, jc, ybuf, ebuf, qbuf)
+        p, js = _scatter_candidates(x, p_c, j_c, coffs[task], min_seg, vec_eps[task])
+        jinv, jnn, jc, ybuf, ebuf, qbuf = window_scratch(min_seg, max_int, w)
+        c, nre = _finish_one(x, p, js, full, vec_V[task], vec_thi[task], vec_tlo[task], alpha, no_merge, min_seg,
+                             delta, max_int, w, tau, flags[o:o + m], np.empty(m, dtype=np.bool_),
+                             np.empty(m, dtype=np.int8), np.empty(4 * m), jinv, jnn, jc, ybuf, ebuf, qbuf)
         counts[task] = c
         recomputed[task] = nre
 
 
 @njit(parallel=True, cache=True, error_model="numpy", nogil=True)
 def _fill_all(xt, offs, flags, out_off, out_start, out_end, out_mean, out_median):
-    """Start, end (1-based, block-relative), mean and median of every final segment (segment._fill_segments
-    on the task-major layout)."""
-    ntask = offs.shape[0] - 1
-    for task in prange(ntask):
+    """Start, end (1-based, block-relative), mean and median of every final segment (host.fill_segments on the
+    task-major layout)."""
+    for task in prange(offs.shape[0] - 1):
         f = offs[task]
-        m = offs[task + 1] - f
-        x = xt[f:f + m]
-        buf = np.empty(m)
-        o = out_off[task]
-        start = 0
-        for i in range(m):
-            if flags[f + i] != 0:
-                out_start[o] = start + 1
-                out_end[o] = i + 1
-                out_mean[o] = ld_mean(x[start:i + 1], i + 1 - start)
-                out_median[o] = _median_of(x, start, i + 1, buf)
-                o += 1
-                start = i + 1
+        e = offs[task + 1]
+        fill_segments(xt[f:e], flags[f:e], out_off[task], out_start, out_end, out_mean, out_median)
 
 
 def statistic_difference(values, blocks, min_seg=3, delta=20, max_int=40, cyber_weight=50) -> dict:
     """The GPU's statistic against the CPU's over every candidate position of ``values`` (diagnostics)."""
-    prm = _resolve_params(0.05, None, min_seg, None, delta, max_int, cyber_weight)
+    prm = resolve_params(0.05, None, min_seg, None, delta, max_int, cyber_weight)
     values = np.asarray(values, dtype=np.float64, order="F")
-    N = values.shape[1]
     firsts = np.array([b for b, _ in blocks], dtype=np.int64)
     ends = np.array([e for _, e in blocks], dtype=np.int64)
-    nt = firsts.size * N
-    offs = np.zeros(nt + 1, dtype=np.int64)
-    np.cumsum(np.repeat(ends - firsts, N), out=offs[1:])
-    xt = np.empty(int(offs[-1]))
-    e, V, th, tl = (np.empty(nt) for _ in range(4))
-    ncand = np.zeros(nt, dtype=np.int64)
-    _prepare_all(values, firsts, ends, N, offs, False, 0.0, True, 0.0, 0.0, prm["min_seg"], xt, e, V, th, tl,
-                 np.zeros(nt, dtype=np.int8), ncand)
-    coffs = np.zeros(nt + 1, dtype=np.int64)
-    np.cumsum(ncand, out=coffs[1:])
-    args = (xt, offs, coffs, e, V, prm["min_seg"], prm["delta"], prm["max_int"], prm["w"])
+    vec = prepare_vectors(values, firsts, ends, prm)
+    args = (vec.xt, vec.offs, vec.coffs, vec.vec_eps, vec.vec_V, prm["min_seg"], prm["delta"], prm["max_int"],
+            prm["w"])
     t: dict = {}
     pg, jg = gpu_statistic(*args, timings=t)
     t0 = time.perf_counter()
@@ -584,10 +531,23 @@ def statistic_difference(values, blocks, min_seg=3, delta=20, max_int=40, cyber_
 # public API
 # ---------------------------------------------------------------------------------------------------------
 
+def _finish(vec: HostVectors, p, jstar, params: dict, full_recompute: bool):
+    """(flags, counts, recomputed) of every vector from its candidates' statistic (``_finish_one``)."""
+    ntask = vec.offs.size - 1
+    flags = np.zeros(vec.xt.size, dtype=np.int8)
+    counts = np.zeros(ntask, dtype=np.int64)
+    recomputed = np.zeros(ntask, dtype=np.int64)
+    if ntask:
+        _finish_all(vec.xt, vec.offs, vec.coffs, p, jstar, bool(full_recompute), vec.vec_eps, vec.vec_V,
+                    vec.vec_thi, vec.vec_tlo, params["alpha"], params["no_merge"], params["min_seg"],
+                    params["delta"], params["max_int"], params["w"], TAU, flags, counts, recomputed)
+    return flags, counts, recomputed
+
+
 def segment_columns_arrays_gpu(values: np.ndarray, blocks, alpha=0.05, seg_median_t=None, min_seg=3, eps=None,
                                delta=20, max_int=40, cyber_weight=50, *, timings: dict | None = None,
                                statistic=None, full_recompute: bool = False, device_values=None) -> dict:
-    """``segment.segment_columns_arrays`` with the statistic on the GPU: the same dict of arrays (block,
+    """``cpu.segment_columns_arrays`` with the statistic on the GPU: the same dict of arrays (block,
     sample, start, end, mean, median), identical values. ``timings`` (optional dict) receives the stages'
     seconds and counts (candidates, recomputed). ``statistic``: a replacement for ``gpu_statistic`` (same
     arguments; tests pass perturbed CPU values). ``full_recompute``: positions whose decisions the GPU values
@@ -595,69 +555,35 @@ def segment_columns_arrays_gpu(values: np.ndarray, blocks, alpha=0.05, seg_media
     ``device_values``: ``values`` already on the device (cupy; numpy in the simulator), the GPU's input when
     no vector needed cleaning (no Inf/NaN), so nothing is copied in."""
     values, firsts, ends = checked_columns(values, blocks)
-    m, N = values.shape
-    params = _resolve_params(alpha, seg_median_t, min_seg, eps, delta, max_int, cyber_weight)
-    t = {} if timings is None else timings
-    ntask = firsts.size * N
-    lens = np.repeat(ends - firsts, N)
-    offs = np.zeros(ntask + 1, dtype=np.int64)
-    np.cumsum(lens, out=offs[1:])
-    total = int(offs[-1])
-    t0 = time.perf_counter()
-    # pageable on purpose: page-locked xt made the host passes over it 4-5x slower on the H100 machine
-    # (prepare 0.25 -> 0.85 s, fill 0.16 -> 0.83 s at BM-A) for 0.1 s saved on the copy
-    xt = np.empty(total)
-    vec_eps = np.empty(ntask)
-    vec_V = np.empty(ntask)
-    vec_thi = np.empty(ntask)
-    vec_tlo = np.empty(ntask)
-    dirty = np.zeros(ntask, dtype=np.int8)
-    ncand = np.zeros(ntask, dtype=np.int64)
+    N = values.shape[1]
+    params = resolve_params(alpha, seg_median_t, min_seg, eps, delta, max_int, cyber_weight)
     if params["max_int"] > np.iinfo(JSTAR_DTYPE).max:
         raise InputError(f"max_int must be at most {np.iinfo(JSTAR_DTYPE).max} for the GPU segmentation.")
-    if ntask:
-        _prepare_all(values, firsts, ends, N, offs, params["eps_given"], params["eps"], params["default_t"],
-                     params["t_hi"], params["t_lo"], params["min_seg"], xt, vec_eps, vec_V, vec_thi, vec_tlo, dirty,
-                     ncand)
-    coffs = np.zeros(ntask + 1, dtype=np.int64)
-    np.cumsum(ncand, out=coffs[1:])
+    t = {} if timings is None else timings
+    t0 = time.perf_counter()
+    vec = prepare_vectors(values, firsts, ends, params)
     t["seg_prepare"] = time.perf_counter() - t0
-    if (dirty & 1).any():
-        log.info(INF_MESSAGE)
-    if (dirty & 2).any():
-        log.info(NA_MESSAGE)
-    ms, dl, mi, w = params["min_seg"], params["delta"], params["max_int"], params["w"]
+    report_cleaning(vec.dirty)
     if statistic is None:
         statistic = gpu_statistic
-        if device_values is not None and not dirty.any():
+        if device_values is not None and not vec.dirty.any():
             t0 = time.perf_counter()
             statistic = partial(gpu_statistic, device_xt=device_layout(device_values, firsts, ends))
             t["seg_device_layout"] = time.perf_counter() - t0
-    if coffs[-1]:
-        p, jstar = statistic(xt, offs, coffs, vec_eps, vec_V, ms, dl, mi, w, timings=t)
+    if vec.coffs[-1]:
+        p, jstar = statistic(vec.xt, vec.offs, vec.coffs, vec.vec_eps, vec.vec_V, params["min_seg"], params["delta"],
+                             params["max_int"], params["w"], timings=t)
     else:
         p, jstar = np.zeros(0), np.zeros(0, dtype=JSTAR_DTYPE)
     t0 = time.perf_counter()
-    flags = np.zeros(total, dtype=np.int8)
-    counts = np.zeros(ntask, dtype=np.int64)
-    recomputed = np.zeros(ntask, dtype=np.int64)
-    if ntask:
-        _finish_all(xt, offs, coffs, p, jstar, bool(full_recompute), vec_eps, vec_V, vec_thi, vec_tlo, params["alpha"],
-                    params["no_merge"], ms, dl, mi,
-                    w, TAU, flags, counts, recomputed)
+    flags, counts, recomputed = _finish(vec, p, jstar, params, full_recompute)
     t["seg_finish"] = time.perf_counter() - t0
     t["seg_recomputed"] = int(recomputed.sum())
     t0 = time.perf_counter()
-    out_off = np.zeros(ntask + 1, dtype=np.int64)
-    np.cumsum(counts, out=out_off[1:])
-    n_out = int(out_off[-1])
-    out = dict(start=np.empty(n_out, dtype=np.int64), end=np.empty(n_out, dtype=np.int64),
-               mean=np.empty(n_out, dtype=np.float64), median=np.empty(n_out, dtype=np.float64))
-    if n_out:
-        _fill_all(xt, offs, flags, out_off, out["start"], out["end"], out["mean"], out["median"])
-    task = np.repeat(np.arange(ntask, dtype=np.int64), counts)
-    out["block"] = task // N
-    out["sample"] = task % N
+    out_off, out = output_arrays(counts)
+    if out_off[-1]:
+        _fill_all(vec.xt, vec.offs, flags, out_off, out["start"], out["end"], out["mean"], out["median"])
+    label_tasks(out, counts, N)
     t["seg_fill"] = time.perf_counter() - t0
     return out
 
@@ -665,12 +591,13 @@ def segment_columns_arrays_gpu(values: np.ndarray, blocks, alpha=0.05, seg_media
 def segment_columns_gpu(values: np.ndarray, blocks, alpha=0.05, seg_median_t=None, min_seg=3, eps=None, delta=20,
                         max_int=40, cyber_weight=50, *, timings: dict | None = None,
                         device_values=None) -> pd.DataFrame:
-    """``segment.segment_columns`` with the statistic on the GPU (identical DataFrame); ``device_values`` as in
+    """``cpu.segment_columns`` with the statistic on the GPU (identical DataFrame); ``device_values`` as in
     ``segment_columns_arrays_gpu``."""
     out = segment_columns_arrays_gpu(values, blocks, alpha=alpha, seg_median_t=seg_median_t, min_seg=min_seg,
                                      eps=eps, delta=delta, max_int=max_int, cyber_weight=cyber_weight,
                                      timings=timings, device_values=device_values)
-    return pd.DataFrame({k: out[k] for k in ("block", "sample", "start", "end", "mean", "median")})
+    return segment_frame(out)
 
 
-__all__ = ["segment_columns_gpu", "segment_columns_arrays_gpu", "gpu_statistic", "TAU"]
+__all__ = ["segment_columns_gpu", "segment_columns_arrays_gpu", "gpu_statistic", "cpu_statistic",
+           "statistic_difference", "device_layout", "kernels", "simulating", "TAU"]

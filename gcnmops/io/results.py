@@ -1,0 +1,102 @@
+"""Read a folder written by ``write_result`` (``gcnmops run``) back into a CNVDetectionResult.
+
+The matrices come from the Parquet files where present, else from the TSV (or .tsv.gz) files; the call
+tables from their TSVs; the parameters from params.json with ``L`` and ``A`` from params_L / params_A.
+Floats are stored losslessly in every format, so the result equals the one written, slot by slot
+(posterior probabilities are not written and come back as None).
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..data import UNDEF_CHROMOSOME
+from ..errors import InputError
+from ..result import SEGMENT_COLUMNS, CNVDetectionResult
+from .writers import MATRICES
+
+_MATRIX_SUFFIXES = (".parquet", ".tsv", ".tsv.gz")
+
+
+def _read_text(path: Path, dtypes: dict | None = None) -> pd.DataFrame:
+    """A TSV written by the writers: NA is missing, floats read back to the identical double."""
+    return pd.read_csv(path, sep="\t", float_precision="round_trip", keep_default_na=False, na_values=["NA"],
+                       dtype=dtypes)
+
+
+def _matrix_frame(folder: Path, name: str) -> pd.DataFrame:
+    for suffix in _MATRIX_SUFFIXES:
+        path = folder / (name + suffix)
+        if path.exists():
+            if suffix == ".parquet":
+                import pyarrow.parquet as pq
+
+                return pq.read_table(path).to_pandas()
+            return _read_text(path, {"seqnames": str})
+    raise InputError(f"{folder} has no {name} matrix ({', '.join(name + s for s in _MATRIX_SUFFIXES)}): write the "
+                     f"result with a matrix format (parquet, tsv or tsv.gz) to read it back.")
+
+
+def _as_objects(column: pd.Series) -> np.ndarray:
+    """Strings as Python str, missing values as None (the result's object columns)."""
+    values = column.astype(object).to_numpy()
+    return np.array([None if v is None or (isinstance(v, float) and np.isnan(v)) else str(v) for v in values],
+                    dtype=object)
+
+
+def _table(folder: Path, name: str, sample_names: list[str]) -> pd.DataFrame:
+    path = folder / f"{name}.tsv"
+    if not path.exists():
+        raise InputError(f"{path} is missing: is {folder} a folder written by gcnmops?")
+    text_columns = ["seqnames", "sampleName", "CN"] if name != "cnvr" else ["seqnames", *sample_names]
+    frame = _read_text(path, {c: str for c in text_columns})
+    for c in text_columns:
+        if c in frame:
+            frame[c] = _as_objects(frame[c])
+    for c in ("start", "end"):
+        frame[c] = frame[c].astype(np.int64)
+    for c in ("median", "mean"):
+        if c in frame:
+            frame[c] = frame[c].astype(np.float64)
+    if name != "cnvr":
+        frame = frame[SEGMENT_COLUMNS]
+    return frame.reset_index(drop=True)
+
+
+def read_result(outdir: str | os.PathLike) -> CNVDetectionResult:
+    """The CNVDetectionResult written under ``outdir`` by ``write_result`` / ``gcnmops run``."""
+    folder = Path(outdir)
+    if not (folder / "params.json").is_file():
+        raise InputError(f"{folder} holds no params.json: not a folder written by gcnmops (or not yet complete).")
+    params = json.loads((folder / "params.json").read_text())
+    samples = [str(s) for s in params.pop("sampleNames")]
+    frames = {name: _matrix_frame(folder, name) for name in MATRICES}
+    coords = frames["normalized_data"][["seqnames", "start", "end"]]
+    gr = pd.DataFrame({"seqnames": _as_objects(coords["seqnames"]), "start": coords["start"].astype(np.int64),
+                       "end": coords["end"].astype(np.int64)})
+
+    def matrix(name: str, columns: list[str]) -> np.ndarray:
+        return np.asfortranarray(frames[name][columns].to_numpy(dtype=np.float64))
+
+    classes = [str(c) for c in params["classes"]]
+    labels = frames["integer_copy_number"][samples].astype(object).to_numpy()
+    index = {c: k for k, c in enumerate(classes)}
+    cn_index = np.asfortranarray(np.vectorize(index.__getitem__, otypes=[np.int8])(labels)
+                                 if labels.size else np.zeros(labels.shape, np.int8))
+    params["cov"] = np.array([params["cov"][s] for s in samples], dtype=np.float64)
+    params["L"] = matrix("params_L", classes)
+    params["A"] = matrix("params_A", classes)
+    return CNVDetectionResult(
+        gr=gr, normalized_data=matrix("normalized_data", samples), local_assessments=matrix("local_assessments", samples),
+        individual_call=matrix("individual_call", samples),
+        ini_call=frames["ini_call"]["ini_call"].to_numpy(dtype=np.float64), cn_index=cn_index, posterior_probs=None,
+        params=params, segmentation=_table(folder, "segmentation", samples), cnvs=_table(folder, "cnvs", samples),
+        cnvr=_table(folder, "cnvr", samples), sample_names=samples,
+        ranged=not (gr["seqnames"] == UNDEF_CHROMOSOME).all())
+
+
+__all__ = ["read_result"]

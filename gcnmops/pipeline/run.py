@@ -1,0 +1,46 @@
+"""A method of the family by name, then integer copy numbers, then the result files: the sequence the command
+line (``gcnmops run``) and the batch runner (``gcnmops batch``) share."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from ..calls.integer import calc_integer_copy_numbers
+from ..cuda.probe import resolve_backend
+from ..result import CNVDetectionResult
+from ..progress import timed_stage
+from .family import cnvr_per_sample
+from .methods import run_method
+
+#: the stages ``run_and_write`` reports to its ``on_stage`` callback, in order ("integer" only with integer=True)
+STAGES = ("normalize+model+calls", "integer", "write")
+
+
+def run_and_write(method, input, outdir, *, controls=None, backend: str = "auto", integer: bool = True,
+                  formats: list[str] | None = None, timings: dict | None = None,
+                  on_stage: Callable[[str], None] | None = None, **params
+                  ) -> tuple[CNVDetectionResult, list[Path]]:
+    """Run ``method`` (see methods.run_method), label its CNVs with integer copy numbers (``integer``; when there
+    are CNV regions) and write every result file under ``outdir`` (``formats``: default all). ``backend`` is
+    resolved once, here, for the run and the integer copy numbers. ``timings``: seconds of stages the caller
+    ran before (e.g. its own read), put into the result's timings; ``on_stage(name)`` is called after each of
+    STAGES. Returns (the result, as written; the paths written); the result's timings gain "integer" and
+    "write"."""
+    backend = resolve_backend(backend)
+    report = on_stage or (lambda stage: None)
+    result = run_method(method, input, controls, backend=backend, **params)
+    result.timings.update(timings or {})
+    report("normalize+model+calls")
+    if integer:
+        if len(result.cnvr):
+            with timed_stage(result.timings, "integer"):
+                result = calc_integer_copy_numbers(result, backend=backend)
+        report("integer")
+    with timed_stage(result.timings, "write"):
+        # files want one CN column per sample in cnvr (haplo/single keep cn.mops's own cnvr shape until integer CNs)
+        written = result.replace(cnvr=cnvr_per_sample(result)).write(outdir, formats=formats)
+    report("write")
+    return result, written
+
+
+__all__ = ["run_and_write", "STAGES"]
