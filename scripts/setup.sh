@@ -52,4 +52,4 @@ fi
 # Compile and cache every CPU kernel of a run once (~1 min on 2 cores the first time, seconds later), so that the
 # first real run does not pay for it.
 echo "setup: compiling the kernels (gcnmops warmup)..." >&2
-.venv/bin/python -m gcnmops warmup --backend cpu >/dev/null
+.venv/bin/python -m gcnmops warmup >/dev/null
