@@ -19,8 +19,8 @@ ENTRY_POINTS = {"cn.mops": gcnmops.cn_mops, "exomecn.mops": gcnmops.exome_cn_mop
                 "haplocn.mops": gcnmops.haplo_cn_mops, "referencecn.mops": gcnmops.reference_cn_mops,
                 "singlecn.mops": gcnmops.single_cn_mops}
 #: cases checked in dedicated modules
-ELSEWHERE = {"normalize": "tests/test_normalize.py", "segment": "tests/test_segment.py",
-             "bam_counts": "tests/test_bam.py"}
+ELSEWHERE = {"normalize": "tests/test_normalization.py", "segment": "tests/test_segmentation.py",
+             "bam_counts": "tests/test_io_bam.py"}
 MODEL_ARRAYS = ("normalizedData", "params_L", "params_A", "params_cov", "localAssessments", "iniCall",
                 "integerCopyNumber", "posteriorProbs", "individualCall")
 TABLES = ("gr", "segmentation", "cnvs", "cnvr", "segmentation_integer", "cnvs_integer", "cnvr_integer")

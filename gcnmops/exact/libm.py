@@ -6,7 +6,7 @@ vectorized by LLVM, so the CPU model reimplements glibc's algorithm (since glibc
 design from Arm's optimized-routines, as built for x86-64 CPUs with FMA): x = k ln2/128 + r with k
 rounded to nearest, exp(x) = 2^(k/128) (1 + tail) exp(r) from a 128-entry table of 2^(i/128) (head
 rounded to double plus the relative rounding error ``tail``, computed here) and a degree-5 polynomial for
-exp(r) - 1. ``tests/test_libm.py`` checks it against ``math.exp`` on tens of millions of arguments.
+exp(r) - 1. ``tests/test_exact_libm.py`` checks it against ``math.exp`` on tens of millions of arguments.
 
 The exp is split in three steps so that array code can keep the table lookups out of its vector loops:
 ``exp_reduce`` (arithmetic), ``exp_table`` (two loads), ``exp_finish`` (integer and float arithmetic). Valid for

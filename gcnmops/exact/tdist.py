@@ -5,7 +5,7 @@ incomplete beta function. I is evaluated by its continued fraction (DLMF 8.17.22
 the power prefactor taken in logs, so the result stays accurate far beyond double underflow of the tail
 (t = 1e6, dof = 30 gives 366.075...). Where the fraction converges slowly the symmetry
 I_z(a, b) = 1 - I_{1-z}(b, a) is used instead. Relative error below 3e-14 over t in [0, 1e8], dof in
-[0.5, 1000] (checked against R in tests/test_segment.py).
+[0.5, 1000] (checked against R in tests/test_segmentation.py).
 
 Every function is ``register_jitable`` scalar code (``math`` only, no allocation) so it runs in plain
 Python, inside ``numba.njit`` and inside ``numba.cuda`` kernels.
@@ -143,7 +143,7 @@ APPROX1_MIN_DOF = 30.0
 APPROX1_MAX_T = 10.0
 APPROX1_ERR = 2e-6
 #: ... and dof >= 50, t <= 25 (measured maximum 1.5e-6); both bounds carry a safety factor of 100
-#: (tests/test_segment.py re-measures them)
+#: (tests/test_segmentation.py re-measures them)
 APPROX2_MIN_DOF = 50.0
 APPROX2_MAX_T = 25.0
 APPROX2_ERR = 1.5e-4

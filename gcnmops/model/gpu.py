@@ -15,7 +15,7 @@ column-major array) and a per-thread slice of a global thread-fastest scratch be
 short-cut is decided per region inside the kernel. The likelihoods use glibc's exp and log (exact/libm.py), as on
 the CPU, from copies of their tables in each block's shared memory; the kernel is built without FMA contraction
 (cuda/nofma.py), so that fit_gpu computes what em.fit_region computes in its streaming order on the CPU, bit for
-bit (tests/test_gpu.py checks it on a GPU).
+bit (tests/test_model_gpu.py checks it on a GPU).
 
 Host side: ``fit_gpu`` plans chunks from free device memory (plan.py), streams them through pinned
 double buffers on two streams (pipeline.py) and, with several devices, lets one host thread per device

@@ -92,7 +92,7 @@ def _boundary(eta: float, nperm: int, alpha: float) -> np.ndarray:
     """DNAcopy::getbdry(eta, nperm, max.ones = floor(nperm * alpha) + 1, tol = alpha), as cn.mops calls it.
 
     For cn.mops's values (0.05, 10000, 0.01) that is DNAcopy's stored ``default.DNAcopy.bdry`` (identical;
-    tests/test_dnacopy.py checks it), loaded instead of recomputed (getbdry takes ~2.5 s)."""
+    tests/test_segmentation_dnacopy.py checks it), loaded instead of recomputed (getbdry takes ~2.5 s)."""
     ro, converter, localconverter, _ = _r_session()
     if (eta, nperm, alpha) == (BDRY_ETA, BDRY_NPERM, BDRY_ALPHA):
         out = ro.r('local({ e <- new.env(); utils::data("default.DNAcopy.bdry", package = "DNAcopy", envir = e); '

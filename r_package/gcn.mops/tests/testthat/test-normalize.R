@@ -5,7 +5,7 @@ test_that("normalizeChromosomes reproduces cn.mops (each normType and sizeFactor
   skip_if_no_golden("normalize")
   X <- golden_array("normalize", "input_counts")
   chr <- golden_array("normalize", "chr")
-  # every normType and every sizeFactor once (the full grid is tests/test_normalize.py's, in Python)
+  # every normType and every sizeFactor once (the full grid is tests/test_normalization.py's, in Python)
   combos <- list(c("poisson", "mean"), c("mean", "median"), c("median", "quant"), c("quant", "mode"),
                  c("mode", "mean"), c("poisson", "mode"))
   for (ns in combos) {
