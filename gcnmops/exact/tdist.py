@@ -29,6 +29,18 @@ LGAMMA_RATIO_SERIES_MIN = 12.0
 
 
 @register_jitable
+def _lentz_step(num, d, c):
+    """One step of the modified Lentz algorithm for the coefficient ``num``: the new (1/D, C)."""
+    d = 1.0 + num * d
+    if abs(d) < CF_TINY:
+        d = CF_TINY
+    c = 1.0 + num / c
+    if abs(c) < CF_TINY:
+        c = CF_TINY
+    return 1.0 / d, c
+
+
+@register_jitable
 def lgamma_half_ratio(a):
     """log(Gamma(a + 1/2) / Gamma(a)) for a > 0, without the cancellation of two large lgamma values."""
     if a < LGAMMA_RATIO_SERIES_MIN:
@@ -63,24 +75,10 @@ def ibeta_cf(x, a, b):
     for m in range(1, CF_MAX_ITER):
         m2 = 2.0 * m
         # even coefficient d_{2m}
-        num = m * (b - m) * x / ((a + m2 - 1.0) * (a + m2))
-        d = 1.0 + num * d
-        if abs(d) < CF_TINY:
-            d = CF_TINY
-        c = 1.0 + num / c
-        if abs(c) < CF_TINY:
-            c = CF_TINY
-        d = 1.0 / d
+        d, c = _lentz_step(m * (b - m) * x / ((a + m2 - 1.0) * (a + m2)), d, c)
         f *= d * c
         # odd coefficient d_{2m+1}
-        num = -(a + m) * (apb + m) * x / ((a + m2) * (a + m2 + 1.0))
-        d = 1.0 + num * d
-        if abs(d) < CF_TINY:
-            d = CF_TINY
-        c = 1.0 + num / c
-        if abs(c) < CF_TINY:
-            c = CF_TINY
-        d = 1.0 / d
+        d, c = _lentz_step(-(a + m) * (apb + m) * x / ((a + m2) * (a + m2 + 1.0)), d, c)
         step = d * c
         f *= step
         if abs(step - 1.0) < CF_TOL:

@@ -31,10 +31,18 @@ SCALE_FLOOR = 1e-10
 @register_jitable
 def prior_answer(main_idx, keep_post, lam_out, alpha_out, sini_out, cn_out, post_out):
     """Write the short-cut answer of an unmodelled region (all counts <= minReadCount); returns INI = 0."""
-    n = lam_out.shape[0]
+    for i in range(lam_out.shape[0]):
+        lam_out[i] = 0.0
+    return main_class_answer(main_idx, keep_post, alpha_out, sini_out, cn_out, post_out)
+
+
+@register_jitable
+def main_class_answer(main_idx, keep_post, alpha_out, sini_out, cn_out, post_out):
+    """Every sample in the main class for certain: alpha 1 there, sINI 0, posteriors 1/0; returns INI = 0.
+    The short-cut answer of the EM and of the one-step model."""
+    n = alpha_out.shape[0]
     N = sini_out.shape[0]
     for i in range(n):
-        lam_out[i] = 0.0
         alpha_out[i] = 1.0 if i == main_idx else 0.0
     for k in range(N):
         sini_out[k] = 0.0

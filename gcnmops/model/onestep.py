@@ -37,7 +37,7 @@ from ..errors import InputError
 from ..exact.libm import TABLES, exp_glibc, log_glibc
 from ..exact.rmath import lgamma_r
 from ..exact.rstats import ld_add, ld_add_ld, ld_div, ld_mean
-from .em import EXP_CUTOFF
+from .em import EXP_CUTOFF, all_at_most, main_class_answer
 from .spec import ModelOutput
 
 try:  # module level: a kernel's ``cuda`` must be a global (the CUDA simulator swaps module globals)
@@ -93,22 +93,8 @@ def onestep_region(x, cov, lam, folds, log2_folds, prior, floor, min_read_count,
     n = folds.shape[0]
     for i in range(n):
         lam_out[i] = lam * folds[i]
-    short_cut = lam <= min_read_count
-    if short_cut:
-        for k in range(N):
-            if x[k] > min_read_count:
-                short_cut = False
-                break
-    if short_cut:
-        for i in range(n):
-            alpha_out[i] = 1.0 if i == main_idx else 0.0
-        for k in range(N):
-            sini_out[k] = 0.0
-            cn_out[k] = main_idx
-            if keep_post:
-                for i in range(n):
-                    post_out[i, k] = 1.0 if i == main_idx else 0.0
-        return 0.0
+    if lam <= min_read_count and all_at_most(x, min_read_count):
+        return main_class_answer(main_idx, keep_post, alpha_out, sini_out, cn_out, post_out)
 
     for i in range(n):
         acc_hi[i] = 0.0

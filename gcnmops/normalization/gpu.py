@@ -49,27 +49,14 @@ def variance_kernel():
     with _LOCK:
         if _KERNEL is None:
             from ..cuda.nofma import jit_nofma
+            from .kernels import row_variance_to_mean
 
             def _nofma_var_to_mean(Y, rows, f, out):
-                """kernels.variance_to_mean, one thread per row (same operation order, no FMA)."""
-                g = Y.shape[1]
+                """kernels.row_variance_to_mean of each row, one thread per row (no FMA)."""
                 start = cuda.grid(1)
                 stride = cuda.gridsize(1)
                 for j in range(start, rows.shape[0], stride):
-                    i = rows[j]
-                    s = 0.0
-                    for k in range(g):
-                        s += Y[i, k] * f[k]
-                    mean = s / g
-                    corr = 0.0
-                    for k in range(g):
-                        corr += Y[i, k] * f[k] - mean
-                    mean += corr / g
-                    ss = 0.0
-                    for k in range(g):
-                        d = Y[i, k] * f[k] - mean
-                        ss += d * d
-                    out[j] = (ss / (g - 1)) / mean
+                    out[j] = row_variance_to_mean(Y, rows[j], f)
 
             _KERNEL = jit_nofma(_nofma_var_to_mean)
         return _KERNEL

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 from numba import njit, prange
+from numba.extending import register_jitable
 
 from ..exact.rstats import ld_add_ld, ld_div, ld_mean, quantile7_low_index, quantile7_sorted, select_kth
 
@@ -188,29 +189,32 @@ def whole_number_mode(Y, r0, keep, c0, c1, lo, size):
 @njit(cache=True, parallel=True)
 def variance_to_mean(Y, rows, f):
     """var/mean (var with denominator g-1) of each row ``rows[j]`` of Y scaled by f; (len(rows),)."""
-    g = Y.shape[1]
     n = rows.shape[0]
     out = np.empty(n)
-    chunk = 4096
-    for c in prange((n + chunk - 1) // chunk):
-        z = np.empty(g)
-        for j in range(c * chunk, min(n, (c + 1) * chunk)):
-            i = rows[j]
-            s = 0.0
-            for k in range(g):
-                z[k] = Y[i, k] * f[k]
-                s += z[k]
-            mean = s / g
-            corr = 0.0
-            for k in range(g):  # as R's mean(): a second pass corrects the first
-                corr += z[k] - mean
-            mean += corr / g
-            ss = 0.0
-            for k in range(g):
-                d = z[k] - mean
-                ss += d * d
-            out[j] = (ss / (g - 1)) / mean
+    for j in prange(n):
+        out[j] = row_variance_to_mean(Y, rows[j], f)
     return out
+
+
+@register_jitable
+def row_variance_to_mean(Y, i, f):
+    """R's var(z) / mean(z) of z = Y[i, :] * f (var with denominator g-1; mean with R's correcting second pass).
+    One source for the CPU kernel above and the GPU's (normalization/gpu.py): the products are recomputed in each
+    pass (the GPU has no per-thread buffer of run-time length), each rounded as one multiplication."""
+    g = Y.shape[1]
+    s = 0.0
+    for k in range(g):
+        s += Y[i, k] * f[k]
+    mean = s / g
+    corr = 0.0
+    for k in range(g):  # as R's mean(): a second pass corrects the first
+        corr += Y[i, k] * f[k] - mean
+    mean += corr / g
+    ss = 0.0
+    for k in range(g):
+        d = Y[i, k] * f[k] - mean
+        ss += d * d
+    return (ss / (g - 1)) / mean
 
 
 @njit(cache=True)
