@@ -7,8 +7,7 @@ from . import compat, jitcache
 jitcache.configure()  # before any kernel is defined: a writable kernel cache for every user of every install
 compat.patch_numpy_for_numba_cuda()
 
-from .io.counting import count_reads  # noqa: E402
-from .data import CountData
+from .data import CountData  # noqa: E402
 from .errors import InputError
 from .pipeline.family import exome_cn_mops, haplo_cn_mops, reference_cn_mops, single_cn_mops
 from .calls.integer import calc_integer_copy_numbers
@@ -24,11 +23,16 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str):
-    """``run_many`` (several experiments, one per GPU) loads numba.cuda, so it is imported on first use."""
+    """Imported on first use: ``run_many`` (several experiments, one per GPU) loads numba.cuda, ``count_reads``
+    the BAM reader (neither is needed by a run on a count matrix)."""
     if name == "run_many":
         from .model.gpu import run_many
 
         return run_many
+    if name == "count_reads":
+        from .io.counting import count_reads
+
+        return count_reads
     raise AttributeError(f"module 'gcnmops' has no attribute {name!r}")
 
 
