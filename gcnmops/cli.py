@@ -12,6 +12,8 @@ from .errors import InputError
 from .io.writers import DEFAULT_FORMATS, FORMATS, check_formats
 from .params import METHODS
 
+#: sample counts whose GPU kernels ``gcnmops warmup`` compiles besides the example's 40 (one per work-buffer size)
+WARMUP_SAMPLES = (6, 15, 30, 100)
 #: relative weights of the stages of a run, for the progress bar (measured shares of a CPU run)
 STAGE_WEIGHTS = {"read": 1.0, "normalize": 1.0, "model": 4.0, "segment_call": 4.0, "integer": 0.5, "write": 2.0,
                  "plots": 2.0, "report": 0.3}
@@ -239,11 +241,14 @@ def _warmup(args) -> int:
 
     backends = ["cpu", "gpu"] if args.backend == "auto" and gpu_available() else [
         "cpu" if args.backend == "auto" else args.backend]
-    data = example_cohort()[0]
     for backend in backends:
         t0 = time.perf_counter()
-        with tempfile.TemporaryDirectory(prefix="gcnmops-warmup-") as folder:
-            run_and_write("cn.mops", data, folder, backend=backend, formats=[f for f in FORMATS if f != "rds"])
+        # GPU kernels are compiled per work-buffer size (model.gpu.local_work_size): one cohort per size
+        cohorts = [example_cohort()[0]] + ([example_cohort(n_regions=2000, n_samples=n)[0] for n in WARMUP_SAMPLES]
+                                           if backend == "gpu" else [])
+        for data in cohorts:
+            with tempfile.TemporaryDirectory(prefix="gcnmops-warmup-") as folder:
+                run_and_write("cn.mops", data, folder, backend=backend, formats=[f for f in FORMATS if f != "rds"])
         print(f"gcnmops warmup: {backend} kernels compiled and cached ({time.perf_counter() - t0:.1f} s)")
     return 0
 

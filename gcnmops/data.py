@@ -6,6 +6,7 @@ memory order of an R matrix.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,9 +81,23 @@ def region_names(gr: pd.DataFrame) -> list[str]:
     return (gr["seqnames"].astype(str) + "_" + gr["start"].astype(str) + "_" + gr["end"].astype(str)).tolist()
 
 
-def validate_counts(values: np.ndarray, what: str = "read count matrix") -> np.ndarray:
-    """Return ``values`` as a float64 (m, N) column-major matrix after cn.mops's count checks."""
+#: the largest read count accepted: whole numbers above 2^53 are not all representable in float64 (the counts'
+#: type, as R's doubles), so 2^53 + 1 would silently become 2^53
+MAX_COUNT = 2 ** 53
+#: the largest region coordinate accepted (float64-exact, as the counts)
+MAX_POSITION = 2 ** 53
+#: characters that break the tab-separated, BED and VCF outputs when they occur in a name
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def validate_counts(values: np.ndarray, what: str = "read count matrix", *, sample_names=None,
+                    ranges=None) -> np.ndarray:
+    """Return ``values`` as a float64 (m, N) column-major matrix after cn.mops's count checks (and ours: no
+    complex numbers, no masked values, no count above :data:`MAX_COUNT`). ``sample_names`` and ``ranges``
+    (optional) only name the offending cell in a message."""
+    check_count_type(values, what)
     arr = np.asarray(values)
+    check_count_type(arr, what)  # a list of complex numbers
     if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
         raise InputError(f"The {what} contains non-numeric values; every count must be a number.")
     if arr.ndim == 1:
@@ -91,21 +106,145 @@ def validate_counts(values: np.ndarray, what: str = "read count matrix") -> np.n
         raise InputError(f"The {what} must be two-dimensional (regions x samples), got {arr.ndim} dimensions.")
     if arr.shape[0] == 0:
         raise InputError(f"The {what} has no regions (rows).")
+    clean = _float64_if_clean(arr)  # the conversion and every check below in one parallel pass
+    if clean is not None:
+        return clean
+    if arr.dtype.kind in "iu" and arr.size and arr.max() > MAX_COUNT:  # before float64 rounds it
+        _too_large(arr, what, sample_names, ranges)
     arr = np.asarray(arr, dtype=np.float64, order="F")
     bad = ~np.isfinite(arr)
     if bad.any():
         r, c = np.argwhere(bad)[0]
         raise InputError(
             f"Read counts must be finite: the {what} holds {int(bad.sum())} NaN/Inf value(s), "
-            f"the first at region {r + 1}, sample {c + 1}."
+            f"the first at {_cell(r, c, sample_names, ranges)}."
         )
     if (arr < 0).any():
         r, c = np.argwhere(arr < 0)[0]
         raise InputError(
             f"Read counts must be non-negative: the {what} holds {int((arr < 0).sum())} negative value(s), "
-            f"the first at region {r + 1}, sample {c + 1}."
+            f"the first at {_cell(r, c, sample_names, ranges)}."
         )
+    if arr.size and arr.max() > MAX_COUNT:
+        _too_large(arr, what, sample_names, ranges)
     return arr
+
+
+#: matrices of fewer cells are converted and checked in one go; larger ones in row blocks, on every core
+_PARALLEL_CELLS = 1 << 21
+
+
+def _float64_if_clean(arr: np.ndarray) -> np.ndarray | None:
+    """``np.asarray(arr, dtype=np.float64, order="F")`` (``arr`` itself when it is one already) if every count is
+    finite, >= 0 and <= MAX_COUNT (integers compared before the conversion rounds them), else None: then
+    ``validate_counts``' own checks find the first bad cell and say what is wrong.
+
+    One pass: row blocks of a few MB are converted column by column and their minimum and maximum taken while
+    the block is in cache, the blocks in threads (numpy releases the GIL), instead of a conversion and four
+    passes over the whole matrix."""
+    m, n = arr.shape
+    ints = arr.dtype.kind in "iu"
+
+    def clean(values: np.ndarray) -> bool:
+        return bool(values.min() >= 0 and values.max() <= MAX_COUNT)  # NaN fails both comparisons
+
+    if arr.size < _PARALLEL_CELLS:
+        out = np.asarray(arr, dtype=np.float64, order="F")
+        return out if arr.size == 0 or clean(arr if ints else out) else None
+    copy = not (arr.dtype == np.float64 and arr.flags.f_contiguous)
+    out = np.empty((m, n), dtype=np.float64, order="F") if copy else arr
+    rows = max(4096, (1 << 20) // n)
+
+    def block(i: int) -> bool:
+        src = arr[i:i + rows]
+        ok = clean(src) if ints else True
+        for k in range(n):
+            col = out[i:i + rows, k]
+            if copy:
+                col[...] = src[:, k]
+            if not ints:
+                ok = ok and clean(col)
+        return ok
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=max(1, min(usable_cores(), -(-m // rows)))) as pool:
+        ok = all(list(pool.map(block, range(0, m, rows))))
+    return out if ok else None
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity), for the thread pools of reading and writing."""
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def check_count_type(values, what: str) -> None:
+    """Counts numpy would convert with a loss: masked arrays (the mask ignored), complex numbers (the imaginary
+    part dropped)."""
+    if np.ma.isMaskedArray(values):
+        masked = np.ma.getmaskarray(values)
+        if masked.any():
+            at = ", ".join(str(int(k) + 1) for k in np.argwhere(masked)[0])
+            raise InputError(
+                f"The {what} is a masked array with {int(masked.sum())} masked value(s) (the first at "
+                f"[{at}], 1-based); cn.mops has no missing counts: fill them (arr.filled(0)) or drop those "
+                "regions, then pass a plain array."
+            )
+    dtype = getattr(values, "dtype", None)
+    if isinstance(dtype, np.dtype) and dtype.kind == "c":
+        raise InputError(
+            f"The {what} holds complex numbers (dtype {dtype}); read counts must be real: pass arr.real if the "
+            "imaginary parts are all 0."
+        )
+
+
+def _cell(r: int, c: int, sample_names, ranges) -> str:
+    """'region 3 (chr1:2001-3000), sample 2 ('NA002')': a cell of the count matrix, for messages."""
+    region = f"region {r + 1}"
+    try:
+        if ranges is not None:
+            region += f" ({ranges['seqnames'].iloc[r]}:{ranges['start'].iloc[r]}-{ranges['end'].iloc[r]})"
+    except (KeyError, IndexError, AttributeError, TypeError):
+        pass
+    sample = f"sample {c + 1}"
+    if sample_names is not None and c < len(sample_names) and sample_names[c] is not None:
+        sample += f" ({str(sample_names[c])!r})"
+    return f"{region}, {sample}"
+
+
+def _too_large(arr: np.ndarray, what: str, sample_names, ranges) -> None:
+    over = arr > MAX_COUNT
+    r, c = np.argwhere(over)[0]
+    value = arr[r, c]
+    shown = str(int(value)) if arr.dtype.kind in "iu" else f"{value:.17g}"
+    raise InputError(
+        f"Count {shown} in the {what} at {_cell(r, c, sample_names, ranges)} exceeds 2^53 "
+        f"({MAX_COUNT}), the largest whole number a float64 count holds exactly ({int(over.sum())} such "
+        "value(s)); cn.mops cannot model such counts: check the input (an overflow, or a wrong column?) or "
+        "scale the counts down."
+    )
+
+
+def check_names(names, kind: str = "Sample name") -> None:
+    """InputError for a name with a control character (a tab or newline corrupts the tab-separated, BED and
+    VCF outputs) or an empty name."""
+    for k, name in enumerate(names):
+        if not str(name).strip():
+            if kind == "Sample name":
+                raise InputError(f"Sample name {k + 1} is empty; give every sample a name (or none at all, for "
+                                 "Sample_1, Sample_2, ...).")
+            raise InputError(f"A {kind.lower()} is empty ({str(name)!r}); give every region a {kind.lower()}.")
+        hit = _CONTROL.search(str(name))
+        if hit:
+            char = {"\t": "a tab", "\n": "a newline", "\r": "a carriage return"}.get(
+                hit.group(), f"the control character {hit.group()!r}")
+            raise InputError(f"{kind} {str(name)!r} contains {char}, which would corrupt the tab-separated and "
+                             "VCF outputs: rename it.")
 
 
 def _default_sample_names(n: int) -> list[str]:
@@ -123,9 +262,10 @@ def make_count_data(
     """Validate counts, names and ranges and bring the rows of each chromosome together.
 
     Rows of one chromosome must be contiguous (cn.mops cuts the matrix per chromosome); if they are
-    not, rows are stably regrouped by chromosome in order of first appearance, with a warning.
+    not, rows are stably regrouped by chromosome in order of first appearance, with a warning. Rows whose
+    starts decrease within a chromosome are sorted by start (:func:`sorted_within_chromosomes`).
     """
-    arr = validate_counts(counts, what)
+    arr = validate_counts(counts, what, sample_names=sample_names, ranges=ranges)
     m, n = arr.shape
     if n < min_samples:
         raise InputError(
@@ -143,6 +283,7 @@ def make_count_data(
         dup = sorted({s for s in names if names.count(s) > 1})
         if dup:
             raise InputError(f"Sample names must be unique; duplicated: {', '.join(dup)}.")
+        check_names(names)
     blocks = None
     if ranges is not None:
         ranges = validate_ranges(ranges, m)
@@ -154,6 +295,7 @@ def make_count_data(
             ranges = ranges.iloc[order].reset_index(drop=True)
             arr = np.asarray(arr[order], order="F")
             blocks = None
+        ranges, arr, blocks = sorted_within_chromosomes(ranges, arr, blocks)
     data = CountData(counts=arr, sample_names=names, ranges=ranges)
     if blocks is not None:
         data._keep_blocks(blocks)  # already computed for the contiguity check
@@ -161,6 +303,8 @@ def make_count_data(
 
 
 def validate_ranges(ranges: pd.DataFrame, m: int) -> pd.DataFrame:
+    """seqnames (strings), start and end (int64) of m regions: whole numbers in [0, 2^53], end >= start.
+    Overlapping and identical regions are kept, as cn.mops keeps them (each is a row of its own)."""
     missing = [c for c in ("seqnames", "start", "end") if c not in ranges.columns]
     if missing:
         raise InputError(f"Region table lacks column(s) {', '.join(missing)} (need seqnames, start, end).")
@@ -168,14 +312,81 @@ def validate_ranges(ranges: pd.DataFrame, m: int) -> pd.DataFrame:
         raise InputError(f"{len(ranges)} regions given for a count matrix of {m} rows; they must match.")
     out = pd.DataFrame({"seqnames": _seqnames(ranges["seqnames"])})
     for col in ("start", "end"):
-        vals = pd.to_numeric(ranges[col], errors="coerce")
-        if vals.isna().any():
-            raise InputError(f"Region column '{col}' must hold integer coordinates; found non-numeric values.")
-        out[col] = vals.astype(np.int64).to_numpy()
-    if (out["end"] < out["start"]).any():
-        i = int(np.argmax((out["end"] < out["start"]).to_numpy()))
-        raise InputError(f"Region {i + 1} ends before it starts ({out['start'][i]} > {out['end'][i]}).")
+        out[col] = coordinates(ranges[col], col)
+    ends_early = (out["end"] < out["start"]).to_numpy()
+    if ends_early.any():
+        i = int(np.argmax(ends_early))
+        raise InputError(
+            f"Region {i + 1} ({out['seqnames'][i]}:{out['start'][i]}-{out['end'][i]}) ends before it starts "
+            f"(end {out['end'][i]} < start {out['start'][i]}; {int(ends_early.sum())} such region(s)): are the "
+            "start and end columns swapped?"
+        )
     return out
+
+
+def coordinates(values, col: str, where=None) -> np.ndarray:
+    """A coordinate column as int64: whole numbers in [0, MAX_POSITION], else InputError naming the first bad
+    row (``where(i)``: how to name row i; default 'region i + 1')."""
+    where = where or (lambda i: f"region {i + 1}")
+    s = values if isinstance(values, pd.Series) else pd.Series(np.asarray(values))
+    if isinstance(s.dtype, np.dtype) and s.dtype.kind in "iu":
+        v = s.to_numpy()
+        if v.size and (v.min() < 0 or v.max() > MAX_POSITION):
+            i = int(np.argmax((v < 0) | (v > MAX_POSITION)))
+            _bad_position(col, v[i], str(v[i]), where(i))
+        return v.astype(np.int64)
+    num = pd.to_numeric(s.astype(object) if not pd.api.types.is_numeric_dtype(s.dtype) else s, errors="coerce")
+    v = num.to_numpy(dtype=np.float64, na_value=np.nan)
+    bad = np.isnan(v)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise InputError(f"Region column '{col}' must hold integer coordinates; found {s.iloc[i]!r} at {where(i)}.")
+    out_of_range = (v < 0) | (v > MAX_POSITION)
+    if out_of_range.any():
+        i = int(np.argmax(out_of_range))
+        raw = s.iloc[i]
+        _bad_position(col, v[i], raw if isinstance(raw, str) else f"{v[i]:.17g}", where(i))
+    fractional = v != np.floor(v)
+    if fractional.any():
+        i = int(np.argmax(fractional))
+        raise InputError(f"Region column '{col}' must hold whole-number coordinates; found {v[i]!r} at {where(i)}.")
+    return v.astype(np.int64)
+
+
+def _bad_position(col: str, value, shown: str, where: str) -> None:
+    if value < 0:
+        raise InputError(f"Region column '{col}' holds the negative position {shown} at {where}; positions count "
+                         "from 1 (from 0 for BED-style starts): fix the coordinates.")
+    raise InputError(f"Region column '{col}' holds the position {shown} at {where}, beyond the largest supported "
+                     f"position 2^53 ({MAX_POSITION}): fix the coordinates (is this the right column?).")
+
+
+def sorted_within_chromosomes(ranges: pd.DataFrame, arr: np.ndarray, blocks):
+    """(ranges, counts, blocks) with each chromosome's rows in increasing start order.
+
+    Rows whose starts decrease within a chromosome would make segments that end before they start; such input is
+    sorted, stably, by chromosome (in order of first appearance), start, then end, with a warning (as rows of a
+    chromosome that were not contiguous are regrouped). Input already in increasing start order (ties in any end
+    order) is kept as it is. Also checks the chromosome names (no control characters)."""
+    blocks = blocks if blocks is not None else chromosome_blocks(ranges["seqnames"])
+    check_names([name for name, _, _ in blocks], kind="Chromosome name")
+    start = ranges["start"].to_numpy()
+    drops = np.flatnonzero(start[1:] < start[:-1]) + 1  # rows starting before the row above them
+    if drops.size:
+        firsts = np.array([b for _, b, _ in blocks])
+        drops = drops[~np.isin(drops, firsts)]
+    if not drops.size:
+        return ranges, arr, blocks
+    i = int(drops[0])
+    codes, _ = pd.factorize(ranges["seqnames"].to_numpy(dtype=object))
+    order = np.lexsort((ranges["end"].to_numpy(), start, codes))  # stable
+    log.warning(
+        f"Regions were not in increasing start order within their chromosome ({drops.size} row(s) start before the "
+        f"row above, the first: row {i + 1}, {ranges['seqnames'][i]}:{start[i]} after {start[i - 1]}): rows sorted by "
+        "chromosome (in order of first appearance), start and end."
+    )
+    ranges = ranges.iloc[order].reset_index(drop=True)
+    return ranges, np.asarray(arr[order], order="F"), chromosome_blocks(ranges["seqnames"])
 
 
 def _seqnames(col: pd.Series) -> pd.Series:

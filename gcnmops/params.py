@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field, fields, replace
 from numbers import Real
 from types import MappingProxyType
+
+import numpy as np
 
 from .errors import InputError
 
@@ -63,6 +66,7 @@ class CnMopsParams:
             raise InputError(f"One element of classes must be {self.main_class}.")
         if any(f <= 0 for f in folds):
             raise InputError("Every fold change in I must be positive (use a small value such as 0.025 for CN0).")
+        _warn_normal_fold(folds, classes, self.main_class)
         for name in ("prior_impact", "norm_qu", "qu_size_factor", "upper_threshold", "lower_threshold",
                      "min_width", "min_read_count", "cyc"):
             _require_number(getattr(self, name), name)
@@ -85,11 +89,11 @@ class CnMopsParams:
             raise InputError("norm_qu and qu_size_factor are quantiles and must lie in [0, 1].")
         if not isinstance(self.seg_algorithm, str):
             raise InputError("seg_algorithm must be a string ('fast' or 'DNAcopy').")
-        if not isinstance(self.return_posterior, bool):
-            raise InputError("return_posterior must be True or False.")
         return replace(self, I=folds, classes=classes, norm=int(norm), cyc=int(self.cyc),
                        min_width=int(self.min_width), prior_impact=float(self.prior_impact),
-                       min_read_count=float(self.min_read_count), use_median=bool(self.use_median))
+                       min_read_count=float(self.min_read_count),
+                       use_median=as_bool(self.use_median, "use_median"),
+                       return_posterior=as_bool(self.return_posterior, "return_posterior"))
 
     def r_params(self) -> dict:
         """The result's params list with cn.mops's names (without cov, L, A)."""
@@ -207,6 +211,41 @@ def method_spec(name) -> Method:
 def canonical_method(name) -> str:
     """``name`` as a key of METHODS (cn.mops's spellings accepted); InputError naming the choices."""
     return method_spec(name).name
+
+
+#: R's spellings of TRUE and FALSE (as.logical on strings)
+R_TRUE = ("TRUE", "true", "True", "T")
+R_FALSE = ("FALSE", "false", "False", "F")
+
+
+def as_bool(value, name: str) -> bool:
+    """A logical parameter: True/False (numpy's too), 1/0, or a string R reads as logical (TRUE/FALSE, T/F,
+    true/false, True/False; surrounding spaces ignored); anything else is an InputError (bool("FALSE") would
+    be True)."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, str):
+        t = value.strip()
+        if t in R_TRUE:
+            return True
+        if t in R_FALSE:
+            return False
+    elif isinstance(value, (int, np.integer)) and value in (0, 1):
+        return bool(value)
+    raise InputError(f"{name} must be TRUE or FALSE (R's spellings T/F, true/false, True/False are accepted), "
+                     f"got {value!r}.")
+
+
+def _warn_normal_fold(folds, classes, main_class: str) -> None:
+    """cn.mops runs with a normal class whose fold change is not 1 (it checks only that the class exists), but
+    its calls are then relative to the wrong class: say so."""
+    fold = folds[classes.index(main_class)]
+    if fold != 1:
+        where = "I has no fold change 1" if 1.0 not in folds else f"fold change 1 is class {classes[folds.index(1.0)]}"
+        warnings.warn(
+            f"The normal class {main_class} has fold change {fold:g} in I ({where}); cn.mops runs with this, but "
+            f"calls every region relative to it. Give {main_class} the fold change 1 (I and classes pair up "
+            "in order) unless this is intended.", RuntimeWarning, stacklevel=4)
 
 
 def _require_number(value, name: str) -> None:

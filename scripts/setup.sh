@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 
 R_PACKAGES="r-base-core r-base-dev r-bioc-genomicranges r-bioc-iranges r-bioc-s4vectors r-bioc-genomeinfodb
  r-bioc-biocgenerics r-bioc-rsamtools r-cran-reticulate r-cran-testthat r-cran-jsonlite r-bioc-dnacopy"
+# the genome tools the tests open our files with (BED, VCF)
+TOOLS="bcftools tabix vcftools bedtools"
 
 if ! Rscript -e 'suppressMessages(library(GenomicRanges)); library(reticulate); library(testthat); library(DNAcopy)' >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
@@ -18,6 +20,15 @@ if ! Rscript -e 'suppressMessages(library(GenomicRanges)); library(reticulate); 
     else
         echo "setup: R with GenomicRanges/reticulate/testthat not found; R-side features and tests will be skipped" >&2
     fi
+fi
+
+missing_tools=""
+for tool in bcftools tabix vcf-validator bedtools; do command -v "$tool" >/dev/null || missing_tools=1; done
+if [ -n "$missing_tools" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "setup: installing bcftools, tabix, vcftools and bedtools (Debian)..." >&2
+    apt-get update -qq
+    # shellcheck disable=SC2086
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $TOOLS >/dev/null
 fi
 
 if [ ! -x .venv/bin/python ]; then

@@ -135,7 +135,7 @@ def test_cli_example_writes_every_format(tmp_path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "CNVs" in proc.stdout and "time per stage" in proc.stdout
     for name in ("cnvs.tsv", "cnvr.tsv", "segmentation.tsv", "normalized_data.parquet", "cnvs.bed", "cnvr.bed",
-                 "cnvr.vcf", "segmentation.seg", "params.json"):
+                 "cnvr.vcf.gz", "segmentation.seg", "params.json"):
         assert (out / name).stat().st_size > 0, name
     assert not list(out.glob(".*.tmp"))
     cnvr = pd.read_csv(out / "cnvr.tsv", sep="\t")

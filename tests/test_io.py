@@ -151,6 +151,80 @@ def test_npz_round_trip(tmp_path, table):
     check(read_counts(q), counts, None, ["Sample_1", "Sample_2", "Sample_3"])
 
 
+@pytest.fixture
+def blocks(monkeypatch):
+    """Small matrices through the row-block (threaded) conversion and check of the counts."""
+    from gcnmops import data
+
+    monkeypatch.setattr(data, "_PARALLEL_CELLS", 1)
+
+
+def _npz(path, counts, seqnames=None, **arrays):
+    m = counts.shape[0]
+    if seqnames is None:
+        seqnames = np.repeat(["chr1", "chr2", "chrX"], -(-m // 3))[:m]
+    start = np.arange(m, dtype=np.int64) * 1000 + 1
+    np.savez(path, counts=counts, seqnames=np.asarray(seqnames), start=start, end=start + 999, **arrays)
+    return pd.DataFrame({"seqnames": list(seqnames), "start": start, "end": start + 999})
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.uint16, np.int64, np.float32, np.float64, bool])
+def test_npz_read_in_place_every_dtype_and_layout(tmp_path, blocks, dtype):
+    counts = np.random.default_rng(3).integers(0, 300, size=(50_003, 4)).astype(dtype)
+    for order in "CF":
+        p = tmp_path / f"m{order}.npz"
+        ranges = _npz(p, np.asarray(counts, order=order), sample_names=np.array(["a", "b", "c", "d"]))
+        data = read_counts(p)
+        check(data, counts.astype(np.float64), ranges, ["a", "b", "c", "d"])
+        base = data.counts  # never a view of the file
+        while base is not None:
+            assert not isinstance(base, np.memmap) and base.flags.writeable
+            base = base.base if isinstance(base, np.ndarray) else None
+        assert data.ranges["seqnames"].map(type).eq(str).all()
+        assert data.ranges["seqnames"].nunique() == 3
+
+
+def test_npz_bad_counts_are_named_as_before(tmp_path, blocks):
+    counts = np.full((30_000, 3), 5, dtype=np.int32)
+    counts[20_001, 2] = -4
+    _npz(tmp_path / "neg.npz", counts)
+    with pytest.raises(InputError, match=r"non-negative: .* 1 negative value\(s\), the first at region 20002"):
+        read_counts(tmp_path / "neg.npz")
+    floats = np.full((30_000, 3), 5.0)
+    floats[7, 1] = np.nan
+    _npz(tmp_path / "nan.npz", floats)
+    with pytest.raises(InputError, match=r"finite: .* 1 NaN/Inf value\(s\), the first at region 8"):
+        read_counts(tmp_path / "nan.npz")
+
+
+def test_npz_checks_the_crc_of_members_read_in_place(tmp_path, monkeypatch):
+    from gcnmops.io import readers
+
+    monkeypatch.setattr(readers._NpzCrc, "PIECE", 1000)  # CRC-32s of pieces, combined
+    p = tmp_path / "c.npz"
+    _npz(p, np.full((1000, 3), 7, dtype=np.int32))
+    assert read_counts(p).counts.sum() == 21000
+    raw = bytearray(p.read_bytes())
+    at = raw.index(b"\x07\x00\x00\x00")  # the first count
+    raw[at] = 8  # still a valid count: only the CRC tells
+    p.write_bytes(bytes(raw))
+    with pytest.raises(InputError, match="Cannot read .* as an .npz archive: Bad CRC-32 for file 'counts.npy'"):
+        read_counts(p)
+
+
+def test_npz_seqnames_runs_and_regrouping(tmp_path, caplog):
+    names = np.array(["chr1"] * 4 + ["chr2"] * 3 + ["chr1"] * 2 + ["chrUn_KI270302v1"])
+    counts = np.arange(30, dtype=np.int32).reshape(10, 3)
+    p = tmp_path / "r.npz"
+    _npz(p, counts, seqnames=names)
+    data = read_counts(p)
+    assert list(data.ranges["seqnames"]) == ["chr1"] * 6 + ["chr2"] * 3 + ["chrUn_KI270302v1"]
+    np.testing.assert_array_equal(data.counts[:, 0], counts[[0, 1, 2, 3, 7, 8, 4, 5, 6, 9], 0])
+    q = tmp_path / "z.npz"  # compressed members: read by np.load as before
+    np.savez_compressed(q, counts=counts, seqnames=names, start=np.arange(10) + 1, end=np.arange(10) + 1)
+    assert list(read_counts(q).ranges["seqnames"]) == list(data.ranges["seqnames"])
+
+
 def test_npy_round_trip(tmp_path, table):
     _, counts, _, _ = table
     p = tmp_path / "c.npy"

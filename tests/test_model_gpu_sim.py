@@ -149,12 +149,14 @@ def test_simulated_kernel_equals_cpu(sim_run, name, folds, keep_post):
 
 
 def test_simulated_chunking_and_order(sim_run):
+    from gcnmops.model.gpu import local_work_size
+
     _, x, _, meta = sim_run
     m = x.shape[0]
     tiny = meta["unroll_local_post"]
     assert tiny["rows"] == 37 and tiny["n_chunks"] == math.ceil(m / 37)
     assert tiny["chunks"]["0"] == [list(c) for c in plan.chunk_bounds(m, 37)]
-    assert tiny["variant"] == "unroll" and tiny["local_work"] == x.shape[1]
+    assert tiny["variant"] == "unroll" and tiny["local_work"] == local_work_size(x.shape[1]) >= x.shape[1]
     assert meta["rolled_global"]["variant"] == "rolled" and meta["rolled_global"]["local_work"] == 0
     assert meta["unroll_global_post"]["variant"] == "unroll" and meta["unroll_global_post"]["local_work"] == 0
     assert meta["five_classes_one_chunk"]["n_chunks"] == 1
@@ -212,9 +214,11 @@ def test_kernel_config_resolves_variant_and_work():
     from gcnmops.model.gpu import LOCAL_WORK_MAX, UNROLL_MAX_CLASSES, KernelConfig
 
     cfg = KernelConfig()
-    assert cfg.resolve(9, 15) == ("unroll", 15)
+    assert cfg.resolve(9, 15) == ("unroll", 16)                          # work buffer: the next power of two
+    assert cfg.resolve(9, 40) == ("unroll", 64) and cfg.resolve(9, 2) == ("unroll", 8)
+    assert cfg.resolve(9, LOCAL_WORK_MAX) == ("unroll", LOCAL_WORK_MAX)
     assert cfg.resolve(9, LOCAL_WORK_MAX + 1) == ("unroll", 0)          # large N: global work scratch
-    assert cfg.resolve(UNROLL_MAX_CLASSES + 1, 15) == ("rolled", 15)
+    assert cfg.resolve(UNROLL_MAX_CLASSES + 1, 15) == ("rolled", 16)
     assert KernelConfig(variant="rolled", work="global").resolve(9, 15) == ("rolled", 0)
 
 

@@ -1,14 +1,10 @@
-"""Writers: every format parses in the standard tools, tables round-trip, writes are all-or-nothing.
-
-pysam (VCF, tabix) and bcftools are used where installed (scripts/setup.sh installs bcftools and tabix;
-``pip install pysam``); the tests that need them skip otherwise.
+"""Writers: tables and matrices round-trip, writes are all-or-nothing, formats are checked. The call files
+(BED, VCF, SEG) as the genome tools read them: tests/test_callfiles.py.
 """
 from __future__ import annotations
 
 import gzip
 import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -26,8 +22,9 @@ try:
 except ImportError:  # pragma: no cover - optional
     pysam = None
 
-needs_pysam = pytest.mark.skipif(pysam is None, reason="pysam not installed")
-BCFTOOLS = shutil.which("bcftools")
+#: the bgzipped, indexed call files (written with pysam; without it a plain cnvr.vcf)
+CALL_FILES = (("cnvs.bed.gz", "cnvs.bed.gz.tbi", "cnvr.bed.gz", "cnvr.bed.gz.tbi", "cnvr.vcf.gz", "cnvr.vcf.gz.tbi")
+              if pysam is not None else ("cnvr.vcf",))
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +54,7 @@ def test_every_file_is_written_with_normal_permissions(written):
     names = {p.name for p in paths}
     for name in ("normalized_data.tsv", "local_assessments.tsv", "individual_call.tsv", "integer_copy_number.tsv",
                  "ini_call.tsv", "params_L.tsv", "params_A.tsv", "segmentation.tsv", "cnvs.tsv", "cnvr.tsv",
-                 "params.json", "cnvs.bed", "cnvr.bed", "cnvr.vcf", "segmentation.seg"):
+                 "params.json", "cnvs.bed", "cnvr.bed", *CALL_FILES, "segmentation.seg"):
         assert name in names and (out / name).stat().st_size > 0
     assert sorted(p.name for p in out.iterdir()) == sorted(names)  # nothing else (no temporary files)
     umask = os.umask(0)
@@ -129,147 +126,7 @@ def test_gzip_tsv(tmp_path, results):
         write_result(r, tmp_path, formats=["xlsx"])
 
 
-# ------------------------------------------------------------------------------------------------ BED
-def test_bed_files_are_sorted_bed_and_tabix_indexable(written, results):
-    out, _ = written
-    r = results[1]
-    cnvs = pd.read_csv(out / "cnvs.bed", sep="\t", header=None, dtype={0: str})
-    assert cnvs.shape == (len(r.cnvs), 12)
-    assert (cnvs[1] == cnvs[6]).all() and (cnvs[2] == cnvs[7]).all()  # thickStart/End = the CNV
-    assert (cnvs[1] < cnvs[2]).all() and (cnvs[1] >= 0).all() and (cnvs[4] == 0).all() and (cnvs[5] == ".").all()
-    assert set(cnvs[8]) <= {"200,0,0", "0,0,200", "128,128,128"}
-    # same CNVs as the result (0-based half-open starts)
-    mine = set(zip(cnvs[0], cnvs[1] + 1, cnvs[2], cnvs[3], cnvs[11]))
-    assert mine == set(zip(r.cnvs["seqnames"], r.cnvs["start"], r.cnvs["end"], r.cnvs["sampleName"], r.cnvs["CN"]))
-    # losses red, gains blue
-    assert ((cnvs[8] == "200,0,0") == cnvs[11].isin(["CN0", "CN1"])).all()
-    for path in (out / "cnvs.bed", out / "cnvr.bed"):
-        bed = pd.read_csv(path, sep="\t", header=None, dtype={0: str})
-        chrom_rank = bed[0].map({c: i for i, c in enumerate(pd.unique(r.gr["seqnames"]))})
-        assert chrom_rank.is_monotonic_increasing
-        for _, g in bed.groupby(0):
-            assert g[1].is_monotonic_increasing
-    cnvr = pd.read_csv(out / "cnvr.bed", sep="\t", header=None, dtype={0: str})
-    assert cnvr.shape == (len(r.cnvr), 4)
-    first = r.cnvr.iloc[0]
-    carriers = r.cnvs[(r.cnvs["seqnames"] == first["seqnames"]) & (r.cnvs["start"] <= first["end"])
-                      & (r.cnvs["end"] >= first["start"])]["sampleName"]
-    row = cnvr[(cnvr[0] == first["seqnames"]) & (cnvr[1] == first["start"] - 1)].iloc[0]
-    assert set(row[3].split(",")) == set(carriers)
-
-
-@needs_pysam
-def test_bed_tabix(written, tmp_path):
-    out, _ = written
-    for name in ("cnvs.bed", "cnvr.bed"):
-        src = tmp_path / name
-        shutil.copy(out / name, src)
-        gz = pysam.tabix_index(str(src), preset="bed", force=True)  # fails on unsorted input
-        with pysam.TabixFile(gz) as tbx:
-            n = sum(1 for c in tbx.contigs for _ in tbx.fetch(c))
-        assert n == sum(1 for _ in open(out / name))
-
-
-# ------------------------------------------------------------------------------------------------ VCF
-@needs_pysam
-def test_vcf_parses_in_pysam(written, results):
-    out, _ = written
-    r = results[1]
-    with pysam.VariantFile(str(out / "cnvr.vcf")) as vcf:
-        hdr = vcf.header
-        assert hdr.version == "VCFv4.3"
-        assert list(hdr.samples) == r.sample_names
-        assert {"SVTYPE", "END", "SVLEN", "IMPRECISE"} <= set(hdr.info)
-        assert hdr.formats["CN"].type == "Integer"
-        assert list(hdr.contigs) == list(pd.unique(r.gr["seqnames"]))
-        records = list(vcf)
-    assert len(records) == len(r.cnvr)
-    main = 2
-    for rec, (_, reg) in zip(records, r.cnvr.iterrows()):
-        assert (rec.chrom, rec.pos + 1, rec.stop) == (reg["seqnames"], reg["start"], reg["end"])  # span = region
-        cns = [rec.samples[s]["CN"] for s in r.sample_names]
-        assert cns == [int(reg[s][2:]) for s in r.sample_names]
-        svtype = rec.info["SVTYPE"]
-        assert rec.alts == (f"<{svtype}>",)
-        loss, gain = any(c < main for c in cns), any(c > main for c in cns)
-        assert svtype == ("CNV" if loss and gain else "DEL" if loss else "DUP")
-        assert abs(rec.info["SVLEN"]) == reg["end"] - reg["start"] + 1
-        assert (rec.info["SVLEN"] < 0) == (svtype == "DEL")
-        assert rec.info["IMPRECISE"] is True
-
-
-@pytest.mark.skipif(BCFTOOLS is None, reason="bcftools not installed (apt-get install bcftools)")
-def test_vcf_passes_bcftools(written, results, tmp_path):
-    out, _ = written
-    r = results[1]
-    view = subprocess.run([BCFTOOLS, "view", str(out / "cnvr.vcf")], capture_output=True, text=True)
-    assert view.returncode == 0 and not view.stderr.strip(), view.stderr
-    gz = tmp_path / "cnvr.vcf.gz"
-    subprocess.run([BCFTOOLS, "view", "-Oz", "-o", str(gz), str(out / "cnvr.vcf")], check=True)
-    subprocess.run([BCFTOOLS, "index", "-t", str(gz)], check=True, capture_output=True)  # needs sorted records
-    q = subprocess.run([BCFTOOLS, "query", "-f", "%CHROM\t%POS\t%END\t%SVTYPE[\t%CN]\n", str(gz)], check=True,
-                       capture_output=True, text=True).stdout.splitlines()
-    assert len(q) == len(r.cnvr)
-    first = q[0].split("\t")
-    assert (first[0], int(first[1]) + 1, int(first[2])) == (r.cnvr["seqnames"].iat[0], r.cnvr["start"].iat[0],
-                                                            r.cnvr["end"].iat[0])
-
-
-@needs_pysam
-def test_vcf_before_integer_copy_numbers_and_with_fractional_labels(results, tmp_path):
-    raw = results[0]
-    (tmp_path / "raw.vcf").write_text(writers.vcf_text(raw))
-    with pysam.VariantFile(str(tmp_path / "raw.vcf")) as vcf:
-        recs = list(vcf)
-    assert len(recs) == len(raw.cnvr)
-    assert all(rec.samples[s]["CN"] is None for rec in recs for s in raw.sample_names)  # "." = unknown
-    # direction from the sign of the CNVs' sINI means
-    for rec, (_, reg) in zip(recs, raw.cnvr.iterrows()):
-        inside = raw.cnvs[(raw.cnvs["seqnames"] == reg["seqnames"]) & (raw.cnvs["start"] <= reg["end"])
-                          & (raw.cnvs["end"] >= reg["start"])]["mean"]
-        expect = "CNV" if (inside < 0).any() and (inside > 0).any() else "DEL" if (inside < 0).any() else "DUP"
-        assert rec.info["SVTYPE"] == expect
-    frac_cnvr = raw.cnvr.copy()
-    for s in raw.sample_names:
-        frac_cnvr[s] = "CN2.0"
-    frac_cnvr[raw.sample_names[0]] = "CN3.4"
-    (tmp_path / "frac.vcf").write_text(writers.vcf_text(raw.replace(cnvr=frac_cnvr)))
-    with pysam.VariantFile(str(tmp_path / "frac.vcf")) as vcf:
-        assert vcf.header.formats["FCN"].type == "Float"
-        rec = next(iter(vcf))
-        assert rec.samples[raw.sample_names[0]]["FCN"] == pytest.approx(3.4)
-        assert rec.info["SVTYPE"] == "DUP"
-
-
-def test_vcf_of_a_result_without_cnvs(tmp_path):
-    data = pd.DataFrame({"seqnames": "chr1", "start": np.arange(200) * 100 + 1, "end": np.arange(1, 201) * 100,
-                         "a": 100.0, "b": 100.0, "c": 100.0})
-    r = gcnmops.cn_mops(data, backend="cpu")
-    assert len(r.cnvr) == 0
-    paths = write_result(r, tmp_path)
-    text = (tmp_path / "cnvr.vcf").read_text()
-    assert text.splitlines()[-1].startswith("#CHROM") and len(paths) == 15
-    assert (tmp_path / "cnvs.bed").read_text() == ""
-    if pysam is not None:
-        with pysam.VariantFile(str(tmp_path / "cnvr.vcf")) as vcf:
-            assert list(vcf) == []
-
-
-# ------------------------------------------------------------------------------------------------ SEG
-def test_seg_loads_with_igv_columns(written, results):
-    out, _ = written
-    r = results[1]
-    seg = pd.read_csv(out / "segmentation.seg", sep="\t", dtype={"chrom": str}, float_precision="round_trip")
-    assert list(seg.columns) == ["ID", "chrom", "loc.start", "loc.end", "num.mark", "seg.mean"]
-    assert len(seg) == len(r.segmentation)
-    # ordered by sample, chromosome, start, as DNAcopy writes it
-    rank = seg["ID"].map(r.sample_names.index)
-    assert rank.is_monotonic_increasing
-    # num.mark = regions in the segment; marks of a sample sum to the number of regions
-    assert (seg.groupby("ID")["num.mark"].sum() == len(r.gr)).all()
-    merged = seg.merge(r.segmentation, left_on=["ID", "chrom", "loc.start", "loc.end"],
-                       right_on=["sampleName", "seqnames", "start", "end"])
-    assert len(merged) == len(seg) and np.array_equal(merged["seg.mean"], merged["mean"])
+# BED, VCF and SEG: tests/test_callfiles.py
 
 
 # ------------------------------------------------------------------------------------------ atomicity
@@ -277,10 +134,10 @@ def test_a_failing_write_leaves_no_file(tmp_path, results, monkeypatch):
     r = results[1]
     out = tmp_path / "out"
 
-    def boom(result):  # the VCF comes after every TSV and BED: they are complete when it fails
+    def boom(result, path, **kwargs):  # the VCF comes after every TSV and BED: they are complete when it fails
         raise OSError("disk full (simulated)")
 
-    monkeypatch.setattr(writers, "vcf_text", boom)
+    monkeypatch.setattr(writers, "write_vcf", boom)
     with pytest.raises(OSError, match="simulated"):
         write_result(r, out)
     assert list(out.iterdir()) == []  # no final file and no temporary file
@@ -330,9 +187,9 @@ def test_default_output_is_calls_as_text_and_matrices_as_parquet(results, tmp_pa
     names = sorted(p.name for p in write_result(results[1], tmp_path))
     matrices = ["individual_call", "ini_call", "integer_copy_number", "local_assessments", "normalized_data",
                 "params_A", "params_L"]
-    assert names == sorted([m + ".parquet" for m in matrices] + ["cnvr.bed", "cnvr.tsv", "cnvr.vcf", "cnvs.bed",
-                                                                 "cnvs.tsv", "params.json", "segmentation.seg",
-                                                                 "segmentation.tsv"])
+    assert names == sorted([m + ".parquet" for m in matrices] + ["cnvr.bed", "cnvr.tsv", "cnvs.bed", "cnvs.tsv",
+                                                                 "params.json", "segmentation.seg",
+                                                                 "segmentation.tsv", *CALL_FILES])
     assert sorted(p.name for p in tmp_path.iterdir()) == names
 
 
@@ -387,3 +244,47 @@ def test_unknown_formats_are_refused_naming_them(results, tmp_path, formats, fra
     with pytest.raises(InputError, match=fragment.replace("(", r"\(").replace(")", r"\)").replace("?", r"\?")):
         write_result(results[1], tmp_path / "x", formats=formats)
     assert not (tmp_path / "x").exists()
+
+
+# ------------------------------------------------------------------------------------------ Parquet parts
+def test_parquet_written_in_parts_joins_into_one_lossless_file(results, tmp_path, monkeypatch):
+    import pyarrow.parquet as pq
+
+    monkeypatch.setattr(writers, "PARQUET_MIN_PART_ROWS", 100)
+    monkeypatch.setattr(writers, "PARQUET_ROW_GROUP", 256)  # 1200 rows: 5 parts of one row group each
+    for r in results:
+        folder = tmp_path / str(id(r))
+        write_result(r, folder, formats=["parquet"])
+        _assert_same_result(gcnmops.read_result(folder), r)
+    meta = pq.read_metadata(folder / "local_assessments.parquet")
+    assert meta.num_rows == 1200 and meta.num_row_groups == 5
+    offsets = [meta.row_group(g).column(c).data_page_offset for g in range(5) for c in range(meta.num_columns)]
+    assert offsets == sorted(offsets)
+    columns = {meta.row_group(4).column(c).path_in_schema: meta.row_group(4).column(c) for c in range(meta.num_columns)}
+    assert "DELTA_BINARY_PACKED" in columns["start"].encodings and columns["start"].statistics.has_min_max
+    assert "BYTE_STREAM_SPLIT" in columns[results[1].sample_names[0]].encodings  # continuous values
+    assert columns[results[1].sample_names[0]].compression == "ZSTD"
+    labels = pq.read_metadata(folder / "integer_copy_number.parquet").row_group(2).column(3)
+    assert "RLE_DICTIONARY" in labels.encodings
+    frame = pd.read_parquet(folder / "normalized_data.parquet")  # pandas reads every row group
+    assert np.array_equal(frame[results[1].sample_names].to_numpy(), results[1].normalized_data)
+
+
+def test_join_parquet_keeps_bits_and_falls_back_on_unknown_footers(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    special = np.array([0.0, -0.0, np.nan, np.inf, -np.inf, 5e-324, 1.5] * 300)
+    table = pa.table({"seqnames": pa.array(["chr1"] * 2100).dictionary_encode(), "start": np.arange(2100),
+                      "x": special, "y": np.round(special * 3, 1), "z": np.random.default_rng(0).random(2100)})
+    options = writers.parquet_options(table)
+    parts = [writers._encode_parquet(table.slice(a, 300), options, 300) for a in range(0, 2100, 300)]
+    writers.join_parquet(tmp_path / "j.parquet", parts)
+    back = pq.read_table(tmp_path / "j.parquet")
+    for name in ("x", "y", "z"):
+        assert back[name].to_numpy().view(np.uint64).tolist() == table[name].to_numpy().view(np.uint64).tolist()
+    assert back["seqnames"].to_pylist() == table["seqnames"].to_pylist()
+    indexed = pa.BufferOutputStream()
+    pq.write_table(table.slice(0, 300), indexed, write_page_index=True)  # a page index holds offsets of its own
+    with pytest.raises(writers._FooterError):
+        writers.join_parquet(tmp_path / "k.parquet", [indexed.getvalue(), parts[1]])

@@ -7,6 +7,15 @@ working grid, FFT convolution with a kernel sampled on a slightly different grid
 0 and linear interpolation onto the user's grid. Float64 throughout. The grids are R's bit for
 bit; R and numpy use different FFT algorithms, so density values agree to rounding (about 1e-16
 of the peak), which leaves the location of the maximum (the mode) the same.
+
+The grid has ``n = u * 100`` points, ``u`` growing with the scale of the counts: one huge count makes R allocate
+2 * 2^ceiling(log2(n)) doubles and FFTs of that length (R stops above 2^30 working points, "invalid 'n'
+argument", or runs out of memory first). Above :data:`DENSE_GRID_LIMIT` working points :func:`density_mode` does
+not materialize the grids: it evaluates the same binned estimate (R's bins, R's kernel grid) by direct
+summation only where its maximum can lie (a coarse pass at a quarter of the bandwidth over the nodes near the
+data, then the exact node maxima of the best peaks, then the interpolated user grid points beside them).
+Memory and time then grow with the number of values, not with n; the values agree with the FFT's to rounding,
+as R's and numpy's FFTs agree with each other.
 """
 from __future__ import annotations
 
@@ -17,11 +26,14 @@ from numba import njit
 
 from .rstats import quantile7_low_index, quantile7_sorted
 
-__all__ = ["bw_nrd0", "quantiles7", "r_seq_length_out", "r_density", "density_mode"]
+__all__ = ["bw_nrd0", "quantiles7", "r_seq_length_out", "r_density", "density_mode", "DENSE_GRID_LIMIT"]
 
 _M_1_SQRT_2PI = 0.398942280401432677939946059934
 #: R's dnorm returns 0 beyond sqrt(-2*log(2)*(DBL_MIN_EXP + 1 - DBL_MANT_DIG))
 _DNORM_ZERO_BEYOND = math.sqrt(-2.0 * math.log(2.0) * (-1021 + 1 - 53))
+#: working grids (R's n_w) up to this many points are computed as R does (binning, FFTs of length 2 n_w); beyond
+#: it density_mode takes the bounded path (module docstring)
+DENSE_GRID_LIMIT = 2 ** 20
 
 
 def quantiles7(x: np.ndarray, probs) -> list[float]:
@@ -164,10 +176,7 @@ def r_density(x: np.ndarray, n: float = 512, from_: float | None = None, to: flo
     if not math.isfinite(bw) or bw <= 0:
         raise ValueError(f"bandwidth must be positive and finite, got {bw!r}")
     n_user = n
-    n_w = max(n, 512)
-    if n_w > 512:
-        n_w = 2 ** int(math.ceil(math.log2(n_w)))
-    n_w = int(n_w)
+    n_w = _working_points(n)
     if from_ is None:
         from_ = float(x.min()) - cut * bw
     if to is None:
@@ -196,7 +205,327 @@ def density_mode(x: np.ndarray, from_: float, to: float, n: float) -> float:
 
     NaN when the grid is empty (n <= 0) or the density is undefined everywhere.
     """
+    if math.isfinite(n) and n > 0 and _working_points(n) > DENSE_GRID_LIMIT:
+        return _bounded_density_mode(x, from_, to, n)
     grid, dens = r_density(x, n=n, from_=from_, to=to)
     if grid.size == 0 or np.isnan(dens).all():
         return math.nan
     return float(grid[int(np.nanargmax(dens))])
+
+
+def _working_points(n: float) -> int:
+    """R's working grid size of density(n=): max(n, 512), rounded up to a power of two above 512."""
+    n_w = max(n, 512)
+    if n_w > 512:
+        n_w = 2 ** int(math.ceil(math.log2(n_w)))
+    return int(n_w)
+
+
+# --------------------------------------------------------------------------------------------
+# the bounded path: R's binned estimate evaluated by direct summation where its maximum can lie
+# --------------------------------------------------------------------------------------------
+#: coarse local maxima refined to exact node maxima (the best ones, within _PEAK_SHARE of the best)
+_PEAKS = 8
+_PEAK_SHARE = 0.9
+#: grids of more points than this (far beyond R's 2^30) are taken with this many: node numbers stay exact floats
+_MAX_POINTS = 2.0 ** 52
+#: nodes scanned on each side of a peak for grid points that may tie with the maximum
+_SCAN = 4096
+
+
+@njit(cache=True)
+def _dnorm1(x, sd):
+    """_dnorm of one value (R's dnorm4)."""
+    z = abs(x / sd)
+    if z < 5.0:
+        return _M_1_SQRT_2PI * math.exp(-0.5 * z * z) / sd
+    if z <= _DNORM_ZERO_BEYOND:
+        x1 = math.floor(z * 65536.0 + 0.5) / 65536.0
+        x2 = z - x1
+        return _M_1_SQRT_2PI / sd * (math.exp(-0.5 * x1 * x1) * math.exp((-0.5 * x2 - x1) * x2))
+    return 0.0
+
+
+@njit(cache=True)
+def _bin_entries(x, weight, lo, up, n):
+    """_bin_dist's additions (slot, mass) in its order, without the 2n slots."""
+    idx = np.empty(2 * x.shape[0], dtype=np.int64)
+    val = np.empty(2 * x.shape[0])
+    c = 0
+    ixmax = n - 2
+    delta = (up - lo) / (n - 1)
+    for i in range(x.shape[0]):
+        xi = x[i]
+        if not math.isfinite(xi):
+            continue
+        xpos = (xi - lo) / delta
+        fl = math.floor(xpos)
+        if fl < -2.0 or fl > n + 1.0:
+            continue
+        ix = np.int64(fl)
+        fx = xpos - ix
+        if 0 <= ix <= ixmax:
+            idx[c] = ix
+            val[c] = weight * (1.0 - fx)
+            idx[c + 1] = ix + 1
+            val[c + 1] = weight * fx
+            c += 2
+        elif ix == -1:
+            idx[c] = 0
+            val[c] = weight * fx
+            c += 1
+        elif ix == ixmax + 1:
+            idx[c] = ix
+            val[c] = weight * (1.0 - fx)
+            c += 1
+    return idx[:c], val[:c]
+
+
+@njit(cache=True)
+def _accumulate(idx, val):
+    """(distinct slots ascending, their masses summed in the given order) of slot-sorted additions."""
+    J = np.empty(idx.shape[0], dtype=np.int64)
+    W = np.empty(idx.shape[0])
+    c = -1
+    for i in range(idx.shape[0]):
+        if c < 0 or idx[i] != J[c]:
+            c += 1
+            J[c] = idx[i]
+            W[c] = 0.0
+        W[c] += val[i]
+    return J[:c + 1], W[:c + 1]
+
+
+@njit(cache=True)
+def _node_density(J, W, k, by_k, sd, R):
+    """max(0, the estimate at node k): the slots within R of k (the others add exactly 0)."""
+    q = np.searchsorted(J, k - R)
+    s = 0.0
+    while q < J.shape[0] and J[q] <= k + R:
+        s += W[q] * _dnorm1(abs(J[q] - k) * by_k, sd)
+        q += 1
+    return max(0.0, s)
+
+
+@njit(cache=True)
+def _density_at(nodes, J, W, by_k, sd, R):
+    out = np.empty(nodes.shape[0])
+    for a in range(nodes.shape[0]):
+        out[a] = _node_density(J, W, nodes[a], by_k, sd, R)
+    return out
+
+
+@njit(cache=True)
+def _push_peak(pk, pv, k, v):
+    """Keep the best peaks (value descending, the earlier node first on ties) in pk/pv."""
+    K = pk.shape[0]
+    if v <= pv[K - 1]:
+        return
+    i = K - 1
+    while i > 0 and pv[i - 1] < v:
+        pk[i] = pk[i - 1]
+        pv[i] = pv[i - 1]
+        i -= 1
+    pk[i] = k
+    pv[i] = v
+
+
+@njit(cache=True)
+def _coarse_peaks(J, W, by_k, sd, R, s, kf, kt, K):
+    """The K best local maxima (node, value; value descending) of the estimate on the coarse nodes: kf, the
+    multiples of s and kt, within [kf, kt]. Only nodes within R of a slot are evaluated (the others are 0)."""
+    pk = np.full(K, -1, dtype=np.int64)
+    pv = np.full(K, -1.0)
+    have_prev = False
+    prev_k = kf
+    prev_v = 0.0
+    left_v = 0.0
+    nJ = J.shape[0]
+    j = 0
+    while j < nJ:
+        a = max(kf, J[j] - R)
+        b = min(kt, J[j] + R)
+        j += 1
+        while j < nJ and J[j] - R <= b + 1:
+            b = min(kt, J[j] + R)
+            j += 1
+        if a > b:
+            continue
+        c = (a + s - 1) // s * s  # the first multiple of s >= a
+        k = kf if a == kf else c
+        while True:
+            if k > b:
+                if b == kt and (not have_prev or prev_k < kt):
+                    k = kt
+                else:
+                    break
+            v = _node_density(J, W, k, by_k, sd, R)
+            if have_prev:
+                adjacent = prev_k >= k - s  # no coarse node in between (those would be 0)
+                right = v if adjacent else 0.0
+                if left_v <= prev_v and prev_v >= right and prev_v > 0.0:
+                    _push_peak(pk, pv, prev_k, prev_v)
+                left_v = prev_v if adjacent else 0.0
+            have_prev = True
+            prev_k = k
+            prev_v = v
+            if k == kt:
+                break
+            k = c if k < c else k + s
+    if have_prev and left_v <= prev_v and prev_v > 0.0:
+        _push_peak(pk, pv, prev_k, prev_v)
+    return pk, pv
+
+
+@njit(cache=True)
+def _first_node_max(J, W, by_k, sd, R, a, b):
+    """The first node of [a, b] at which the estimate stops rising (its maximum there if it rises, then
+    falls)."""
+    lo = a
+    hi = b
+    while lo < hi:
+        mid = lo + (hi - lo) // 2
+        if _node_density(J, W, mid, by_k, sd, R) >= _node_density(J, W, mid + 1, by_k, sd, R):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+class _Grids:
+    """R's two grids without their points: seq(lo, up, length.out=n_w) (nodes) and seq(from, to,
+    length.out=n_u) (the user's), point by point as r_seq_length_out computes them."""
+
+    def __init__(self, lo, up, n_w, from_, to, n_u):
+        self.lo, self.up, self.n_w = lo, up, n_w
+        self.from_, self.to, self.n_u = from_, to, n_u
+        self.by_x = (up - lo) / float(n_w - 1)
+        self.by_u = (to - from_) / float(n_u - 1)
+
+    def node(self, k: int) -> float:
+        return self.up if k == self.n_w - 1 else self.lo + float(k) * self.by_x
+
+    def point(self, i: int) -> float:
+        return self.to if i == self.n_u - 1 else self.from_ + float(i) * self.by_u
+
+    def bracket(self, t: float) -> int:
+        """_approx_linear's i: the last node <= t, at most n_w - 2."""
+        k = min(max(int(math.floor((t - self.lo) / self.by_x)), 0), self.n_w - 2)
+        while k > 0 and self.node(k) > t:
+            k -= 1
+        while k < self.n_w - 2 and self.node(k + 1) <= t:
+            k += 1
+        return k
+
+    def first_point_at_or_after(self, x: float) -> int:
+        """The first user index whose point is >= x (n_u if none)."""
+        i = min(max(int(math.ceil((x - self.from_) / self.by_u)), 0), self.n_u)
+        while i > 0 and self.point(i - 1) >= x:
+            i -= 1
+        while i < self.n_u and self.point(i) < x:
+            i += 1
+        return i
+
+
+def _bounded_density_mode(x: np.ndarray, from_: float, to: float, n: float) -> float:
+    """density_mode without R's grids (module docstring); the same definition, values to rounding."""
+    x = np.asarray(x, dtype=np.float64).ravel()
+    x = x[~np.isnan(x)]
+    n_all = x.size
+    x = x[np.isfinite(x)]
+    nx = x.size
+    if nx < 2:
+        raise ValueError("need at least 2 points to select a bandwidth automatically")
+    bw = bw_nrd0(x)
+    if not math.isfinite(bw) or bw <= 0:
+        raise ValueError(f"bandwidth must be positive and finite, got {bw!r}")
+    if not (math.isfinite(from_) and math.isfinite(to)):
+        raise ValueError("non-finite 'from' or 'to'")
+    n = min(n, _MAX_POINTS)
+    n_w = _working_points(n)
+    n_u = int(math.ceil(n))
+    lo = from_ - 4.0 * bw
+    up = to + 4.0 * bw
+    idx, val = _bin_entries(x, 1.0 / nx, lo, up, n_w)
+    order = np.argsort(idx, kind="stable")
+    J, W = _accumulate(idx[order], val[order])
+    if nx != n_all:
+        W = W * (nx / n_all)
+    g = _Grids(lo, up, n_w, from_, to, n_u)
+    by_k = (2.0 * (up - lo)) / float(2 * n_w - 1)  # the kernel's grid: seq(0, 2 (up - lo), length.out=2 n_w)
+    R = int(math.floor(_DNORM_ZERO_BEYOND * bw / by_k)) + 2  # slots farther away add exactly 0
+    kf = max(0, g.bracket(from_) - 1)
+    kt = min(n_w - 1, g.bracket(to) + 2)
+    step = max(1, int((bw / by_k) // 4))
+    pk, pv = _coarse_peaks(J, W, by_k, bw, R, step, kf, kt, _PEAKS)
+    if pv[0] <= 0.0:  # zero on every node the user's grid sees: the first point is a maximum
+        return float(g.point(0))
+
+    def dens(nodes) -> np.ndarray:
+        nodes = np.asarray(nodes, dtype=np.int64)
+        return _density_at(nodes, J, W, by_k, bw, R)
+
+    peaks = []
+    for k, v in zip(pk, pv):
+        if k < 0 or v < _PEAK_SHARE * pv[0]:
+            continue
+        if step > 1:
+            k = _first_node_max(J, W, by_k, bw, R, max(kf, k - step), min(kt, k + step))
+        peaks.append(int(k))
+    peaks = sorted(set(peaks))
+    peak_vals = dens(peaks)
+    best = peaks[int(np.argmax(peak_vals))]
+    near = min(max(int(round((g.node(best) - from_) / g.by_u)), 0), n_u - 1)
+    floor_value = _interpolated(g, [near], dens)[0]
+    # segments [k, k + 1] whose interpolated points may reach the maximum: beside nodes >= floor_value
+    segments = set()
+    for k, v in zip(peaks, peak_vals):
+        if v < floor_value:
+            continue
+        a = b = k
+        while a > kf and a > k - _SCAN and dens([a - 1])[0] >= floor_value:
+            a -= 1
+        while b < kt and b < k + _SCAN and dens([b + 1])[0] >= floor_value:
+            b += 1
+        segments.update(range(max(a - 1, 0), min(b, n_w - 2) + 1))
+    best_value, best_i = -1.0, n_u
+    for k in sorted(segments):
+        i0 = g.first_point_at_or_after(g.node(k))
+        i1 = g.first_point_at_or_after(g.node(k + 1)) - 1
+        if k == n_w - 2 and i1 < n_u - 1 and g.point(i1 + 1) == g.node(k + 1):
+            i1 += 1
+        i0, i1 = max(i0, 0), min(i1, n_u - 1)
+        if i0 > i1:
+            continue
+        f0, f1 = _interpolated(g, [i0, i1], dens)
+        if f1 > f0:  # rising: the maximum at the end; its first index (rounding may flatten the top)
+            top, lo_i, hi_i = f1, i0 + 1, i1
+            while lo_i < hi_i:
+                mid = (lo_i + hi_i) // 2
+                if _interpolated(g, [mid], dens)[0] >= top:
+                    hi_i = mid
+                else:
+                    lo_i = mid + 1
+            value, i = top, lo_i
+        else:
+            value, i = f0, i0
+        if value > best_value or (value == best_value and i < best_i):
+            best_value, best_i = value, i
+    return float(g.point(best_i))
+
+
+def _interpolated(g: _Grids, indices, dens) -> list[float]:
+    """_approx_linear's values at the user grid points ``indices``."""
+    out = []
+    for i in indices:
+        t = g.point(i)
+        k = g.bracket(t)
+        xi, xj = g.node(k), g.node(k + 1)
+        yi, yj = dens([k, k + 1])
+        if t == xj:
+            out.append(float(yj))
+        elif t == xi:
+            out.append(float(yi))
+        else:
+            out.append(float(yi + (yj - yi) * ((t - xi) / (xj - xi))))
+    return out

@@ -1,20 +1,89 @@
-"""The call files that genome tools load: BED (cnvs.bed, cnvr.bed), VCF (cnvr.vcf) and IGV SEG
-(segmentation.seg), as tables or text from a CNVDetectionResult (the writers put them on disk).
+"""The call files that genome tools load, from a CNVDetectionResult (the writers put them on disk):
+
+- BED9 ``cnvs.bed`` / ``cnvr.bed`` (``bed_cnvs``, ``bed_cnvr``), also bgzipped with a tabix index;
+- VCF 4.2 ``cnvr.vcf.gz`` + index, written through pysam (``write_vcf``; ``write_sample_vcfs`` per sample);
+- IGV SEG ``segmentation.seg`` (``seg_table``).
+
+Shared conventions
+------------------
+Normal class: ``params["mainClass"]`` (CN2; haplocn.mops CN1). A CNV's direction: loss/gain by its integer
+copy number against the normal class when known, else by the sign of its segment statistic (the mean, or the
+median with ``useMedian``, of sINI). Colours are those of the plots (``gcnmops/plots.py``): gains red
+(#d62728), losses blue (#1f5fbf), other grey (#b4b4b4).
+
+Quality Q (phred, integer 0-99) of a sample's state over a set of windows (a CNV, or a CNV region): Q =
+min(99, round(-10 log10(1 - p))), p the probability of the stated copy number:
+
+- with posteriors (``return_posterior=True``): the mean over the windows of the posterior probability of the
+  stated class (a non-normal state of unknown copy number: 1 - the posterior of the normal class; a normal
+  state: the posterior of the normal class);
+- otherwise a proxy from sINI (the posterior-weighted log2 fold change the model gives every window): with s
+  the sample's mean sINI over the windows and e = log2(I_c / I_normal) of the stated class c (unknown copy
+  number: the nearest class on the call's side), p = clip(s / e, 0, 1) for a non-normal state and
+  1 - clip(|s| / |e'|, 0, 1) for the normal state (e' the nearest class on the side of s): the posterior mass
+  on c were it shared between c and the normal class only.
 """
 from __future__ import annotations
 
 import datetime
 import re
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from ..errors import InputError
+
+try:  # the [bam] extra: BGZF, tabix, VCF through htslib
+    import pysam
+except ImportError:  # pragma: no cover - exercised by monkeypatching in the tests
+    pysam = None
+
 _CN_LABEL = re.compile(r"^CN(\d+(?:\.\d*)?)$")
-_RGB = {"loss": "200,0,0", "gain": "0,0,200", None: "128,128,128"}
+#: itemRgb of gains / losses / anything else: plots.GAIN, plots.LOSS, plots.OTHER (io cannot import plots)
+GAIN_RGB, LOSS_RGB, OTHER_RGB = "214,39,40", "31,95,191", "180,180,180"
+_RGB = {"gain": GAIN_RGB, "loss": LOSS_RGB, None: OTHER_RGB}
+#: largest position a .tbi index holds (2^29 - 1); files with larger coordinates get a CSI index
+TBI_MAX_POSITION = (1 << 29) - 1
+MAX_Q = 99
+_DEFAULT_STEP = {-1: -1.0, 1: float(np.log2(1.5))}  # nearest classes' log2 folds when params lack folds
 
 
 # -------------------------------------------------------------------------------------------------
-# shared geometry: order of chromosomes, CNVs per CNV region
+# bgzip and tabix (pysam)
+# -------------------------------------------------------------------------------------------------
+
+def have_pysam() -> bool:
+    """True when pysam (htslib) is importable: bgzipped, indexed BED and VCF are written only then."""
+    return pysam is not None
+
+
+def _need_pysam(what: str) -> None:
+    if pysam is None:
+        raise InputError(f"{what} needs pysam: pip install 'gcnmops[bam]' (or pip install pysam).")
+
+
+def index_suffix(max_position: int) -> str:
+    """"tbi", or "csi" where a position exceeds what .tbi holds (contigs over 512 Mbp)."""
+    return "csi" if int(max_position) > TBI_MAX_POSITION else "tbi"
+
+
+def bgzip(src, dst) -> None:
+    """BGZF-compress the text file ``src`` into ``dst`` (what ``bgzip`` writes)."""
+    _need_pysam("bgzip")
+    pysam.tabix_compress(str(src), str(dst), force=True)
+
+
+def tabix(path, preset: str, index, csi: bool = False) -> None:
+    """Index the bgzipped, sorted file ``path`` (``preset`` "bed" or "vcf") into ``index`` (.tbi or .csi)."""
+    _need_pysam("tabix")
+    pysam.tabix_index(str(path), preset=preset, index=str(index), force=True, csi=csi,
+                      min_shift=14 if csi else -1)
+
+
+# -------------------------------------------------------------------------------------------------
+# shared geometry: order of chromosomes, windows and CNVs per range
 # -------------------------------------------------------------------------------------------------
 
 def _chrom_rank(result, seqnames) -> np.ndarray:
@@ -63,8 +132,38 @@ def _cnv_region_pairs(cnvr: pd.DataFrame, cnvs: pd.DataFrame) -> tuple[np.ndarra
     return np.concatenate(regions), np.concatenate(cnv_idx)
 
 
+class _Windows:
+    """The windows (rows of ``gr``) of each chromosome, by start, to find those overlapping a range."""
+
+    def __init__(self, gr: pd.DataFrame):
+        chrom = gr["seqnames"].astype(str).to_numpy()
+        self.start = gr["start"].to_numpy(np.int64)
+        self.end = gr["end"].to_numpy(np.int64)
+        self.by_chrom = {}
+        for name in pd.unique(chrom):
+            rows = np.flatnonzero(chrom == name)
+            rows = rows[np.argsort(self.start[rows], kind="stable")]
+            self.by_chrom[name] = (rows, self.start[rows], np.maximum.accumulate(self.end[rows]))
+
+    def rows(self, chrom: str, start: int, end: int) -> np.ndarray:
+        """Rows of the windows overlapping [start, end], by start."""
+        entry = self.by_chrom.get(str(chrom))
+        if entry is None:
+            return np.zeros(0, np.int64)
+        rows, starts, ends = entry
+        cand = rows[np.searchsorted(ends, start, side="left"):np.searchsorted(starts, end, side="right")]
+        return cand[(self.end[cand] >= start) & (self.start[cand] <= end)]
+
+    def width(self, row: int) -> int:
+        return int(self.end[row] - self.start[row] + 1)
+
+    def lengths(self) -> dict[str, int]:
+        """Each chromosome's last window end (its known length)."""
+        return {name: int(ends[-1]) for name, (_, _, ends) in self.by_chrom.items()}
+
+
 # -------------------------------------------------------------------------------------------------
-# BED
+# copy numbers, directions, qualities
 # -------------------------------------------------------------------------------------------------
 
 def _cn_value(label) -> float | None:
@@ -78,132 +177,480 @@ def _main_cn(result) -> float | None:
     return _cn_value(result.params.get("mainClass"))
 
 
-def _direction(cn: float | None, mean: float, main: float | None) -> str | None:
-    """"loss"/"gain" from the copy number when known and not normal, else from the sign of the mean."""
-    if cn is not None and main is not None and cn != main:
-        return "loss" if cn < main else "gain"
-    if cn is None and np.isfinite(mean) and mean != 0:
-        return "loss" if mean < 0 else "gain"
+def _direction(cn: float | None, stat: float, main: float | None) -> str | None:
+    """"loss"/"gain" from the copy number when known and not normal, else from the sign of the statistic;
+    None for a normal copy number (or no evidence)."""
+    if cn is not None and main is not None:
+        return None if cn == main else ("loss" if cn < main else "gain")
+    if np.isfinite(stat) and stat != 0:
+        return "loss" if stat < 0 else "gain"
     return None
 
 
-def bed_cnvs(result) -> pd.DataFrame:
-    """BED9+3 rows of the CNVs, sorted for tabix."""
-    cnvs = result.cnvs.iloc[_sorted_positions(result, result.cnvs)].reset_index(drop=True)
+def _phred(p_right: np.ndarray) -> np.ndarray:
+    """min(99, round(-10 log10(1 - p))) elementwise (p NaN: 0)."""
+    wrong = np.clip(1.0 - np.nan_to_num(np.asarray(p_right, float), nan=0.0), 1e-10, 1.0)
+    return np.minimum(MAX_Q, np.rint(-10.0 * np.log10(wrong))).astype(np.int64)
+
+
+class _Evidence:
+    """The qualities Q of the module docstring, per sample, over a set of windows."""
+
+    def __init__(self, result):
+        p = result.params
+        self.classes = [str(c) for c in p.get("classes", [])]
+        folds = np.asarray(p.get("folds", []), dtype=np.float64)
+        main = str(p.get("mainClass"))
+        self.main_idx = self.classes.index(main) if main in self.classes else -1
+        self.class_idx = {c: i for i, c in enumerate(self.classes)}
+        if self.main_idx >= 0 and folds.size == len(self.classes):
+            self.log2fold = np.log2(np.maximum(folds, 1e-300)) - np.log2(folds[self.main_idx])
+        else:
+            self.log2fold = np.full(len(self.classes), np.nan)
+        below = self.log2fold[self.log2fold < 0]
+        above = self.log2fold[self.log2fold > 0]
+        self.step = {-1: float(below.max()) if below.size else _DEFAULT_STEP[-1],
+                     1: float(above.min()) if above.size else _DEFAULT_STEP[1]}
+        self.sini = np.asarray(result.local_assessments, dtype=np.float64)
+        post = result.posterior_probs
+        self.post = None if post is None or self.main_idx < 0 else np.asarray(post, dtype=np.float64)
+
+    def quality(self, rows: np.ndarray, cols: np.ndarray, cls: np.ndarray, sign: np.ndarray) -> np.ndarray:
+        """Q of samples ``cols`` over windows ``rows``: ``sign`` -1/+1 non-normal (of class index ``cls``,
+        -1 unknown), 0 normal."""
+        cols, cls, sign = np.asarray(cols), np.asarray(cls), np.asarray(sign)
+        if rows.size == 0 or cols.size == 0:
+            return np.zeros(cols.size, np.int64)
+        if self.post is not None:
+            pm = self.post[rows][:, :, cols].mean(axis=0)  # (classes, samples)
+            at = np.arange(cols.size)
+            p_main = pm[self.main_idx, at]
+            p_cls = pm[np.maximum(cls, 0), at]
+            p = np.where(sign == 0, p_main, np.where(cls >= 0, p_cls, 1.0 - p_main))
+            return _phred(p)
+        x = self.sini[rows][:, cols]
+        finite = np.isfinite(x)
+        s = np.where(finite, x, 0.0).sum(axis=0) / np.maximum(finite.sum(axis=0), 1)
+        e_cls = np.where(cls >= 0, self.log2fold[np.maximum(cls, 0)] if self.log2fold.size else np.nan, np.nan)
+        e_alt = np.where(np.isfinite(e_cls) & (e_cls != 0), e_cls,
+                         np.where(sign < 0, self.step[-1], self.step[1]))
+        e_ref = np.where(s < 0, self.step[-1], self.step[1])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            p_alt = np.clip(s / e_alt, 0.0, 1.0)
+            p_ref = 1.0 - np.clip(np.abs(s) / np.abs(e_ref), 0.0, 1.0)
+        return _phred(np.where(sign == 0, p_ref, p_alt))
+
+
+def _cnv_qualities(result, cnvs: pd.DataFrame, windows: _Windows, evidence: _Evidence) -> tuple[np.ndarray, list]:
+    """(Q, direction) of each CNV of ``cnvs`` (its own windows and sample)."""
     main = _main_cn(result)
     stat = "median" if result.params.get("useMedian", False) else "mean"
-    rgb = [_RGB[_direction(_cn_value(c), float(v), main)] for c, v in zip(cnvs["CN"], cnvs[stat])]
+    sample_col = pd.Index(result.sample_names).get_indexer(cnvs["sampleName"].to_numpy())
+    q = np.zeros(len(cnvs), np.int64)
+    directions = []
+    for i, (chrom, s, e, label, v, col) in enumerate(zip(cnvs["seqnames"], cnvs["start"], cnvs["end"], cnvs["CN"],
+                                                         cnvs[stat].to_numpy(float), sample_col)):
+        cn = _cn_value(label)
+        d = _direction(cn, float(v), main)
+        directions.append(d)
+        # the CNV's own call: its direction, else (normal integer copy number) the sign of its statistic
+        sign = {"loss": -1, "gain": 1}.get(d or _direction(None, float(v), None), 0)
+        cls = evidence.class_idx.get(str(label), -1) if d is not None else -1
+        if col >= 0:
+            q[i] = evidence.quality(windows.rows(chrom, int(s), int(e)), np.array([col]), np.array([cls]),
+                                    np.array([sign]))[0]
+    return q, directions
+
+
+# -------------------------------------------------------------------------------------------------
+# BED
+# -------------------------------------------------------------------------------------------------
+
+BED_COLUMNS = ["chrom", "chromStart", "chromEnd", "name", "score", "strand", "thickStart", "thickEnd", "itemRgb"]
+
+
+def bed_cnvs(result) -> pd.DataFrame:
+    """BED9 of the CNVs, sorted by chromosome (gr's order), start, end (as tabix and bedtools need).
+
+    name: the sample; score: 10 x the CNV's quality Q (0-990, module docstring); strand ``.``;
+    thickStart/thickEnd: the CNV; itemRgb: losses blue, gains red (the plots' colours), grey where the
+    integer copy number is the normal one. Mean, median and CN are in cnvs.tsv (no extra BED columns).
+    """
+    cnvs = result.cnvs.iloc[_sorted_positions(result, result.cnvs)].reset_index(drop=True)
+    q, directions = _cnv_qualities(result, cnvs, _Windows(result.gr), _Evidence(result))
     start0 = cnvs["start"].to_numpy(np.int64) - 1
     end = cnvs["end"].to_numpy(np.int64)
     return pd.DataFrame({
-        "chrom": cnvs["seqnames"].astype(str), "chromStart": start0, "chromEnd": end,
-        "name": cnvs["sampleName"].astype(str), "score": np.zeros(len(cnvs), np.int64), "strand": ".",
-        "thickStart": start0, "thickEnd": end, "itemRgb": rgb,
-        "mean": cnvs["mean"].to_numpy(float), "median": cnvs["median"].to_numpy(float), "CN": cnvs["CN"],
-    })
+        "chrom": cnvs["seqnames"].astype(str).to_numpy(), "chromStart": start0, "chromEnd": end,
+        "name": cnvs["sampleName"].astype(str).to_numpy(), "score": np.minimum(10 * q, 1000), "strand": ".",
+        "thickStart": start0, "thickEnd": end, "itemRgb": [_RGB[d] for d in directions],
+    }, columns=BED_COLUMNS)
 
 
 def bed_cnvr(result) -> pd.DataFrame:
-    """BED4 rows of the CNV regions (name: the samples with a CNV overlapping it), sorted for tabix."""
+    """BED9 of the CNV regions, sorted like ``bed_cnvs``.
+
+    name: the samples with a CNV overlapping the region, comma separated (``.`` if none); score: the
+    highest score of those CNVs; itemRgb: blue if they are all losses, red if all gains, grey otherwise.
+    The per-sample copy numbers are in cnvr.tsv.
+    """
     cnvr = result.cnvr.reset_index(drop=True)
-    region, cnv = _cnv_region_pairs(cnvr, result.cnvs)
-    sample_rank = pd.Index(result.sample_names).get_indexer(result.cnvs["sampleName"].to_numpy()[cnv])
+    cnvs = result.cnvs.reset_index(drop=True)
+    q, directions = _cnv_qualities(result, cnvs, _Windows(result.gr), _Evidence(result))
+    region, cnv = _cnv_region_pairs(cnvr, cnvs)
+    sample_rank = pd.Index(result.sample_names).get_indexer(cnvs["sampleName"].to_numpy()[cnv])
     order = np.lexsort((sample_rank, region))
     region, cnv = region[order], cnv[order]
     names = np.full(len(cnvr), ".", dtype=object)
-    sample = result.cnvs["sampleName"].astype(str).to_numpy()
+    score = np.zeros(len(cnvr), np.int64)
+    rgb = np.full(len(cnvr), OTHER_RGB, dtype=object)
+    sample = cnvs["sampleName"].astype(str).to_numpy()
     for r, idx in pd.Series(np.arange(region.size)).groupby(region).indices.items():
-        names[r] = ",".join(dict.fromkeys(sample[cnv[idx]]))
+        members = cnv[idx]
+        names[r] = ",".join(dict.fromkeys(sample[members]))
+        score[r] = min(10 * int(q[members].max()), 1000)
+        kinds = {directions[c] for c in members}
+        rgb[r] = _RGB[kinds.pop()] if len(kinds) == 1 else OTHER_RGB
     order = _sorted_positions(result, cnvr)
     cnvr = cnvr.iloc[order]
-    return pd.DataFrame({"chrom": cnvr["seqnames"].astype(str).to_numpy(),
-                         "chromStart": cnvr["start"].to_numpy(np.int64) - 1,
-                         "chromEnd": cnvr["end"].to_numpy(np.int64), "name": names[order]})
+    start0 = cnvr["start"].to_numpy(np.int64) - 1
+    end = cnvr["end"].to_numpy(np.int64)
+    return pd.DataFrame({"chrom": cnvr["seqnames"].astype(str).to_numpy(), "chromStart": start0, "chromEnd": end,
+                         "name": names[order], "score": score[order], "strand": ".", "thickStart": start0,
+                         "thickEnd": end, "itemRgb": rgb[order]}, columns=BED_COLUMNS)
+
+
+def bed_max_position(result) -> int:
+    """The largest coordinate the BEDs hold (chooses their index: ``index_suffix``)."""
+    return int(result.gr["end"].max()) if len(result.gr) else 0
 
 
 # -------------------------------------------------------------------------------------------------
-# VCF 4.3
+# VCF 4.2
 # -------------------------------------------------------------------------------------------------
 
-def vcf_text(result) -> str:
-    """VCF 4.3: one record per CNV region, sorted by chromosome (gr's order) and position.
+VCF_FILTERS = {
+    "NoCarrier": "No sample has a non-reference genotype here (the CNV calls that made the CNV region have the "
+                 "normal integer copy number); QUAL 0",
+}
 
-    A region [start, end] is written as VCF writes symbolic structural variants: POS = start - 1 (the
-    base before the event; 0 for a region at the start of a chromosome, VCF's telomere position), END =
-    end, SVLEN = +-(end - start + 1) = +-(END - POS), so htslib/pysam give the record the span of the
-    region. REF = N; ALT <DEL> (every known copy number below normal), <DUP> (above) or <CNV> (both, or
-    unknown); INFO SVTYPE, END, SVLEN (negative for deletions), IMPRECISE; FORMAT CN, the integer copy
-    number of each sample (``.`` before integer copy numbers). Regions labelled by
-    calcFractionalCopyNumbers ("CN2.4") get FORMAT FCN (Float) instead. Before integer copy numbers the
-    direction comes from the sign of the sINI means of the CNVs inside the region.
-    """
+
+@dataclass
+class VcfRecord:
+    chrom: str
+    pos: int  # 1-based POS
+    end: int  # INFO END
+    id: str
+    ref: str
+    alt: str
+    qual: int
+    filter: str
+    info: dict
+    samples: list  # one dict per sample: GT (tuple of allele indices), CN (int or None), CNQ, [FCN]
+
+
+@dataclass
+class VcfTable:
+    header_lines: list[str]  # the meta lines after ##fileformat
+    samples: list[str]
+    formats: list[str]
+    records: list[VcfRecord]
+
+
+def read_fai(path) -> dict[str, int]:
+    """Contig lengths of a FASTA index (.fai: name, length, ...), in its order."""
+    lengths = {}
+    try:
+        with open(path) as fh:
+            for line in fh:
+                if line.strip():
+                    name, length = line.split("\t")[:2]
+                    lengths[name] = int(length)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"Cannot read the FASTA index {path}: {exc}. Give a samtools faidx .fai file.") from exc
+    return lengths
+
+
+def vcf_contigs(result, reference_fai=None) -> dict[str, int]:
+    """Contig -> length for the VCF header: the chromosomes of gr in their order, with the last window end as
+    length, or the lengths of ``reference_fai`` (its other contigs follow)."""
+    windows = _Windows(result.gr)
+    known = windows.lengths()
+    order = [str(c) for c in pd.unique(result.gr["seqnames"].astype(str))]
+    if reference_fai is None:
+        return {c: known[c] for c in order}
+    fai = read_fai(reference_fai)
+    missing = [c for c in order if c not in fai]
+    if missing:
+        raise InputError(f"Chromosome(s) {', '.join(missing[:5])} of the counts are not in {reference_fai}: give "
+                         "the .fai of the reference the reads were aligned to.")
+    short = [c for c in order if known[c] > fai[c]]
+    if short:
+        raise InputError(f"Windows of {', '.join(short[:5])} end beyond the contig lengths in {reference_fai}: "
+                         "give the .fai of the reference the reads were aligned to.")
+    return {**{c: fai[c] for c in order}, **{c: n for c, n in fai.items() if c not in known}}
+
+
+def _genotype(alt: bool, cn: float | None, main: float) -> tuple:
+    """GT allele indices: haploid for a normal class CN1, else diploid (see ``vcf_table``)."""
+    if main == 1:
+        return (1,) if alt else (0,)
+    if not alt:
+        return (0, 0)
+    if cn is not None and abs(round(cn) - main) >= 2:
+        return (1, 1)
+    return (0, 1)
+
+
+def _cell_states(result, cnvr: pd.DataFrame, cols: np.ndarray, evidence: _Evidence):
+    """Per region and chosen sample: copy number (NaN unknown), label, alt flag, sign (-1/0/+1), class index."""
     main = _main_cn(result)
-    samples = list(result.sample_names)
+    samples = [result.sample_names[c] for c in cols]
+    k, n = len(cnvr), len(samples)
+    labels = cnvr[samples].to_numpy(dtype=object) if k and n else np.zeros((k, n), dtype=object)
+    flat = pd.Series(labels.ravel(), dtype=object)
+    codes, uniques = pd.factorize(flat, use_na_sentinel=True)
+    u_val = np.array([np.nan if (v := _cn_value(u)) is None else v for u in uniques] + [np.nan], dtype=np.float64)
+    u_cls = np.array([evidence.class_idx.get(str(u), -1) for u in uniques] + [-1], dtype=np.int64)
+    codes = np.where(codes < 0, len(uniques), codes)
+    values = u_val[codes].reshape(k, n)
+    cls = u_cls[codes].reshape(k, n)
+    fractional = any(_cn_value(u) is not None and "." in str(u) for u in uniques)
+    known = np.isfinite(values) & (main is not None)
+    with np.errstate(invalid="ignore"):
+        diff = np.rint(values) - (main if main is not None else 0.0)
+    sign = np.where(known, np.sign(diff), 0).astype(np.int64)
+
+    # unknown copy number: the sample's CNV calls in the region (direction by copy number, else statistic)
+    region, cnv = _cnv_region_pairs(cnvr, result.cnvs)
+    if region.size and (~known).any():
+        stat = "median" if result.params.get("useMedian", False) else "mean"
+        col_of = {s: j for j, s in enumerate(samples)}
+        cnv_col = np.array([col_of.get(s, -1) for s in result.cnvs["sampleName"].to_numpy()[cnv]])
+        v = result.cnvs[stat].to_numpy(float)[cnv]
+        cnv_sign = np.array([{"loss": -1, "gain": 1}.get(_direction(_cn_value(lab), float(x), main) or
+                                                       _direction(None, float(x), None), 0)
+                             for lab, x in zip(result.cnvs["CN"].to_numpy(dtype=object)[cnv], v)], dtype=np.int64)
+        strength = np.abs(np.nan_to_num(v))
+        best = np.full((k, n), -1.0)
+        call = np.zeros((k, n), np.int64)
+        for r, c, sgn, w in zip(region, cnv_col, cnv_sign, strength):
+            if c >= 0 and not known[r, c] and sgn != 0 and w > best[r, c]:  # the strongest call if several
+                best[r, c], call[r, c] = w, sgn
+        sign = np.where(known, sign, call)
+        cls = np.where(known, cls, -1)
+    return values, labels, sign != 0, sign, np.where(sign != 0, cls, evidence.main_idx), fractional
+
+
+def vcf_table(result, reference_fai=None, samples=None, carriers_only: bool = False) -> VcfTable:
+    """The VCF 4.2 of the CNV regions as header lines and records (``write_vcf`` writes it).
+
+    One record per CNV region, sorted by chromosome (gr's order) and position; ID ``cnvr<i>`` (row i of
+    cnvr.tsv). A region [start, end] is a symbolic structural variant: POS = start - 1, the padding base
+    before it, REF ``N`` (no reference sequence is read), except a region starting at base 1: POS = 1 with
+    that first base as REF (VCF's rule); INFO END = end, SVLEN = +-(END - POS) (negative for deletions:
+    the region's length, one less for a region at base 1, as htslib reads it), SVTYPE, IMPRECISE with CIPOS / CIEND = +-the width of the region's first / last window
+    (breakpoints are known to a window; clipped to the contig). ALT ``<DEL>`` (the carriers are losses),
+    ``<DUP>`` (gains) or ``<CNV>`` (both; without carriers the direction of the region's CNV calls).
+
+    FORMAT per sample: GT from the sample's copy number (the cnvr.tsv cell) against the normal class n:
+    a normal class CN1 is haploid (GT 0 at CN1, 1 otherwise); else diploid: 0/0 at n, 0/1 one copy away,
+    1/1 two or more copies away (CN0 and CN4+ for n = 2). Before integer copy numbers (``--no-integer``) a
+    sample with a CNV call overlapping the region is 0/1 (haploid 1), the others 0/0 (0). CN: the integer copy
+    number (``.`` before integer copy numbers; the nearest integer of FCN for fractional labels, which also
+    get FORMAT FCN). CNQ: the quality Q of the sample's state over the region's windows (module docstring).
+    QUAL: the highest CNQ of the carriers (samples with a non-reference GT); FILTER: PASS if there is a
+    carrier, else NoCarrier (QUAL 0).
+
+    ``samples``: the samples to write (default all); ``carriers_only``: keep only records where one of them
+    carries the CNV (a per-sample VCF).
+    """
+    all_samples = list(result.sample_names)
+    chosen = all_samples if samples is None else [str(s) for s in samples]
+    unknown = [s for s in chosen if s not in all_samples]
+    if unknown:
+        raise InputError(f"Unknown sample(s) {', '.join(unknown[:5])}; the result's samples: "
+                         f"{', '.join(all_samples[:10])}{' ...' if len(all_samples) > 10 else ''}.")
+    cols = np.array([all_samples.index(s) for s in chosen], dtype=np.int64)
+    main = _main_cn(result)
+    main_v = main if main is not None else 2.0
+    evidence = _Evidence(result)
+    windows = _Windows(result.gr)
+    contigs = vcf_contigs(result, reference_fai)
+
     cnvr = result.cnvr.reset_index(drop=True)
     k = len(cnvr)
-    labels = cnvr[samples].to_numpy(dtype=object).ravel() if k else np.zeros(0, dtype=object)
-    codes, uniques = pd.factorize(pd.Series(labels, dtype=object), use_na_sentinel=True)
-    u_val = [_cn_value(u) for u in uniques]
-    fractional = any("." in str(u) for u, v in zip(uniques, u_val) if v is not None)
-    key = "FCN" if fractional else "CN"
-    u_num = np.array([np.nan if v is None else v for v in u_val] + [np.nan], dtype=np.float64)
-    u_txt = np.array(["." if v is None else _vcf_number(v, fractional) for v in u_val] + ["."], dtype=object)
-    codes = np.where(codes < 0, len(u_val), codes)
-    values = u_num[codes].reshape(k, len(samples))
-    cells = u_txt[codes].reshape(k, len(samples))
-    known = ~np.isnan(values)
-    if main is not None:
-        loss_cn, gain_cn = (values < main).any(axis=1), (values > main).any(axis=1)
-    else:
-        loss_cn = gain_cn = np.zeros(k, dtype=bool)
-    use_cn = known.any(axis=1) & (main is not None)
+    values, labels, alt, sign, cls, fractional = _cell_states(result, cnvr, cols, evidence)
 
-    # direction of the CNVs in each region (used where no copy number is known)
+    # direction of the region's CNV calls (all samples): the ALT of regions without carriers
     region, cnv = _cnv_region_pairs(cnvr, result.cnvs)
     stat = "median" if result.params.get("useMedian", False) else "mean"
     signs = result.cnvs[stat].to_numpy(float)[cnv] if cnv.size else np.zeros(0)
-    neg = np.bincount(region[signs < 0], minlength=k) > 0 if region.size else np.zeros(k, bool)
-    pos = np.bincount(region[signs > 0], minlength=k) > 0 if region.size else np.zeros(k, bool)
-    loss = np.where(use_cn, loss_cn, neg)
-    gain = np.where(use_cn, gain_cn, pos)
+    call_loss = np.bincount(region[signs < 0], minlength=k) > 0 if region.size else np.zeros(k, bool)
+    call_gain = np.bincount(region[signs > 0], minlength=k) > 0 if region.size else np.zeros(k, bool)
 
-    lines = [
-        "##fileformat=VCFv4.3",
-        f"##fileDate={datetime.date.today():%Y%m%d}",
-        f"##source=gcnmops ({result.params.get('method', 'cn.mops')} {result.params.get('version', '')} semantics)",
-        '##INFO=<ID=SVTYPE,Number=1,Type=String,Description="Type of structural variant">',
-        '##INFO=<ID=END,Number=1,Type=Integer,Description="End position of the variant described in this record">',
-        '##INFO=<ID=SVLEN,Number=1,Type=Integer,Description="Difference in length between REF and ALT alleles '
-        '(length of the CNV region; negative for deletions)">',
-        '##INFO=<ID=IMPRECISE,Number=0,Type=Flag,Description="Imprecise structural variation">',
-        "##gcnmops_coordinates=POS is the base before each CNV region (VCF's padding base for symbolic "
-        "alleles); the region spans POS+1..END",
-        '##ALT=<ID=DEL,Description="Deletion">',
-        '##ALT=<ID=DUP,Description="Duplication">',
-        '##ALT=<ID=CNV,Description="Copy number variable region">',
+    chrom = cnvr["seqnames"].astype(str).to_numpy() if k else np.zeros(0, dtype=object)
+    start = cnvr["start"].to_numpy(np.int64) if k else np.zeros(0, np.int64)
+    end = cnvr["end"].to_numpy(np.int64) if k else np.zeros(0, np.int64)
+    formats = ["GT", "CN", "CNQ"] + (["FCN"] if fractional else [])
+    records = []
+    for i in _sorted_positions(result, cnvr):
+        if carriers_only and not alt[i].any():
+            continue
+        rows = windows.rows(chrom[i], int(start[i]), int(end[i]))
+        q = evidence.quality(rows, cols, cls[i], sign[i])
+        loss, gain = (sign[i] < 0).any(), (sign[i] > 0).any()
+        if not (loss or gain):
+            loss, gain = call_loss[i], call_gain[i]
+        svtype = "CNV" if loss == gain else ("DEL" if loss else "DUP")
+        pos, ref = (int(start[i]) - 1, "N") if start[i] > 1 else (1, "N")
+        length = int(end[i]) - pos  # END - POS: the region's length (one less for a region at base 1)
+        contig_len = contigs.get(chrom[i], int(end[i]))
+        w0 = windows.width(rows[0]) if rows.size else 0
+        w1 = windows.width(rows[-1]) if rows.size else 0
+        info = {"SVTYPE": svtype, "SVLEN": -length if svtype == "DEL" else length, "IMPRECISE": True,
+                "CIPOS": (-min(w0, pos - 1), w0), "CIEND": (-w1, min(w1, max(contig_len - int(end[i]), 0)))}
+        carriers = alt[i]
+        qual = int(q[carriers].max()) if carriers.any() else 0
+        cells = []
+        for j in range(len(cols)):
+            v = values[i, j]
+            cn = None if np.isnan(v) else float(v)
+            cell = {"GT": _genotype(bool(carriers[j]), cn, main_v), "CN": None if cn is None else int(round(cn)),
+                    "CNQ": int(q[j])}
+            if fractional:
+                cell["FCN"] = cn
+            cells.append(cell)
+        records.append(VcfRecord(str(chrom[i]), pos, int(end[i]), f"cnvr{i + 1}", ref, f"<{svtype}>", qual,
+                                 "PASS" if carriers.any() else "NoCarrier", info, cells))
+    return VcfTable(_vcf_header_lines(result, contigs, fractional, reference_fai), chosen, formats, records)
+
+
+def _vcf_source() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("gcnmops")
+    except Exception:  # noqa: BLE001 - not installed (source tree): no version
+        return "dev"
+
+
+def _vcf_header_lines(result, contigs: dict, fractional: bool, reference_fai) -> list[str]:
+    p = result.params
+    posteriors = result.posterior_probs is not None
+    q_source = ("the mean posterior probability p of that state over the region's windows" if posteriors else
+                "a proxy from sINI: p = clip(s/e, 0, 1) for a non-normal state, 1 - clip(|s|/|e'|, 0, 1) for the "
+                "normal one, s the sample's mean sINI over the region's windows, e the log2 fold of its class "
+                "(unknown: the nearest class on its side), e' that of the nearest class on the side of s")
+    lines = [f"##fileDate={datetime.date.today():%Y%m%d}",
+             f"##source=gcnmops {_vcf_source()} ({p.get('method', 'cn.mops')} {p.get('version', '')} semantics)"]
+    if reference_fai is not None:
+        fasta = str(reference_fai)[:-4] if str(reference_fai).endswith(".fai") else str(reference_fai)
+        lines.append(f"##reference=file://{Path(fasta).resolve()}")
+    lines += [f"##contig=<ID={c},length={n}>" for c, n in contigs.items()]
+    lines += [f'##FILTER=<ID={k},Description="{v}">' for k, v in VCF_FILTERS.items()]
+    lines += [
+        '##ALT=<ID=DEL,Description="Deletion: copy number below the normal class">',
+        '##ALT=<ID=DUP,Description="Duplication: copy number above the normal class">',
+        '##ALT=<ID=CNV,Description="Copy number variable region: losses and gains">',
+        '##INFO=<ID=END,Number=1,Type=Integer,Description="End position of the CNV region">',
+        '##INFO=<ID=SVTYPE,Number=1,Type=String,Description="Type of structural variant: DEL, DUP or CNV">',
+        '##INFO=<ID=SVLEN,Number=1,Type=Integer,Description="END - POS: the length of the CNV region after '
+        'the padding base POS; negative for deletions">',
+        '##INFO=<ID=IMPRECISE,Number=0,Type=Flag,Description="Imprecise structural variation: breakpoints '
+        'known to a window">',
+        '##INFO=<ID=CIPOS,Number=2,Type=Integer,Description="Confidence interval around POS: +-the width of '
+        'the first window of the region">',
+        '##INFO=<ID=CIEND,Number=2,Type=Integer,Description="Confidence interval around END: +-the width of '
+        'the last window of the region">',
+        f'##FORMAT=<ID=GT,Number=1,Type=String,Description="Genotype from the copy number against the normal '
+        f'class {p.get("mainClass", "CN2")}: haploid (0 normal, 1 not) if it is CN1, else 0/0 normal, 0/1 one '
+        f'copy away, 1/1 two or more; before integer copy numbers 0/1 (1) where the sample has a CNV call">',
+        '##FORMAT=<ID=CN,Number=1,Type=Integer,Description="Copy number genotype for imprecise events (the '
+        'integer copy number of cn.mops; . before integer copy numbers)">',
+        f'##FORMAT=<ID=CNQ,Number=1,Type=Integer,Description="Copy number genotype quality: phred-scaled '
+        f'min(99, round(-10 log10(1 - p))), p the probability of the sample\'s state (its CN, or non-normal '
+        f'before integer copy numbers, or normal) from {q_source}">',
     ]
     if fractional:
         lines.append('##FORMAT=<ID=FCN,Number=1,Type=Float,Description="Fractional copy number '
                      '(calcFractionalCopyNumbers)">')
-    else:
-        lines.append('##FORMAT=<ID=CN,Number=1,Type=Integer,Description="Copy number genotype for imprecise events">')
-    for chrom in pd.unique(result.gr["seqnames"].astype(str)):
-        lines.append(f"##contig=<ID={chrom}>")
-    lines.append("\t".join(["#CHROM", "POS", "ID", "REF", "ALT", "QUAL", "FILTER", "INFO", "FORMAT", *samples]))
-    chrom = cnvr["seqnames"].astype(str).to_numpy() if k else np.zeros(0, dtype=object)
-    start = cnvr["start"].to_numpy(np.int64) if k else np.zeros(0, np.int64)
-    end = cnvr["end"].to_numpy(np.int64) if k else np.zeros(0, np.int64)
-    for i in _sorted_positions(result, cnvr):
-        svtype = "CNV" if loss[i] == gain[i] else ("DEL" if loss[i] else "DUP")
-        length = int(end[i] - start[i] + 1)
-        info = f"SVTYPE={svtype};END={int(end[i])};SVLEN={-length if svtype == 'DEL' else length};IMPRECISE"
-        fixed = f"{chrom[i]}\t{int(start[i]) - 1}\tcnvr{i + 1}\tN\t<{svtype}>\t.\tPASS\t{info}\t{key}\t"
-        lines.append(fixed + "\t".join(cells[i]))
-    return "\n".join(lines) + "\n"
+    return lines
 
 
-def _vcf_number(value: float, fractional: bool) -> str:
-    return repr(float(value)) if fractional else str(int(value))
+def _vcf_text_value(v) -> str:
+    if v is None:
+        return "."
+    if isinstance(v, tuple):
+        return ",".join(str(x) for x in v)
+    if isinstance(v, float):
+        return repr(v)
+    return str(v)
+
+
+def _vcf_text(table: VcfTable) -> str:
+    """Plain-text VCF of ``table`` (used only where pysam is missing)."""
+    out = ["##fileformat=VCFv4.2", '##FILTER=<ID=PASS,Description="All filters passed">', *table.header_lines,
+           "\t".join(["#CHROM", "POS", "ID", "REF", "ALT", "QUAL", "FILTER", "INFO"]
+                     + (["FORMAT", *table.samples] if table.samples else []))]
+    for r in table.records:
+        info = ";".join([f"END={r.end}"] + [k if v is True else f"{k}={_vcf_text_value(v)}"
+                                             for k, v in r.info.items()])
+        cells = [":".join("/".join(map(str, c["GT"])) if f == "GT" else _vcf_text_value(c[f]) for f in table.formats)
+                 for c in r.samples]
+        out.append("\t".join([r.chrom, str(r.pos), r.id, r.ref, r.alt, str(r.qual), r.filter, info]
+                             + ([":".join(table.formats), *cells] if table.samples else [])))
+    return "\n".join(out) + "\n"
+
+
+def write_vcf(result, path, reference_fai=None, samples=None, carriers_only: bool = False,
+              compress: bool = True) -> Path:
+    """Write ``vcf_table(result, ...)`` to ``path`` through pysam: bgzipped (``compress``) or plain VCF 4.2.
+    Without pysam a plain VCF is written as text (``compress=True`` then raises InputError). No index: see
+    ``tabix`` (preset "vcf") or ``write_sample_vcfs``."""
+    table = vcf_table(result, reference_fai=reference_fai, samples=samples, carriers_only=carriers_only)
+    path = Path(path)
+    if pysam is None:
+        if compress:
+            _need_pysam("A bgzipped VCF")
+        path.write_text(_vcf_text(table))
+        return path
+    header = pysam.VariantHeader()  # ##fileformat=VCFv4.2
+    for line in table.header_lines:
+        header.add_line(line)
+    for s in table.samples:
+        header.add_sample(s)
+    with pysam.VariantFile(str(path), "wz" if compress else "w", header=header) as vcf:
+        for r in table.records:
+            rec = vcf.new_record(contig=r.chrom, start=r.pos - 1, stop=r.end, alleles=(r.ref, r.alt), id=r.id,
+                                 qual=r.qual, filter=r.filter, info=r.info)
+            for name, cell in zip(table.samples, r.samples):
+                sample = rec.samples[name]
+                for key in table.formats:
+                    sample[key] = cell[key]
+            vcf.write(rec)
+    return path
+
+
+def vcf_max_position(result, reference_fai=None) -> int:
+    """The largest contig length of the VCF (chooses its index: ``index_suffix``)."""
+    return max(vcf_contigs(result, reference_fai).values(), default=0)
+
+
+def write_sample_vcfs(result, outdir, reference_fai=None, samples=None) -> list[Path]:
+    """One bgzipped, indexed VCF per sample (``<sample>.cnv.vcf.gz`` + .tbi/.csi under ``outdir``): that
+    sample's column, only the CNV regions it carries. Returns the VCF paths. Needs pysam."""
+    _need_pysam("write_sample_vcfs")
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    csi = index_suffix(vcf_max_position(result, reference_fai)) == "csi"
+    paths = []
+    for s in (result.sample_names if samples is None else samples):
+        path = outdir / (re.sub(r"[^A-Za-z0-9._-]", "_", str(s)) + ".cnv.vcf.gz")
+        write_vcf(result, path, reference_fai=reference_fai, samples=[s], carriers_only=True)
+        tabix(path, "vcf", str(path) + (".csi" if csi else ".tbi"), csi=csi)
+        paths.append(path)
+    return paths
 
 
 # -------------------------------------------------------------------------------------------------
@@ -234,5 +681,6 @@ def seg_table(result) -> pd.DataFrame:
         order = np.arange(0)
     seg, num = seg.iloc[order], num[order]
     return pd.DataFrame({"ID": seg["sampleName"].astype(str).to_numpy(),
-                         "chrom": seg["seqnames"].astype(str).to_numpy(), "loc.start": seg["start"].to_numpy(np.int64), "loc.end": seg["end"].to_numpy(np.int64),
+                         "chrom": seg["seqnames"].astype(str).to_numpy(),
+                         "loc.start": seg["start"].to_numpy(np.int64), "loc.end": seg["end"].to_numpy(np.int64),
                          "num.mark": num, "seg.mean": seg["mean"].to_numpy(float)})

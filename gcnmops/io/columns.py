@@ -10,13 +10,19 @@ names and ranges is :func:`gcnmops.data.make_count_data`'s; this module reports 
 """
 from __future__ import annotations
 
+import logging
+import re
 from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
 
-from ..data import CountData, make_count_data
+from ..data import MAX_COUNT, CountData, check_count_type, coordinates, make_count_data
 from ..errors import InputError
+
+log = logging.getLogger("gcnmops")
+#: pandas' name for a column whose header cell is empty
+_UNNAMED = re.compile(r"^Unnamed: \d+$")
 
 #: Names (lower case) accepted for the coordinate columns.
 SEQNAMES_ALIASES = ("seqnames", "seqname", "chr", "chrom", "chromosome", "#chr", "#chrom")
@@ -31,6 +37,7 @@ def count_data_from_array(arr: np.ndarray, *, min_samples: int = 2, sample_names
     A 1-D array is one region with one count per sample (cn.mops's vector input), or, when
     ``min_samples == 1``, one sample with one count per region (singlecn.mops's vector input).
     """
+    check_count_type(arr, what)
     a = np.asarray(arr)
     if a.dtype.names is not None:
         raise InputError("Structured numpy arrays are not supported: give a plain numeric matrix or a DataFrame.")
@@ -64,6 +71,7 @@ def count_data_from_columns(
 ) -> CountData:
     """Shared core: split columns into coordinates and samples, convert samples once into (m, N) F."""
     row_label = row_label or (lambda i: f"data row {i + 1}")
+    names, columns = _without_row_names(list(names), list(columns), source, default_sample_names)
     keys = [str(n).strip().lower() for n in names]
     coord = {}
     for role, aliases in (("seqnames", SEQNAMES_ALIASES), ("start", START_ALIASES), ("end", END_ALIASES)):
@@ -110,23 +118,34 @@ def count_data_from_columns(
             "start": _coordinate_column(columns[coord["start"]], str(names[coord["start"]]), source, row_label),
             "end": _coordinate_column(columns[coord["end"]], str(names[coord["end"]]), source, row_label),
         })
+        _check_ends(ranges, source, row_label)
     sample_names = None if default_sample_names else [str(names[j]) for j in sample_idx]
     return make_count_data(counts, sample_names, ranges, min_samples=min_samples,
                            what=f"read count matrix of {source}")
 
 
 def _numeric_column(col: Any, name: str, source: str, has_coords: bool, row_label) -> np.ndarray:
-    """One sample column as float64 (a view where possible); non-numeric or missing cells -> InputError."""
+    """One sample column as float64 (a view where possible); non-numeric, missing, complex or too large
+    (above 2^53) cells -> InputError."""
     if isinstance(col, np.ndarray) and col.dtype.kind in "fiub":
         vals = col
     else:
         s = col if isinstance(col, pd.Series) else pd.Series(np.asarray(col, dtype=object))
+        if isinstance(s.dtype, np.dtype) and s.dtype.kind == "c":
+            _complex_column(name, source)
         if isinstance(s.dtype, np.dtype) and s.dtype.kind in "fiub":
             vals = s.to_numpy()  # a view; the caller's assignment converts once
         elif pd.api.types.is_bool_dtype(s.dtype) or pd.api.types.is_numeric_dtype(s.dtype):
+            if pd.api.types.is_complex_dtype(s.dtype):
+                _complex_column(name, source)
+            if pd.api.types.is_integer_dtype(s.dtype) and len(s) and s.max() > MAX_COUNT:  # nullable Int64, UInt64
+                i = int(np.argmax((s > MAX_COUNT).fillna(False).to_numpy(dtype=bool)))
+                _too_large(str(int(s.iloc[i])), name, source, row_label(i))
             vals = s.to_numpy(dtype=np.float64, na_value=np.nan)  # nullable dtypes: pd.NA -> NaN
         else:
             obj = s.astype(object)
+            if any(isinstance(v, complex) for v in obj):
+                _complex_column(name, source)
             num = pd.to_numeric(obj, errors="coerce")
             bad = (num.isna() & obj.notna()).to_numpy()
             if bad.any():
@@ -139,6 +158,10 @@ def _numeric_column(col: Any, name: str, source: str, has_coords: bool, row_labe
                     f"Column '{name}' of {source} holds the non-numeric value {obj.iloc[i]!r} at {row_label(i)}: "
                     f"every column other than seqnames/start/end must hold one sample's read counts.{hint}"
                 )
+            big = ((num > MAX_COUNT) & (num != np.inf)).to_numpy(dtype=bool)  # infinite: validate_counts' message
+            if big.any():
+                i = int(np.argmax(big))
+                _too_large(str(obj.iloc[i]), name, source, row_label(i))
             vals = num.to_numpy(dtype=np.float64, na_value=np.nan)
     if vals.dtype.kind == "f":
         nan = np.isnan(vals)
@@ -148,25 +171,96 @@ def _numeric_column(col: Any, name: str, source: str, has_coords: bool, row_labe
                 f"Column '{name}' of {source} has a missing value (empty field, NA or NaN) at {row_label(i)}; "
                 "every read count must be a number."
             )
+    if vals.dtype.kind in "iuf" and vals.size and vals.max() > MAX_COUNT:  # ints before float64 rounds them
+        big = (vals > MAX_COUNT) & (vals != np.inf)  # infinite: validate_counts' message
+        if not big.any():
+            return vals
+        i = int(np.argmax(big))
+        _too_large(str(int(vals[i])) if vals.dtype.kind in "iu" else f"{vals[i]:.17g}", name, source, row_label(i))
     return vals
 
 
+def _too_large(shown: str, name: str, source: str, where: str) -> None:
+    raise InputError(
+        f"Count {shown} in sample '{name}' of {source} at {where} exceeds 2^53 ({MAX_COUNT}), the largest whole "
+        "number a float64 count holds exactly; cn.mops cannot model such counts: check the input (an overflow, or "
+        "a wrong column?) or scale the counts down."
+    )
+
+
+def _complex_column(name: str, source: str) -> None:
+    raise InputError(f"Column '{name}' of {source} holds complex numbers; read counts must be real numbers.")
+
+
 def _coordinate_column(col: Any, name: str, source: str, row_label) -> np.ndarray:
-    s = col if isinstance(col, pd.Series) else pd.Series(np.asarray(col))
-    if not pd.api.types.is_numeric_dtype(s.dtype):
-        s = s.astype(object)
-    num = pd.to_numeric(s, errors="coerce")
-    bad = num.isna().to_numpy()
-    if bad.any():
-        i = int(np.argmax(bad))
+    try:
+        return coordinates(col, name, where=row_label)
+    except InputError as e:
+        raise InputError(f"{capitalized(source)}: {e}") from None
+
+
+def _check_ends(ranges: pd.DataFrame, source: str, row_label) -> None:
+    early = (ranges["end"] < ranges["start"]).to_numpy()
+    if early.any():
+        i = int(np.argmax(early))
+        region = f"{ranges['seqnames'][i]}:{ranges['start'][i]}-{ranges['end'][i]}"
         raise InputError(
-            f"Coordinate column '{name}' of {source} must hold integer positions; found {s.iloc[i]!r} at {row_label(i)}."
+            f"{capitalized(source)}: the region at {row_label(i)} ({region}) ends before it starts "
+            f"({int(early.sum())} such region(s)): are the start and end columns swapped?"
         )
-    v = num.to_numpy(dtype=np.float64)
-    if (v != np.floor(v)).any():
-        i = int(np.argmax(v != np.floor(v)))
-        raise InputError(f"Coordinate column '{name}' of {source} must hold integers; found {v[i]!r} at {row_label(i)}.")
-    return v.astype(np.int64)
+
+
+def _without_row_names(names: list, columns: list, source: str, default_sample_names: bool) -> tuple[list, list]:
+    """``names``/``columns`` without a leading row-name column: an unnamed first column (empty header cell, as
+    R's write.csv and pandas' to_csv with its index write it; pandas reads it as 'Unnamed: 0') holding the row
+    numbers 1..m or 0..m-1, or text (region names). It is dropped with a log line; an unnamed column holding
+    anything else, or an unnamed column elsewhere, is an InputError naming it."""
+    if default_sample_names or not names:
+        return names, columns
+    unnamed = [j for j, n in enumerate(names) if n is None or not str(n).strip() or _UNNAMED.match(str(n))]
+    if not unnamed:
+        return names, columns
+    if unnamed[0] == 0:
+        kind = _row_names_kind(columns[0])
+        if kind is not None:
+            log.warning(f"{source}: the first column has no name and holds {kind}: taken as row names (R's "
+                        "write.csv, pandas' to_csv with its index), not a sample; dropped.")
+            names, columns = names[1:], columns[1:]
+            unnamed = [j - 1 for j in unnamed[1:]]
+            if not unnamed:
+                return names, columns
+        else:
+            raise InputError(
+                f"Column 1 of {source} has no name (an empty header cell) but does not hold row numbers 1..m or "
+                "row names: give it a sample name in the header, or remove it."
+            )
+    j = unnamed[0]
+    raise InputError(f"Column {j + 1} of {source} has no name (an empty header cell): every sample column needs a "
+                     "name in the header.")
+
+
+def _row_names_kind(col) -> str | None:
+    """'row numbers 1..m' / 'row numbers 0..m-1' / 'row names (text)' for a column of row names, else None."""
+    s = col if isinstance(col, pd.Series) else pd.Series(np.asarray(col, dtype=object))
+    m = len(s)
+    if m == 0:
+        return None
+    if pd.api.types.is_numeric_dtype(s.dtype) and not pd.api.types.is_bool_dtype(s.dtype):
+        v = s.to_numpy(dtype=np.float64, na_value=np.nan)
+        if np.array_equal(v, np.arange(1, m + 1)):
+            return f"the row numbers 1..{m}"
+        if np.array_equal(v, np.arange(m)):
+            return f"the row numbers 0..{m - 1}"
+        return None
+    obj = s.astype(object)
+    if obj.isna().any():
+        return None
+    num = pd.to_numeric(obj, errors="coerce")
+    if num.isna().all():
+        return "text (region or row names)"
+    if num.notna().all():
+        return _row_names_kind(num)
+    return None
 
 
 def _check_single_strand(col: Any, source: str) -> None:
@@ -179,8 +273,9 @@ def _check_single_strand(col: Any, source: str) -> None:
 
 
 def capitalized(s: str) -> str:
-    """``s`` with its first letter upper case (a message's subject at the start of a sentence)."""
-    return s[:1].upper() + s[1:]
+    """``s`` as the subject at the start of a sentence: our own phrases ("the DataFrame") with an upper-case
+    first letter; anything else (a file path) exactly as given."""
+    return s[:1].upper() + s[1:] if s.startswith(("the ", "a ", "an ")) else s
 
 
 __all__ = [

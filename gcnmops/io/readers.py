@@ -6,26 +6,46 @@ Without coordinate columns every column is a sample and the regions are row indi
 pseudo-chromosome "undef" (cn.mops's matrix input). Validation of counts, names and ranges is
 :func:`gcnmops.data.make_count_data`'s and the column rules :mod:`gcnmops.io.columns`'; this module only
 turns formats into columns and reports format problems (missing file, ragged lines, non-numeric cells)
-with the file, line and column.
+with the file, line and column. Messages quote the path as the caller gave it.
+
+Text tables, the rules:
+
+- ``#`` lines at the top are comments and skipped, except a header line starting ``#chr``/``#chrom`` (BED).
+- The first other line is the header when a cell is not a number, is quoted (R quotes names, never numbers)
+  or is empty (pandas' index header), when it has one field less than the next line (R's write.table with
+  row names), or when its cells are the sample numbers 1..N or 0..N-1 with N >= 3 (as cn.mops's
+  read.table(header=TRUE) takes them). Any other line of numbers is the first region's counts: the file has
+  no header, the samples are Sample_1..Sample_N (said in a log line).
+- An unnamed first column (empty header cell, pandas' 'Unnamed: 0') holding 1..m, 0..m-1 or text is the
+  row names of R's write.csv or pandas' to_csv: dropped, with a log line; any other unnamed column is an
+  error naming it (:mod:`gcnmops.io.columns`).
+- Counts: numbers in [0, 2^53]; coordinates: whole numbers in [0, 2^53], end >= start. Regions whose starts
+  decrease within a chromosome are sorted (by chromosome in order of first appearance, start, end; with a
+  warning); overlapping and identical regions are kept, as cn.mops keeps them (:mod:`gcnmops.data`).
+- Sample and chromosome names must not hold tabs, newlines or other control characters.
 """
 from __future__ import annotations
 
 import bz2
 import csv
 import gzip
+import logging
 import lzma
 import os
 import re
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ..data import CountData, make_count_data
+from ..data import CountData, make_count_data, usable_cores
 from ..errors import InputError
 from .columns import SEQNAMES_ALIASES, count_data_from_array, count_data_from_columns, count_data_from_frame
+
+log = logging.getLogger("gcnmops")
 
 #: Accepted file extensions (text formats may add .gz, .bz2 or .xz).
 SUPPORTED_EXTENSIONS = (".tsv", ".txt", ".csv", ".parquet", ".npz", ".npy", ".rds")
@@ -72,23 +92,29 @@ def read_counts(path_or_obj: Any, *, min_samples: int = 2) -> CountData:
 
 
 def read_count_file(path: str | os.PathLike, *, min_samples: int = 2) -> CountData:
-    """Read counts from a file; the format is taken from the extension (see :func:`read_counts`)."""
+    """Read counts from a file; the format is taken from the extension (see :func:`read_counts`). Messages
+    quote the path as given."""
     p = Path(path)
+    shown = str(os.fspath(path)) if not isinstance(os.fspath(path), bytes) else os.fsdecode(path)
     fmt, compression = detect_format(p)
     if not p.exists():
-        raise InputError(f"Count file not found: {p}")
+        raise InputError(f"Count file not found: {shown}")
     if p.is_dir():
-        raise InputError(f"{p} is a directory, not a count file.")
+        raise InputError(f"{shown} is a directory, not a count file.")
     if p.stat().st_size == 0:
-        raise InputError(f"Count file {p} is empty.")
+        raise InputError(f"Count file {shown} is empty.")
     if fmt in _TEXT:
-        return _read_text(p, fmt, compression, min_samples)
+        return _read_text(p, fmt, compression, min_samples, shown)
     if fmt == ".parquet":
-        return _read_parquet(p, min_samples)
-    if fmt == ".npz":
-        return _read_npz(p, min_samples)
-    if fmt == ".npy":
-        return _read_npy(p, min_samples)
+        return _read_parquet(p, min_samples, shown)
+    if fmt in (".npz", ".npy"):
+        try:
+            return _read_npz(p, min_samples) if fmt == ".npz" else _read_npy(p, min_samples)
+        except InputError:
+            raise
+        except (zipfile.BadZipFile, zlib.error, OSError, EOFError, KeyError, ValueError) as e:  # a damaged file
+            what = "an .npz archive" if fmt == ".npz" else "a .npy array"
+            raise InputError(f"Cannot read {shown} as {what}: {e}") from None
     from .rds import read_rds  # fmt == ".rds"
 
     return read_rds(p, min_samples=min_samples)
@@ -131,40 +157,89 @@ def _is_number(s: str) -> bool:
     return True
 
 
-def _first_line(path: Path, compression: str | None) -> tuple[str, int]:
-    """The first non-blank line and its 1-based line number ('' if none)."""
+def _is_comment(line: str) -> bool:
+    """A line of its own starting with '#' (not a '#chr'/'#chrom' header line, BED style)."""
+    t = line.lstrip()
+    if not t.startswith("#"):
+        return False
+    first = re.split(r"[\t,\s]", t, maxsplit=1)[0].strip().lower()
+    return first not in SEQNAMES_ALIASES
+
+
+def _table_start(path: Path, compression: str | None, shown: str) -> tuple[str, int, str | None, int]:
+    """(first line, its 1-based number, the next line or None, number of '#' comment lines skipped): the
+    first non-blank line that is not a '#' comment at the top of the file."""
+    first, first_no, comments = None, 0, 0
     try:
         with _open_text(path, compression) as fh:
             for no, line in enumerate(fh, start=1):
-                if line.strip():
-                    return line.rstrip("\r\n"), no
+                if not line.strip():
+                    continue
+                if first is None:
+                    if _is_comment(line):
+                        comments += 1
+                        continue
+                    first, first_no = line.rstrip("\r\n"), no
+                    continue
+                return first, first_no, line.rstrip("\r\n"), comments
     except (OSError, EOFError, lzma.LZMAError, zipfile.BadZipFile) as e:
-        raise InputError(f"Cannot read {path}: {e} (is it really {compression or 'plain text'}?)") from None
+        raise InputError(f"Cannot read {shown}: {e} (is it really {compression or 'plain text'}?)") from None
     except UnicodeDecodeError:
-        raise InputError(f"{path} is not a UTF-8 text table; check its format and extension.") from None
-    return "", 0
+        raise InputError(f"{shown} is not a UTF-8 text table; check its format and extension.") from None
+    return first or "", first_no, None, comments
 
 
-def _read_text(path: Path, fmt: str, compression: str | None, min_samples: int) -> CountData:
-    header_line, _ = _first_line(path, compression)
+def _has_header(fields: list[str], line: str, next_fields: list[str] | None, shown: str) -> bool:
+    """Whether the first line of a table names its columns.
+
+    It does when a cell is not a number, when a cell is quoted (R quotes names, never numbers) or empty (the
+    row-name column's header cell of pandas' to_csv; counts cannot be missing), when it has one
+    field less than the next line (R's write.table with row names), or when its cells are the sample numbers
+    1..N or 0..N-1 (N >= 3; as cn.mops's read.table(header=TRUE) would take them). Any other line of numbers is
+    the first region's counts (a file without header: samples Sample_1..Sample_N), said in a log line."""
+    cells = [f for f in fields if f]
+    if not all(_is_number(f) for f in cells):
+        return True
+    if '"' in line or "'" in line or len(cells) < len(fields):  # quoted, or an empty cell (pandas' index header)
+        return True
+    if next_fields is not None and len(next_fields) == len(fields) + 1:
+        return True
+    if len(cells) == len(fields) >= 3 and all(re.fullmatch(r"\d+", f) for f in fields):
+        numbers = [int(f) for f in fields]
+        if numbers in (list(range(1, len(fields) + 1)), list(range(len(fields)))):
+            log.info(f"{shown}: the first line ({' '.join(fields)}) is taken as the sample names (a header), as "
+                     "cn.mops's read.table(header=TRUE) takes it.")
+            return True
+    log.info(f"{shown}: the first line holds only numbers: read as the first region's counts (no header line); the "
+             "samples are named Sample_1, Sample_2, ...")
+    return False
+
+
+def _read_text(path: Path, fmt: str, compression: str | None, min_samples: int, shown: str | None = None) -> CountData:
+    shown = shown or str(path)
+    header_line, header_no, next_line, comments = _table_start(path, compression, shown)
     if not header_line:
-        raise InputError(f"Count file {path} is empty (no non-blank line).")
+        raise InputError(f"Count file {shown} is empty (no non-blank line{' besides # comments' if comments else ''}).")
     if fmt == ".tsv":
         sep = "\t"
     elif fmt == ".csv":
         sep = ","
     else:  # .txt: tab, comma, or runs of whitespace
         sep = "\t" if "\t" in header_line else ("," if "," in header_line else "whitespace")
-    fields = [f.strip() for f in _split(header_line, sep)]
-    has_header = not all(_is_number(f) for f in fields if f)
+    try:
+        fields = [f.strip() for f in _split(header_line, sep)]
+        next_fields = None if next_line is None else [f.strip() for f in _split(next_line, sep)]
+    except csv.Error as e:
+        raise InputError(f"Cannot parse {shown}, line {header_no}: {e}") from None
+    has_header = _has_header(fields, header_line, next_fields, shown)
     if has_header:
         seen, dups = set(), []
         for f in fields:
-            if f in seen and f not in dups:
+            if f and f in seen and f not in dups:
                 dups.append(f)
             seen.add(f)
         if dups:
-            raise InputError(f"{path}: the header names column(s) {', '.join(map(repr, dups))} more than once; "
+            raise InputError(f"{shown}: the header names column(s) {', '.join(map(repr, dups))} more than once; "
                              "sample names must be unique.")
     seq_cols = [f for f in fields if f.lower() in SEQNAMES_ALIASES] if has_header else []
     try:
@@ -172,6 +247,7 @@ def _read_text(path: Path, fmt: str, compression: str | None, min_samples: int) 
             path,
             sep=r"\s+" if sep == "whitespace" else sep,
             header=0 if has_header else None,
+            skiprows=header_no - 1,
             dtype={c: str for c in seq_cols} or None,
             compression="infer",
             encoding="utf-8-sig",
@@ -180,32 +256,40 @@ def _read_text(path: Path, fmt: str, compression: str | None, min_samples: int) 
             skipinitialspace=sep != "whitespace",
         )
     except pd.errors.EmptyDataError:
-        raise InputError(f"Count file {path} is empty.") from None
+        raise InputError(f"Count file {shown} is empty.") from None
     except pd.errors.ParserError as e:
         msg = str(e)
         m = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", msg)
         if m:
             exp, line, saw = m.groups()
+            try:  # pandas' line numbers count the skipped lines in some versions, not in others: count here
+                line, saw, exp = _find_ragged_line(path, compression, sep, has_header,
+                                                   header_no + 1 if has_header else header_no) or (line, saw, exp)
+            except (OSError, EOFError, lzma.LZMAError, csv.Error, UnicodeDecodeError):
+                pass
             raise InputError(
-                f"{path}, line {line}: {saw} fields where the lines before have {exp} (ragged rows); every line "
+                f"{shown}, line {line}: {saw} fields where the lines before have {exp} (ragged rows); every line "
                 f"must have the same number of {_sep_name(sep)}-separated fields."
             ) from None
-        raise InputError(f"Cannot parse {path}: {msg.strip()}") from None
+        raise InputError(f"Cannot parse {shown}: {msg.strip()}") from None
     except UnicodeDecodeError:
-        raise InputError(f"{path} is not a UTF-8 text table; check its format and extension.") from None
-    except (OSError, EOFError, lzma.LZMAError) as e:
-        raise InputError(f"Cannot read {path}: {e}") from None
+        raise InputError(f"{shown} is not a UTF-8 text table; check its format and extension.") from None
+    except (OSError, EOFError, lzma.LZMAError, zipfile.BadZipFile) as e:
+        raise InputError(f"Cannot read {shown}: {e}") from None
+    except (ValueError, OverflowError) as e:  # pandas' own conversions (e.g. a dtype it cannot apply)
+        raise InputError(f"Cannot parse {shown}: {e}") from None
     if len(df) == 0:
-        raise InputError(f"Count file {path} has a header but no data rows.")
+        raise InputError(f"Count file {shown} has a header but no data rows.")
+    first_data_no = header_no + 1 if has_header else header_no
     if df.isna().to_numpy().any():
-        ragged = _find_ragged_line(path, compression, sep, has_header)
+        ragged = _find_ragged_line(path, compression, sep, has_header, first_data_no)
         if ragged is not None:
             line, saw, exp = ragged
             raise InputError(
-                f"{path}, line {line}: {saw} fields where the lines before have {exp} (ragged rows); every line "
+                f"{shown}, line {line}: {saw} fields where the lines before have {exp} (ragged rows); every line "
                 f"must have the same number of {_sep_name(sep)}-separated fields."
             )
-    line_of = _data_line_numbers(path, compression, has_header) if _needs_line_numbers(df) else None
+    line_of = _data_line_numbers(path, compression, first_data_no) if _needs_line_numbers(df) else None
 
     def row_label(i: int) -> str:
         if line_of is not None and i < len(line_of):
@@ -213,7 +297,7 @@ def _read_text(path: Path, fmt: str, compression: str | None, min_samples: int) 
         return f"data row {i + 1}"
 
     return count_data_from_columns(
-        list(df.columns), [df.iloc[:, j] for j in range(df.shape[1])], source=str(path),
+        list(df.columns), [df.iloc[:, j] for j in range(df.shape[1])], source=shown,
         min_samples=min_samples, default_sample_names=not has_header, row_label=row_label,
     )
 
@@ -223,34 +307,45 @@ def _sep_name(sep: str) -> str:
 
 
 def _needs_line_numbers(df: pd.DataFrame) -> bool:
-    """Only an error report needs file line numbers: a missing or non-numeric cell."""
+    """Only an error report needs file line numbers: a missing, non-numeric or out-of-range cell, a region that
+    ends before it starts (cheap checks first; the reading itself costs far more)."""
     return bool(df.isna().to_numpy().any()) or any(
-        not (pd.api.types.is_numeric_dtype(df[c].dtype)) for c in df.columns
-    )
+        not (pd.api.types.is_numeric_dtype(df[c].dtype)) or df[c].dtype.kind in "cu" for c in df.columns
+    ) or _suspect_values(df)
 
 
-def _data_line_numbers(path: Path, compression: str | None, has_header: bool) -> list[int]:
-    """1-based file line numbers of the data rows (after the header line, if any), blank lines skipped."""
+def _suspect_values(df: pd.DataFrame) -> bool:
+    for c in df.columns:
+        col = df[c]
+        if col.dtype.kind in "if" and len(col) and (col.max() > 2 ** 53 or col.min() < 0):
+            return True
+    keys = {str(c).strip().lower(): c for c in df.columns}
+    if "start" in keys and "end" in keys:
+        try:
+            return bool((pd.to_numeric(df[keys["end"]], errors="coerce")
+                         < pd.to_numeric(df[keys["start"]], errors="coerce")).any())
+        except (TypeError, ValueError):
+            return True
+    return False
+
+
+def _data_line_numbers(path: Path, compression: str | None, first_data_no: int) -> list[int]:
+    """1-based file line numbers of the data rows (from line ``first_data_no`` on), blank lines skipped."""
     out: list[int] = []
     with _open_text(path, compression) as fh:
-        first = has_header
         for no, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            if first:
-                first = False
-                continue
-            out.append(no)
+            if no >= first_data_no and line.strip():
+                out.append(no)
     return out
 
 
-def _find_ragged_line(path: Path, compression: str | None, sep: str, has_header: bool):
+def _find_ragged_line(path: Path, compression: str | None, sep: str, has_header: bool, first_data_no: int):
     """(line, fields, expected) of the first line whose field count differs, or None."""
     expected = None
     header_n = None
     with _open_text(path, compression) as fh:
         for no, line in enumerate(fh, start=1):
-            if not line.strip():
+            if not line.strip() or no < first_data_no - (1 if has_header else 0):
                 continue
             n = len(_split(line.rstrip("\r\n"), sep))
             if has_header and header_n is None:
@@ -270,27 +365,33 @@ def _find_ragged_line(path: Path, compression: str | None, sep: str, has_header:
 # --------------------------------------------------------------------------------------------
 # binary formats
 # --------------------------------------------------------------------------------------------
-def _read_parquet(path: Path, min_samples: int) -> CountData:
+def _read_parquet(path: Path, min_samples: int, shown: str | None = None) -> CountData:
+    shown = shown or str(path)
     try:
         df = pd.read_parquet(path)
     except ImportError as e:
         raise InputError(f"Reading Parquet needs pyarrow (pip install pyarrow): {e}") from None
     except Exception as e:  # pyarrow raises ArrowInvalid / OSError on a corrupt file
-        raise InputError(f"Cannot read {path} as Parquet: {e}") from None
+        raise InputError(f"Cannot read {shown} as Parquet: {e}") from None
     if df.shape[1] == 0 or len(df) == 0:
-        raise InputError(f"Parquet file {path} holds no data (no columns or no rows).")
+        raise InputError(f"Parquet file {shown} holds no data (no columns or no rows).")
     if not isinstance(df.index, pd.RangeIndex):
         df = df.reset_index(drop=True)
-    return count_data_from_frame(df, min_samples=min_samples, source=str(path))
+    return count_data_from_frame(df, min_samples=min_samples, source=shown)
 
 
 def _read_npz(path: Path, min_samples: int) -> CountData:
+    """An .npz archive (see :func:`read_counts`). Arrays stored uncompressed (``np.savez``) are read in place
+    (``_npz_member``): the counts are converted to float64 straight from the file and the seqnames become one
+    Python string per run of equal names; their CRC-32s are checked (as ``np.load`` checks them) on every core
+    beside that work (``_NpzCrc``)."""
     try:
         z = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as e:
         raise InputError(f"Cannot read {path} as an .npz archive: {e}") from None
     if not hasattr(z, "files"):
         raise InputError(f"{path} is not an .npz archive (a single array? name it .npy).")
+    checks = []  # (member name, ZipInfo, where its data starts in the file) of the members read in place
     try:
         keys = set(z.files)
         if "counts" not in keys:
@@ -298,9 +399,9 @@ def _read_npz(path: Path, min_samples: int) -> CountData:
                 f"{path} has no array 'counts' (found: {', '.join(sorted(keys)) or 'none'}); save the "
                 "regions x samples matrix as counts=..., optionally with sample_names, seqnames, start, end."
             )
-        counts = z["counts"]
+        counts = _npz_member(z, path, "counts", checks, keep_float64=False)
         names = z["sample_names"] if "sample_names" in keys else None
-        coords = {k: z[k] for k in ("seqnames", "start", "end") if k in keys}
+        coords = {k: _npz_member(z, path, k, checks) for k in ("seqnames", "start", "end") if k in keys}
     except InputError:
         raise
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
@@ -311,17 +412,167 @@ def _read_npz(path: Path, min_samples: int) -> CountData:
         raise InputError(f"Cannot read {path} as an .npz archive: {msg}") from None
     finally:
         z.close()
-    if counts.ndim != 2:
-        raise InputError(f"{path}: 'counts' must be a 2-D regions x samples matrix, got shape {counts.shape}.")
-    if names is not None:
-        names = [str(s) for s in np.asarray(names).ravel()]
-    ranges = None
-    if coords:
-        if len(coords) < 3:
-            lack = ", ".join(k for k in ("seqnames", "start", "end") if k not in coords)
-            raise InputError(f"{path} has coordinate array(s) {', '.join(coords)} but lacks {lack}; give all three or none.")
-        ranges = pd.DataFrame({k: np.asarray(v).ravel() for k, v in coords.items()})
-    return make_count_data(counts, names, ranges, min_samples=min_samples, what=f"read count matrix of {path}")
+    crc = _NpzCrc(path, checks)
+    try:
+        if counts.ndim != 2:
+            raise InputError(f"{path}: 'counts' must be a 2-D regions x samples matrix, got shape {counts.shape}.")
+        if names is not None:
+            names = [str(s) for s in np.asarray(names).ravel()]
+        ranges = None
+        if coords:
+            if len(coords) < 3:
+                lack = ", ".join(k for k in ("seqnames", "start", "end") if k not in coords)
+                raise InputError(f"{path} has coordinate array(s) {', '.join(coords)} but lacks {lack}; give all three "
+                                 "or none.")
+            ranges = pd.DataFrame({k: (_seqname_objects(v) if k == "seqnames" else np.array(v).ravel())
+                                   for k, v in coords.items()})
+        data = make_count_data(counts, names, ranges, min_samples=min_samples, what=f"read count matrix of {path}")
+    except InputError:
+        crc.check()  # a damaged archive explains a bad value: say that first
+        raise
+    crc.check()
+    return data
+
+
+def _npz_member(z, path: Path, key: str, checks: list, keep_float64: bool = True) -> np.ndarray:
+    """Array ``key`` of the open archive ``z``. Stored uncompressed, as ``np.savez`` stores it, it is mapped from
+    the file (read-only ``np.memmap``; its CRC-32 is left to the caller: ``checks``), except a float64 Fortran
+    array for ``keep_float64=False`` (the counts, which would be used as they are: read into memory then).
+    Compressed, encrypted or unusual members are read by ``np.load`` (which checks the CRC-32)."""
+    import struct
+
+    name = key + ".npy" if key + ".npy" in z.zip.namelist() else key
+    info = z.zip.getinfo(name)
+    if info.compress_type != zipfile.ZIP_STORED or info.flag_bits & 0x1 or info.file_size < 16:
+        return z[key]
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(info.header_offset)
+            local = fh.read(30)
+            if len(local) != 30 or local[:4] != b"PK\x03\x04":
+                return z[key]
+            start = info.header_offset + 30 + sum(struct.unpack("<HH", local[26:30]))
+            fh.seek(start)
+            version = np.lib.format.read_magic(fh)
+            if version == (1, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
+            elif version == (2, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
+            else:
+                return z[key]
+            offset = fh.tell()
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if dtype.hasobject or nbytes == 0 or offset - start + nbytes != info.file_size or \
+                (not keep_float64 and dtype == np.float64 and (fortran or len(shape) < 2)):
+            return z[key]
+        arr = np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape, order="F" if fortran else "C")
+    except (OSError, ValueError, struct.error):
+        return z[key]  # np.load names the problem
+    checks.append((name, info, start))
+    return arr
+
+
+class _NpzCrc:
+    """The CRC-32s of the archive's members mapped by ``_npz_member``, computed from construction on, in pieces of
+    32 MB on every core (zlib releases the GIL) and combined (``_crc32_combine``); ``check()`` waits and raises
+    the InputError ``np.load`` would have led to."""
+
+    PIECE = 1 << 25
+
+    def __init__(self, path: Path, checks: list):
+        import zlib
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.path, self.jobs = path, []
+        self.pool = ThreadPoolExecutor(max_workers=usable_cores()) if checks else None
+        for name, info, start in checks:
+            data = np.memmap(path, dtype=np.uint8, mode="r", offset=start, shape=(info.file_size,))
+            pieces = [(self.pool.submit(zlib.crc32, data[a:a + self.PIECE]), min(self.PIECE, info.file_size - a))
+                      for a in range(0, info.file_size, self.PIECE)]
+            self.jobs.append((name, info.CRC, pieces))
+
+    def check(self) -> None:
+        jobs, self.jobs = self.jobs, []
+        try:
+            for name, expected, pieces in jobs:
+                crc = 0
+                for piece, length in pieces:
+                    crc = _crc32_combine(crc, piece.result(), length)
+                if crc != expected:
+                    raise InputError(f"Cannot read {self.path} as an .npz archive: Bad CRC-32 for file {name!r}")
+        finally:
+            if self.pool is not None:
+                self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+_CRC_POLY = 0xEDB88320  # CRC-32 (zlib's), reflected
+
+
+def _gf2_multiply(a: int, b: int) -> int:
+    """a(x) b(x) modulo the CRC polynomial (zlib's multmodp)."""
+    m, p = 1 << 31, 0
+    while True:
+        if a & m:
+            p ^= b
+            if a & (m - 1) == 0:
+                return p
+        m >>= 1
+        b = (b >> 1) ^ _CRC_POLY if b & 1 else b >> 1
+
+
+def _x_power_table() -> list[int]:
+    table, p = [], 1 << 30  # x^1
+    for _ in range(32):
+        table.append(p)
+        p = _gf2_multiply(p, p)
+    return table
+
+
+_X_POWERS = _x_power_table()  # x^(2^k) modulo the polynomial
+
+
+def _crc32_combine(crc1: int, crc2: int, length2: int) -> int:
+    """The CRC-32 of A + B from crc1 = CRC-32(A), crc2 = CRC-32(B) and len(B) (zlib's crc32_combine)."""
+    p, k, n = 1 << 31, 3, length2  # x^(8 n) = x^(n 2^3)
+    while n:
+        if n & 1:
+            p = _gf2_multiply(_X_POWERS[k & 31], p)
+        n >>= 1
+        k += 1
+    return _gf2_multiply(p, crc1) ^ crc2
+
+
+def _seqname_objects(values: np.ndarray):
+    """Chromosome names of a numpy unicode array as a pandas object Series of Python strings (the column pandas 2
+    makes of such an array; pandas 3 would make Arrow strings, which the checks turn back into objects), with one
+    string object per run of equal names (the rows of a chromosome), found by comparing the names' bytes in
+    threads: no Python object per row is made or compared. Other arrays are returned as they are."""
+    v = np.asarray(values).ravel()
+    if v.dtype.kind != "U" or v.size < 2:
+        return v
+    step = 1 << 18
+
+    def changes(a: int) -> np.ndarray:
+        b = min(v.size - 1, a + step)
+        try:
+            raw = v[a:b + 1].view(f"V{v.dtype.itemsize}")
+            changed = raw[1:] != raw[:-1]
+        except (TypeError, ValueError):  # a numpy without void comparisons
+            changed = v[a + 1:b + 1] != v[a:b]
+        return np.flatnonzero(changed) + (a + 1)
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=max(1, min(usable_cores(), -(-(v.size - 1) // step)))) as pool:
+        firsts = np.concatenate([np.zeros(1, dtype=np.intp), *pool.map(changes, range(0, v.size - 1, step))])
+    ends = np.append(firsts[1:], v.size)
+    if firsts.size > 4096:
+        out = np.repeat(v[firsts].astype(object), ends - firsts)
+    else:
+        out = np.empty(v.size, dtype=object)
+        for name, a, b in zip(v[firsts].astype(object), firsts, ends):
+            out[a:b] = name
+    return pd.Series(out, dtype=object)
 
 
 def _read_npy(path: Path, min_samples: int) -> CountData:

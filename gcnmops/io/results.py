@@ -67,6 +67,22 @@ def _table(folder: Path, name: str, sample_names: list[str]) -> pd.DataFrame:
     return frame.reset_index(drop=True)
 
 
+def _class_indices(labels: pd.DataFrame, classes: list[str]) -> np.ndarray:
+    """(m, N) int8 indices into ``classes`` of the copy-number labels (Parquet's dictionary columns come as
+    categoricals, text as strings): one look-up per distinct label and column, not per cell."""
+    index = {c: k for k, c in enumerate(classes)}
+    out = np.zeros(labels.shape, dtype=np.int8, order="F")
+    for j, name in enumerate(labels.columns):
+        column = pd.Categorical(labels[name])
+        unknown = [str(c) for c in column.categories if str(c) not in index]
+        if unknown or (column.codes < 0).any():
+            raise InputError(f"integer_copy_number, sample {name!r}: labels {unknown or ['(missing)']} are not among the "
+                             f"classes {classes} of params.json: the folder's files do not belong together.")
+        lookup = np.array([index[str(c)] for c in column.categories], dtype=np.int8)
+        out[:, j] = lookup[column.codes] if len(lookup) else 0
+    return out
+
+
 def read_result(outdir: str | os.PathLike) -> CNVDetectionResult:
     """The CNVDetectionResult written under ``outdir`` by ``write_result`` / ``gcnmops run``."""
     folder = Path(outdir)
@@ -83,10 +99,7 @@ def read_result(outdir: str | os.PathLike) -> CNVDetectionResult:
         return np.asfortranarray(frames[name][columns].to_numpy(dtype=np.float64))
 
     classes = [str(c) for c in params["classes"]]
-    labels = frames["integer_copy_number"][samples].astype(object).to_numpy()
-    index = {c: k for k, c in enumerate(classes)}
-    cn_index = np.asfortranarray(np.vectorize(index.__getitem__, otypes=[np.int8])(labels)
-                                 if labels.size else np.zeros(labels.shape, np.int8))
+    cn_index = _class_indices(frames["integer_copy_number"][samples], classes)
     params["cov"] = np.array([params["cov"][s] for s in samples], dtype=np.float64)
     params["L"] = matrix("params_L", classes)
     params["A"] = matrix("params_A", classes)

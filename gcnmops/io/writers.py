@@ -1,4 +1,4 @@
-"""Writers of a CNVDetectionResult: the calls as text (TSV, BED, VCF 4.3, IGV SEG), the per-region matrices as
+"""Writers of a CNVDetectionResult: the calls as text (TSV, BED, VCF 4.2, IGV SEG), the per-region matrices as
 Parquet (default) or TSV, params.json.
 
 Atomic: every file of one ``write_result`` call is first written under a temporary name in the output
@@ -15,11 +15,14 @@ and ``params.json``. The formats (``FORMATS``; ``DEFAULT_FORMATS`` when none are
 - ``tsv`` / ``tsv.gz``: the same matrices as tab-separated text (gzip level 1), through Arrow's C++ CSV
   writer, several files at a time. Floats in the shortest form that reads back to the identical double;
   NaN as ``NA`` and infinities as ``Inf``/``-Inf`` (R's spellings).
-- ``bed``: ``cnvs.bed`` BED9+3 (chrom, 0-based start, end, name = sample, score 0, strand ``.``,
-  thickStart, thickEnd, itemRgb: red losses / blue gains / grey unknown; then mean, median, CN) and
-  ``cnvr.bed`` BED4 (name = the samples with a CNV there, comma separated). Sorted by chromosome (in the
-  order of the input) and start, as tabix needs; no header.
-- ``vcf``: ``cnvr.vcf``, VCF 4.3, one record per CNV region (see ``vcf_text``); sorted like the BED.
+- ``bed``: ``cnvs.bed`` and ``cnvr.bed``, BED9 (chrom, 0-based start, end, name = the sample / the samples with
+  a CNV there, score = 10 x the call's phred quality, strand ``.``, thickStart, thickEnd, itemRgb: losses
+  blue, gains red as in the plots; see ``callfiles.bed_cnvs``), sorted by chromosome (input order) and
+  start, no header; with pysam also ``cnvs.bed.gz`` / ``cnvr.bed.gz`` (bgzip) + ``.tbi`` (``.csi`` beyond
+  512 Mbp). The plain files are kept for tools that read plain BED (UCSC custom tracks, scripts).
+- ``vcf``: ``cnvr.vcf.gz`` + ``cnvr.vcf.gz.tbi`` (``.csi`` beyond 512 Mbp), VCF 4.2 through pysam, one record
+  per CNV region with per-sample GT, CN, CNQ (see ``callfiles.vcf_table``); without pysam a plain
+  ``cnvr.vcf``.
 - ``seg``: ``segmentation.seg`` for IGV: ID, chrom, loc.start, loc.end, num.mark, seg.mean (the segment
   means of sINI), as DNAcopy writes it (by sample, then chromosome, then start).
 - ``rds``: ``result.rds``, the R CNVDetectionResult (needs R, rpy2 and the gcn.mops R package).
@@ -29,6 +32,7 @@ and ``params.json``. The formats (``FORMATS``; ``DEFAULT_FORMATS`` when none are
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import os
 import tempfile
@@ -38,9 +42,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..data import usable_cores
 from ..errors import InputError
 from ..progress import ticker
-from .callfiles import bed_cnvr, bed_cnvs, seg_table, vcf_text
+from .callfiles import (bed_cnvr, bed_cnvs, bed_max_position, bgzip, have_pysam, index_suffix, seg_table, tabix,
+                        vcf_max_position, write_vcf)
 
 #: every output format (the module docstring says what each writes)
 FORMATS = ("parquet", "tsv", "tsv.gz", "bed", "vcf", "seg", "rds")
@@ -92,8 +98,11 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
 class _Batch:
     """Files written under temporary names and renamed together by ``commit``, or all removed by ``abort``.
 
-    Files are written by a few threads (Arrow's CSV writer and zlib release the GIL), except those staged
-    with ``inline=True`` (anything calling into R: the embedded R must stay on the calling thread)."""
+    Files are written by one thread per core (Arrow's writers and zlib release the GIL), except those staged
+    with ``inline=True`` (anything calling into R: the embedded R must stay on the calling thread). Parts of
+    a file (``submit``) run in the same pool; the job that writes the parts into the file as they come
+    (``waits=True``) has a thread of its own, beside the pool, so that the file is written while the rest is
+    encoded."""
 
     def __init__(self, outdir: Path, workers: int | None = None):
         from concurrent.futures import ThreadPoolExecutor
@@ -103,10 +112,15 @@ class _Batch:
         self.futures = []
         report = ticker(1.0)
         self.step = lambda: report(1.0 / max(1, len(self.staged)))
-        n = workers if workers is not None else min(4, os.cpu_count() or 1)
-        self.pool = ThreadPoolExecutor(max_workers=max(1, n), thread_name_prefix="gcnmops-write")
+        self.workers = max(1, workers if workers is not None else usable_cores())
+        self.pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="gcnmops-write")
+        self.waiting = ThreadPoolExecutor(max_workers=32, thread_name_prefix="gcnmops-join")
 
-    def write(self, name: str, write: Callable[[Path], None], inline: bool = False) -> None:
+    def submit(self, fn: Callable, *args):
+        """A job (a part of a file) in the batch's pool: its future."""
+        return self.pool.submit(fn, *args)
+
+    def write(self, name: str, write: Callable[[Path], None], inline: bool = False, waits: bool = False) -> None:
         path = self.outdir / name
         tmp = _temp_beside(path)
         self.staged.append((tmp, path))
@@ -118,7 +132,7 @@ class _Batch:
         if inline:
             write_and_report(tmp)
         else:
-            self.futures.append(self.pool.submit(write_and_report, tmp))
+            self.futures.append((self.waiting if waits else self.pool).submit(write_and_report, tmp))
 
     def wait(self) -> None:
         """Wait for every file; re-raise the first failure (in submission order)."""
@@ -127,11 +141,13 @@ class _Batch:
 
     def abort(self) -> None:
         self.pool.shutdown(wait=True, cancel_futures=True)  # nothing may write after the clean-up
+        self.waiting.shutdown(wait=True, cancel_futures=True)
         for tmp, _ in self.staged:
             tmp.unlink(missing_ok=True)
 
     def commit(self) -> list[Path]:
         self.pool.shutdown(wait=True)
+        self.waiting.shutdown(wait=True)
         mode = 0o666 & ~_umask()
         for tmp, path in self.staged:
             _publish(tmp, path, mode)
@@ -224,11 +240,12 @@ def _matrix_columns(matrix: np.ndarray) -> list:
 
 
 def _label_columns(cn_index: np.ndarray, classes: list[str]) -> list:
-    """Copy-number labels straight from the int8 class indices (no per-cell Python strings)."""
+    """Copy-number labels straight from the int8 class indices (no per-cell Python strings; the indices of an
+    order-F matrix's columns are not copied)."""
     import pyarrow as pa
 
     dictionary = pa.array([str(c) for c in classes], type=pa.string())
-    return [pa.DictionaryArray.from_arrays(pa.array(np.ascontiguousarray(cn_index[:, k], dtype=np.int32)),
+    return [pa.DictionaryArray.from_arrays(pa.array(np.ascontiguousarray(cn_index[:, k], dtype=np.int8)),
                                            dictionary) for k in range(cn_index.shape[1])]
 
 
@@ -295,40 +312,422 @@ def matrix_columns(result) -> dict[str, tuple[list[str], list]]:
 
 def _write_text_matrices(result, batch: _Batch, compress: bool) -> None:
     ext = ".tsv.gz" if compress else ".tsv"
+    coords = None
     for name, (names, columns) in matrix_columns(result).items():
-        batch.write(name + ext, lambda t, n=names, c=columns: write_columns(t, n, c, compress))
+        coords = coords or [_arrow_column(c) for c in columns[:3]]  # once for every file
+        batch.write(name + ext, lambda t, n=names, c=coords + columns[3:]: write_columns(t, n, c, compress))
 
 
 def _write_parquet_matrices(result, batch: _Batch) -> None:
+    """Each matrix file in parts of whole row groups encoded in parallel (``_encode_parquet``), joined in order
+    into the file by its own job (``join_parquet``) as the parts come."""
+    import pyarrow.parquet  # noqa: F401  (imported here: an import racing in the pool's threads can fail)
+
+    rows = len(result.gr)
+    per = _part_rows(rows, batch.workers, len(MATRICES))
+    for name, table in _iter_parquet_tables(result):  # a table's parts are encoded while the next is made
+        options = parquet_options(table)
+        parts = [batch.submit(_encode_parquet, table.slice(a, per), options, per) for a in range(0, max(rows, 1), per)]
+        batch.write(name + ".parquet", lambda t, j=(table, options, parts): _join_parts(t, *j), waits=True)
+
+
+#: rows of a Parquet row group at most (Arrow's default); a matrix file is written in parts of one row group,
+#: in parallel, and joined: parts of ``PARQUET_MIN_PART_ROWS`` rows at least, about four per core in all
+PARQUET_ROW_GROUP = 1 << 20
+PARQUET_MIN_PART_ROWS = 1 << 16
+
+
+def _part_rows(rows: int, workers: int, files: int) -> int:
+    """Rows per part: about four parts per core over all files (the pool stays busy to the end), within
+    [PARQUET_MIN_PART_ROWS, PARQUET_ROW_GROUP]."""
+    per_file = -(-4 * workers // max(1, files))
+    return max(1, min(PARQUET_ROW_GROUP, max(PARQUET_MIN_PART_ROWS, -(-rows // per_file))))
+
+
+def parquet_tables(result) -> dict:
+    """The Arrow tables of ``matrix_columns`` (one per matrix file), sharing one copy of the coordinates."""
+    return dict(_iter_parquet_tables(result))
+
+
+def _iter_parquet_tables(result):
+    """(name, table) of ``parquet_tables``, each table made when the iteration reaches it."""
+    coords = None
     for name, (names, columns) in matrix_columns(result).items():
-        batch.write(name + ".parquet", lambda t, n=names, c=columns: write_parquet(t, n, c))
+        coords = coords or [_parquet_array(c) for c in columns[:3]]
+        yield name, _parquet_table(names, coords + columns[3:])
+
+
+def _parquet_array(c):
+    """A column as Arrow: Arrow arrays as they are, numbers as they are (zero-copy), anything else as strings,
+    dictionary-encoded (missing values null)."""
+    import pyarrow as pa
+
+    if isinstance(c, (pa.Array, pa.ChunkedArray)):
+        return c
+    values = c.to_numpy() if isinstance(c, pd.Series) else np.asarray(c)
+    if values.dtype.kind in "iuf":
+        return pa.array(values)
+    values = np.asarray(values, dtype=object)
+    try:  # one look-up per run of equal values (the rows of a chromosome)
+        firsts = np.concatenate([[0], np.flatnonzero(values[1:] != values[:-1]) + 1]) if len(values) else \
+            np.zeros(0, dtype=np.intp)
+        run_codes, uniques = pd.factorize(pd.Series(values[firsts], dtype=object), use_na_sentinel=True)
+        codes = np.repeat(run_codes, np.diff(np.append(firsts, len(values))))
+    except (TypeError, ValueError):  # values that do not compare elementwise
+        codes, uniques = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=True)
+    return pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32), mask=codes < 0),
+                                          pa.array([str(u) for u in uniques], pa.string()))
+
+
+def _parquet_table(names: list, columns: list):
+    """The table of the columns; a column without nulls (NaN is a value, not a null) is marked required, which
+    spares the writer its definition levels (a third of its time for a float column)."""
+    import pyarrow as pa
+
+    arrays = [_parquet_array(c) for c in columns]
+    schema = pa.schema([pa.field(str(n), a.type, nullable=a.null_count > 0) for n, a in zip(names, arrays)])
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def parquet_options(table) -> dict:
+    """``pq.write_table`` options for a matrix table, chosen per column (sizes and times at genome scale in
+    benchmarks/RESULTS.md): strings (seqnames, copy-number labels) dictionary-encoded; integers (start, end)
+    DELTA_BINARY_PACKED; floats by ``_float_encoding``; zstd; statistics for the coordinates only (what a
+    reader filters on)."""
+    import pyarrow as pa
+
+    dictionary, encoding = [], {}
+    for field, column in zip(table.schema, table.columns):
+        if pa.types.is_dictionary(field.type):
+            dictionary.append(field.name)
+        elif pa.types.is_integer(field.type):
+            encoding[field.name] = "DELTA_BINARY_PACKED"
+        elif pa.types.is_floating(field.type):
+            kind = _float_encoding(column)
+            if kind == "dictionary":
+                dictionary.append(field.name)
+            elif kind is not None:
+                encoding[field.name] = kind
+    return {"compression": PARQUET_COMPRESSION, "use_dictionary": dictionary, "column_encoding": encoding or None,
+            "write_statistics": [c for c in ("seqnames", "start", "end") if c in table.column_names]}
+
+
+def _float_encoding(column) -> str | None:
+    """The encoding of a float column, judged on three windows of 4096 values: mostly runs of equal values
+    (piecewise-constant calls) -> None, plain (zstd packs runs faster than a dictionary); few distinct values
+    (normalized counts: multiples of a sample's factor) -> "dictionary"; else (posterior assessments, model
+    parameters) "BYTE_STREAM_SPLIT" (each byte of the doubles apart: zstd then finds the exponents' repeats)."""
+    values = column.chunk(0).to_numpy(zero_copy_only=False) if column.num_chunks == 1 else column.to_numpy()
+    w, n = 4096, len(values)
+    windows = [values] if n <= 3 * w else [values[:w], values[n // 2 - w // 2:n // 2 + w // 2], values[-w:]]
+    pairs = sum(len(v) - 1 for v in windows if len(v))
+    if pairs and 2 * sum(int(np.count_nonzero(v[1:] == v[:-1])) for v in windows if len(v)) >= pairs:
+        return None
+    sample = np.concatenate(windows)
+    return "dictionary" if 4 * len(np.unique(sample)) <= len(sample) else "BYTE_STREAM_SPLIT"
 
 
 def write_parquet(path, names: list[str], columns: list) -> None:
-    """A Parquet file (zstd) of equally long columns: numpy arrays (float64 and integers kept as they are,
-    strings dictionary-encoded) or Arrow arrays."""
+    """A Parquet file of equally long columns: numpy arrays (float64 and integers kept as they are, strings
+    dictionary-encoded) or Arrow arrays; encodings as ``parquet_options``. Lossless."""
+    import pyarrow.parquet as pq
+
+    table = _parquet_table(names, columns)
+    pq.write_table(_int32_indices(table), path, **parquet_options(table))
+
+
+def _encode_parquet(table, options: dict, rows: int):
+    """``table`` as a Parquet file in memory (an Arrow buffer)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    arrays = []
-    for c in columns:
-        if isinstance(c, (pa.Array, pa.ChunkedArray)):
-            arrays.append(c)
-            continue
-        values = c.to_numpy() if isinstance(c, pd.Series) else np.asarray(c)
-        if values.dtype.kind in "iuf":
-            arrays.append(pa.array(values))
+    sink = pa.BufferOutputStream()
+    pq.write_table(_int32_indices(table), sink, row_group_size=rows, **options)
+    return sink.getvalue()
+
+
+def _int32_indices(table):
+    """``table`` with its dictionary columns' indices widened to int32 (Arrow writes int8 indices a third
+    slower), as every file has them."""
+    import pyarrow as pa
+
+    for i, field in enumerate(table.schema):
+        if pa.types.is_dictionary(field.type) and field.type.index_type != pa.int32():
+            wide = pa.dictionary(pa.int32(), field.type.value_type)
+            table = table.set_column(i, field.with_type(wide), table.column(i).cast(wide))
+    return table
+
+
+def _join_parts(path: Path, table, options: dict, parts: list) -> None:
+    """The file of the parts' (futures') Parquet files, joined as they complete; each part is dropped once
+    written. Written in one piece instead should the parts' footers not be ones ``join_parquet`` knows."""
+    import pyarrow.parquet as pq
+
+    def buffers():
+        while parts:
+            yield parts.pop(0).result()
+
+    try:
+        join_parquet(path, buffers())
+    except _FooterError:
+        parts.clear()
+        pq.write_table(_int32_indices(table), path, **options)
+
+
+def join_parquet(path, parts) -> None:
+    """One Parquet file of the row groups of ``parts`` (buffers holding whole Parquet files of one schema, written
+    with the same options), in order: their column chunks copied as they are, their footers merged with every
+    file offset moved (``_merge_footers``). A single part is written as it is."""
+    rest = iter(parts)
+    ahead = [next(rest)]
+    ahead.extend(itertools.islice(rest, 1))
+
+    def in_order():  # each part dropped once written
+        while ahead:
+            yield ahead.pop(0)
+        yield from rest
+
+    with open(path, "wb") as fh:
+        if len(ahead) == 1:
+            fh.write(memoryview(ahead.pop()))
+            return
+        fh.write(b"PAR1")
+        position, footers, shifts = 4, [], []
+        for part in in_order():
+            view = memoryview(part)
+            size = len(view)
+            meta = int.from_bytes(view[size - 8:size - 4], "little") if size >= 12 else -1
+            if size < 12 or bytes(view[:4]) != b"PAR1" or bytes(view[size - 4:]) != b"PAR1" or not 0 < meta <= size - 12:
+                raise _FooterError("not a Parquet file")
+            body = view[4:size - 8 - meta]
+            fh.write(body)
+            shifts.append(position - 4)
+            position += len(body)
+            footers.append(bytes(view[size - 8 - meta:size - 8]))
+            del view, part
+        footer = _merge_footers(footers, shifts)
+        fh.write(footer)
+        fh.write(len(footer).to_bytes(4, "little") + b"PAR1")
+
+
+# A Parquet footer is a FileMetaData struct in Thrift's compact protocol. Joining files needs only its row groups
+# with their file offsets moved; everything else is copied byte for byte.
+_T_I16, _T_I64, _T_LIST, _T_STRUCT = 4, 6, 9, 12
+#: ColumnMetaData: data_page_offset, index_page_offset, dictionary_page_offset, bloom_filter_offset
+_COLUMN_META = {9: "offset", 10: "offset", 11: "offset", 14: "offset"}
+#: ColumnChunk: file_offset, meta_data; a page index (offset_index_offset, column_index_offset) holds offsets of
+#: its own, which are not moved: refused
+_COLUMN_CHUNK = {2: "offset", 3: _COLUMN_META, 4: "refuse", 6: "refuse", 8: "refuse", 9: "refuse"}
+#: RowGroup: columns, file_offset, ordinal
+_ROW_GROUP = {1: [_COLUMN_CHUNK], 5: "offset", 7: "ordinal"}
+
+
+class _FooterError(ValueError):
+    """A footer ``join_parquet`` cannot merge (never one of pyarrow's with ``parquet_options``)."""
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos
+        shift += 7
+
+
+def _varint_bytes(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _zigzag(value: int) -> int:
+    return (value << 1) ^ (value >> 63)
+
+
+def _unzigzag(value: int) -> int:
+    return (value >> 1) ^ -(value & 1)
+
+
+def _list_header(buf: bytes, pos: int) -> tuple[int, int, int]:
+    """(size, element type, position after the header) of a list."""
+    b = buf[pos]
+    size, pos = b >> 4, pos + 1
+    if size == 15:
+        size, pos = _varint(buf, pos)
+    return size, b & 0x0F, pos
+
+
+def _list_header_bytes(size: int, element: int) -> bytes:
+    return bytes([size << 4 | element]) if size < 15 else bytes([0xF0 | element]) + _varint_bytes(size)
+
+
+def _skip(buf: bytes, pos: int, kind: int, element: bool = False) -> int:
+    """The position after a value of Thrift compact type ``kind`` (``element``: inside a list, set or map)."""
+    if kind in (1, 2):  # booleans: in a field's header, or one byte as an element
+        return pos + 1 if element else pos
+    if kind == 3:
+        return pos + 1
+    if kind in (4, 5, 6):
+        return _varint(buf, pos)[1]
+    if kind == 7:
+        return pos + 8
+    if kind == 8:
+        size, pos = _varint(buf, pos)
+        return pos + size
+    if kind in (9, 10):
+        size, item, pos = _list_header(buf, pos)
+        for _ in range(size):
+            pos = _skip(buf, pos, item, True)
+        return pos
+    if kind == 11:
+        size, pos = _varint(buf, pos)
+        if size:
+            types, pos = buf[pos], pos + 1
+            for _ in range(size):
+                pos = _skip(buf, _skip(buf, pos, types >> 4, True), types & 0x0F, True)
+        return pos
+    if kind == 12:
+        return _fields(buf, pos)[1]
+    raise _FooterError(f"unknown Thrift type {kind}")
+
+
+def _fields(buf: bytes, pos: int) -> tuple[list[tuple[int, int, int, int]], int]:
+    """[(field id, type, value start, value end)] of the struct at ``pos``, and the position after it."""
+    fields, last = [], 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        if b == 0:
+            return fields, pos
+        kind, delta = b & 0x0F, b >> 4
+        if delta:
+            field = last + delta
         else:
-            codes, uniques = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=True)
-            arrays.append(pa.DictionaryArray.from_arrays(
-                pa.array(codes.astype(np.int32), mask=codes < 0), pa.array([str(u) for u in uniques], pa.string())))
-    table = pa.Table.from_arrays(arrays, names=[str(n) for n in names])
-    pq.write_table(table, path, compression=PARQUET_COMPRESSION)
+            raw, pos = _varint(buf, pos)
+            field = _unzigzag(raw)
+        end = _skip(buf, pos, kind)
+        fields.append((field, kind, pos, end))
+        last, pos = field, end
+
+
+def _patched(buf: bytes, pos: int, rules: dict, shift: int, ordinal: int) -> tuple[bytes, int]:
+    """The struct at ``pos`` with its offsets moved by ``shift`` and its ordinal set, by ``rules`` (field id ->
+    "offset", "ordinal", "refuse", the rules of a struct, or [the rules of a list's structs]); the position after it."""
+    fields, end = _fields(buf, pos)
+    out, copied = bytearray(), pos
+    for field, kind, start, stop in fields:
+        rule = rules.get(field)
+        if rule is None:
+            continue
+        out += buf[copied:start]
+        if rule == "offset" and kind == _T_I64:
+            out += _varint_bytes(_zigzag(_unzigzag(_varint(buf, start)[0]) + shift))
+        elif rule == "ordinal" and kind == _T_I16:
+            out += _varint_bytes(_zigzag(ordinal))
+        elif isinstance(rule, dict) and kind == _T_STRUCT:
+            out += _patched(buf, start, rule, shift, ordinal)[0]
+        elif isinstance(rule, list) and kind == _T_LIST:
+            size, item, p = _list_header(buf, start)
+            if item != _T_STRUCT:
+                raise _FooterError("a list of structs expected")
+            out += buf[start:p]
+            for _ in range(size):
+                patched, p = _patched(buf, p, rule[0], shift, ordinal)
+                out += patched
+        else:
+            raise _FooterError(f"field {field} (type {kind}) cannot be moved")
+        copied = stop
+    out += buf[copied:end]
+    return bytes(out), end
+
+
+def _merge_footers(footers: list[bytes], shifts: list[int]) -> bytes:
+    """The FileMetaData of the files whose bodies lie ``shifts`` bytes further on in the joined file: the first
+    file's, with num_rows the sum and row_groups all the files' row groups (offsets moved, ordinals renumbered).
+    The files must agree on everything else (schema, key-value metadata, ...)."""
+    try:
+        first, end = _fields(footers[0], 0)
+        if end != len(footers[0]):
+            raise _FooterError("trailing bytes after the footer")
+        same = {field: footers[0][start:stop] for field, _, start, stop in first if field not in (3, 4)}
+        groups, rows = [], 0
+        for meta, shift in zip(footers, shifts):
+            fields = {field: (kind, start, stop) for field, kind, start, stop in _fields(meta, 0)[0]}
+            if {f: meta[a:b] for f, (_, a, b) in fields.items() if f not in (3, 4)} != same or \
+                    fields.get(3, (0,))[0] != _T_I64 or fields.get(4, (0,))[0] != _T_LIST:
+                raise _FooterError("the parts differ in more than their row groups")
+            rows += _unzigzag(_varint(meta, fields[3][1])[0])
+            size, item, p = _list_header(meta, fields[4][1])
+            for _ in range(size):
+                group, p = _patched(meta, p, _ROW_GROUP, shift, len(groups))
+                groups.append(group)
+    except IndexError:
+        raise _FooterError("a truncated footer") from None
+    out, copied, meta = bytearray(), 0, footers[0]
+    for field, _, start, stop in first:
+        if field == 3:
+            out += meta[copied:start] + _varint_bytes(_zigzag(rows))
+        elif field == 4:
+            out += meta[copied:start] + _list_header_bytes(len(groups), _T_STRUCT) + b"".join(groups)
+        else:
+            continue
+        copied = stop
+    out += meta[copied:]
+    return bytes(out)
+
+
+class _Staged:
+    """A file of ``batch`` that later files of the same batch are made from (its compressed copy, its index).
+
+    The batch's pool takes jobs in submission order, so a job waiting on ``path()`` of a file staged before it
+    waits on a job that is running or done."""
+
+    def __init__(self, batch: _Batch, name: str, write: Callable[[Path], None]):
+        import threading
+
+        self.name = name
+        self._tmp: Path | None = None
+        self._done = threading.Event()
+
+        def run(tmp: Path) -> None:
+            try:
+                write(tmp)
+                self._tmp = tmp
+            finally:
+                self._done.set()
+
+        batch.write(name, run)
+
+    def path(self) -> Path:
+        """The complete temporary file (waits for it)."""
+        self._done.wait()
+        if self._tmp is None:
+            raise RuntimeError(f"{self.name} was not written")
+        return self._tmp
 
 
 def _write_bed(result, batch: _Batch) -> None:
-    batch.write("cnvs.bed", lambda t: write_frame(t, bed_cnvs(result), header=False))
-    batch.write("cnvr.bed", lambda t: write_frame(t, bed_cnvr(result), header=False))
+    ext = index_suffix(bed_max_position(result))
+    for stem, frame in (("cnvs", bed_cnvs), ("cnvr", bed_cnvr)):
+        plain = _Staged(batch, f"{stem}.bed", lambda t, f=frame: write_frame(t, f(result), header=False))
+        if have_pysam():
+            gz = _Staged(batch, f"{stem}.bed.gz", lambda t, p=plain: bgzip(p.path(), t))
+            batch.write(f"{stem}.bed.gz.{ext}", lambda t, g=gz: tabix(g.path(), "bed", t, csi=ext == "csi"))
+
+
+def _write_vcf(result, batch: _Batch) -> None:
+    if not have_pysam():
+        batch.write("cnvr.vcf", lambda t: write_vcf(result, t, compress=False))
+        return
+    ext = index_suffix(vcf_max_position(result))
+    vcf = _Staged(batch, "cnvr.vcf.gz", lambda t: write_vcf(result, t))
+    batch.write(f"cnvr.vcf.gz.{ext}", lambda t: tabix(vcf.path(), "vcf", t, csi=ext == "csi"))
 
 
 def _write_rds(result, batch: _Batch) -> None:
@@ -343,7 +742,7 @@ _WRITERS = {
     "tsv": lambda result, batch: _write_text_matrices(result, batch, compress=False),
     "tsv.gz": lambda result, batch: _write_text_matrices(result, batch, compress=True),
     "bed": _write_bed,
-    "vcf": lambda result, batch: batch.write("cnvr.vcf", lambda t: t.write_text(vcf_text(result))),
+    "vcf": _write_vcf,
     "seg": lambda result, batch: batch.write("segmentation.seg", lambda t: write_frame(t, seg_table(result))),
     "rds": _write_rds,
 }

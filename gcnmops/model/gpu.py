@@ -119,6 +119,12 @@ def _build_kernel(NC: int, NW: int, KEEP: bool, variant: str, max_registers):
     return jit_nofma(_nofma_em_kernel, **opts)  # the exponent x log(lambda) - lgamma(x + 1) - lambda cancels
 
 
+def local_work_size(N: int) -> int:
+    """The per-thread work buffer compiled for N samples: the next power of two (at least 8), so that a few
+    kernel variants (8, 16, 32, 64, 128) serve every sample count and can be compiled once, at install."""
+    return max(8, 1 << (max(1, N) - 1).bit_length())
+
+
 # --------------------------------------------------------------------------------------- device state
 @dataclass
 class KernelConfig:
@@ -143,7 +149,7 @@ class KernelConfig:
         work = self.work
         if work == "auto":
             work = "local" if N <= LOCAL_WORK_MAX else "global"
-        return variant, (N if work == "local" else 0)
+        return variant, (local_work_size(N) if work == "local" else 0)
 
 
 class _Device:

@@ -1,0 +1,488 @@
+"""Call files (BED, VCF, SEG) as the tools people use read them: bedtools, tabix, bcftools, vcftools'
+vcf-validator, pysam, cyvcf2. Each test that needs a tool skips where it is missing (scripts/setup.sh installs
+bcftools, tabix, vcftools and bedtools; pysam comes with the [bam] and [test] extras; pip install cyvcf2).
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import gcnmops
+from gcnmops.errors import InputError
+from gcnmops.example import example_cohort
+from gcnmops.io import callfiles
+from gcnmops.io.writers import write_result
+
+try:
+    import pysam
+except ImportError:  # pragma: no cover - optional
+    pysam = None
+try:
+    import cyvcf2
+except ImportError:  # pragma: no cover - optional
+    cyvcf2 = None
+
+needs_pysam = pytest.mark.skipif(pysam is None, reason="pysam not installed (pip install pysam)")
+TOOLS = {name: shutil.which(name) for name in ("bedtools", "bcftools", "tabix", "vcf-validator")}
+
+
+def needs(tool):
+    return pytest.mark.skipif(TOOLS[tool] is None, reason=f"{tool} not installed (scripts/setup.sh, apt-get)")
+
+
+def run(tool, *args) -> str:
+    """stdout of a tool that must succeed and print nothing on stderr but vcf-validator's reference note."""
+    proc = subprocess.run([TOOLS[tool], *map(str, args)], capture_output=True, text=True)
+    assert proc.returncode == 0, f"{tool} {args}: {proc.stderr}"
+    err = [ln for ln in proc.stderr.splitlines() if ln.strip() and "'reference' not present" not in ln]
+    assert not err, f"{tool} {args}: {proc.stderr}"
+    return proc.stdout
+
+
+def lines(text: str) -> list[str]:
+    return [ln for ln in text.splitlines() if ln.strip()]
+
+
+@pytest.fixture(scope="module")
+def results():
+    """(raw, integer) results of a small simulated cohort on two chromosomes (losses CN0/CN1, gains CN3)."""
+    data, _ = example_cohort(n_regions=1200, n_samples=12, n_cnvs=6, seed=5)
+    raw = gcnmops.cn_mops(data, backend="cpu")
+    assert len(raw.cnvs) > 0
+    return raw, gcnmops.calc_integer_copy_numbers(raw)
+
+
+@pytest.fixture(scope="module")
+def written(results, tmp_path_factory):
+    out = tmp_path_factory.mktemp("calls")
+    write_result(results[1], out, formats=["bed", "vcf", "seg"])
+    return out
+
+
+@pytest.fixture(scope="module")
+def written_raw(results, tmp_path_factory):
+    out = tmp_path_factory.mktemp("calls_raw")
+    write_result(results[0], out, formats=["bed", "vcf"])
+    return out
+
+
+def _bed(path) -> pd.DataFrame:
+    return pd.read_csv(path, sep="\t", header=None, dtype={0: str, 3: str, 8: str}, keep_default_na=False)
+
+
+def _non_normal_cells(r, main="CN2") -> list[tuple[int, str]]:
+    """(cnvr row, sample) of every CNV-region cell whose copy number is not the normal one."""
+    return [(i, s) for i in range(len(r.cnvr)) for s in r.sample_names if r.cnvr[s].iat[i] != main]
+
+
+def _records(path):
+    with pysam.VariantFile(str(path)) as vcf:
+        return vcf.header.copy(), list(vcf)
+
+
+# ------------------------------------------------------------------------------------------------ BED
+def test_bed_files_are_bed9_sorted_with_the_plots_colours(written, results):
+    r = results[1]
+    cnvs = _bed(written / "cnvs.bed")
+    assert cnvs.shape == (len(r.cnvs), 9)  # BED9: no extra columns (mean, median, CN are in cnvs.tsv)
+    assert (cnvs[1] == cnvs[6]).all() and (cnvs[2] == cnvs[7]).all()  # thickStart/End = the CNV
+    assert (cnvs[1] < cnvs[2]).all() and (cnvs[1] >= 0).all() and (cnvs[5] == ".").all()
+    assert cnvs[4].between(0, 1000).all() and cnvs[4].dtype.kind == "i"
+    mine = set(zip(cnvs[0], cnvs[1] + 1, cnvs[2], cnvs[3]))  # 0-based half-open starts
+    assert mine == set(zip(r.cnvs["seqnames"], r.cnvs["start"], r.cnvs["end"], r.cnvs["sampleName"]))
+    # losses blue, gains red: the plots' colours
+    cn = cnvs.merge(r.cnvs.assign(s0=r.cnvs["start"] - 1), left_on=[0, 1, 2, 3],
+                    right_on=["seqnames", "s0", "end", "sampleName"])["CN"]
+    assert len(cn) == len(cnvs)
+    expected = np.where(cn.isin(["CN0", "CN1"]), callfiles.LOSS_RGB,
+                        np.where(cn.isin(["CN3", "CN4"]), callfiles.GAIN_RGB, callfiles.OTHER_RGB))
+    assert (cnvs[8].to_numpy() == expected).all()
+    assert {callfiles.LOSS_RGB, callfiles.GAIN_RGB} <= set(cnvs[8])
+    for name in ("cnvs.bed", "cnvr.bed"):
+        bed = _bed(written / name)
+        chrom_rank = bed[0].map({c: i for i, c in enumerate(pd.unique(r.gr["seqnames"]))})
+        assert chrom_rank.is_monotonic_increasing
+        for _, g in bed.groupby(0):
+            assert g[1].is_monotonic_increasing
+
+
+def test_bed_colours_are_those_of_the_plots():
+    from matplotlib.colors import to_rgb
+
+    from gcnmops import plots
+
+    def rgb(c):
+        return ",".join(str(round(255 * v)) for v in to_rgb(c))
+
+    assert (callfiles.GAIN_RGB, callfiles.LOSS_RGB, callfiles.OTHER_RGB) == (rgb(plots.GAIN), rgb(plots.LOSS),
+                                                                             rgb(plots.OTHER))
+
+
+def test_cnvr_bed_names_the_carriers(written, results):
+    r = results[1]
+    cnvr = _bed(written / "cnvr.bed")
+    cnvs = _bed(written / "cnvs.bed")
+    assert cnvr.shape == (len(r.cnvr), 9)
+    for _, row in cnvr.iterrows():
+        inside = cnvs[(cnvs[0] == row[0]) & (cnvs[1] < row[2]) & (cnvs[2] > row[1])]
+        assert row[3].split(",") == list(dict.fromkeys(sorted(inside[3], key=r.sample_names.index)))
+        assert row[4] == inside[4].max()
+        colours = set(inside[8])
+        assert row[8] == (colours.pop() if len(colours) == 1 else callfiles.OTHER_RGB)
+
+
+@needs_pysam
+def test_bed_is_bgzipped_and_tabix_indexed(written):
+    for name in ("cnvs.bed", "cnvr.bed"):
+        gz = written / f"{name}.gz"
+        assert (written / f"{name}.gz.tbi").stat().st_size > 0
+        assert gz.read_bytes()[:4] == b"\x1f\x8b\x08\x04"  # BGZF (gzip with the extra field)
+        with pysam.TabixFile(str(gz)) as tbx:
+            got = [ln for c in tbx.contigs for ln in tbx.fetch(c)]
+        assert got == (written / name).read_text().splitlines()  # same lines as the plain file, by region
+
+
+@needs("tabix")
+def test_tabix_queries_the_bed(written, results):
+    r = results[1]
+    first = r.cnvr.iloc[0]
+    out = lines(run("tabix", written / "cnvs.bed.gz", f"{first['seqnames']}:{first['start']}-{first['end']}"))
+    carriers = r.cnvs[(r.cnvs["seqnames"] == first["seqnames"]) & (r.cnvs["start"] <= first["end"])
+                      & (r.cnvs["end"] >= first["start"])]
+    assert len(out) == len(carriers) and all(len(ln.split("\t")) == 9 for ln in out)
+
+
+@needs("bedtools")
+def test_bedtools_reads_both_beds(written, results):
+    r = results[1]
+    for suffix in ("", ".gz"):
+        a, b = written / f"cnvr.bed{suffix}", written / f"cnvs.bed{suffix}"
+        counts = lines(run("bedtools", "intersect", "-a", a, "-b", b, "-c"))  # the user's failing command
+        assert len(counts) == len(r.cnvr)
+        assert sum(int(ln.split("\t")[-1]) for ln in counts) == len(r.cnvs)  # every CNV in one region
+        for path in (a, b):
+            assert len(lines(run("bedtools", "sort", "-i", path))) == len(_bed(path))
+            merged = lines(run("bedtools", "merge", "-i", path))  # refuses unsorted input
+            assert len(merged) == len(r.cnvr)  # the CNVs merge into the CNV regions
+
+
+# ------------------------------------------------------------------------------------------------ VCF
+@needs_pysam
+def test_vcf_records(written, results):
+    r = results[1]
+    assert not (written / "cnvr.vcf").exists()  # bgzipped only
+    header, records = _records(written / "cnvr.vcf.gz")
+    assert header.version == "VCFv4.2"
+    assert list(header.samples) == r.sample_names
+    lengths = r.gr.groupby("seqnames", sort=False)["end"].max()
+    assert {c: header.contigs[c].length for c in header.contigs} == lengths.to_dict()  # contigs WITH length
+    assert {"SVTYPE", "END", "SVLEN", "IMPRECISE", "CIPOS", "CIEND"} <= set(header.info)
+    assert [(f, header.formats[f].type) for f in ("GT", "CN", "CNQ")] == [("GT", "String"), ("CN", "Integer"),
+                                                                         ("CNQ", "Integer")]
+    assert "NoCarrier" in header.filters
+    assert len(records) == len(r.cnvr)
+    for rec in records:
+        reg = r.cnvr.iloc[int(rec.id[4:]) - 1]
+        assert (rec.chrom, rec.pos, rec.stop) == (reg["seqnames"], reg["start"] - 1, reg["end"])  # padding base
+        assert rec.ref == "N" and rec.qual is not None
+        cns = [rec.samples[s]["CN"] for s in r.sample_names]
+        assert cns == [int(reg[s][2:]) for s in r.sample_names]
+        gts = [rec.samples[s]["GT"] for s in r.sample_names]
+        assert gts == [(0, 0) if c == 2 else (0, 1) if abs(c - 2) == 1 else (1, 1) for c in cns]
+        cnq = [rec.samples[s]["CNQ"] for s in r.sample_names]
+        assert all(isinstance(q, int) and 0 <= q <= 99 for q in cnq)
+        carriers = [q for q, c in zip(cnq, cns) if c != 2]
+        assert rec.qual == (max(carriers) if carriers else 0)
+        assert list(rec.filter) == (["PASS"] if carriers else ["NoCarrier"])
+        loss, gain = any(c < 2 for c in cns), any(c > 2 for c in cns)
+        svtype = rec.info["SVTYPE"]
+        assert svtype == ("CNV" if loss and gain else "DEL" if loss else "DUP") and rec.alts == (f"<{svtype}>",)
+        assert rec.info["SVLEN"] == (-1 if svtype == "DEL" else 1) * (reg["end"] - reg["start"] + 1)
+        assert rec.info["IMPRECISE"] is True
+        on = r.gr[(r.gr["seqnames"] == reg["seqnames"]) & (r.gr["start"] <= reg["end"]) & (r.gr["end"] >= reg["start"])]
+        w0, w1 = (int(on["end"].iat[j] - on["start"].iat[j] + 1) for j in (0, -1))  # breakpoints: +-a window
+        assert rec.info["CIPOS"] == (-w0, w0)
+        assert rec.info["CIEND"] == (-w1, min(w1, int(lengths[reg["seqnames"]] - reg["end"])))
+
+
+@needs_pysam
+def test_vcf_is_bgzipped_and_indexed(written, results):
+    r = results[1]
+    assert (written / "cnvr.vcf.gz.tbi").stat().st_size > 0
+    with pysam.VariantFile(str(written / "cnvr.vcf.gz")) as vcf:
+        for _, reg in r.cnvr.iterrows():  # opens by region through the index
+            hits = [rec.id for rec in vcf.fetch(reg["seqnames"], reg["start"] - 1, reg["start"])]
+            assert hits and all(h.startswith("cnvr") for h in hits)
+
+
+@needs("bcftools")
+def test_bcftools_alt_genotypes_are_the_non_normal_cells(written, results):
+    r = results[1]
+    vcf = written / "cnvr.vcf.gz"
+    cells = _non_normal_cells(r)
+    assert cells
+    alt = lines(run("bcftools", "query", "-i", 'GT="alt"', "-f", "[%ID\t%SAMPLE\t%GT\t%CN\n]", vcf))
+    got = sorted((int(ln.split("\t")[0][4:]) - 1, ln.split("\t")[1]) for ln in alt)
+    assert got == sorted(cells)  # exactly the non-normal cells of result.cnvr
+    assert all(ln.split("\t")[3] != "2" for ln in alt)
+    records = {i for i, _ in cells}
+    assert len(lines(run("bcftools", "view", "-H", "-i", 'GT="alt"', vcf))) == len(records)
+    for s in r.sample_names:  # the user's per-sample query
+        n = len(lines(run("bcftools", "view", "-H", "-s", s, "-c1", vcf)))
+        assert n == sum(1 for _, t in cells if t == s), s
+    every = lines(run("bcftools", "query", "-f", "%QUAL\t%FILTER[\t%GT:%CN:%CNQ]\n", vcf))
+    assert len(every) == len(r.cnvr)
+    for ln in every:  # every record has QUAL, and every sample GT, CN and CNQ
+        fields = ln.split("\t")
+        assert fields[0] != "." and fields[1] in ("PASS", "NoCarrier")
+        assert all("." not in cell.split(":") for cell in fields[2:])
+    run("bcftools", "index", "-n", vcf)  # the index bcftools reads
+
+
+@needs("vcf-validator")
+def test_vcf_validator_passes(written, written_raw):
+    for path in (written / "cnvr.vcf.gz", written_raw / "cnvr.vcf.gz"):
+        run("vcf-validator", path)
+
+
+@pytest.mark.skipif(cyvcf2 is None, reason="cyvcf2 not installed (pip install cyvcf2)")
+def test_cyvcf2_reads_genotypes(written, results):
+    r = results[1]
+    vcf = cyvcf2.VCF(str(written / "cnvr.vcf.gz"))
+    assert vcf.samples == r.sample_names
+    n = 0
+    for rec in vcf:
+        reg = r.cnvr.iloc[int(rec.ID[4:]) - 1]
+        cn = np.array([int(reg[s][2:]) for s in r.sample_names])
+        expected = np.where(cn == 2, 0, np.where(np.abs(cn - 2) == 1, 1, 3))  # HOM_REF, HET, HOM_ALT
+        assert (rec.gt_types == expected).all()
+        assert (rec.format("CN").ravel() == cn).all()
+        n += 1
+    assert n == len(r.cnvr)
+    assert len(list(vcf(f"{r.cnvr['seqnames'].iat[0]}:{r.cnvr['start'].iat[0]}-{r.cnvr['end'].iat[0]}"))) >= 1
+
+
+@needs_pysam
+def test_vcf_before_integer_copy_numbers(written_raw, results):
+    raw = results[0]
+    _, recs = _records(written_raw / "cnvr.vcf.gz")
+    assert len(recs) == len(raw.cnvr)
+    pairs = set()
+    for rec in recs:
+        reg = raw.cnvr.iloc[int(rec.id[4:]) - 1]
+        inside = raw.cnvs[(raw.cnvs["seqnames"] == reg["seqnames"]) & (raw.cnvs["start"] <= reg["end"])
+                          & (raw.cnvs["end"] >= reg["start"])]
+        for s in raw.sample_names:
+            cell = rec.samples[s]
+            assert cell["CN"] is None and 0 <= cell["CNQ"] <= 99  # "." = unknown copy number
+            assert cell["GT"] == ((0, 1) if s in set(inside["sampleName"]) else (0, 0))  # from the CNV calls
+            if cell["GT"] == (0, 1):
+                pairs.add((rec.id, s))
+        expect = ("CNV" if (inside["mean"] < 0).any() and (inside["mean"] > 0).any()
+                  else "DEL" if (inside["mean"] < 0).any() else "DUP")
+        assert rec.info["SVTYPE"] == expect and rec.qual is not None and list(rec.filter) == ["PASS"]
+    assert len(pairs) == len(raw.cnvs.drop_duplicates(["seqnames", "start", "end", "sampleName"]))
+    if TOOLS["bcftools"]:
+        alt = lines(run("bcftools", "query", "-i", 'GT="alt"', "-f", "[%ID\t%SAMPLE\n]", written_raw / "cnvr.vcf.gz"))
+        assert len(alt) == len(pairs)
+
+
+@needs_pysam
+def test_vcf_with_fractional_labels(results, tmp_path):
+    raw = results[0]
+    frac_cnvr = raw.cnvr.copy()
+    for s in raw.sample_names:
+        frac_cnvr[s] = "CN2.0"
+    frac_cnvr[raw.sample_names[0]] = "CN3.4"
+    callfiles.write_vcf(raw.replace(cnvr=frac_cnvr), tmp_path / "frac.vcf.gz")
+    header, recs = _records(tmp_path / "frac.vcf.gz")
+    assert header.formats["FCN"].type == "Float"
+    rec = recs[0]
+    first = rec.samples[raw.sample_names[0]]
+    assert first["FCN"] == pytest.approx(3.4) and first["CN"] == 3 and first["GT"] == (0, 1)
+    assert rec.samples[raw.sample_names[1]]["GT"] == (0, 0) and rec.info["SVTYPE"] == "DUP"
+
+
+@needs_pysam
+def test_a_region_at_base_one_is_at_pos_one(results, tmp_path):
+    r = results[1]
+    cnvr = r.cnvr.iloc[:1].copy()
+    cnvr["start"] = 1
+    cnvr["end"] = int(r.gr["end"].iat[2])
+    cnvr[r.sample_names] = "CN2"
+    cnvr[r.sample_names[0]] = "CN1"
+    one = r.replace(cnvr=cnvr)
+    path = tmp_path / "one.vcf.gz"
+    callfiles.write_vcf(one, path)
+    _, (rec,) = _records(path)
+    assert (rec.pos, rec.ref, rec.stop) == (1, "N", cnvr["end"].iat[0])  # POS 1 with the first base as REF
+    assert rec.info["CIPOS"][0] == 0 and rec.samples[r.sample_names[0]]["GT"] == (0, 1)
+    assert rec.info["SVLEN"] == -(cnvr["end"].iat[0] - 1)  # END - POS
+    if TOOLS["vcf-validator"]:
+        run("vcf-validator", path)
+    if TOOLS["bcftools"]:
+        assert lines(run("bcftools", "query", "-f", "%POS\t%END\n", path)) == [f"1\t{cnvr['end'].iat[0]}"]
+
+
+@needs_pysam
+def test_haploid_normal_class_gives_haploid_genotypes(results, tmp_path):
+    r = results[1]
+    cnvr = r.cnvr.iloc[:1].copy()
+    labels = ["CN0", "CN1", "CN2", "CN3"]
+    for k, s in enumerate(r.sample_names):
+        cnvr[s] = labels[k % 4]
+    haplo = r.replace(cnvr=cnvr, params={**r.params, "mainClass": "CN1"})
+    callfiles.write_vcf(haplo, tmp_path / "h.vcf.gz")
+    _, (rec,) = _records(tmp_path / "h.vcf.gz")
+    gts = [rec.samples[s]["GT"] for s in r.sample_names]
+    assert gts == [(0,) if labels[k % 4] == "CN1" else (1,) for k in range(len(r.sample_names))]
+    assert rec.info["SVTYPE"] == "CNV"  # losses (CN0) and gains (CN2, CN3) in one region
+
+
+@needs_pysam
+def test_cnq_from_posteriors_and_from_sini(results, tmp_path):
+    r = results[1]
+    reg = r.cnvr.iloc[0]
+    rows = np.flatnonzero((r.gr["seqnames"] == reg["seqnames"]).to_numpy() & (r.gr["start"] <= reg["end"]).to_numpy()
+                          & (r.gr["end"] >= reg["start"]).to_numpy())
+    folds = np.asarray(r.params["folds"])
+    main = r.classes.index("CN2")
+    # without posteriors: the sINI proxy of the module docstring
+    callfiles.write_vcf(r, tmp_path / "a.vcf.gz")
+    _, recs = _records(tmp_path / "a.vcf.gz")
+    rec = next(x for x in recs if x.id == "cnvr1")
+    for k, s in enumerate(r.sample_names):
+        mean = r.local_assessments[rows, k].mean()
+        c = r.classes.index(reg[s])
+        if c == main:
+            step = np.log2(folds[main - 1] / folds[main]) if mean < 0 else np.log2(folds[main + 1] / folds[main])
+            p = 1 - np.clip(abs(mean) / abs(step), 0, 1)
+        else:
+            p = np.clip(mean / np.log2(folds[c] / folds[main]), 0, 1)
+        q = min(99, int(np.rint(-10 * np.log10(max(1 - p, 1e-10)))))
+        assert rec.samples[s]["CNQ"] == q, s
+    # with posteriors: the mean posterior of the called class over the region's windows
+    post = np.zeros((len(r.gr), len(r.classes), len(r.sample_names)))
+    post[:, main, :] = 0.9
+    post[:, main - 1, :] = 0.1
+    post[rows[0], :, :] = 0.0
+    post[rows[0], main - 1, :] = 1.0
+    callfiles.write_vcf(r.replace(posterior_probs=post), tmp_path / "b.vcf.gz")
+    header, recs = _records(tmp_path / "b.vcf.gz")
+    assert "mean posterior probability" in header.formats["CNQ"].description
+    rec = next(x for x in recs if x.id == "cnvr1")
+    n = len(rows)
+    for s in r.sample_names:
+        c = r.classes.index(reg[s])
+        p = {main: 0.9 * (n - 1) / n, main - 1: (0.1 * (n - 1) + 1) / n}.get(c, 0.0)
+        assert rec.samples[s]["CNQ"] == min(99, int(np.rint(-10 * np.log10(max(1 - p, 1e-10))))), s
+
+
+@needs_pysam
+def test_reference_fai_gives_the_contig_lengths(results, tmp_path):
+    r = results[1]
+    fai = tmp_path / "ref.fa.fai"
+    fai.write_text("chr1\t248956422\t6\t60\t61\nchr2\t242193529\t253404903\t60\t61\nchrM\t16569\t1\t60\t61\n")
+    callfiles.write_vcf(r, tmp_path / "f.vcf.gz", reference_fai=fai)
+    header, recs = _records(tmp_path / "f.vcf.gz")
+    assert {c: header.contigs[c].length for c in header.contigs} == {"chr1": 248956422, "chr2": 242193529,
+                                                                     "chrM": 16569}
+    assert len(recs) == len(r.cnvr)
+    assert any(str(rec).startswith("##reference=file://") for rec in header.records)
+    fai.write_text("chr1\t248956422\t6\t60\t61\n")
+    with pytest.raises(InputError, match="chr2"):
+        callfiles.write_vcf(r, tmp_path / "g.vcf.gz", reference_fai=fai)
+
+
+@needs_pysam
+def test_per_sample_vcfs(results, tmp_path):
+    r = results[1]
+    paths = callfiles.write_sample_vcfs(r, tmp_path / "per_sample")
+    assert [p.name for p in paths] == [f"{s}.cnv.vcf.gz" for s in r.sample_names]
+    cells = _non_normal_cells(r)
+    for s, path in zip(r.sample_names, paths):
+        assert path.with_name(path.name + ".tbi").exists()
+        header, recs = _records(path)
+        assert list(header.samples) == [s]
+        assert sorted(int(rec.id[4:]) - 1 for rec in recs) == sorted(i for i, t in cells if t == s)
+        assert all(rec.samples[s]["GT"] != (0, 0) and list(rec.filter) == ["PASS"] for rec in recs)
+
+
+@needs_pysam
+def test_long_contigs_get_csi_indexes(results, tmp_path):
+    r = results[1]
+    shift = 600_000_000  # beyond .tbi's 2^29
+    moved = r.replace(gr=r.gr.assign(start=r.gr["start"] + shift, end=r.gr["end"] + shift),
+                      cnvr=r.cnvr.assign(start=r.cnvr["start"] + shift, end=r.cnvr["end"] + shift),
+                      cnvs=r.cnvs.assign(start=r.cnvs["start"] + shift, end=r.cnvs["end"] + shift),
+                      segmentation=r.segmentation.assign(start=r.segmentation["start"] + shift,
+                                                         end=r.segmentation["end"] + shift))
+    names = {p.name for p in write_result(moved, tmp_path, formats=["bed", "vcf"])}
+    assert {"cnvr.vcf.gz.csi", "cnvs.bed.gz.csi", "cnvr.bed.gz.csi"} <= names and not any(
+        n.endswith(".tbi") for n in names)
+    reg = moved.cnvr.iloc[0]
+    with pysam.VariantFile(str(tmp_path / "cnvr.vcf.gz")) as vcf:
+        assert [rec.id for rec in vcf.fetch(reg["seqnames"], reg["start"] - 1, reg["start"])] == ["cnvr1"]
+    if TOOLS["bcftools"]:
+        out = lines(run("bcftools", "view", "-H", "-r", f"{reg['seqnames']}:{reg['start']}", tmp_path / "cnvr.vcf.gz"))
+        assert len(out) == 1
+
+
+@needs_pysam
+def test_without_pysam_plain_bed_and_vcf_with_the_same_records(results, tmp_path, monkeypatch, written):
+    r = results[1]
+    monkeypatch.setattr(callfiles, "pysam", None)
+    names = {p.name for p in write_result(r, tmp_path, formats=["bed", "vcf"])}
+    assert {"cnvs.bed", "cnvr.bed", "cnvr.vcf"} <= names and not any(".gz" in n for n in names)
+    assert (tmp_path / "cnvs.bed").read_text() == (written / "cnvs.bed").read_text()
+    monkeypatch.undo()
+    _, plain = _records(tmp_path / "cnvr.vcf")
+    _, gz = _records(written / "cnvr.vcf.gz")
+    assert [str(a) for a in plain] == [str(b) for b in gz]
+
+
+def test_a_run_without_cnvs_writes_header_only_files(tmp_path):
+    data = pd.DataFrame({"seqnames": "chr1", "start": np.arange(200) * 100 + 1, "end": np.arange(1, 201) * 100,
+                         "a": 100.0, "b": 100.0, "c": 100.0})
+    r = gcnmops.cn_mops(data, backend="cpu")
+    assert len(r.cnvr) == 0
+    paths = write_result(r, tmp_path)
+    names = {p.name for p in paths}
+    assert (tmp_path / "cnvs.bed").read_text() == "" and (tmp_path / "cnvr.bed").read_text() == ""
+    if pysam is None:
+        assert (tmp_path / "cnvr.vcf").read_text().splitlines()[-1].startswith("#CHROM")
+        return
+    assert {"cnvs.bed.gz", "cnvs.bed.gz.tbi", "cnvr.bed.gz", "cnvr.bed.gz.tbi", "cnvr.vcf.gz",
+            "cnvr.vcf.gz.tbi"} <= names
+    header, recs = _records(tmp_path / "cnvr.vcf.gz")
+    assert recs == [] and list(header.samples) == ["a", "b", "c"] and header.contigs["chr1"].length == 20000
+    with pysam.VariantFile(str(tmp_path / "cnvr.vcf.gz")) as vcf:
+        assert list(vcf.fetch("chr1")) == []
+    with pysam.TabixFile(str(tmp_path / "cnvs.bed.gz")) as tbx:
+        assert list(tbx.contigs) == []
+    if TOOLS["bcftools"]:
+        assert lines(run("bcftools", "view", "-H", tmp_path / "cnvr.vcf.gz")) == []
+    if TOOLS["vcf-validator"]:
+        run("vcf-validator", tmp_path / "cnvr.vcf.gz")
+    if TOOLS["bedtools"]:
+        assert run("bedtools", "intersect", "-a", tmp_path / "cnvr.bed", "-b", tmp_path / "cnvs.bed", "-c") == ""
+
+
+# ------------------------------------------------------------------------------------------------ SEG
+def test_seg_loads_with_igv_columns(written, results):
+    r = results[1]
+    seg = pd.read_csv(written / "segmentation.seg", sep="\t", dtype={"chrom": str}, float_precision="round_trip")
+    assert list(seg.columns) == ["ID", "chrom", "loc.start", "loc.end", "num.mark", "seg.mean"]
+    assert len(seg) == len(r.segmentation)
+    # ordered by sample, chromosome, start, as DNAcopy writes it
+    rank = seg["ID"].map(r.sample_names.index)
+    assert rank.is_monotonic_increasing
+    # num.mark = regions in the segment; marks of a sample sum to the number of regions
+    assert (seg.groupby("ID")["num.mark"].sum() == len(r.gr)).all()
+    merged = seg.merge(r.segmentation, left_on=["ID", "chrom", "loc.start", "loc.end"],
+                       right_on=["sampleName", "seqnames", "start", "end"])
+    assert len(merged) == len(seg) and np.array_equal(merged["seg.mean"], merged["mean"])
