@@ -33,6 +33,9 @@ def _strings(text: str) -> list[str]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gcnmops", description="cn.MOPS copy-number detection, CPU or GPU.")
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"gcnmops {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="detect CNVs in a read-count matrix and write every result file")
     run.add_argument("input", nargs="?", help="counts: .rds, .tsv/.csv (seqnames,start,end + samples), "
@@ -42,24 +45,35 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--method", choices=list(METHODS), default="cn.mops",
                      help="cn.mops (cohort), exome, haplo (haploid), reference (cases vs --controls), single")
     run.add_argument("--controls", help="reference method: the control samples' counts (same regions as INPUT)")
-    run.add_argument("--backend", choices=["auto", "cpu", "gpu"], default="auto")
+    run.add_argument("--backend", choices=["auto", "cpu", "gpu"], default="auto",
+                     help="where the model runs: auto (a usable GPU, else the CPU; default), cpu or gpu")
     run.add_argument("--devices", type=_devices, help="GPU backend: device ids, comma separated, or 'all'")
     run.add_argument("--I", type=_floats, help="fold changes, comma separated (default: the method's)")
     run.add_argument("--classes", type=_strings, help="labels, comma separated (default: the method's)")
-    run.add_argument("--prior-impact", type=float)
-    run.add_argument("--cyc", type=int)
-    run.add_argument("--norm", type=int, choices=[0, 1, 2], default=1)
-    run.add_argument("--norm-type", default="poisson")
-    run.add_argument("--size-factor", default="mean")
-    run.add_argument("--norm-qu", type=float, default=0.25)
-    run.add_argument("--qu-size-factor", type=float, default=0.75)
-    run.add_argument("--upper-threshold", type=float)
-    run.add_argument("--lower-threshold", type=float)
-    run.add_argument("--min-width", type=int)
-    run.add_argument("--seg-algorithm")
-    run.add_argument("--min-read-count", type=float)
-    run.add_argument("--use-median", action="store_true")
-    run.add_argument("--return-posterior", action="store_true")
+    run.add_argument("--prior-impact", type=float, help="cn.mops priorImpact: weight of the prior of the normal class "
+                                                          "(default: the method's, cn.mops 1, exome 10)")
+    run.add_argument("--cyc", type=int, help="cn.mops cyc: EM cycles (default 20)")
+    run.add_argument("--norm", type=int, choices=[0, 1, 2], default=1,
+                     help="cn.mops norm: 0 none, 1 normalize the counts (default), 2 model coverage as a factor")
+    run.add_argument("--norm-type", default="poisson", help="cn.mops normType: poisson (default), mean, median, "
+                                                             "quant, mode or min")
+    run.add_argument("--size-factor", default="mean", help="cn.mops sizeFactor: mean (default), median, quant or mode")
+    run.add_argument("--norm-qu", type=float, default=0.25, help="cn.mops normQu: quantile for normType quant "
+                                                                  "(default 0.25)")
+    run.add_argument("--qu-size-factor", type=float, default=0.75, help="cn.mops quSizeFactor: quantile for "
+                                                                          "sizeFactor quant (default 0.75)")
+    run.add_argument("--upper-threshold", type=float, help="cn.mops upperThreshold: segment mean of sINI at or above "
+                                                             "which a gain is called (default 0.5)")
+    run.add_argument("--lower-threshold", type=float, help="cn.mops lowerThreshold: segment mean at or below which a "
+                                                             "loss is called (default -0.9; exome -0.8)")
+    run.add_argument("--min-width", type=int, help="cn.mops minWidth: fewest regions of a CNV (default 3; exome 5)")
+    run.add_argument("--seg-algorithm", help="cn.mops segAlgorithm: fast (default) or DNAcopy (needs R + DNAcopy)")
+    run.add_argument("--min-read-count", type=float, help="cn.mops minReadCount: regions whose counts are all at or "
+                                                            "below it are not modelled (default 5; exome 1)")
+    run.add_argument("--use-median", action="store_true", help="cn.mops useMedian: call CNVs on segment medians "
+                                                                "instead of means")
+    run.add_argument("--return-posterior", action="store_true", help="cn.mops returnPosterior: keep the posterior "
+                                                                      "probabilities (regions x classes x samples)")
     run.add_argument("--no-integer", action="store_true", help="skip integer copy numbers")
     run.add_argument("--formats", type=_strings, default=None,
                      help=f"output formats, comma separated, from {','.join(FORMATS)} (default: "
@@ -80,7 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     count.add_argument("--regions", help="count in these regions instead: BED (0-based) or a seqnames/start/end table")
     count.add_argument("--ref-seq-names", type=_strings, help="references to count, comma separated (default all)")
     count.add_argument("--sample-names", type=_strings, help="sample names, comma separated (default file names)")
-    count.add_argument("--min-mapq", type=int, default=1)
+    count.add_argument("--min-mapq", type=int, default=1, help="reads below this mapping quality are not counted "
+                                                                "(default 1)")
     count.add_argument("--workers", type=int, help="threads (default: all CPUs)")
     count.add_argument("--quiet", action="store_true", help="no progress bar")
     batch = sub.add_parser("batch", help="run many experiments listed in a manifest on GPUs or CPU worker processes "

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..data import chromosome_blocks
 from ..errors import InputError
 
 try:  # the [bam] extra: BGZF, tabix, VCF through htslib
@@ -86,9 +87,22 @@ def tabix(path, preset: str, index, csi: bool = False) -> None:
 # shared geometry: order of chromosomes, windows and CNVs per range
 # -------------------------------------------------------------------------------------------------
 
+def _chromosome_order(gr: pd.DataFrame) -> list[str]:
+    """The chromosomes of ``gr`` in order of first appearance (from its row blocks: no per-row string work)."""
+    return list(dict.fromkeys(str(name) for name, _, _ in chromosome_blocks(gr["seqnames"])))
+
+
+def _chromosome_rows(gr: pd.DataFrame) -> dict[str, np.ndarray]:
+    """The rows of ``gr`` of each chromosome (order of first appearance)."""
+    rows: dict[str, list] = {}
+    for name, first, end in chromosome_blocks(gr["seqnames"]):
+        rows.setdefault(str(name), []).append(np.arange(first, end))
+    return {name: np.concatenate(parts) for name, parts in rows.items()}
+
+
 def _chrom_rank(result, seqnames) -> np.ndarray:
     """Rank of each name among the chromosomes of ``result.gr`` (order of first appearance)."""
-    order = pd.Index(pd.unique(result.gr["seqnames"].astype(str)))
+    order = pd.Index(_chromosome_order(result.gr))
     rank = order.get_indexer(pd.Series(seqnames, dtype=object).astype(str))
     rank[rank < 0] = len(order)  # not in gr (should not happen): last
     return rank
@@ -136,12 +150,10 @@ class _Windows:
     """The windows (rows of ``gr``) of each chromosome, by start, to find those overlapping a range."""
 
     def __init__(self, gr: pd.DataFrame):
-        chrom = gr["seqnames"].astype(str).to_numpy()
         self.start = gr["start"].to_numpy(np.int64)
         self.end = gr["end"].to_numpy(np.int64)
         self.by_chrom = {}
-        for name in pd.unique(chrom):
-            rows = np.flatnonzero(chrom == name)
+        for name, rows in _chromosome_rows(gr).items():
             rows = rows[np.argsort(self.start[rows], kind="stable")]
             self.by_chrom[name] = (rows, self.start[rows], np.maximum.accumulate(self.end[rows]))
 
@@ -376,7 +388,7 @@ def vcf_contigs(result, reference_fai=None) -> dict[str, int]:
     length, or the lengths of ``reference_fai`` (its other contigs follow)."""
     windows = _Windows(result.gr)
     known = windows.lengths()
-    order = [str(c) for c in pd.unique(result.gr["seqnames"].astype(str))]
+    order = _chromosome_order(result.gr)
     if reference_fai is None:
         return {c: known[c] for c in order}
     fai = read_fai(reference_fai)
@@ -663,11 +675,11 @@ def seg_table(result) -> pd.DataFrame:
     seg = result.segmentation.reset_index(drop=True)
     gr = result.gr
     num = np.zeros(len(seg), dtype=np.int64)
-    gr_chrom = gr["seqnames"].astype(str).to_numpy()
+    rows = _chromosome_rows(gr)
     seg_chrom = seg["seqnames"].astype(str).to_numpy()
     for chrom in pd.unique(seg_chrom):
         idx = np.flatnonzero(seg_chrom == chrom)
-        on = gr_chrom == chrom
+        on = rows.get(chrom, np.zeros(0, np.int64))
         starts = np.sort(gr["start"].to_numpy()[on])
         ends = np.sort(gr["end"].to_numpy()[on])
         s = seg["start"].to_numpy()[idx]

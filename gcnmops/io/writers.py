@@ -11,7 +11,10 @@ and ``params.json``. The formats (``FORMATS``; ``DEFAULT_FORMATS`` when none are
 - ``parquet``: the per-region matrices ``normalized_data``, ``local_assessments``, ``individual_call``,
   ``integer_copy_number`` (labels, dictionary-encoded), ``ini_call``, ``params_L``, ``params_A`` (columns
   seqnames, start, end + one per sample/class), zstd-compressed, lossless; pandas, R (arrow) and DuckDB
-  read them. At genome scale a few percent of the text's size and time.
+  read them. Encodings per column (``parquet_options``): seqnames dictionary, start/end DELTA_BINARY_PACKED,
+  continuous floats BYTE_STREAM_SPLIT, floats of few values dictionary, runs plain. Each file is encoded in
+  parts of whole row groups on every core and joined into one file (``join_parquet``). At genome scale a few
+  percent of the text's size and time.
 - ``tsv`` / ``tsv.gz``: the same matrices as tab-separated text (gzip level 1), through Arrow's C++ CSV
   writer, several files at a time. Floats in the shortest form that reads back to the identical double;
   NaN as ``NA`` and infinities as ``Inf``/``-Inf`` (R's spellings).

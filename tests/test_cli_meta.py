@@ -1,0 +1,37 @@
+"""The command line's own options: --version, help text on every flag, --formats checked before any work."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import gcnmops
+from gcnmops.cli import build_parser
+
+
+def test_version():
+    proc = subprocess.run([sys.executable, "-m", "gcnmops", "--version"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == f"gcnmops {gcnmops.__version__}"
+
+
+def test_misspelled_format_is_refused_before_any_work(tmp_path):
+    out = tmp_path / "out"
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "gcnmops", "run", "--example", "-o", str(out), "--formats", "vfc"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.startswith("error:") and "did you mean 'vcf'" in proc.stderr
+    assert "Traceback" not in proc.stderr and not out.exists()
+    assert time.perf_counter() - t0 < 30  # (issue: < 5 s on a quiet machine; this one is shared)
+
+
+def test_quiet_run_prints_no_foreign_log_lines(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "gcnmops", "run", "--example", "-o", str(tmp_path / "o"), "--backend",
+                           "cpu", "--quiet"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0
+    assert proc.stderr == "", proc.stderr  # nothing but gcnmops's own summary (stdout)
+
+
+def test_every_flag_of_every_command_has_help_text():
+    commands = build_parser()._subparsers._group_actions[0].choices
+    undocumented = [(name, a.dest) for name, sub in commands.items() for a in sub._actions if not a.help]
+    assert undocumented == []
