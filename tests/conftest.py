@@ -17,3 +17,16 @@ def _children_find_their_libpython(monkeypatch):
         from gcnmops.batch import python_process_env
 
         monkeypatch.setenv("LD_LIBRARY_PATH", python_process_env()["LD_LIBRARY_PATH"])
+
+
+@pytest.fixture(scope="session")
+def results():
+    """(raw, integer) results of a small simulated cohort on two chromosomes (losses CN0/CN1, gains CN3), for the
+    writer and call-file tests."""
+    import gcnmops
+    from gcnmops.example import example_cohort
+
+    data, _ = example_cohort(n_regions=1200, n_samples=12, n_cnvs=6, seed=5)
+    raw = gcnmops.cn_mops(data, backend="cpu")
+    assert len(raw.cnvs) > 0
+    return raw, gcnmops.calc_integer_copy_numbers(raw)

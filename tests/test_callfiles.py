@@ -13,7 +13,6 @@ import pytest
 
 import gcnmops
 from gcnmops.errors import InputError
-from gcnmops.example import example_cohort
 from gcnmops.io import callfiles
 from gcnmops.io.writers import write_result
 
@@ -45,15 +44,6 @@ def run(tool, *args) -> str:
 
 def lines(text: str) -> list[str]:
     return [ln for ln in text.splitlines() if ln.strip()]
-
-
-@pytest.fixture(scope="module")
-def results():
-    """(raw, integer) results of a small simulated cohort on two chromosomes (losses CN0/CN1, gains CN3)."""
-    data, _ = example_cohort(n_regions=1200, n_samples=12, n_cnvs=6, seed=5)
-    raw = gcnmops.cn_mops(data, backend="cpu")
-    assert len(raw.cnvs) > 0
-    return raw, gcnmops.calc_integer_copy_numbers(raw)
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ import pandas as pd
 import pytest
 
 import gcnmops
-from gcnmops.example import example_cohort
 from gcnmops.io import writers
 from gcnmops.errors import InputError
 from gcnmops.io.writers import DEFAULT_FORMATS, FORMATS, write_result
@@ -25,15 +24,6 @@ except ImportError:  # pragma: no cover - optional
 #: the bgzipped, indexed call files (written with pysam; without it a plain cnvr.vcf)
 CALL_FILES = (("cnvs.bed.gz", "cnvs.bed.gz.tbi", "cnvr.bed.gz", "cnvr.bed.gz.tbi", "cnvr.vcf.gz", "cnvr.vcf.gz.tbi")
               if pysam is not None else ("cnvr.vcf",))
-
-
-@pytest.fixture(scope="module")
-def results():
-    """(raw, integer) results of a small simulated cohort on two chromosomes."""
-    data, _ = example_cohort(n_regions=1200, n_samples=12, n_cnvs=6, seed=5)
-    raw = gcnmops.cn_mops(data, backend="cpu")
-    assert len(raw.cnvs) > 0
-    return raw, gcnmops.calc_integer_copy_numbers(raw)
 
 
 @pytest.fixture(scope="module")

@@ -102,28 +102,12 @@ def _dnorm(x: np.ndarray, sd: float) -> np.ndarray:
 
 @njit(cache=True)
 def _bin_dist(x, weight, lo, up, n):
-    """R's C ``BinDist``: linear binning of x (each of mass ``weight``) into 2n slots, nodes lo..up."""
+    """R's C ``BinDist``: linear binning of x (each of mass ``weight``) into 2n slots, nodes lo..up (the additions of
+    ``_bin_entries``, in their order)."""
     y = np.zeros(2 * n)
-    ixmin = 0
-    ixmax = n - 2
-    delta = (up - lo) / (n - 1)
-    for i in range(x.shape[0]):
-        xi = x[i]
-        if not math.isfinite(xi):
-            continue
-        xpos = (xi - lo) / delta
-        fl = math.floor(xpos)
-        if fl < -2.0 or fl > n + 1.0:  # far outside: contributes nothing (and avoids int overflow)
-            continue
-        ix = int(fl)
-        fx = xpos - ix
-        if ixmin <= ix <= ixmax:
-            y[ix] += weight * (1.0 - fx)
-            y[ix + 1] += weight * fx
-        elif ix == -1:
-            y[0] += weight * fx
-        elif ix == ixmax + 1:
-            y[ix] += weight * (1.0 - fx)
+    idx, val = _bin_entries(x, weight, lo, up, n)
+    for c in range(idx.shape[0]):
+        y[idx[c]] += val[c]
     return y
 
 
@@ -248,7 +232,8 @@ def _dnorm1(x, sd):
 
 @njit(cache=True)
 def _bin_entries(x, weight, lo, up, n):
-    """_bin_dist's additions (slot, mass) in its order, without the 2n slots."""
+    """R's C ``BinDist`` as its additions (slot, mass), in its order: x[i]'s mass split linearly between the two
+    nodes around it; nodes -1 and n-1+1 keep only their share inside; far outside or non-finite: nothing."""
     idx = np.empty(2 * x.shape[0], dtype=np.int64)
     val = np.empty(2 * x.shape[0])
     c = 0
