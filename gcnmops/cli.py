@@ -283,10 +283,22 @@ def _configure_logging(verbose: bool) -> None:
         warnings.filterwarnings("ignore", module=r"(numba|numba_cuda|rpy2|cupy|llvmlite)(\.|$)")
 
 
+class Terminated(BaseException):
+    """SIGTERM arrived: unwinds like Ctrl-C, so that files being written are removed (nothing half-written)."""
+
+
+def _terminate(signum, frame) -> None:
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
+    import signal
+
     parser = build_parser()
     args = parser.parse_args(argv)
     _configure_logging(getattr(args, "verbose", False))
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminate)
     try:
         if args.command == "count":
             return _count(args)
@@ -298,6 +310,10 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except (KeyboardInterrupt, Terminated) as stop:
+        what = "terminated (SIGTERM)" if isinstance(stop, Terminated) else "interrupted"
+        print(f"error: {what}; files being written were removed, earlier results left as they were", file=sys.stderr)
+        return 143 if isinstance(stop, Terminated) else 130
 
 
 if __name__ == "__main__":

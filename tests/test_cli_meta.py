@@ -35,3 +35,23 @@ def test_every_flag_of_every_command_has_help_text():
     commands = build_parser()._subparsers._group_actions[0].choices
     undocumented = [(name, a.dest) for name, sub in commands.items() for a in sub._actions if not a.help]
     assert undocumented == []
+
+
+def test_sigterm_while_writing_leaves_no_file(tmp_path):
+    """SIGTERM during the write stage: exit 143, `error:`, no temporary and no new final file."""
+    script = f"""
+import os, signal, sys, time
+from gcnmops.io import writers
+from gcnmops.cli import main
+real = writers.write_frame
+def slow(*a, **k):
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(5)
+    return real(*a, **k)
+writers.write_frame = slow
+sys.exit(main(["run", "--example", "-o", {str(tmp_path / "out")!r}, "--backend", "cpu", "--quiet"]))
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 143, proc.stderr
+    assert proc.stderr.startswith("error: terminated (SIGTERM)") and "Traceback" not in proc.stderr
+    assert not (tmp_path / "out").exists()  # the folder the run made is gone with its files

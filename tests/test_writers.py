@@ -46,7 +46,8 @@ def test_every_file_is_written_with_normal_permissions(written):
                  "ini_call.tsv", "params_L.tsv", "params_A.tsv", "segmentation.tsv", "cnvs.tsv", "cnvr.tsv",
                  "params.json", "cnvs.bed", "cnvr.bed", *CALL_FILES, "segmentation.seg"):
         assert name in names and (out / name).stat().st_size > 0
-    assert sorted(p.name for p in out.iterdir()) == sorted(names)  # nothing else (no temporary files)
+    # nothing else (no temporary files) but the run's manifest
+    assert sorted(p.name for p in out.iterdir()) == sorted(names | {writers.MANIFEST})
     umask = os.umask(0)
     os.umask(umask)
     for p in paths:  # mkstemp's 0600 is not kept
@@ -130,7 +131,7 @@ def test_a_failing_write_leaves_no_file(tmp_path, results, monkeypatch):
     monkeypatch.setattr(writers, "write_vcf", boom)
     with pytest.raises(OSError, match="simulated"):
         write_result(r, out)
-    assert list(out.iterdir()) == []  # no final file and no temporary file
+    assert not out.exists()  # no final file, no temporary file, and not the folder the call made
 
 
 def test_a_failure_mid_file_keeps_the_previous_version(tmp_path, results, monkeypatch):
@@ -151,7 +152,7 @@ def test_a_failure_mid_file_keeps_the_previous_version(tmp_path, results, monkey
     with pytest.raises(KeyboardInterrupt):
         write_result(r.replace(normalized_data=r.normalized_data + 1.0), tmp_path, formats=["tsv"])
     assert (tmp_path / "normalized_data.tsv").read_bytes() == before  # the old file, untouched
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".") and p.name != writers.MANIFEST]
 
 
 def test_atomic_write_helper(tmp_path):
@@ -180,7 +181,7 @@ def test_default_output_is_calls_as_text_and_matrices_as_parquet(results, tmp_pa
     assert names == sorted([m + ".parquet" for m in matrices] + ["cnvr.bed", "cnvr.tsv", "cnvs.bed", "cnvs.tsv",
                                                                  "params.json", "segmentation.seg",
                                                                  "segmentation.tsv", *CALL_FILES])
-    assert sorted(p.name for p in tmp_path.iterdir()) == names
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != writers.MANIFEST) == names
 
 
 def test_parquet_matrices_are_lossless_and_labelled(results, tmp_path):
@@ -278,3 +279,15 @@ def test_join_parquet_keeps_bits_and_falls_back_on_unknown_footers(tmp_path):
     pq.write_table(table.slice(0, 300), indexed, write_page_index=True)  # a page index holds offsets of its own
     with pytest.raises(writers._FooterError):
         writers.join_parquet(tmp_path / "k.parquet", [indexed.getvalue(), parts[1]])
+
+
+def test_a_second_run_replaces_the_first_runs_files(results, tmp_path):
+    """A folder never mixes two runs: files of the earlier run that the new one does not write are removed."""
+    r = results[1]
+    first = {p.name for p in write_result(r, tmp_path, formats=["tsv", "bed", "vcf", "seg"])}
+    (tmp_path / "notes.txt").write_text("the user's own file")
+    second = {p.name for p in write_result(r, tmp_path, formats=["parquet"])}
+    assert "normalized_data.tsv" in first and "cnvs.bed" in first
+    left = {p.name for p in tmp_path.iterdir()} - {writers.MANIFEST}
+    assert left == second | {"notes.txt"}  # the user's own files stay
+    assert (tmp_path / writers.MANIFEST).read_text().split() == sorted(second)

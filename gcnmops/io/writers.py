@@ -61,6 +61,8 @@ MATRICES = ("normalized_data", "local_assessments", "individual_call", "integer_
 #: the call tables (file stems), always written as TSV
 TABLES = ("segmentation", "cnvs", "cnvr")
 PARQUET_COMPRESSION = "zstd"
+#: the list of the files of the last run written into a folder (hidden)
+MANIFEST = ".gcnmops-files"
 GZIP_LEVEL = 1  # the TSVs compress ~3x at level 1; higher levels cost several times the time for ~10% more
 
 
@@ -143,18 +145,34 @@ class _Batch:
             f.result()
 
     def abort(self) -> None:
+        import threading
+
         self.pool.shutdown(wait=True, cancel_futures=True)  # nothing may write after the clean-up
         self.waiting.shutdown(wait=True, cancel_futures=True)
+        # a signal (Ctrl-C, SIGTERM) raised inside submit() can leave a started worker unknown to its pool
+        for thread in threading.enumerate():
+            if thread.name.startswith(("gcnmops-write", "gcnmops-join")) and thread is not threading.current_thread():
+                thread.join()
         for tmp, _ in self.staged:
             tmp.unlink(missing_ok=True)
 
     def commit(self) -> list[Path]:
+        """Rename every file to its final name; then remove the files an earlier run listed in the folder's
+        manifest that this run did not write (a folder never mixes two runs' files), and list this run's."""
         self.pool.shutdown(wait=True)
         self.waiting.shutdown(wait=True)
         mode = 0o666 & ~_umask()
         for tmp, path in self.staged:
             _publish(tmp, path, mode)
-        return [path for _, path in self.staged]
+        written = [path for _, path in self.staged]
+        manifest = self.outdir / MANIFEST
+        names = {p.name for p in written}
+        if manifest.is_file():
+            for old in manifest.read_text().split("\n"):
+                if old and old not in names and "/" not in old and old != MANIFEST:
+                    (self.outdir / old).unlink(missing_ok=True)
+        atomic_write(manifest, lambda t: t.write_text("".join(f"{n}\n" for n in sorted(names))))
+        return written
 
 
 # -------------------------------------------------------------------------------------------------
@@ -279,6 +297,7 @@ def write_result(result, outdir, formats=None) -> list[Path]:
     left under a final name."""
     formats = check_formats(formats)
     outdir = Path(outdir)
+    created = not outdir.exists()
     outdir.mkdir(parents=True, exist_ok=True)
     batch = _Batch(outdir)
     try:
@@ -290,6 +309,8 @@ def write_result(result, outdir, formats=None) -> list[Path]:
         batch.wait()
     except BaseException:
         batch.abort()
+        if created and not any(outdir.iterdir()):
+            outdir.rmdir()  # the folder this call made, left empty
         raise
     return batch.commit()
 
