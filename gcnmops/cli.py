@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from .errors import InputError
-from .io.writers import DEFAULT_FORMATS, FORMATS, check_formats
+from .io.writers import DEFAULT_FORMATS, FORMATS, check_formats, check_output_folder
 from .params import METHODS
 
 #: sample counts whose GPU kernels ``gcnmops warmup`` compiles besides the example's 40 (one per work-buffer size)
@@ -124,6 +124,7 @@ def _run(args) -> int:
         raise InputError(f"--controls FILE is needed by --method {reference} (and only by it)")
     kwargs = _method_kwargs(args, method)
     formats = check_formats(args.formats)
+    check_output_folder(args.outdir)
     skipped = {"integer"} if args.no_integer else set()
     skipped |= set() if args.plots or args.report else {"plots"}
     skipped |= set() if args.report else {"report"}
@@ -222,6 +223,7 @@ def _batch(args) -> int:
     if args.devices is not None and args.workers is not None:
         raise InputError("give --devices (GPU workers) or --workers (CPU workers), not both")
     formats = check_formats(args.formats)
+    check_output_folder(args.outdir)
     experiments = read_manifest(args.manifest)
     try:
         summary = run_batch(experiments, args.outdir, devices=args.devices, workers=args.workers,

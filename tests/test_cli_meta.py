@@ -55,3 +55,14 @@ sys.exit(main(["run", "--example", "-o", {str(tmp_path / "out")!r}, "--backend",
     assert proc.returncode == 143, proc.stderr
     assert proc.stderr.startswith("error: terminated (SIGTERM)") and "Traceback" not in proc.stderr
     assert not (tmp_path / "out").exists()  # the folder the run made is gone with its files
+
+
+def test_an_output_folder_that_cannot_be_written_is_refused_before_any_work(tmp_path):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    for out, fragment in ((a_file, "is an existing file"), (a_file / "below", "is a file")):
+        proc = subprocess.run([sys.executable, "-m", "gcnmops", "run", "--example", "-o", str(out)],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2 and proc.stderr.startswith("error:") and fragment in proc.stderr, proc.stderr
+        assert "normalize" not in proc.stdout  # no analysis ran
+    assert a_file.read_text() == "x"

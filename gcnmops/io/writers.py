@@ -291,6 +291,23 @@ def check_formats(formats) -> tuple[str, ...]:
     return formats
 
 
+def check_output_folder(outdir) -> Path:
+    """``outdir`` as a Path, if results can be written there: an existing folder, or one that can be created
+    below an existing, writable folder. Checked before any work; an InputError says what is wrong."""
+    outdir = Path(outdir)
+    if outdir.exists() and not outdir.is_dir():
+        raise InputError(f"The output folder {str(outdir)!r} is an existing file: give a folder name (-o).")
+    parent = outdir
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise InputError(f"The output folder {str(outdir)!r} cannot be created: {str(parent)!r} is a file.")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"The output folder {str(outdir)!r} cannot be written: no write permission in "
+                         f"{str(parent)!r}.")
+    return outdir
+
+
 def write_result(result, outdir, formats=None) -> list[Path]:
     """Write ``result`` under ``outdir`` (created if needed): the call tables and params.json, and ``formats``
     (default ``DEFAULT_FORMATS``); returns the paths written. All or nothing: on any error no new file is
