@@ -58,7 +58,7 @@ class ResultCounts:
         }
 
 
-@dataclass
+@dataclass(repr=False)
 class CNVDetectionResult(ResultCounts):
     """cn.mops's CNVDetectionResult slots in snake_case.
 
@@ -96,6 +96,27 @@ class CNVDetectionResult(ResultCounts):
     def integer_copy_number(self) -> np.ndarray:
         """(m, N) array of class labels ("CN0", ...) of each region's expected copy number."""
         return np.asarray(self.classes, dtype=object)[self.cn_index]
+
+    def __repr__(self) -> str:
+        s = self.summary()
+        integer = "integer copy numbers" if self.has_integer_copy_numbers() else "no integer copy numbers yet"
+        return (f"<CNVDetectionResult {self.params.get('method', 'cn.mops')}: {s['regions']:,} regions x "
+                f"{s['samples']} samples on {s['chromosomes']} chromosome(s); {s['segments']:,} segments, "
+                f"{s['cnvs']:,} CNVs, {s['cnv_regions']:,} CNV regions; {integer}>")
+
+    def _repr_html_(self) -> str:
+        import html
+
+        s = self.summary()
+        rows = "".join(f"<tr><th style='text-align:left'>{html.escape(k.replace('_', ' '))}</th><td>{v:,}</td></tr>"
+                       for k, v in s.items())
+        return (f"<b>CNVDetectionResult</b> ({html.escape(str(self.params.get('method', 'cn.mops')))})"
+                f"<table>{rows}</table>")
+
+    def has_integer_copy_numbers(self) -> bool:
+        """True once calc_integer_copy_numbers has labelled the CNV regions (cnvr holds labels, not None)."""
+        labels = self.cnvr[[s for s in self.sample_names if s in self.cnvr.columns]]
+        return bool(len(labels)) and bool(labels.notna().to_numpy().any())
 
     def replace(self, **changes) -> "CNVDetectionResult":
         """A new result with some slots replaced (arrays are shared, not copied)."""

@@ -190,3 +190,15 @@ def test_region_names_become_python_strings(dtype, caplog) -> None:
     assert data.ranges["start"].tolist() == [1, 101, 201, 1, 1, 101]
     assert data.counts[:, 0].tolist() == [0.0, 2.0, 6.0, 4.0, 8.0, 10.0]
     assert data.blocks() == [("1", 0, 3), ("2", 3, 4), ("3", 4, 6)]
+
+
+def test_a_result_prints_as_a_short_summary() -> None:
+    data, _ = example_cohort(n_regions=600, n_samples=8, n_cnvs=3, seed=2)
+    raw = cn_mops(data, backend="cpu")
+    text = repr(raw)
+    assert text.startswith("<CNVDetectionResult cn.mops: 600 regions x 8 samples") and len(text) < 300
+    assert "no integer copy numbers yet" in text
+    if len(raw.cnvr):
+        assert "; integer copy numbers>" in repr(gcnmops.calc_integer_copy_numbers(raw))
+    html_text = raw._repr_html_()
+    assert "<table>" in html_text and "regions" in html_text
