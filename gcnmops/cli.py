@@ -274,9 +274,11 @@ def _configure_logging(verbose: bool) -> None:
     """gcnmops's own messages (INFO) on stderr, other libraries' only from WARNING (everything with -v)."""
     own = logging.getLogger("gcnmops")
     own.setLevel(logging.DEBUG if verbose else logging.INFO)
-    handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    own.addHandler(handler)
+    if not any(getattr(h, "gcnmops_cli", False) for h in own.handlers):  # once per process, however often main runs
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        handler.gcnmops_cli = True
+        own.addHandler(handler)
     own.propagate = False
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(name)s: %(message)s")
     if not verbose:

@@ -10,6 +10,8 @@ off in a quarter of the arguments in an LTO-linked kernel). ``jit_nofma`` does b
 """
 from __future__ import annotations
 
+import functools
+
 from numba.extending import overload
 
 from ..exact.libm import fma
@@ -17,6 +19,7 @@ from ..exact.libm import fma
 NOFMA_MARK = "_nofma_"
 
 
+@functools.cache
 def _register_cuda_fma() -> None:
     """``exact.libm.fma`` in CUDA kernels: PTX fma.rn.f64 (kept by NVVM even where contraction is switched off)."""
     from numba import cuda
@@ -48,13 +51,6 @@ def _install_nofma() -> None:
     nvvm.compile_ir = compile_ir
 
 
-_FMA_REGISTERED: list[bool] = []
-
-
-def _register_fma_once() -> None:
-    if not _FMA_REGISTERED:
-        _register_cuda_fma()
-        _FMA_REGISTERED.append(True)
 
 
 def jit_nofma(kernel, **options):
@@ -67,7 +63,7 @@ def jit_nofma(kernel, **options):
 
     if NOFMA_MARK not in kernel.__name__:
         raise ValueError(f"kernel {kernel.__name__!r} must have {NOFMA_MARK!r} in its name")
-    _register_fma_once()
+    _register_cuda_fma()
     if not config.ENABLE_CUDASIM:
         _install_nofma()
         options["lto"] = False

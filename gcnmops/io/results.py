@@ -42,10 +42,10 @@ def _matrix_frame(folder: Path, name: str) -> pd.DataFrame:
 
 
 def _as_objects(column: pd.Series) -> np.ndarray:
-    """Strings as Python str, missing values as None (the result's object columns)."""
-    values = column.astype(object).to_numpy()
-    return np.array([None if v is None or (isinstance(v, float) and np.isnan(v)) else str(v) for v in values],
-                    dtype=object)
+    """Strings as Python str, missing values as None (the result's object columns); one str per distinct value."""
+    codes, uniques = pd.factorize(column, use_na_sentinel=True)
+    labels = np.array([str(u) for u in uniques] + [None], dtype=object)
+    return labels[codes]  # code -1 (missing) picks the trailing None
 
 
 def _table(folder: Path, name: str, sample_names: list[str]) -> pd.DataFrame:
