@@ -3,8 +3,14 @@
 Within a block the regions that need modelling (not the minReadCount short-cut) are fitted ``LANES`` at
 a time by ``em.fit_lanes``, the region index fastest so that the compiler vectorizes across regions;
 every sum runs in cn.mops's order per region, so the results are bit-identical to cn.mops's.
+
+Interruptible: each slice of rows runs in a thread of its own while the calling thread waits, so that Ctrl-C
+and SIGTERM (whose Python handlers run in the main thread only) are seen at once; the fit is then stopped
+within one EM cycle through a flag ``em.fit_lanes`` reads, and the exception goes on (``run_interruptibly``).
 """
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 from numba import njit, prange
@@ -24,10 +30,10 @@ PROGRESS_ROWS = 64 * BLOCK
 LANES = 64
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def _fit_all(x, cov, folds, log2_folds, alpha_init, alpha_prior, prior_sum, cyc, min_read_count,
-             main_idx, keep_post, lam, alpha, sini, cn, ini, post, r_lo, r_hi):
-    """Fit rows r_lo..r_hi-1 of ``x``."""
+             main_idx, keep_post, lam, alpha, sini, cn, ini, post, r_lo, r_hi, stop):
+    """Fit rows r_lo..r_hi-1 of ``x``; returns early, unfinished, once ``stop[0]`` is set."""
     N = x.shape[1]
     n = folds.shape[0]
     unit_cov = True
@@ -65,7 +71,8 @@ def _fit_all(x, cov, folds, log2_folds, alpha_init, alpha_prior, prior_sum, cyc,
                 for k in range(N):
                     xb[k, l] = x[rows[j + l], k]
             fit_lanes(xb, nl, cov, unit_cov, folds, alpha_init, alpha_prior, prior_sum, cyc, work, g,
-                      lane[0], lam_b, alpha_b, log_lam, p, s, acc, lane[1], lane[2], lane[3], lane[4], lane[5], kb)
+                      lane[0], lam_b, alpha_b, log_lam, p, s, acc, lane[1], lane[2], lane[3], lane[4], lane[5], kb,
+                      stop)
             for l in range(nl):
                 r = rows[j + l]
                 post_r = post[r] if keep_post else post[0]
@@ -89,11 +96,36 @@ def fit_cpu(x: np.ndarray, cov: np.ndarray, spec: ModelSpec, keep_post: bool = F
     post = out.post if keep_post else np.empty((1, 1, 1), order="F")
     cov = np.ascontiguousarray(cov, dtype=np.float64)
     step = max(PROGRESS_ROWS, -(-m // PROGRESS_STEPS))
+    stop = np.zeros(1, dtype=np.int64)
     for r0 in range(0, m, step):  # slices of rows, so that a progress bar moves; regions are independent
-        _fit_all(
-            x, cov, spec.folds, spec.log2_folds, spec.alpha_init, spec.alpha_prior, spec.prior_sum,
+        run_interruptibly(
+            _fit_all, stop, x, cov, spec.folds, spec.log2_folds, spec.alpha_init, spec.alpha_prior, spec.prior_sum,
             spec.cyc, spec.min_read_count, spec.main_idx, keep_post, out.lam, out.alpha, out.sini, out.cn,
-            out.ini, post, r0, min(m, r0 + step),
+            out.ini, post, r0, min(m, r0 + step), stop,
         )
         tick(min(m, r0 + step), m)
     return out
+
+
+def run_interruptibly(kernel, stop: np.ndarray, *args) -> None:
+    """``kernel(*args)`` (compiled ``nogil``, returning soon after ``stop[0]`` is set) in a thread of its own
+    while this one waits: an exception raised here meanwhile (KeyboardInterrupt, the CLI's SIGTERM) sets
+    ``stop``, waits for the kernel to return and goes on; the kernel's own exception is re-raised here."""
+    failed: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            kernel(*args)
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            failed.append(exc)
+
+    worker = threading.Thread(target=target, name="gcnmops-fit", daemon=True)
+    worker.start()
+    try:
+        worker.join()
+    except BaseException:
+        stop[0] = 1
+        worker.join()
+        raise
+    if failed:
+        raise failed[0]

@@ -66,7 +66,7 @@ def all_at_most(x, limit):
 @register_jitable
 def region_start(x, cov, work):
     """(total, scale) of a region: the summed counts (via their mean, as cn.mops) and the initial scale,
-    the median of x/cov (the mean, at least 1, when the median is ~0); reorders ``work`` (>= N)."""
+    R's median of x/cov (R's mean, at least 1, when the median is ~0); reorders ``work`` (>= N)."""
     N = x.shape[0]
     total = 0.0
     for k in range(N):
@@ -75,10 +75,9 @@ def region_start(x, cov, work):
     total = (total / N) * N  # cn.mops works with the mean count
     scale = median_inplace(work, N)
     if scale < SCALE_FLOOR:
-        m = 0.0
-        for k in range(N):
-            m += x[k] / cov[k]
-        scale = max(m / N, 1.0)
+        for k in range(N):  # in order again: R's mean() of x/cov
+            work[k] = x[k] / cov[k]
+        scale = max(ld_mean(work, N), 1.0)
     return total, scale
 
 
@@ -207,7 +206,7 @@ def fit_region(
 @register_jitable
 def fit_lanes(
     xb, nl, cov, unit_cov, folds, alpha_init, alpha_prior, prior_sum, cyc,
-    work, g, total, lam, alpha, log_lam, p, s, acc, t, e, r, tail, head, kb,
+    work, g, total, lam, alpha, log_lam, p, s, acc, t, e, r, tail, head, kb, stop,
 ):
     """cn.mops's model of ``nl`` regions side by side (lane l = one region), each in cn.mops's order.
 
@@ -217,7 +216,8 @@ def fit_lanes(
     ``head`` (L) float64, ``kb`` (L) int64, ``log_lam``, ``acc`` (n, L), ``s`` (N, L). Leaves ``lam``/``alpha`` (n, L) after the
     last M-step and ``p`` (n, N, L) the posteriors of the last E-step (callers read the outputs from
     them with ``last_estep_outputs``). The innermost loops run over the lanes: the compiler vectorizes
-    them; the table loads of the exp sit in their own loop.
+    them; the table loads of the exp sit in their own loop. ``stop`` (1,) int64, read before each cycle: once
+    it is set (Ctrl-C, see ``model.cpu``) the fit returns at once and its outputs are unfinished.
     """
     N = xb.shape[0]
     n = folds.shape[0]
@@ -230,6 +230,8 @@ def fit_lanes(
         for k in range(N):
             g[k, l] = lgamma_r(xb[k, l] + 1.0)
     for _ in range(cyc):
+        if stop[0]:
+            return
         for i in range(n):
             for l in range(nl):
                 log_lam[i, l] = log_glibc(lam[i, l])
