@@ -24,7 +24,8 @@ import math
 import numpy as np
 from numba import njit
 
-from .rstats import quantile7_low_index, quantile7_sorted
+from .libm import exp_glibc
+from .rstats import quantile7_low_index, quantile7_sorted, r_variance
 
 __all__ = ["bw_nrd0", "quantiles7", "r_seq_length_out", "r_density", "density_mode", "DENSE_GRID_LIMIT"]
 
@@ -50,22 +51,12 @@ def quantiles7(x: np.ndarray, probs) -> list[float]:
     return [float(quantile7_sorted(part, n, p)) for p in probs]
 
 
-def _r_var(x: np.ndarray) -> float:
-    """Sample variance (denominator n - 1) with R's two-pass, mean-corrected centring."""
-    n = x.size
-    mean = float(np.sum(x)) / n
-    d = x - mean
-    mean += float(np.sum(d)) / n
-    d = x - mean
-    return float(np.dot(d, d)) / (n - 1)
-
-
 def bw_nrd0(x: np.ndarray) -> float:
     """R's ``bw.nrd0``: 0.9 * min(sd, IQR/1.34) * n^(-1/5), with R's fall-backs for a zero spread."""
     x = np.asarray(x, dtype=np.float64).ravel()
     if x.size < 2:
         raise ValueError("need at least 2 data points")
-    hi = math.sqrt(_r_var(x))
+    hi = math.sqrt(r_variance(x))  # R's sd()
     q25, q75 = quantiles7(x, (0.25, 0.75))
     lo = min(hi, (q75 - q25) / 1.34)
     if not lo:
@@ -86,17 +77,36 @@ def r_seq_length_out(start: float, stop: float, length_out: float) -> np.ndarray
     return out
 
 
-def _dnorm(x: np.ndarray, sd: float) -> np.ndarray:
-    """R's ``dnorm(x, 0, sd)`` (dnorm4), including its split evaluation for |x/sd| >= 5."""
-    z = np.abs(x / sd)
-    out = np.zeros_like(z)
-    small = z < 5.0
-    out[small] = _M_1_SQRT_2PI * np.exp(-0.5 * z[small] * z[small]) / sd
-    mid = ~small & (z <= _DNORM_ZERO_BEYOND)
-    zm = z[mid]
-    x1 = np.ldexp(np.rint(np.ldexp(zm, 16)), -16)
-    x2 = zm - x1
-    out[mid] = _M_1_SQRT_2PI / sd * (np.exp(-0.5 * x1 * x1) * np.exp((-0.5 * x2 - x1) * x2))
+@njit(cache=True)
+def _exp(x):
+    """glibc's exp, as R calls it (exp_glibc covers |x| < 512; beyond, the C library's own)."""
+    return exp_glibc(x) if abs(x) < 512.0 else math.exp(x)
+
+
+@njit(cache=True)
+def _dnorm1(x, sd):
+    """R's ``dnorm(x, 0, sd)`` (dnorm4), including its split evaluation for |x/sd| >= 5 (x1: x/sd rounded to a
+    multiple of 2^-16, halves to even as R_forceint)."""
+    z = abs(x / sd)
+    if z < 5.0:
+        return _M_1_SQRT_2PI * _exp(-0.5 * z * z) / sd
+    if z <= _DNORM_ZERO_BEYOND:
+        t = z * 65536.0
+        r = math.floor(t + 0.5)
+        if r - t == 0.5 and r * 0.5 != math.floor(r * 0.5):
+            r -= 1.0
+        x1 = r / 65536.0
+        x2 = z - x1
+        return _M_1_SQRT_2PI / sd * (_exp(-0.5 * x1 * x1) * _exp((-0.5 * x2 - x1) * x2))
+    return 0.0
+
+
+@njit(cache=True)
+def _dnorm(x, sd):
+    """_dnorm1 of every value of x."""
+    out = np.empty(x.shape[0])
+    for i in range(x.shape[0]):
+        out[i] = _dnorm1(x[i], sd)
     return out
 
 
@@ -215,19 +225,6 @@ _PEAK_SHARE = 0.9
 _MAX_POINTS = 2.0 ** 52
 #: nodes scanned on each side of a peak for grid points that may tie with the maximum
 _SCAN = 4096
-
-
-@njit(cache=True)
-def _dnorm1(x, sd):
-    """_dnorm of one value (R's dnorm4)."""
-    z = abs(x / sd)
-    if z < 5.0:
-        return _M_1_SQRT_2PI * math.exp(-0.5 * z * z) / sd
-    if z <= _DNORM_ZERO_BEYOND:
-        x1 = math.floor(z * 65536.0 + 0.5) / 65536.0
-        x2 = z - x1
-        return _M_1_SQRT_2PI / sd * (math.exp(-0.5 * x1 * x1) * math.exp((-0.5 * x2 - x1) * x2))
-    return 0.0
 
 
 @njit(cache=True)

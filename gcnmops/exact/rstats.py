@@ -1,4 +1,5 @@
-"""R-compatible order statistics (median, quantile type 7), shared by every stage.
+"""R-exact statistics shared by every stage: order statistics (median, quantile type 7) and the long double
+arithmetic of R's mean(), colMeans/rowMeans and var(), emulated in double-double.
 
 The scalar kernels are ``register_jitable`` so the same source runs in plain Python,
 inside ``numba.njit`` code and inside ``numba.cuda`` kernels.
@@ -43,7 +44,8 @@ def select_kth(buf, n, k):
 
 @register_jitable
 def median_inplace(buf, n):
-    """R's ``median`` of ``buf[0:n]`` (mean of the two middle values for even n); reorders ``buf``."""
+    """R's ``median`` of ``buf[0:n]``: the middle value, for even n R's ``mean()`` of the two middle values
+    (:func:`mean_of_two`); reorders ``buf``."""
     half = n // 2
     upper = select_kth(buf, n, half)
     if n % 2 == 1:
@@ -53,7 +55,7 @@ def median_inplace(buf, n):
     for i in range(1, half):
         if buf[i] > lower:
             lower = buf[i]
-    return (lower + upper) / 2.0
+    return mean_of_two(lower, upper)
 
 
 @register_jitable
@@ -161,6 +163,24 @@ def ld_add_ld(ahi, alo, bhi, blo):
     return round64(h, l, g + f)
 
 
+# R's mean() (summary.c) and the means of var() (cov.c): a long double sum divided by n; if that is finite as a
+# double, the long double sum of the deviations x - mean, divided by n, is added. The steps below are that
+# formula's one home; ld_mean, mean_of_two and the rows of normalization.kernels run them.
+@register_jitable
+def mean_deviation_add(t_hi, t_lo, x, s_hi, s_lo):
+    """The long double sum (t_hi, t_lo) plus the deviation x - s (x a double, s a long double), both rounded as
+    the x87 rounds them (R's second pass of mean())."""
+    d_hi, d_lo = ld_add_ld(x, 0.0, -s_hi, -s_lo)
+    return ld_add_ld(t_hi, t_lo, d_hi, d_lo)
+
+
+@register_jitable
+def mean_finish(s_hi, s_lo, t_hi, t_lo, n):
+    """R's mean as a double from the first pass's quotient s (long double) and the sum t of deviations."""
+    q_hi, q_lo = ld_div(t_hi, t_lo, float(n))
+    return ld_add_ld(s_hi, s_lo, q_hi, q_lo)[0]
+
+
 @register_jitable
 def ld_mean(v, n):
     """R's ``mean()`` of v[0:n] as a double: a long double sum divided by n, then corrected by the long
@@ -175,21 +195,59 @@ def ld_mean(v, n):
     t_hi = 0.0
     t_lo = 0.0
     for k in range(n):
-        d_hi, d_lo = ld_add_ld(v[k], 0.0, -s_hi, -s_lo)
-        t_hi, t_lo = ld_add_ld(t_hi, t_lo, d_hi, d_lo)
-    q_hi, q_lo = ld_div(t_hi, t_lo, float(n))
-    return ld_add_ld(s_hi, s_lo, q_hi, q_lo)[0]
+        t_hi, t_lo = mean_deviation_add(t_hi, t_lo, v[k], s_hi, s_lo)
+    return mean_finish(s_hi, s_lo, t_hi, t_lo, n)
 
 
 @register_jitable
-def r_colmean(v, n):
-    """R's ``colMeans``/``rowMeans`` of v[0:n] as a double: one long double sum divided by n (no second
-    pass, unlike ``mean()``)."""
-    hi = 0.0
-    lo = 0.0
+def mean_of_two(a, b):
+    """R's ``mean(c(a, b))`` (the median of an even number of values): ld_mean of two values, without an
+    array."""
+    hi, lo = ld_add_ld(a, 0.0, b, 0.0)
+    s_hi, s_lo = ld_div(hi, lo, 2.0)
+    if not math.isfinite(s_hi):
+        return s_hi
+    t_hi, t_lo = mean_deviation_add(0.0, 0.0, a, s_hi, s_lo)
+    t_hi, t_lo = mean_deviation_add(t_hi, t_lo, b, s_hi, s_lo)
+    return mean_finish(s_hi, s_lo, t_hi, t_lo, 2)
+
+
+@register_jitable
+def ld_square(hi, lo):
+    """The long double (hi, lo) squared, rounded to a long double. hi's and lo's exact products (Dekker) and
+    lo * lo (at most 22 bits) add up exactly: every part below the leading two is a multiple of 2^(2E-126)
+    (hi in [2^E, 2^(E+1))) smaller than 2^(2E-98), so their double sum is exact (|hi| in 2^-470..2^510)."""
+    p1, e1 = _two_prod(hi, hi)
+    p2, e2 = _two_prod(2.0 * hi, lo)
+    h, l = _two_sum(p1, p2)
+    l, c = _two_sum(l, e1)
+    r = (c + e2) + lo * lo
+    l, f = _two_sum(l, r)
+    h, l = _two_sum(h, l)
+    return round64(h, l, f)
+
+
+@register_jitable
+def squared_deviation_add(a_hi, a_lo, x, m):
+    """R's var() step (cov.c): the long double sum (a_hi, a_lo) plus (x - m)^2, x and the mean m doubles, the
+    difference, the square and the sum each rounded to a long double."""
+    d_hi, d_lo = ld_add_ld(x, 0.0, -m, 0.0)
+    q_hi, q_lo = ld_square(d_hi, d_lo)
+    return ld_add_ld(a_hi, a_lo, q_hi, q_lo)
+
+
+@register_jitable
+def r_var(v, n):
+    """R's ``var()`` of v[0:n] (denominator n - 1; NaN for n < 2): the mean as R's mean() rounds it to a
+    double, then the long double sum of squared deviations divided by n - 1."""
+    if n < 2:
+        return math.nan
+    m = ld_mean(v, n)
+    a_hi = 0.0
+    a_lo = 0.0
     for k in range(n):
-        hi, lo = ld_add_ld(hi, lo, v[k], 0.0)
-    return ld_div(hi, lo, float(n))[0]
+        a_hi, a_lo = squared_deviation_add(a_hi, a_lo, v[k], m)
+    return ld_div(a_hi, a_lo, float(n - 1))[0]
 
 
 @register_jitable
@@ -216,6 +274,16 @@ def r_quantile(x: np.ndarray, p: float) -> float:
 @njit(cache=True)
 def _median_compiled(buf):
     return median_inplace(buf, buf.size)
+
+
+@njit(cache=True)
+def _var_compiled(v):
+    return r_var(v, v.size)
+
+
+def r_variance(x: np.ndarray) -> float:
+    """R's ``var()`` of a 1-D array (NaN-free)."""
+    return float(_var_compiled(np.ascontiguousarray(x, dtype=np.float64).ravel()))
 
 
 def r_median(x: np.ndarray) -> float:

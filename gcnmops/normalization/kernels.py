@@ -10,7 +10,8 @@ import numpy as np
 from numba import njit, prange
 from numba.extending import register_jitable
 
-from ..exact.rstats import ld_add_ld, ld_div, ld_mean, quantile7_low_index, quantile7_sorted, select_kth
+from ..exact.rstats import (ld_add_ld, ld_div, ld_mean, mean_deviation_add, mean_finish, mean_of_two, quantile7_low_index,
+                            quantile7_sorted, select_kth, squared_deviation_add)
 
 #: rows whose every value is below this are "silent" (no reads)
 SILENT_BELOW = 1.0
@@ -89,14 +90,14 @@ def _order_stats(buf, n, ranks, out):
 
 @njit(cache=True)
 def _median_of(buf, n):
-    """R's median of buf[0:n] (mean of the two middle values for even n); may reorder buf."""
+    """R's median of buf[0:n] (for even n R's mean() of the two middle values); may reorder buf."""
     half = n // 2
     v = np.empty(2)
     if n % 2 == 1:
         _order_stats(buf, n, np.array([half]), v)
         return v[0]
     _order_stats(buf, n, np.array([half - 1, half]), v)
-    return (v[0] + v[1]) / 2.0
+    return mean_of_two(v[0], v[1])
 
 
 @njit(cache=True)
@@ -198,23 +199,28 @@ def variance_to_mean(Y, rows, f):
 
 @register_jitable
 def row_variance_to_mean(Y, i, f):
-    """R's var(z) / mean(z) of z = Y[i, :] * f (var with denominator g-1; mean with R's correcting second pass).
-    One source for the CPU kernel above and the GPU's (normalization/gpu.py): the products are recomputed in each
-    pass (the GPU has no per-thread buffer of run-time length), each rounded as one multiplication."""
+    """R's ``var(z) / mean(z)`` of z = Y[i, :] * f: var with denominator g-1, both in R's long double arithmetic
+    (rstats: mean(), then var()'s sum of squared deviations from that mean rounded to a double). One source for
+    the CPU kernel above and the GPU's (normalization/gpu.py): the products are recomputed in each pass (the GPU
+    has no per-thread buffer of run-time length), each rounded as one multiplication."""
     g = Y.shape[1]
-    s = 0.0
+    hi = 0.0
+    lo = 0.0
     for k in range(g):
-        s += Y[i, k] * f[k]
-    mean = s / g
-    corr = 0.0
-    for k in range(g):  # as R's mean(): a second pass corrects the first
-        corr += Y[i, k] * f[k] - mean
-    mean += corr / g
-    ss = 0.0
+        hi, lo = ld_add_ld(hi, lo, Y[i, k] * f[k], 0.0)
+    s_hi, s_lo = ld_div(hi, lo, float(g))
+    mean = s_hi
+    if math.isfinite(s_hi):
+        t_hi = 0.0
+        t_lo = 0.0
+        for k in range(g):
+            t_hi, t_lo = mean_deviation_add(t_hi, t_lo, Y[i, k] * f[k], s_hi, s_lo)
+        mean = mean_finish(s_hi, s_lo, t_hi, t_lo, g)
+    a_hi = 0.0
+    a_lo = 0.0
     for k in range(g):
-        d = Y[i, k] * f[k] - mean
-        ss += d * d
-    return (ss / (g - 1)) / mean
+        a_hi, a_lo = squared_deviation_add(a_hi, a_lo, Y[i, k] * f[k], mean)
+    return ld_div(a_hi, a_lo, float(g - 1))[0] / mean
 
 
 @njit(cache=True)
