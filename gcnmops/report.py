@@ -26,6 +26,7 @@ text-align:left}th{background:#f4f4f4}td.num{text-align:right;font-variant-numer
 .gain{background:#fbe0e0}.loss{background:#dde7f8}.muted{color:#777}
 figure{margin:1em 0}figure img{max-width:100%;border:1px solid #eee}figcaption{font-size:.85em;color:#555}
 .grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(520px,1fr));gap:1em}
+.cols{display:flex;flex-wrap:wrap;gap:2em;align-items:flex-start}
 """
 
 
@@ -41,8 +42,9 @@ def _cell(value) -> str:
     return f"<td>{_e(value)}</td>"
 
 
-def _table(header: list[str], rows: list[list], row_classes: list[str] | None = None) -> str:
-    out = ["<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr>"]
+def _table(header: list[str] | None, rows: list[list], row_classes: list[str] | None = None) -> str:
+    """An HTML table (``header`` None: none; key-value tables)."""
+    out = ["<table>" + ("<tr>" + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr>" if header else "")]
     for i, row in enumerate(rows):
         cls = f' class="{row_classes[i]}"' if row_classes and row_classes[i] else ""
         out.append(f"<tr{cls}>" + "".join(_cell(v) for v in row) + "</tr>")
@@ -72,7 +74,7 @@ def _summary_section(result) -> str:
               for k in ("classes", "folds", "priorImpact", "cyc", "normType", "upperThreshold", "lowerThreshold",
                         "minWidth", "segAlgorithm", "minReadCount", "mainClass", "useMedian") if k in p]
     timing = [[k, f"{v:.2f} s"] for k, v in result.timings.items()]
-    parts = ["<h2>Summary</h2>", '<div class="grid"><div>', _table(["", ""], rows), "</div><div>",
+    parts = ["<h2>Summary</h2>", '<div class="cols"><div>', _table(None, rows), "</div><div>",
              _table(["parameter", "value"], params), "</div>"]
     if timing:
         parts += ["<div>", _table(["stage", "time"], timing), "</div>"]
@@ -81,14 +83,19 @@ def _summary_section(result) -> str:
 
 
 def _per_sample_section(result) -> str:
+    """CNVs, gains and losses per sample; long cohorts in up to four tables side by side."""
     cnvs = result.cnvs
-    rows = []
-    for name in result.sample_names:
-        mine = cnvs[cnvs["sampleName"].astype(str) == str(name)]
-        gains = int((mine["mean"] > 0).sum())
-        losses = int((mine["mean"] < 0).sum())
-        rows.append([name, len(mine), gains, losses])
-    return "<h2>CNVs per sample</h2>\n" + _table(["sample", "CNVs", "gains", "losses"], rows)
+    names = [str(s) for s in result.sample_names]
+    sample = cnvs["sampleName"].astype(str)
+    mean = cnvs["mean"].to_numpy(float)
+    count = sample.value_counts().reindex(names, fill_value=0).to_numpy()
+    gains = sample[mean > 0].value_counts().reindex(names, fill_value=0).to_numpy()
+    losses = sample[mean < 0].value_counts().reindex(names, fill_value=0).to_numpy()
+    rows = [[n, int(c), int(g), int(lo)] for n, c, g, lo in zip(names, count, gains, losses)]
+    per = max(20, -(-len(rows) // 4))
+    tables = [_table(["sample", "CNVs", "gains", "losses"], rows[i:i + per]) for i in range(0, len(rows), per)]
+    return ("<h2>CNVs per sample</h2>\n<p class=\"muted\">gains and losses by the sign of the CNV's segment mean "
+            "(sINI)</p>\n<div class=\"cols\">" + "".join(f"<div>{t}</div>" for t in tables) + "</div>")
 
 
 def _cnvr_section(result) -> str:
@@ -124,13 +131,27 @@ def _cnvr_section(result) -> str:
             + _table(header, rows, classes) + note)
 
 
-def _plots_section(plots: list[Path], outdir: Path) -> str:
+def _caption(result, path: Path) -> str:
+    """What a plot of ``write_plots`` shows, from its file name."""
+    name = path.stem
+    if name.startswith("cnvr_") and name[5:].isdigit() and int(name[5:]) <= len(result.cnvr):
+        r = result.cnvr.iloc[int(name[5:]) - 1]
+        return f"CNV region {int(name[5:])}: {r['seqnames']}:{int(r['start']):,}-{int(r['end']):,}"
+    if name.startswith("segplot_") and name[8:11].isdigit() and int(name[8:11]) <= len(result.sample_names):
+        sample = str(result.sample_names[int(name[8:11]) - 1])
+        n = int((result.cnvs["sampleName"].astype(str) == sample).sum())
+        return f"sample {sample}: {n} CNV call{'s' if n != 1 else ''}"
+    return name
+
+
+def _plots_section(result, plots: list[Path], outdir: Path) -> str:
     if not plots:
         return ""
     parts = ["<h2>Plots</h2>"]
     groups = [("overview", "Genome-wide overview of the CNV calls"),
-              ("cnvr_", "CNV regions (cn.mops's plot(result, which))"),
-              ("segplot_", "Segmentations (cn.mops's segplot)")]
+              ("cnvr_", "The most informative CNV regions (cn.mops's plot(result, which)): the largest, those with "
+                        "most carriers and the strongest"),
+              ("segplot_", "Segmentations of the samples with most CNV calls (cn.mops's segplot)")]
     for prefix, title in groups:
         mine = [p for p in plots if p.name.startswith(prefix)]
         if not mine:
@@ -140,7 +161,7 @@ def _plots_section(plots: list[Path], outdir: Path) -> str:
         for p in mine:
             rel = os.path.relpath(p, outdir)
             parts.append(f'<figure><a href="{_e(rel)}"><img src="{_e(rel)}" alt="{_e(p.stem)}" loading="lazy">'
-                         f"</a><figcaption>{_e(p.stem)}</figcaption></figure>")
+                         f"</a><figcaption>{_e(_caption(result, p))}</figcaption></figure>")
         parts.append("</div>")
     return "\n".join(parts)
 
@@ -170,7 +191,7 @@ def report_html(result, outdir, files=(), plots=()) -> str:
             f"<h1>gcnmops report</h1>\n<p class=\"muted\">{_e(p.get('method'))} on "
             f"{len(result.sample_names)} sample(s) &middot; gcnmops {_e(__version__)} &middot; {_e(when)}</p>")
     body = [head, _summary_section(result), _per_sample_section(result), _cnvr_section(result),
-            _plots_section([Path(x) for x in plots], outdir), _files_section([Path(x) for x in files], outdir),
+            _plots_section(result, [Path(x) for x in plots], outdir), _files_section([Path(x) for x in files], outdir),
             "</body></html>\n"]
     return "\n".join(b for b in body if b)
 

@@ -116,7 +116,7 @@ def _sorted_positions(result, frame: pd.DataFrame) -> np.ndarray:
     return np.lexsort((frame["end"].to_numpy(), frame["start"].to_numpy(), rank))
 
 
-def _cnv_region_pairs(cnvr: pd.DataFrame, cnvs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+def cnv_region_pairs(cnvr: pd.DataFrame, cnvs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """(region, cnv) index pairs of every CNV region and CNV that overlap (same chromosome)."""
     regions, cnv_idx = [], []
     r_chrom = cnvr["seqnames"].astype(str).to_numpy()
@@ -197,6 +197,18 @@ def _direction(cn: float | None, stat: float, main: float | None) -> str | None:
     if np.isfinite(stat) and stat != 0:
         return "loss" if stat < 0 else "gain"
     return None
+
+
+def cnv_directions(result, cnvs: pd.DataFrame | None = None) -> np.ndarray:
+    """(len(cnvs),) int8 direction of each CNV (default ``result.cnvs``): -1 loss, +1 gain, 0 for a call whose
+    integer copy number is the normal class (grey in the BEDs and plots); by the sign of its statistic (mean,
+    median with useMedian) before integer copy numbers."""
+    cnvs = result.cnvs if cnvs is None else cnvs
+    main = _main_cn(result)
+    stat = cnvs["median" if result.params.get("useMedian", False) else "mean"].to_numpy(float)
+    sign = {"loss": -1, "gain": 1, None: 0}
+    return np.array([sign[_direction(_cn_value(lab), float(v), main)] for lab, v in
+                     zip(cnvs["CN"].to_numpy(dtype=object), stat)], dtype=np.int8)
 
 
 def _phred(p_right: np.ndarray) -> np.ndarray:
@@ -309,7 +321,7 @@ def bed_cnvr(result) -> pd.DataFrame:
     cnvr = result.cnvr.reset_index(drop=True)
     cnvs = result.cnvs.reset_index(drop=True)
     q, directions = _cnv_qualities(result, cnvs, _Windows(result.gr), _Evidence(result))
-    region, cnv = _cnv_region_pairs(cnvr, cnvs)
+    region, cnv = cnv_region_pairs(cnvr, cnvs)
     sample_rank = pd.Index(result.sample_names).get_indexer(cnvs["sampleName"].to_numpy()[cnv])
     order = np.lexsort((sample_rank, region))
     region, cnv = region[order], cnv[order]
@@ -434,7 +446,7 @@ def _cell_states(result, cnvr: pd.DataFrame, cols: np.ndarray, evidence: _Eviden
     sign = np.where(known, np.sign(diff), 0).astype(np.int64)
 
     # unknown copy number: the sample's CNV calls in the region (direction by copy number, else statistic)
-    region, cnv = _cnv_region_pairs(cnvr, result.cnvs)
+    region, cnv = cnv_region_pairs(cnvr, result.cnvs)
     if region.size and (~known).any():
         stat = "median" if result.params.get("useMedian", False) else "mean"
         col_of = {s: j for j, s in enumerate(samples)}
@@ -495,7 +507,7 @@ def vcf_table(result, reference_fai=None, samples=None, carriers_only: bool = Fa
     values, labels, alt, sign, cls, fractional = _cell_states(result, cnvr, cols, evidence)
 
     # direction of the region's CNV calls (all samples): the ALT of regions without carriers
-    region, cnv = _cnv_region_pairs(cnvr, result.cnvs)
+    region, cnv = cnv_region_pairs(cnvr, result.cnvs)
     stat = "median" if result.params.get("useMedian", False) else "mean"
     signs = result.cnvs[stat].to_numpy(float)[cnv] if cnv.size else np.zeros(0)
     call_loss = np.bincount(region[signs < 0], minlength=k) > 0 if region.size else np.zeros(k, bool)
