@@ -267,10 +267,11 @@ def run_experiment(exp: Experiment, outdir: str, backend: str, formats: list[str
                    worker: str) -> dict:
     """Run one experiment in this process: its log, result files and, last, its status.json. Never raises
     for the experiment's own failures (they are in the returned record and in the log)."""
-    from .io.writers import atomic_write
+    from .io.writers import atomic_write, remove_temporaries
 
     folder = Path(outdir) / exp.id
     folder.mkdir(parents=True, exist_ok=True)
+    remove_temporaries(folder)  # of an attempt killed while writing (SIGKILL, out of memory)
     (folder / STATUS_FILE).unlink(missing_ok=True)  # an old status must not outlive a new attempt
     record = {"id": exp.id, "method": exp.method, "worker": worker, "fingerprint": exp.fingerprint(),
               "started": _now()}
@@ -290,6 +291,10 @@ def run_experiment(exp: Experiment, outdir: str, backend: str, formats: list[str
         except Exception as exc:  # noqa: BLE001 - reported, the batch goes on
             record.update(state="failed", error=f"{type(exc).__name__}: {exc}".splitlines()[0][:500])
             logf.write(traceback.format_exc())
+        except WorkerTerminated:
+            logf.write(f"=== {_now()} terminated (the batch stopped or its process died); files being written "
+                       "were removed\n")
+            raise
         record["seconds"] = round(time.perf_counter() - t0, 3)
         record["finished"] = _now()
         logf.write(f"=== {record['finished']} {record['state']} after {record['seconds']} s\n")
@@ -348,7 +353,7 @@ class Slot:
 
         if self.pool is None:
             self.pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                                            initializer=_init_worker, initargs=(self.env,))
+                                            initializer=_init_worker, initargs=(self.env, os.getpid()))
         return self.pool
 
     def stop(self, kill: bool) -> None:
@@ -394,13 +399,55 @@ def python_children_env():
             os.environ["LD_LIBRARY_PATH"] = old
 
 
-def _init_worker(env: dict) -> None:
+class WorkerTerminated(BaseException):
+    """A worker got SIGTERM (the batch stopping it, or its batch process gone): unwinds the experiment, so that
+    the files it was writing are removed, then the worker exits."""
+
+
+def _terminated(signum, frame) -> None:
+    raise WorkerTerminated()
+
+
+def _init_worker(env: dict, parent: int) -> None:
     os.environ.update(env)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the dispatcher's to handle
+    signal.signal(signal.SIGTERM, _terminated)
+    _exit_with_parent(parent)
     if "GCNMOPS_NUMBA_THREADS" in env:
         import numba
 
         numba.set_num_threads(max(1, min(int(env["GCNMOPS_NUMBA_THREADS"]), numba.config.NUMBA_NUM_THREADS)))
+
+
+def _exit_with_parent(parent: int) -> None:
+    """SIGTERM to this worker when the batch process ``parent`` dies (killed, crashed): a worker must not finish
+    its experiment and then wait forever for the next. Linux: prctl(PR_SET_PDEATHSIG); elsewhere a thread
+    watching the parent's pid."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(1, int(signal.SIGTERM), 0, 0, 0) != 0:  # 1: PR_SET_PDEATHSIG
+            raise OSError(ctypes.get_errno(), "prctl")
+    except (OSError, AttributeError):
+        import threading
+
+        def watch() -> None:
+            while os.getppid() == parent:
+                time.sleep(1.0)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        threading.Thread(target=watch, name="gcnmops-parent-watch", daemon=True).start()
+    if os.getppid() != parent:  # died before prctl took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _worker_run(exp: Experiment, outdir: str, backend: str, formats, integer: bool, worker: str) -> dict:
+    """``run_experiment`` in a worker process; a SIGTERM there unwinds the experiment, then ends the process."""
+    try:
+        return run_experiment(exp, outdir, backend, formats, integer, worker)
+    except WorkerTerminated:
+        os._exit(143)
 
 
 def make_slots(devices=None, workers: int | None = None, backend: str | None = None) -> list[Slot]:
@@ -500,7 +547,7 @@ def _dispatch(slots: list[Slot], queue: list[Experiment], rows: dict, outdir: Pa
             if queue and slot not in running.values():
                 exp = queue.pop(0)
                 with python_children_env():  # the worker process starts here, on the first submit
-                    fut = slot.start().submit(run_experiment, exp, str(outdir), slot.backend, formats, integer,
+                    fut = slot.start().submit(_worker_run, exp, str(outdir), slot.backend, formats, integer,
                                               slot.name)
                 running[fut] = slot
                 fut.exp = exp  # type: ignore[attr-defined]

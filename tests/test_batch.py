@@ -241,3 +241,67 @@ def test_batch_on_gpus(cohort_dir, tmp_path):
         cnvs = pd.read_csv(out / exp.id / "cnvs.tsv", sep="\t", dtype={"seqnames": str})
         assert len(cnvs) == len(ref.cnvs)
         assert np.array_equal(cnvs["start"].to_numpy(), ref.cnvs["start"].to_numpy())
+
+
+def _children(pid: int) -> list[int]:
+    """Process ids whose parent is ``pid`` (Linux /proc)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        try:
+            stat = (d / "stat").read_text() if d.name.isdigit() else ""
+        except OSError:
+            continue
+        if stat and int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            out.append(int(d.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+def test_workers_exit_when_the_batch_process_is_killed(cohort_dir, tmp_path):
+    """SIGKILL of the batch process (no chance to stop its workers): the worker stops its experiment at once
+    (within one EM cycle) instead of finishing it and then waiting forever for the next."""
+    import signal
+    import time
+
+    out = tmp_path / "out"
+    manifest = tmp_path / "m.tsv"
+    manifest.write_text(f"id\tinput\tmethod\tcyc\nlong\t{cohort_dir / 'exp00.tsv'}\tcn.mops\t10000000\n"
+                        f"next\t{cohort_dir / 'exp01.tsv'}\tcn.mops\t\n")
+    env = python_process_env()
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    proc = subprocess.Popen([sys.executable, "-m", "gcnmops", "batch", str(manifest), "-o", str(out), "--workers",
+                             "1", "--quiet"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and "params" not in ((out / "long" / "log.txt").read_text()
+                                                           if (out / "long" / "log.txt").exists() else ""):
+            time.sleep(0.05)
+        time.sleep(1.0)  # into the fit
+        workers = _children(proc.pid)
+        assert workers and proc.poll() is None
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    deadline = time.time() + 10
+    while time.time() < deadline and any(_alive(w) for w in workers):
+        time.sleep(0.05)
+    assert not any(_alive(w) for w in workers)
+    assert "terminated" in (out / "long" / "log.txt").read_text()
+    assert not (out / "long" / "status.json").exists() and not list(out.rglob("*.tmp"))
+
+
+def test_a_rerun_removes_the_temporary_files_of_a_killed_attempt(cohort_dir, tmp_path):
+    out = tmp_path / "out"
+    stale = out / "exp01" / ".cnvs.tsv.abcd_123.tmp"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("half a file")
+    exp = Experiment(id="exp01", input=cohort_dir / "exp01.tsv", method="cn.mops")
+    run_batch([exp], out, workers=1, formats=["tsv"], echo=lambda line: None)
+    assert read_status(out, "exp01")["state"] == "done" and not list(out.rglob("*.tmp"))

@@ -38,6 +38,7 @@ import gzip
 import itertools
 import json
 import os
+import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -80,6 +81,21 @@ def _temp_beside(path: Path) -> Path:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     return Path(tmp)
+
+
+#: the names ``_temp_beside`` gives (mkstemp: 8 random characters)
+_TEMPORARY = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")
+
+
+def remove_temporaries(folder) -> int:
+    """Remove the temporary files a writer killed outright (SIGKILL, out of memory) left in ``folder``; a folder is
+    written by one run at a time. Returns how many were removed."""
+    removed = 0
+    for entry in Path(folder).iterdir() if Path(folder).is_dir() else ():
+        if _TEMPORARY.match(entry.name) and entry.is_file():
+            entry.unlink(missing_ok=True)
+            removed += 1
+    return removed
 
 
 def _publish(tmp: Path, path: Path, mode: int) -> None:
