@@ -149,12 +149,12 @@ def main() -> None:
         for w in [int(x) for x in args.workers.split(",")]:
             workers = None if w == 0 else w
             t0 = time.perf_counter()
-            data = count_reads(bam, window=args.window, workers=workers, progress=False)
+            data = count_reads(bam, window=args.window, threads=workers, progress=False)
             first = time.perf_counter() - t0
             best, best_cpu = first, float("inf")
             for _ in range(args.repeat):
                 t0, c0 = time.perf_counter(), time.process_time()
-                data = count_reads(bam, window=args.window, workers=workers, progress=False)
+                data = count_reads(bam, window=args.window, threads=workers, progress=False)
                 best = min(best, time.perf_counter() - t0)
                 best_cpu = min(best_cpu, time.process_time() - c0)
             if ours is not None:

@@ -392,7 +392,7 @@ def test_reference_fai_gives_the_contig_lengths(results, tmp_path):
 def test_per_sample_vcfs(results, tmp_path):
     r = results[1]
     paths = callfiles.write_sample_vcfs(r, tmp_path / "per_sample")
-    assert [p.name for p in paths] == [f"{s}.cnv.vcf.gz" for s in r.sample_names]
+    assert [p.name for p in paths] == [f"cnvr.{s}.vcf.gz" for s in r.sample_names]
     cells = _non_normal_cells(r)
     for s, path in zip(r.sample_names, paths):
         assert path.with_name(path.name + ".tbi").exists()

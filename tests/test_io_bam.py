@@ -167,12 +167,12 @@ def test_golden_segments_from_bed(tmp_path):
 
 
 @needs_golden
-def test_golden_zlib_fallback_and_workers(monkeypatch):
+def test_golden_zlib_fallback_and_threads(monkeypatch):
     gold = golden_table("counts_WL5000")
     monkeypatch.setattr(B, "_inflate", lambda data, isize: zlib.decompress(data, -15, max(isize, 1)))
     monkeypatch.setattr(B, "_crc32", zlib.crc32)
-    for workers in (1, 3):
-        data = count_reads(GOLDEN_BAMS, window=5000, workers=workers, progress=False)
+    for threads in (1, 3):
+        data = count_reads(GOLDEN_BAMS, window=5000, threads=threads, progress=False)
         np.testing.assert_array_equal(data.counts, gold[["test1", "test2", "test3"]].to_numpy(np.float64))
 
 
@@ -254,7 +254,7 @@ def test_records_straddling_blocks(synth, tmp_path):
     small = rebgzf(paths[0], tmp_path / "small.bam")
     expect = count_reads([paths[0]], window=2500, progress=False).counts
     for workers in (1, 4):
-        got = count_reads([small], window=2500, workers=workers, progress=False)
+        got = count_reads([small], window=2500, threads=workers, progress=False)
         np.testing.assert_array_equal(got.counts, expect)
     pysam.index(str(small))
     for subset in (["chr2"], ["chrM", "chr2"], ["chr1", "chr10"]):
@@ -274,7 +274,7 @@ def test_parallel_speculative_scan(synth, tmp_path, monkeypatch, group):
     monkeypatch.setattr(B, "_group_size", lambda nbytes, n_threads: group)
     small = rebgzf(paths[0], tmp_path / "small.bam", sizes=(5000, 17, 3000, 1, 64000))
     for p in (paths[0], small):
-        got = count_reads([p], window=1500, workers=3, progress=False)
+        got = count_reads([p], window=1500, threads=3, progress=False)
         np.testing.assert_array_equal(got.counts[:, 0], brute_force(got.ranges, REFS, reads[0]))
     # unsorted records: runs are merged with np.add.at (intervals repeat across runs)
     shuffled = tmp_path / "unsorted.bam"
@@ -282,7 +282,7 @@ def test_parallel_speculative_scan(synth, tmp_path, monkeypatch, group):
         recs = list(src.fetch(until_eof=True))
         for i in np.random.default_rng(3).permutation(len(recs)):
             out.write(recs[i])
-    got = count_reads([shuffled], window=1500, workers=3, progress=False)
+    got = count_reads([shuffled], window=1500, threads=3, progress=False)
     np.testing.assert_array_equal(got.counts[:, 0], brute_force(got.ranges, REFS, reads[0]))
 
 
@@ -421,8 +421,10 @@ def test_error_arguments(synth, tmp_path):
         count_reads(paths, regions=tmp_path / "none.bed", progress=False)
     with pytest.raises(InputError, match="min_mapq"):
         count_reads(paths, min_mapq=-1, progress=False)
-    with pytest.raises(InputError, match="workers"):
-        count_reads(paths, workers=0, progress=False)
+    with pytest.raises(InputError, match="threads"):
+        count_reads(paths, threads=0, progress=False)
+    with pytest.warns(DeprecationWarning, match="threads"):  # the former name still works
+        assert count_reads(paths, workers=1, window=50_000, progress=False).n_samples == 2
 
 
 def test_sample_names_and_progress(synth, capsys):
@@ -440,7 +442,7 @@ def test_cli_count_round_trip(synth, tmp_path):
     d, paths, _ = synth
     out = tmp_path / "counts.tsv"
     proc = subprocess.run([sys.executable, "-m", "gcnmops", "count", *map(str, paths), "--window", "5000",
-                           "--workers", "2", "--quiet", "-o", str(out)], capture_output=True, text=True, cwd=REPO)
+                           "--threads", "2", "--quiet", "-o", str(out)], capture_output=True, text=True, cwd=REPO)
     assert proc.returncode == 0, proc.stderr
     assert "2 samples" in proc.stdout
     expect = count_reads(paths, window=5000, progress=False)
@@ -454,7 +456,7 @@ def test_cli_count_round_trip(synth, tmp_path):
     bed = tmp_path / "r.bed"
     bed.write_text("chr1\t0\t50000\nchr2\t100\t200\n")
     out_gz = tmp_path / "seg.tsv.gz"
-    assert main(["count", *map(str, paths), "--regions", str(bed), "--sample-names", "a,b", "--quiet",
+    assert main(["count", *map(str, paths), "--regions", str(bed), "--sample-names", "a,b", "--quiet", "--workers", "1",
                  "-o", str(out_gz)]) == 0
     back = read_counts(out_gz)
     assert back.sample_names == ["a", "b"] and back.ranges["start"].tolist() == [1, 101]
@@ -483,3 +485,90 @@ def test_write_counts_atomic_on_failure(synth, tmp_path, monkeypatch):
         write_counts(data, out)
     assert out.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["c.tsv"]
+
+
+# --------------------------------------------------------------------------------------------
+# count table formats, CRAM
+# --------------------------------------------------------------------------------------------
+MAGIC = {".tsv": b"seqnames\t", ".tsv.gz": b"\x1f\x8b", ".parquet": b"PAR1", ".npz": b"PK\x03\x04"}
+
+
+@pytest.mark.parametrize("ext", list(MAGIC))
+def test_count_output_format_by_extension(synth, tmp_path, ext):
+    """-o decides the format; gcnmops run reads every one of them back."""
+    d, paths, _ = synth
+    out = tmp_path / f"counts{ext}"
+    assert main(["count", *map(str, paths), "--window", "5000", "--quiet", "-o", str(out)]) == 0
+    assert out.read_bytes()[:len(MAGIC[ext])] == MAGIC[ext]
+    expect = count_reads(paths, window=5000, progress=False)
+    back = read_counts(out)
+    assert back.sample_names == ["s1", "s2"]
+    pd.testing.assert_frame_equal(back.genomic_ranges(), expect.genomic_ranges(), check_dtype=False)
+    np.testing.assert_array_equal(back.counts, expect.counts)
+    assert main(["run", str(out), "--backend", "cpu", "--quiet", "--formats", "bed", "-o", str(tmp_path / "o")]) == 0
+
+
+def test_count_refuses_an_unknown_output_format_before_counting(synth, tmp_path, capsys, monkeypatch):
+    import gcnmops.io.counting as counting
+
+    d, paths, _ = synth
+    monkeypatch.setattr(counting, "count_reads", lambda *a, **k: pytest.fail("counted before checking -o"))
+    for name in ("c.bed", "c.csv", "c.txt", "parquet", "c.tsv.bz2"):
+        assert main(["count", str(paths[0]), "-o", str(tmp_path / name)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error:") and ".tsv, .tsv.gz, .parquet or .npz" in err
+    assert main(["count", str(paths[0]), "-o", str(tmp_path / "no" / "c.tsv")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def _cram(bam: Path, cram: Path, fasta: Path) -> Path:
+    with pysam.AlignmentFile(str(bam)) as src, \
+            pysam.AlignmentFile(str(cram), "wc", template=src, reference_filename=str(fasta)) as out:
+        for read in src.fetch(until_eof=True):
+            out.write(read)
+    return cram
+
+
+@pytest.fixture(scope="module")
+def crams(synth, tmp_path_factory):
+    d, paths, _ = synth
+    c = tmp_path_factory.mktemp("cram")
+    rng = np.random.default_rng(3)
+    fasta = c / "ref.fa"
+    fasta.write_text("".join(f">{name}\n" + "".join(rng.choice(list("ACGT"), length)) + "\n" for name, length in REFS))
+    return fasta, [_cram(p, c / (p.stem + ".cram"), fasta) for p in paths]
+
+
+def test_cram_counts_equal_bam_counts(synth, crams, tmp_path):
+    d, paths, reads = synth
+    fasta, cram_paths = crams
+    assert B.is_cram(cram_paths[0]) and not B.is_cram(paths[0])
+    for kwargs in (dict(window=5000), dict(regions=pd.DataFrame({"seqnames": ["chr1", "chr2", "chr1"],
+                                                                   "start": [1, 500, 20_000],
+                                                                   "end": [30_000, 59_000, 90_000]}))):
+        bam = count_reads(paths, progress=False, **kwargs)
+        cram = count_reads(cram_paths, reference=fasta, threads=2, progress=False, **kwargs)
+        assert cram.sample_names == ["s1", "s2"]
+        np.testing.assert_array_equal(cram.counts, bam.counts)
+        pd.testing.assert_frame_equal(cram.genomic_ranges(), bam.genomic_ranges())
+    mixed = count_reads([paths[0], cram_paths[1]], reference=fasta, window=5000, progress=False)
+    np.testing.assert_array_equal(mixed.counts, count_reads(paths, window=5000, progress=False).counts)
+    out = tmp_path / "c.parquet"
+    assert main(["count", *map(str, cram_paths), "--reference", str(fasta), "--window", "5000", "--quiet",
+                 "-o", str(out)]) == 0
+    np.testing.assert_array_equal(read_counts(out).counts, count_reads(paths, window=5000, progress=False).counts)
+
+
+def test_cram_needs_its_reference(synth, crams, tmp_path, capsys):
+    fasta, cram_paths = crams
+    with pytest.raises(InputError, match="CRAM file.*--reference FASTA"):
+        count_reads(cram_paths, progress=False)
+    assert main(["count", str(cram_paths[0]), "-o", str(tmp_path / "c.tsv")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "--reference" in err and "Traceback" not in err
+    with pytest.raises(InputError, match="Reference FASTA not found"):
+        count_reads(cram_paths, reference=tmp_path / "none.fa", progress=False)
+    with pytest.raises(InputError, match="Cannot read the reference FASTA"):
+        count_reads(cram_paths, reference=cram_paths[1], progress=False)
+    assert not (tmp_path / "c.tsv").exists()

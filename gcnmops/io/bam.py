@@ -26,7 +26,8 @@ order. So all the work runs in parallel and the result never depends on the gues
 No index is needed to count a whole file; when only some references are counted and a current
 ``.bai`` index is present, only the blocks holding those references are read.
 ``engine="pysam"`` counts through pysam instead (slower, same rule), which the tests use as an
-independent check.
+independent check. CRAM files (told by their magic bytes) are always counted through pysam, decoded
+against the reference FASTA they were written with.
 """
 from __future__ import annotations
 
@@ -234,7 +235,7 @@ def _inflated_chunks(f: _MappedFile, start: int, stop: int, pool: Executor | Non
             if n == 0:
                 what = "not a BGZF block" if status == -1 else "a gzip block without the BGZF size field"
                 raise InputError(f"{f.path}: {what} at byte {p}: not a BAM file, or a damaged one "
-                                 "(gcnmops reads BAM; convert SAM/CRAM with samtools view -b).")
+                                 "(gcnmops reads BAM and CRAM; convert SAM with samtools view -b).")
             blocks = list(zip(*meta[:, :n].tolist()))
             if pool is None:
                 reported = p
@@ -350,6 +351,45 @@ def read_bam_header(path: str | os.PathLike) -> BamHeader:
             return _header_from(chunks, f.path)[0]
         finally:
             chunks.close()
+
+
+def is_cram(path: str | os.PathLike) -> bool:
+    """True when the file starts with CRAM's magic bytes (whatever its name)."""
+    with open(path, "rb") as fh:
+        return fh.read(4) == b"CRAM"
+
+
+def _open_pysam(path: str | os.PathLike, reference: str | os.PathLike | None = None, n_threads: int = 1):
+    """A pysam AlignmentFile of a BAM, or of a CRAM decoded against the FASTA ``reference``."""
+    try:
+        import pysam
+    except ImportError:
+        raise InputError("Reading CRAM files (and engine='pysam') needs pysam: pip install 'gcnmops[bam]'.") from None
+    if reference is not None and not Path(reference).is_file():
+        raise InputError(f"Reference FASTA not found: {reference}")
+    quiet = pysam.set_verbosity(0)  # htslib's own messages (a missing optional index logged as an error) off
+    try:
+        if reference is None:
+            mode, extra = "rb", {}
+        else:
+            try:
+                pysam.FastaFile(str(reference)).close()  # makes the .fai where it is missing
+            except (OSError, ValueError) as err:
+                raise InputError(f"Cannot read the reference FASTA {reference}: {err} (a FASTA file, indexed with "
+                                 "samtools faidx or in a writable folder).") from None
+            mode, extra = "rc", {"reference_filename": str(reference)}
+        try:
+            return pysam.AlignmentFile(str(path), mode, threads=max(1, n_threads), check_sq=False, **extra)
+        except (OSError, ValueError) as err:
+            raise InputError(f"Cannot open {path} with pysam: {err}") from None
+    finally:
+        pysam.set_verbosity(quiet)
+
+
+def read_cram_header(path: str | os.PathLike, reference: str | os.PathLike) -> BamHeader:
+    """The reference names and lengths of a CRAM file (through pysam)."""
+    with _open_pysam(path, reference) as f:
+        return BamHeader(str(path), tuple(f.references), tuple(int(n) for n in f.lengths), str(f.header))
 
 
 def find_index(path: str | os.PathLike) -> Path | None:
@@ -820,18 +860,11 @@ def _eof_check(f: _MappedFile) -> None:
 # pysam engine (reference implementation; also reads what pysam reads)
 # --------------------------------------------------------------------------------------------
 def count_bam_pysam(path: str | os.PathLike, header: BamHeader, plan: CountPlan, *, min_mapq: int = 1,
-                    n_threads: int = 1) -> np.ndarray:
-    """Elementary-interval counts of one BAM through pysam (fetch per reference with an index,
-    else one pass over the file)."""
-    try:
-        import pysam
-    except ImportError:
-        raise InputError("engine='pysam' needs pysam: pip install 'gcnmops[bam]'.") from None
+                    n_threads: int = 1, reference: str | os.PathLike | None = None) -> np.ndarray:
+    """Elementary-interval counts of one BAM, or of a CRAM decoded against the FASTA ``reference``, through
+    pysam (fetch per reference with an index, else one pass over the file)."""
     counts = plan.new_counts()
-    try:
-        bam = pysam.AlignmentFile(str(path), "rb", threads=max(1, n_threads), check_sq=False)
-    except (OSError, ValueError) as err:
-        raise InputError(f"Cannot open BAM file {path} with pysam: {err}") from None
+    bam = _open_pysam(path, reference, n_threads)
     with bam:
         names = [header.references[r] for r in plan.refs]
         positions = {r: [] for r in plan.refs}
@@ -839,13 +872,17 @@ def count_bam_pysam(path: str | os.PathLike, header: BamHeader, plan: CountPlan,
             iters = [(r, bam.fetch(name)) for r, name in zip(plan.refs, names)]
         else:
             iters = [(None, bam.fetch(until_eof=True))]
-        for ref, reads in iters:
-            for read in reads:
-                if read.is_unmapped or read.mapping_quality < min_mapq:
-                    continue
-                rid = read.reference_id if ref is None else ref
-                if rid in positions:
-                    positions[rid].append(read.reference_start + 1)
+        try:
+            for ref, reads in iters:
+                for read in reads:
+                    if read.is_unmapped or read.mapping_quality < min_mapq:
+                        continue
+                    rid = read.reference_id if ref is None else ref
+                    if rid in positions:
+                        positions[rid].append(read.reference_start + 1)
+        except (OSError, ValueError) as err:
+            hint = f" (is {reference} the FASTA the CRAM was written with?)" if reference is not None else ""
+            raise InputError(f"Reading {path} failed: {err}{hint}") from None
     for k, r in enumerate(plan.refs):
         x = np.asarray(positions[r], np.int64)
         bp = plan.bp[plan.bp_off[k]:plan.bp_off[k + 1]]

@@ -395,24 +395,94 @@ def read_fai(path) -> dict[str, int]:
     return lengths
 
 
-def vcf_contigs(result, reference_fai=None) -> dict[str, int]:
+@dataclass(frozen=True)
+class VcfOptions:
+    """How the VCFs of a run are written (``gcnmops run --reference-fai / --reference / --per-sample-vcf``):
+    ``reference_fai`` contig lengths from a FASTA index; ``reference`` a FASTA (indexed, or in a writable
+    folder): REF bases and, without ``reference_fai``, contig lengths; ``per_sample`` one VCF per sample
+    besides cnvr.vcf.gz (``sample_vcf_name``)."""
+
+    reference_fai: str | None = None
+    reference: str | None = None
+    per_sample: bool = False
+
+    def checked(self, chromosomes=None) -> "VcfOptions":
+        """This, once the files can be read and (``chromosomes``: names of the counts) hold every chromosome:
+        InputError otherwise, before any work."""
+        lengths = reference_lengths(self.reference_fai, self.reference)
+        if self.reference is not None:
+            _need_pysam("--reference (REF bases from a FASTA)")
+        if lengths is not None and chromosomes is not None:
+            missing = [c for c in dict.fromkeys(str(c) for c in chromosomes) if c not in lengths[0]]
+            if missing:
+                raise InputError(f"Chromosome(s) {', '.join(missing[:5])} of the counts are not in {lengths[1]}: "
+                                 "give the reference the reads were aligned to.")
+        return self
+
+    def vcf_kwargs(self) -> dict:
+        """The keyword arguments of ``write_vcf`` / ``vcf_max_position``."""
+        return {"reference_fai": self.reference_fai, "reference": self.reference}
+
+
+def _fasta(reference):
+    """pysam.FastaFile of ``reference`` (its .fai made where missing); InputError naming the fix."""
+    _need_pysam("Reading a reference FASTA")
+    if not Path(reference).is_file():
+        raise InputError(f"Reference FASTA not found: {reference}")
+    quiet = pysam.set_verbosity(0)
+    try:
+        return pysam.FastaFile(str(reference))
+    except (OSError, ValueError) as err:
+        raise InputError(f"Cannot read the reference FASTA {reference}: {err} (a FASTA file, indexed with samtools "
+                         "faidx or in a writable folder).") from None
+    finally:
+        pysam.set_verbosity(quiet)
+
+
+def reference_lengths(reference_fai=None, reference=None) -> tuple[dict[str, int], str] | None:
+    """(contig -> length, the file they come from): from ``reference_fai``, else the FASTA ``reference``'s
+    index; None without either."""
+    if reference_fai is not None:
+        return read_fai(reference_fai), str(reference_fai)
+    if reference is not None:
+        with _fasta(reference) as fa:
+            return dict(zip(fa.references, (int(n) for n in fa.lengths))), str(reference)
+    return None
+
+
+def vcf_contigs(result, reference_fai=None, reference=None) -> dict[str, int]:
     """Contig -> length for the VCF header: the chromosomes of gr in their order, with the last window end as
-    length, or the lengths of ``reference_fai`` (its other contigs follow)."""
+    length, or the lengths of ``reference_fai`` (else of the FASTA ``reference``; its other contigs follow)."""
     windows = _Windows(result.gr)
     known = windows.lengths()
     order = _chromosome_order(result.gr)
-    if reference_fai is None:
+    source = reference_lengths(reference_fai, reference)
+    if source is None:
         return {c: known[c] for c in order}
-    fai = read_fai(reference_fai)
+    fai, where = source
     missing = [c for c in order if c not in fai]
     if missing:
-        raise InputError(f"Chromosome(s) {', '.join(missing[:5])} of the counts are not in {reference_fai}: give "
-                         "the .fai of the reference the reads were aligned to.")
+        raise InputError(f"Chromosome(s) {', '.join(missing[:5])} of the counts are not in {where}: give "
+                         "the reference the reads were aligned to.")
     short = [c for c in order if known[c] > fai[c]]
     if short:
-        raise InputError(f"Windows of {', '.join(short[:5])} end beyond the contig lengths in {reference_fai}: "
-                         "give the .fai of the reference the reads were aligned to.")
+        raise InputError(f"Windows of {', '.join(short[:5])} end beyond the contig lengths in {where}: "
+                         "give the reference the reads were aligned to.")
     return {**{c: fai[c] for c in order}, **{c: n for c, n in fai.items() if c not in known}}
+
+
+def _ref_bases(reference):
+    """``base(chrom, pos)``: the reference base at 1-based ``pos`` (A, C, G, T or N), or always N without a
+    FASTA."""
+    if reference is None:
+        return lambda chrom, pos: "N"
+    fa = _fasta(reference)
+
+    def base(chrom: str, pos: int) -> str:
+        b = fa.fetch(chrom, pos - 1, pos).upper()
+        return b if b in ("A", "C", "G", "T") else "N"
+
+    return base
 
 
 def _genotype(alt: bool, cn: float | None, main: float) -> tuple:
@@ -466,13 +536,13 @@ def _cell_states(result, cnvr: pd.DataFrame, cols: np.ndarray, evidence: _Eviden
     return values, labels, sign != 0, sign, np.where(sign != 0, cls, evidence.main_idx), fractional
 
 
-def vcf_table(result, reference_fai=None, samples=None, carriers_only: bool = False) -> VcfTable:
+def vcf_table(result, reference_fai=None, samples=None, carriers_only: bool = False, reference=None) -> VcfTable:
     """The VCF 4.2 of the CNV regions as header lines and records (``write_vcf`` writes it).
 
     One record per CNV region, sorted by chromosome (gr's order) and position; ID ``cnvr<i>`` (row i of
     cnvr.tsv). A region [start, end] is a symbolic structural variant: POS = start - 1, the padding base
-    before it, REF ``N`` (no reference sequence is read), except a region starting at base 1: POS = 1 with
-    that first base as REF (VCF's rule); INFO END = end, SVLEN = +-(END - POS) (negative for deletions:
+    before it, REF that base from the FASTA ``reference`` (``N`` without one, or for a base other than A, C,
+    G, T), except a region starting at base 1: POS = 1 with that first base as REF (VCF's rule); INFO END = end, SVLEN = +-(END - POS) (negative for deletions:
     the region's length, one less for a region at base 1, as htslib reads it), SVTYPE, IMPRECISE with CIPOS / CIEND = +-the width of the region's first / last window
     (breakpoints are known to a window; clipped to the contig). ALT ``<DEL>`` (the carriers are losses),
     ``<DUP>`` (gains) or ``<CNV>`` (both; without carriers the direction of the region's CNV calls).
@@ -500,7 +570,8 @@ def vcf_table(result, reference_fai=None, samples=None, carriers_only: bool = Fa
     main_v = main if main is not None else 2.0
     evidence = _Evidence(result)
     windows = _Windows(result.gr)
-    contigs = vcf_contigs(result, reference_fai)
+    contigs = vcf_contigs(result, reference_fai, reference)
+    ref_base = _ref_bases(reference)
 
     cnvr = result.cnvr.reset_index(drop=True)
     k = len(cnvr)
@@ -527,7 +598,8 @@ def vcf_table(result, reference_fai=None, samples=None, carriers_only: bool = Fa
         if not (loss or gain):
             loss, gain = call_loss[i], call_gain[i]
         svtype = "CNV" if loss == gain else ("DEL" if loss else "DUP")
-        pos, ref = (int(start[i]) - 1, "N") if start[i] > 1 else (1, "N")
+        pos = int(start[i]) - 1 if start[i] > 1 else 1
+        ref = ref_base(str(chrom[i]), pos)
         length = int(end[i]) - pos  # END - POS: the region's length (one less for a region at base 1)
         contig_len = contigs.get(chrom[i], int(end[i]))
         w0 = windows.width(rows[0]) if rows.size else 0
@@ -547,7 +619,8 @@ def vcf_table(result, reference_fai=None, samples=None, carriers_only: bool = Fa
             cells.append(cell)
         records.append(VcfRecord(str(chrom[i]), pos, int(end[i]), f"cnvr{i + 1}", ref, f"<{svtype}>", qual,
                                  "PASS" if carriers.any() else "NoCarrier", info, cells))
-    return VcfTable(_vcf_header_lines(result, contigs, fractional, reference_fai), chosen, formats, records)
+    return VcfTable(_vcf_header_lines(result, contigs, fractional, reference_fai, reference), chosen, formats,
+                    records)
 
 
 def _vcf_source() -> str:
@@ -559,7 +632,7 @@ def _vcf_source() -> str:
         return "dev"
 
 
-def _vcf_header_lines(result, contigs: dict, fractional: bool, reference_fai) -> list[str]:
+def _vcf_header_lines(result, contigs: dict, fractional: bool, reference_fai, reference=None) -> list[str]:
     p = result.params
     posteriors = result.posterior_probs is not None
     q_source = ("the mean posterior probability p of that state over the region's windows" if posteriors else
@@ -568,8 +641,9 @@ def _vcf_header_lines(result, contigs: dict, fractional: bool, reference_fai) ->
                 "(unknown: the nearest class on its side), e' that of the nearest class on the side of s")
     lines = [f"##fileDate={datetime.date.today():%Y%m%d}",
              f"##source=gcnmops {_vcf_source()} ({p.get('method', 'cn.mops')} {p.get('version', '')} semantics)"]
-    if reference_fai is not None:
-        fasta = str(reference_fai)[:-4] if str(reference_fai).endswith(".fai") else str(reference_fai)
+    if reference is not None or reference_fai is not None:
+        fasta = str(reference) if reference is not None else (
+            str(reference_fai)[:-4] if str(reference_fai).endswith(".fai") else str(reference_fai))
         lines.append(f"##reference=file://{Path(fasta).resolve()}")
     lines += [f"##contig=<ID={c},length={n}>" for c, n in contigs.items()]
     lines += [f'##FILTER=<ID={k},Description="{v}">' for k, v in VCF_FILTERS.items()]
@@ -628,11 +702,12 @@ def _vcf_text(table: VcfTable) -> str:
 
 
 def write_vcf(result, path, reference_fai=None, samples=None, carriers_only: bool = False,
-              compress: bool = True) -> Path:
+              compress: bool = True, reference=None) -> Path:
     """Write ``vcf_table(result, ...)`` to ``path`` through pysam: bgzipped (``compress``) or plain VCF 4.2.
     Without pysam a plain VCF is written as text (``compress=True`` then raises InputError). No index: see
     ``tabix`` (preset "vcf") or ``write_sample_vcfs``."""
-    table = vcf_table(result, reference_fai=reference_fai, samples=samples, carriers_only=carriers_only)
+    table = vcf_table(result, reference_fai=reference_fai, samples=samples, carriers_only=carriers_only,
+                      reference=reference)
     path = Path(path)
     if pysam is None:
         if compress:
@@ -656,22 +731,28 @@ def write_vcf(result, path, reference_fai=None, samples=None, carriers_only: boo
     return path
 
 
-def vcf_max_position(result, reference_fai=None) -> int:
+def vcf_max_position(result, reference_fai=None, reference=None) -> int:
     """The largest contig length of the VCF (chooses its index: ``index_suffix``)."""
-    return max(vcf_contigs(result, reference_fai).values(), default=0)
+    return max(vcf_contigs(result, reference_fai, reference).values(), default=0)
 
 
-def write_sample_vcfs(result, outdir, reference_fai=None, samples=None) -> list[Path]:
-    """One bgzipped, indexed VCF per sample (``<sample>.cnv.vcf.gz`` + .tbi/.csi under ``outdir``): that
-    sample's column, only the CNV regions it carries. Returns the VCF paths. Needs pysam."""
+def sample_vcf_name(sample) -> str:
+    """The file name of a sample's own VCF: ``cnvr.<sample>.vcf.gz`` (characters other than letters, digits,
+    ``.``, ``_`` and ``-`` replaced by ``_``)."""
+    return "cnvr." + re.sub(r"[^A-Za-z0-9._-]", "_", str(sample)) + ".vcf.gz"
+
+
+def write_sample_vcfs(result, outdir, reference_fai=None, samples=None, reference=None) -> list[Path]:
+    """One bgzipped, indexed VCF per sample (``sample_vcf_name`` + .tbi/.csi under ``outdir``): that sample's
+    column, only the CNV regions it carries. Returns the VCF paths. Needs pysam."""
     _need_pysam("write_sample_vcfs")
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
-    csi = index_suffix(vcf_max_position(result, reference_fai)) == "csi"
+    csi = index_suffix(vcf_max_position(result, reference_fai, reference)) == "csi"
     paths = []
     for s in (result.sample_names if samples is None else samples):
-        path = outdir / (re.sub(r"[^A-Za-z0-9._-]", "_", str(s)) + ".cnv.vcf.gz")
-        write_vcf(result, path, reference_fai=reference_fai, samples=[s], carriers_only=True)
+        path = outdir / sample_vcf_name(s)
+        write_vcf(result, path, reference_fai=reference_fai, samples=[s], carriers_only=True, reference=reference)
         tabix(path, "vcf", str(path) + (".csi" if csi else ".tbi"), csi=csi)
         paths.append(path)
     return paths

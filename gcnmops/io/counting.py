@@ -1,14 +1,17 @@
-"""Read counts from BAM files: cn.mops's getReadCountsFromBAM and getSegmentReadCountsFromBAM.
+"""Read counts from BAM and CRAM files: cn.mops's getReadCountsFromBAM and getSegmentReadCountsFromBAM.
 
 ``count_reads(bam_files, window=25000)`` counts reads in fixed windows of every reference;
 ``count_reads(bam_files, regions=...)`` counts them in the user's regions. Both return a
 :class:`gcnmops.data.CountData` ready for :func:`gcnmops.cn_mops` (the rule is in
-:mod:`gcnmops.io.bam`).
+:mod:`gcnmops.io.bam`). CRAM files are read through pysam (htslib) against the reference FASTA they were
+compressed with (``reference=``). ``write_counts`` writes a count table in the format its name says
+(``COUNT_FORMATS``), one that :func:`gcnmops.read_counts` and ``gcnmops run`` read.
 """
 from __future__ import annotations
 
 import logging
 import os
+import warnings
 from pathlib import Path
 from typing import Sequence
 
@@ -17,9 +20,12 @@ import pandas as pd
 
 from ..data import CountData, make_count_data
 from ..errors import InputError
-from .bam import (INFLATER_NAME, BamHeader, bam_windows, count_bam_native, count_bam_pysam, default_threads, make_plan, make_pool, read_bam_header, read_regions)
+from .bam import (INFLATER_NAME, BamHeader, bam_windows, count_bam_native, count_bam_pysam, default_threads, is_cram,
+                  make_plan, make_pool, read_bam_header, read_cram_header, read_regions)
 
 ENGINES = ("native", "pysam")
+#: count table formats ``write_counts`` writes, by the end of the file name (``gcnmops run`` reads each)
+COUNT_FORMATS = (".tsv", ".tsv.gz", ".parquet", ".npz")
 log = logging.getLogger("gcnmops")
 
 
@@ -30,18 +36,21 @@ def count_reads(
     window: int = 25000,
     regions: str | os.PathLike | pd.DataFrame | None = None,
     min_mapq: int = 1,
-    workers: int | None = None,
+    threads: int | None = None,
     *,
+    reference: str | os.PathLike | None = None,
     engine: str = "native",
     progress: bool = True,
+    workers: int | None = None,
 ) -> CountData:
-    """Count the reads of each BAM file in windows (getReadCountsFromBAM) or regions
+    """Count the reads of each BAM or CRAM file in windows (getReadCountsFromBAM) or regions
     (getSegmentReadCountsFromBAM).
 
     Parameters
     ----------
-    bam_files: one path or several; all headers must list the same references and lengths.
-    sample_names: one per file; default the file names without ``.bam``.
+    bam_files: one path or several (BAM or CRAM, told apart by their content); all headers must list the
+        same references and lengths.
+    sample_names: one per file; default the file names without ``.bam`` / ``.cram``.
     ref_seq_names: references to count (window mode), in output order; default all of the first
         header, in header order.
     window: window length WL in bp (cn.mops's windows, quirks included: a reference of length
@@ -51,24 +60,35 @@ def count_reads(
         holding its position. Output rows follow the given order.
     min_mapq: reads with a lower mapping quality are not counted (cn.mops: 1). Unmapped reads never
         count; duplicates, secondary and supplementary alignments do.
-    workers: threads inflating BAM blocks (default: all CPUs available).
-    engine: ``"native"`` (built-in parallel BAM reader) or ``"pysam"`` (slower reference path).
+    threads: threads decompressing the files (default: all CPUs available).
+    reference: the FASTA (indexed, or in a writable folder) the CRAM files were compressed against; needed
+        by CRAM input, unused by BAM.
+    engine: ``"native"`` (built-in parallel BAM reader) or ``"pysam"`` (slower reference path); CRAM files
+        are always read through pysam.
     progress: show a progress bar (stderr) over the bytes of all files.
+    workers: the former name of ``threads`` (deprecated).
 
     Returns a CountData: counts float64 (regions x files, order F), ranges seqnames/start/end.
     """
+    if workers is not None:
+        warnings.warn("count_reads(workers=...) is now threads=...", DeprecationWarning, stacklevel=2)
+        threads = workers if threads is None else threads
     paths = _paths(bam_files)
     if engine not in ENGINES:
         raise InputError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}.")
     if isinstance(min_mapq, bool) or not isinstance(min_mapq, (int, np.integer)) or min_mapq < 0:
         raise InputError(f"min_mapq must be a non-negative integer, not {min_mapq!r}.")
-    n_threads = default_threads() if workers is None else int(workers)
+    n_threads = default_threads() if threads is None else int(threads)
     if n_threads < 1:
-        raise InputError(f"workers must be at least 1, not {workers!r}.")
+        raise InputError(f"threads must be at least 1, not {threads!r}.")
+    cram = [is_cram(p) for p in paths]
+    if any(cram) and reference is None:
+        raise InputError(f"{paths[cram.index(True)]} is a CRAM file: its reads are stored against a reference "
+                         "genome; give the FASTA it was compressed with (--reference FASTA, or reference=...).")
 
-    if engine == "native" and INFLATER_NAME == "zlib":
+    if engine == "native" and INFLATER_NAME == "zlib" and not all(cram):
         log.info("Inflating BAM blocks with zlib; pip install deflate (or 'gcnmops[bam]') to count ~2x faster.")
-    headers = [read_bam_header(p) for p in paths]
+    headers = [read_cram_header(p, reference) if c else read_bam_header(p) for p, c in zip(paths, cram)]
     header = headers[0]
     if not header.references:
         raise InputError(f"{paths[0]} lists no reference sequences (an unaligned BAM?): nothing to count.")
@@ -94,17 +114,18 @@ def count_reads(
     from tqdm import tqdm
 
     total = sum(p.stat().st_size for p in paths)
-    pool = make_pool(n_threads) if engine == "native" else None
+    pool = make_pool(n_threads) if engine == "native" and not all(cram) else None
     try:
         with tqdm(total=total, unit="B", unit_scale=True, desc="counting reads", disable=not progress,
                   leave=False) as bar:
             for j, p in enumerate(paths):
                 bar.set_postfix_str(p.name)
-                if engine == "native":
+                if engine == "native" and not cram[j]:
                     elementary = count_bam_native(p, header, plan, min_mapq=int(min_mapq), pool=pool,
                                                   n_threads=n_threads, on_bytes=bar.update)
                 else:
-                    elementary = count_bam_pysam(p, header, plan, min_mapq=int(min_mapq), n_threads=n_threads)
+                    elementary = count_bam_pysam(p, header, plan, min_mapq=int(min_mapq), n_threads=n_threads,
+                                                 reference=reference if cram[j] else None)
                     bar.update(p.stat().st_size)
                 counts[:, j] = plan.region_counts(elementary)
     finally:
@@ -121,17 +142,20 @@ def _paths(bam_files) -> list[Path]:
         raise InputError("No BAM files given.")
     for p in paths:
         if not p.exists():
-            raise InputError(f"BAM file not found: {p}")
+            raise InputError(f"BAM/CRAM file not found: {p}")
         if p.is_dir():
-            raise InputError(f"{p} is a directory, not a BAM file.")
+            raise InputError(f"{p} is a directory, not a BAM or CRAM file.")
         if not os.access(p, os.R_OK):
-            raise InputError(f"BAM file {p} is not readable (permissions).")
+            raise InputError(f"BAM/CRAM file {p} is not readable (permissions).")
     return paths
 
 
 def _sample_name(path: Path) -> str:
     name = path.name
-    return name[:-4] if name.lower().endswith(".bam") else name
+    for ext in (".bam", ".cram"):
+        if name.lower().endswith(ext) and len(name) > len(ext):
+            return name[:-len(ext)]
+    return name
 
 
 def _ref_names(header: BamHeader, ref_seq_names) -> list[str]:
@@ -171,19 +195,51 @@ def _same_header(first: BamHeader, other: BamHeader) -> None:
                      "cn.mops requires identical headers.")
 
 
+def count_format(path: str | os.PathLike) -> str:
+    """The format of the count table ``path`` (one of COUNT_FORMATS, by the end of its name), checked before any
+    counting: InputError for another name, or a folder that does not exist or cannot be written."""
+    path = Path(path)
+    name = path.name.lower()
+    fmt = next((ext for ext in sorted(COUNT_FORMATS, key=len, reverse=True)
+                if name.endswith(ext) and len(name) > len(ext)), None)
+    if fmt is None:
+        raise InputError(f"Cannot tell the format of the count table {path} from its name: end it with "
+                         f"{', '.join(COUNT_FORMATS[:-1])} or {COUNT_FORMATS[-1]} (all read by gcnmops run).")
+    folder = path.parent
+    if not folder.is_dir():
+        raise InputError(f"Output folder {folder} does not exist.")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(f"Output folder {folder} is not writable (permissions).")
+    if path.is_dir():
+        raise InputError(f"{path} is a folder; name the count table to write.")
+    return fmt
+
+
 def write_counts(data: CountData, path: str | os.PathLike) -> Path:
-    """Write counts as TSV (seqnames, start, end, one integer column per sample), atomically; a
-    ``.gz`` name is gzip-compressed. :func:`gcnmops.read_counts` reads it back."""
+    """Write counts atomically in the format the name ends with (``count_format``): ``.tsv`` / ``.tsv.gz``
+    (seqnames, start, end, one column per sample; gzip for .gz), ``.parquet`` (the same columns; zstd) or
+    ``.npz`` (``counts`` regions x samples, ``sample_names``, ``seqnames``, ``start``, ``end``; uncompressed,
+    read in place). Whole-number counts are written as integers. :func:`gcnmops.read_counts` reads each back
+    (coordinates 1-based, closed)."""
     from .writers import atomic_write
 
     path = Path(path)
-    if path.parent and not path.parent.exists():
-        raise InputError(f"Output folder {path.parent} does not exist.")
+    fmt = count_format(path)
     frame = data.genomic_ranges()
     counts = data.counts
-    as_int = np.all(counts == np.round(counts)) and (counts.size == 0 or np.abs(counts).max() < 2 ** 62)
-    body = pd.DataFrame(counts.astype(np.int64) if as_int else counts, columns=data.sample_names)
+    as_int = bool(np.all(counts == np.round(counts))) and (counts.size == 0 or np.abs(counts).max() < 2 ** 62)
+    values = counts.astype(np.int64) if as_int else counts
+    if fmt == ".npz":
+        def write(tmp: Path) -> None:
+            with open(tmp, "wb") as fh:
+                np.savez(fh, counts=values, sample_names=np.asarray(data.sample_names, dtype=str),
+                         seqnames=frame["seqnames"].astype(str).to_numpy(dtype=str),
+                         start=frame["start"].to_numpy(np.int64), end=frame["end"].to_numpy(np.int64))
+        return atomic_write(path, write)
+    body = pd.DataFrame(values, columns=data.sample_names)
     frame = pd.concat([frame, body], axis=1)
-    compression = "gzip" if path.name.lower().endswith(".gz") else None
+    if fmt == ".parquet":
+        return atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False, compression="zstd"))
+    compression = "gzip" if fmt == ".tsv.gz" else None
     return atomic_write(path, lambda tmp: frame.to_csv(tmp, sep="\t", index=False, compression=compression,
                                                       float_format="%.17g"))
