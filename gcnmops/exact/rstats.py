@@ -182,13 +182,21 @@ def mean_finish(s_hi, s_lo, t_hi, t_lo, n):
 
 
 @register_jitable
-def ld_mean(v, n):
-    """R's ``mean()`` of v[0:n] as a double: a long double sum divided by n, then corrected by the long
-    double mean of the deviations (R's second pass)."""
+def ld_sum(v, n):
+    """The long double sum of v[0:n] in order, as R's ``sum()`` (its [0]: the sum as a double), ``colSums`` and
+    the first pass of ``mean()`` accumulate it."""
     hi = 0.0
     lo = 0.0
     for k in range(n):
         hi, lo = ld_add_ld(hi, lo, v[k], 0.0)
+    return hi, lo
+
+
+@register_jitable
+def ld_mean(v, n):
+    """R's ``mean()`` of v[0:n] as a double: a long double sum divided by n, then corrected by the long
+    double mean of the deviations (R's second pass)."""
+    hi, lo = ld_sum(v, n)
     s_hi, s_lo = ld_div(hi, lo, float(n))
     if not math.isfinite(s_hi):
         return s_hi

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InputError
+from ..exact.rstats import ld_sum
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class ModelSpec:
         main_idx = classes.index(main_class)
         alpha_init = np.full(folds.size, 0.05)
         alpha_init[main_idx] = 0.6
-        alpha_init /= alpha_init.sum()
+        alpha_init /= ld_sum(alpha_init, folds.size)[0]  # R's sum(): a long double sum
         alpha_prior = np.zeros(folds.size)
         alpha_prior[main_idx] = prior_impact
         return cls(
