@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from .data import region_names as row_names_of
+from .errors import InputError
 
 SEGMENT_COLUMNS = ["seqnames", "start", "end", "sampleName", "median", "mean", "CN"]
 
@@ -60,15 +61,42 @@ class ResultCounts:
 
 @dataclass(repr=False)
 class CNVDetectionResult(ResultCounts):
-    """cn.mops's CNVDetectionResult slots in snake_case.
+    """cn.mops's CNVDetectionResult slots in snake_case (m regions, N samples, n classes).
 
-    gr: DataFrame (m rows) seqnames, start, end. normalized_data, local_assessments (sINI),
-    individual_call: (m, N) float64. ini_call: (m,). cn_index: (m, N) int8 indices into
-    ``params['classes']`` (see ``integer_copy_number``). posterior_probs: (m, n, N) or None.
-    params: cn.mops's params list (cn.mops names) incl. ``cov`` (N,), ``L`` and ``A`` (m, n).
-    segmentation, cnvs: DataFrames with SEGMENT_COLUMNS; cnvr: seqnames, start, end + one column
-    per sample (copy-number labels, None before integer copy numbers). timings: seconds per stage.
-    gpu_stats: the GPU backend's sub-stage seconds and counts (norm_*, model_*, seg_*; empty on the CPU).
+    Attributes
+    ----------
+    gr : DataFrame
+        seqnames, start, end of every region (1-based, closed; a bare matrix: "undef", i..i).
+    normalized_data : ndarray (m, N) float64
+        the counts the model saw (cn.mops's normalizedData), region-fastest (order F) as R's matrices.
+    local_assessments : ndarray (m, N) float64
+        sINI: the posterior-weighted log2 fold change of each region and sample (what is segmented).
+    individual_call : ndarray (m, N) float64
+        each region's segment mean (median with useMedian) of sINI per sample (individualCall).
+    ini_call : ndarray (m,) float64
+        INI, the region's informative/non-informative call (iniCall).
+    cn_index : ndarray (m, N) int8
+        index into ``params['classes']`` of each region's expected copy number; ``integer_copy_number`` gives
+        the labels (cached).
+    posterior_probs : ndarray (m, n, N) float64 or None
+        posterior probabilities (with ``return_posterior=True``).
+    params : dict
+        cn.mops's params list under cn.mops's names (method, folds, classes, priorImpact, ..., mainClass) incl.
+        ``cov`` (N,), ``L`` (lambda) and ``A`` (alpha), (m, n) each.
+    segmentation, cnvs : DataFrame
+        SEGMENT_COLUMNS: seqnames, start, end, sampleName, median, mean (of sINI), CN.
+    cnvr : DataFrame
+        CNV regions: seqnames, start, end + one column per sample (copy-number labels, None before
+        integer copy numbers).
+    sample_names : list of str
+    ranged : bool
+        False for a bare matrix input (no genomic coordinates).
+    timings : dict
+        seconds per stage.
+    gpu_stats : dict
+        the GPU backend's sub-stage seconds and counts (norm_*, model_*, seg_*; empty on the CPU).
+
+    ``to_frame(name)`` gives a matrix as a DataFrame labelled by region and sample.
     """
 
     gr: pd.DataFrame
@@ -94,8 +122,58 @@ class CNVDetectionResult(ResultCounts):
 
     @property
     def integer_copy_number(self) -> np.ndarray:
-        """(m, N) array of class labels ("CN0", ...) of each region's expected copy number."""
-        return np.asarray(self.classes, dtype=object)[self.cn_index]
+        """(m, N) read-only object array of class labels ("CN0", ...) of each region's expected copy number, made
+        from ``cn_index`` on first use and kept while ``cn_index`` and the classes stay the same."""
+        key = (id(self.cn_index), self.cn_index.shape, tuple(self.classes))
+        cached = self.__dict__.get("_labels")
+        if cached is None or cached[0] != key:
+            labels = np.asarray(self.classes, dtype=object)[self.cn_index]
+            labels.flags.writeable = False
+            cached = (key, labels)
+            self.__dict__["_labels"] = cached
+        return cached[1]
+
+    def to_frame(self, name: str, index: str = "ranges") -> pd.DataFrame:
+        """A per-region matrix as a labelled DataFrame: one row per region, one column per sample (per class for
+        ``params_L`` / ``params_A``; one column for ``ini_call``).
+
+        name: ``normalized_data``, ``local_assessments``, ``individual_call``, ``integer_copy_number``,
+            ``ini_call``, ``params_L`` or ``params_A`` (the names of the written files).
+        index: ``"ranges"``: a MultiIndex (seqnames, start, end), 1-based closed (regions of a bare matrix:
+            their row numbers from 1); ``"names"``: cn.mops's row names "chr_start_end".
+
+        Float matrices are shared with the result, not copied (read-only views).
+        """
+        matrices = {"normalized_data": lambda: self.normalized_data,
+                    "local_assessments": lambda: self.local_assessments,
+                    "individual_call": lambda: self.individual_call,
+                    "integer_copy_number": lambda: self.integer_copy_number,
+                    "ini_call": lambda: np.asarray(self.ini_call).reshape(-1, 1),
+                    "params_L": lambda: np.asarray(self.params["L"]), "params_A": lambda: np.asarray(self.params["A"])}
+        if name not in matrices:
+            raise InputError(f"to_frame: unknown matrix {name!r}; choose one of {', '.join(matrices)}.")
+        if index not in ("ranges", "names"):
+            raise InputError(f"to_frame: index must be 'ranges' or 'names', not {index!r}.")
+        values = matrices[name]().view()
+        values.flags.writeable = False
+        if name.startswith("params_"):
+            columns = pd.Index(self.classes, name="class")
+        else:
+            columns = pd.Index(["ini_call"] if name == "ini_call" else list(self.sample_names), name="sample")
+        gr = self.gr
+        if index == "names":
+            rows = pd.Index(self.region_names if self.ranged else [str(i) for i in range(1, len(gr) + 1)],
+                            name="region")
+        else:
+            rows = pd.MultiIndex.from_arrays([gr["seqnames"].to_numpy(), gr["start"].to_numpy(),
+                                              gr["end"].to_numpy()], names=["seqnames", "start", "end"])
+        return pd.DataFrame(values, index=rows, columns=columns, copy=False)
+
+    def __getstate__(self) -> dict:
+        """Pickled without the cached labels (made again on first use)."""
+        state = self.__dict__.copy()
+        state.pop("_labels", None)
+        return state
 
     def __repr__(self) -> str:
         s = self.summary()

@@ -22,11 +22,27 @@ NO_CNVR_MESSAGE = "No CNV regions in result object. Rerun cn.mops with different
 
 
 def calc_integer_copy_numbers(result: CNVDetectionResult, backend: str = "cpu") -> CNVDetectionResult:
-    """A new result whose segmentation, cnvs and cnvr carry integer copy-number labels.
+    """cn.mops's ``calcIntegerCopyNumbers``: a new result whose segmentation, cnvs and cnvr carry integer
+    copy-number labels ("CN0", "CN1", ...).
 
-    ``backend`` ("cpu", "gpu", "auto"; resolved here, once) runs the EM refit of every CNV: one batched fit, on
-    the GPU one kernel launch (model.fit -> fit_gpu). The range means stay on the host (R's long-double
-    ``mean``, a few values per CNV); the reference model's one-step refit is one pass over the CNVs and runs on the CPU."""
+    Each CNV (each CNV region per sample) is refitted with the method's model on the mean counts of its
+    regions; the class of highest posterior is its copy number. The EM refit of every CNV is one batched fit (on
+    the GPU one kernel launch); the range means stay on the host (R's long-double ``mean``); the reference
+    model's one-step refit is one pass over the CNVs on the CPU.
+
+    Parameters
+    ----------
+    result : CNVDetectionResult
+        a result of :func:`gcnmops.cn_mops` or another method of the family.
+    backend : {"cpu", "gpu", "auto"}, default "cpu"
+        where the EM refit runs (resolved here, once); the labels are the same.
+
+    Returns
+    -------
+    CNVDetectionResult
+        the same result with CN labels in ``segmentation``, ``cnvs`` and ``cnvr`` (one column per sample);
+        arrays are shared, not copied.
+    """
     if len(result.cnvr) == 0 or len(result.cnvs) == 0:
         raise InputError(NO_CNVR_MESSAGE)
     backend = resolve_backend(backend)

@@ -48,27 +48,45 @@ def count_reads(
 
     Parameters
     ----------
-    bam_files: one path or several (BAM or CRAM, told apart by their content); all headers must list the
-        same references and lengths.
-    sample_names: one per file; default the file names without ``.bam`` / ``.cram``.
-    ref_seq_names: references to count (window mode), in output order; default all of the first
-        header, in header order.
-    window: window length WL in bp (cn.mops's windows, quirks included: a reference of length
-        L <= WL is the one window [0, L]; if L is a multiple of WL the last base is left out).
-    regions: count into these regions instead of windows: a BED file (0-based, half-open), a table
-        file or DataFrame with seqnames/start/end (1-based, closed). Each read counts in every region
-        holding its position. Output rows follow the given order.
-    min_mapq: reads with a lower mapping quality are not counted (cn.mops: 1). Unmapped reads never
-        count; duplicates, secondary and supplementary alignments do.
-    threads: threads decompressing the files (default: all CPUs available).
-    reference: the FASTA (indexed, or in a writable folder) the CRAM files were compressed against; needed
-        by CRAM input, unused by BAM.
-    engine: ``"native"`` (built-in parallel BAM reader) or ``"pysam"`` (slower reference path); CRAM files
-        are always read through pysam.
-    progress: show a progress bar (stderr) over the bytes of all files.
-    workers: the former name of ``threads`` (deprecated).
+    bam_files : path or sequence of paths
+        BAM or CRAM files (told apart by their content); all headers must list the same references and
+        lengths.
+    sample_names : sequence of str, optional
+        one per file; default the file names without ``.bam`` / ``.cram``.
+    ref_seq_names : str or sequence of str, optional
+        references to count (window mode), in output order; default all of the first header, in header order.
+    window : int, default 25000
+        window length WL in bp (cn.mops's windows, quirks included: a reference of length L <= WL is the one
+        window [0, L]; if L is a multiple of WL the last base is left out).
+    regions : path or DataFrame, optional
+        count into these regions instead of windows: a BED file (0-based, half-open), a table file or
+        DataFrame with seqnames/start/end (1-based, closed). Each read counts in every region holding its
+        position. Output rows follow the given order.
+    min_mapq : int, default 1
+        reads with a lower mapping quality are not counted (cn.mops: 1). Unmapped reads never count;
+        duplicates, secondary and supplementary alignments do.
+    threads : int, optional
+        threads decompressing the files (default: all CPUs available).
+    reference : path, optional
+        the FASTA (indexed, or in a writable folder) the CRAM files were compressed against; needed by CRAM
+        input, unused by BAM.
+    engine : {"native", "pysam"}, default "native"
+        the built-in parallel BAM reader, or pysam (slower reference path); CRAM files are always read
+        through pysam.
+    progress : bool, default True
+        show a progress bar (stderr) over the bytes of all files.
+    workers : int, optional
+        the former name of ``threads`` (deprecated).
 
-    Returns a CountData: counts float64 (regions x files, order F), ranges seqnames/start/end.
+    Returns
+    -------
+    CountData
+        counts float64 (regions x files, order F), ranges seqnames/start/end (1-based, closed).
+
+    Raises
+    ------
+    InputError
+        a missing or damaged file, different headers, a CRAM without ``reference``, a bad argument.
     """
     if workers is not None:
         warnings.warn("count_reads(workers=...) is now threads=...", DeprecationWarning, stacklevel=2)

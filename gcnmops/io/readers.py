@@ -69,7 +69,23 @@ def read_counts(path_or_obj: Any, *, min_samples: int = 2) -> CountData:
     regions x samples; 1-D: one region as in cn.mops, or one sample when ``min_samples == 1`` as in
     singlecn.mops), a pandas DataFrame, or an rpy2 R object of the kinds above.
 
-    Raises :class:`InputError` with a message naming what to fix.
+    Parameters
+    ----------
+    path_or_obj : path, CountData, ndarray, DataFrame or R object
+        the counts (above); table columns ``seqnames`` (or chr/chrom), ``start``, ``end`` (1-based, closed)
+        + one numeric column per sample.
+    min_samples : int, default 2
+        fewest samples accepted (cn.mops needs a cohort; singlecn.mops 1).
+
+    Returns
+    -------
+    CountData
+        counts float64 (regions x samples, order F), sample names, ranges (None for a bare matrix).
+
+    Raises
+    ------
+    InputError
+        with a message naming what to fix.
     """
     if isinstance(path_or_obj, CountData):
         return make_count_data(path_or_obj.counts, path_or_obj.sample_names, path_or_obj.ranges,

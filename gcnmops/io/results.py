@@ -84,7 +84,23 @@ def _class_indices(labels: pd.DataFrame, classes: list[str]) -> np.ndarray:
 
 
 def read_result(outdir: str | os.PathLike) -> CNVDetectionResult:
-    """The CNVDetectionResult written under ``outdir`` by ``write_result`` / ``gcnmops run``."""
+    """The CNVDetectionResult written under ``outdir`` by ``write_result`` / ``gcnmops run``.
+
+    Parameters
+    ----------
+    outdir : path
+        a folder holding params.json, the call tables and the per-region matrices (Parquet or TSV).
+
+    Returns
+    -------
+    CNVDetectionResult
+        equal to the result that was written (matrices float64, order F; labels as class indices).
+
+    Raises
+    ------
+    InputError
+        a missing or incomplete folder, naming the file to look at.
+    """
     folder = Path(outdir)
     if not (folder / "params.json").is_file():
         raise InputError(f"{folder} holds no params.json: not a folder written by gcnmops (or not yet complete).")

@@ -16,6 +16,7 @@ from ..normalization.cpu import normalize_chromosomes, sample_coverage
 from ..params import METHODS, CnMopsParams
 from ..progress import timed_stage
 from ..result import CNVDetectionResult
+from .docs import documented
 
 log = logging.getLogger("gcnmops")
 
@@ -32,6 +33,7 @@ def warn_few_regions(n_regions: int, stacklevel: int = 3) -> None:
                       RuntimeWarning, stacklevel=stacklevel + 1)
 
 
+@documented("cn.mops")
 def cn_mops(
     input,
     I=_D["I"],  # noqa: E741 - cn.mops's name
@@ -56,11 +58,24 @@ def cn_mops(
 ) -> CNVDetectionResult:
     """Detect CNVs in a cohort as Bioconductor's ``cn.mops()`` does, with its defaults.
 
-    ``input``: a (regions x samples) numeric matrix, a pandas DataFrame (optional ``seqnames,
-    start, end`` columns + one column per sample), a CountData, or a path (.rds, .tsv, .csv,
-    .parquet, .npz). ``backend``: "cpu", "gpu" or "auto" (resolved once, by run_mops); ``devices`` (GPU
-    backend): None (device 0), a device id, a list of ids or "all" (rows split across GPUs). Extra keyword arguments go to the
-    segmentation (as cn.mops's ``...``). Returns a CNVDetectionResult.
+    Per region a mixture of Poissons is fitted by EM across the samples (the normal class CN2 holds most of
+    them); each sample's local assessment (sINI, the posterior-weighted log2 fold change) is segmented and
+    segments beyond the thresholds are CNVs; overlapping CNVs of all samples form CNV regions.
+
+    Parameters
+    ----------
+    input : array, DataFrame, CountData or path
+        Read counts, regions x samples: a numeric matrix, a DataFrame (optional ``seqnames, start, end``
+        columns, 1-based closed, + one column per sample), a CountData, or a file (.tsv/.csv[.gz], .parquet,
+        .npz, .rds). At least two samples.
+    {parameters}
+
+    {returns}
+
+    Examples
+    --------
+    >>> result = gcnmops.calc_integer_copy_numbers(gcnmops.cn_mops("counts.tsv"))  # doctest: +SKIP
+    >>> result.cnvr  # CNV regions x samples, integer copy numbers  # doctest: +SKIP
     """
     params = METHODS["cn.mops"].params(
         I=I, classes=classes, prior_impact=prior_impact, cyc=cyc, norm=norm, norm_type=norm_type,

@@ -30,6 +30,7 @@ from ..params import METHODS, CnMopsParams, Method
 from ..result import CNVDetectionResult, cnvr_frame
 from ..progress import timed_stage
 from .cnmops import assemble_result, cn_mops, run_mops, warn_few_regions
+from .docs import documented
 
 log = logging.getLogger("gcnmops")
 
@@ -40,14 +41,26 @@ _REFERENCE = METHODS["reference"].parameter_defaults()
 _SINGLE = METHODS["single"].parameter_defaults()
 
 
+@documented("exome")
 def exome_cn_mops(input, prior_impact: float = _EXOME["prior_impact"],
                   lower_threshold: float = _EXOME["lower_threshold"], min_width: int = _EXOME["min_width"],
                   min_read_count: float = _EXOME["min_read_count"], **kwargs) -> CNVDetectionResult:
-    """``exomecn.mops()``: cn_mops with defaults tuned for exome targets (see cn_mops for arguments)."""
+    """``exomecn.mops()``: :func:`gcnmops.cn_mops` with defaults tuned for exome targets (the result says method
+    "cn.mops", as in cn.mops).
+
+    Parameters
+    ----------
+    input : array, DataFrame, CountData or path
+        Read counts per target, regions x samples (see :func:`gcnmops.cn_mops`).
+    {parameters}
+
+    {returns}
+    """
     return cn_mops(input, prior_impact=prior_impact, lower_threshold=lower_threshold, min_width=min_width,
                    min_read_count=min_read_count, **kwargs)
 
 
+@documented("haplo")
 def haplo_cn_mops(
     input,
     I=_HAPLO["I"],  # noqa: E741 - cn.mops's name
@@ -73,7 +86,15 @@ def haplo_cn_mops(
     The model is cn.mops's EM with the initial/prior weight on CN1; as in cn.mops the coverages are reset
     to 1 inside the model (``norm=2``'s coverages are recorded in ``params['cov']`` only). Segment means
     (no ``use_median``). ``cnvr`` columns are named ``CN.<sample>`` before integer copy numbers, as in
-    cn.mops. Arguments otherwise as :func:`gcnmops.cn_mops`; runs on the CPU or the GPU backend.
+    cn.mops. Runs on the CPU or the GPU backend.
+
+    Parameters
+    ----------
+    input : array, DataFrame, CountData or path
+        Read counts, regions x samples (see :func:`gcnmops.cn_mops`).
+    {parameters}
+
+    {returns}
     """
     method = METHODS["haplo"]
     params = method.params(
@@ -89,6 +110,7 @@ def haplo_cn_mops(
     return result.replace(cnvr=method_cnvr(method, result.cnvr, result.cnvs, result.sample_names))
 
 
+@documented("reference")
 def reference_cn_mops(
     cases,
     controls,
@@ -121,8 +143,15 @@ def reference_cn_mops(
     theirs. Per region lambda = mean of the normalized controls (floored at 1e-5) and the one-step model
     (model/onestep.py) gives the cases' posteriors; the results are for the cases. ``seg_algorithm``
     defaults to cn.mops's "DNAcopy" (the fast segmentation is used, with a warning, where gcnmops has no
-    DNAcopy backend). ``cyc`` is recorded only (there is no EM). ``backend``: "cpu" (bit-identical to
-    cn.mops), "gpu" or "auto" (the GPU when usable).
+    DNAcopy backend). ``cyc`` is recorded only (there is no EM).
+
+    Parameters
+    ----------
+    cases, controls : array, DataFrame, CountData or path
+        Read counts of the cases and of the controls, regions x samples (see :func:`gcnmops.cn_mops`).
+    {parameters}
+
+    {returns}
     """
     method = METHODS["reference"]
     backend = resolve_backend(backend)
@@ -149,6 +178,7 @@ def reference_cn_mops(
     return assemble_result(x, params, out, normalized, cov, timings, backend=backend)
 
 
+@documented("single")
 def single_cn_mops(
     x,
     I=_SINGLE["I"],  # noqa: E741 - cn.mops's name
@@ -177,6 +207,14 @@ def single_cn_mops(
     its positive counts (0 for a chromosome without reads: its regions take the short-cut answer); then the
     one-step model with likelihood floor 1e-15. As in cn.mops the result says method "referencecn.mops"
     (so calc_integer_copy_numbers refits with the reference model) and ``cnvr`` holds the CNVs themselves.
+
+    Parameters
+    ----------
+    x : array, DataFrame, CountData or path
+        One sample's read counts per region.
+    {parameters}
+
+    {returns}
     """
     method = METHODS["single"]
     backend = resolve_backend(backend)
