@@ -15,8 +15,8 @@ from .params import METHODS
 #: sample counts whose GPU kernels ``gcnmops warmup`` compiles besides the example's 40 (one per work-buffer size)
 WARMUP_SAMPLES = (6, 15, 30, 100)
 #: relative weights of the stages of a run, for the progress bar (measured shares of a CPU run)
-STAGE_WEIGHTS = {"read": 1.0, "normalize": 1.0, "model": 4.0, "segment_call": 4.0, "integer": 0.5, "write": 2.0,
-                 "plots": 2.0, "report": 0.3}
+STAGE_WEIGHTS = {"read": 1.0, "normalize": 1.0, "model": 4.0, "segment_call": 4.0, "integer": 0.5, "plots": 2.0,
+                 "report": 0.3, "write": 2.0}
 
 
 def _floats(text: str) -> list[float]:
@@ -113,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run(args) -> int:
+    from .pipeline.methods import RUN_ARGS, build_params
     from .pipeline.run import run_and_write
     from .progress import Progress
 
@@ -123,6 +124,7 @@ def _run(args) -> int:
         reference = " and ".join(m.name for m in METHODS.values() if m.model == "reference")
         raise InputError(f"--controls FILE is needed by --method {reference} (and only by it)")
     kwargs = _method_kwargs(args, method)
+    build_params(method.name, {k: v for k, v in kwargs.items() if k not in RUN_ARGS})  # before reading the input
     formats = check_formats(args.formats)
     check_output_folder(args.outdir)
     skipped = {"integer"} if args.no_integer else set()
@@ -135,23 +137,35 @@ def _run(args) -> int:
         progress.advance("read")
         result, written = run_and_write(method.name, data, args.outdir, controls=controls, backend=args.backend,
                                         integer=not args.no_integer, formats=formats, timings={"read": read_s},
-                                        **kwargs)
-        if args.plots or args.report:
-            from .plots import write_plots
-
-            t0 = time.perf_counter()
-            written += write_plots(result, args.outdir)
-            result.timings["plots"] = time.perf_counter() - t0
-            progress.advance("plots")
-        if args.report:
-            from .report import write_report
-
-            t0 = time.perf_counter()
-            written.append(write_report(result, args.outdir, files=written))
-            result.timings["report"] = time.perf_counter() - t0
-            progress.advance("report")
+                                        extra=_figures(args, progress), **kwargs)
     print(_summary(result, Path(args.outdir), len(written)))
     return 0
+
+
+def _figures(args, progress):
+    """``run_and_write``'s ``extra``: the --plots and --report files, written in the batch of the other result
+    files (all renamed together, or none left), or None."""
+    if not (args.plots or args.report):
+        return None
+    from .plots import plot_files
+    from .report import report_html
+
+    def files(result, sizes: dict):
+        t0 = time.perf_counter()
+        plots = []
+        for name, draw in plot_files(result):
+            yield name, draw
+            plots.append(Path(args.outdir) / name)
+        result.timings["plots"] = time.perf_counter() - t0
+        progress.advance("plots")
+        if args.report:
+            t0 = time.perf_counter()
+            yield "report.html", lambda t: t.write_text(report_html(result, args.outdir, files=sizes, plots=plots),
+                                                         encoding="utf-8")
+            result.timings["report"] = time.perf_counter() - t0
+            progress.advance("report")
+
+    return files
 
 
 def _method_kwargs(args, method) -> dict:

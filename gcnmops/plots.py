@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -468,6 +469,28 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", str(name)) or "sample"
 
 
+def plot_files(result, max_cnvr: int = 12, max_samples: int = 6, dpi: int = 100) -> list[tuple[str, Callable]]:
+    """The files of ``write_plots`` as (name under the output folder, ``draw(path)``) pairs; ``draw`` makes the
+    figure and writes it as PNG whatever the path's suffix (a temporary name: ``run --plots`` writes the plots
+    in the batch of its other files, all renamed together)."""
+    regions = informative_cnvr(result, max_cnvr)
+    names = [str(s) for s in result.sample_names]
+    counts = result.cnvs["sampleName"].astype(str).value_counts().reindex(names, fill_value=0).to_numpy()
+    samples = sorted(range(len(names)), key=lambda i: (-counts[i], i))[:max_samples]
+
+    def png(fig: Figure, path) -> None:
+        with open(path, "wb") as fh:
+            fig.savefig(fh, dpi=dpi, format="png")
+
+    files = [("plots/overview.png", lambda p: png(plot_overview(result, dpi=dpi), p))]
+    files += [(f"plots/cnvr_{row + 1:03d}.png",
+               lambda p, row=row, why=why: png(plot_cnvr(result, which=row + 1, dpi=dpi, note=f"chosen among the {why}"),
+                                                p)) for row, why in regions]
+    files += [(f"plots/segplot_{i + 1:03d}_{_safe(names[i])}.png",
+               lambda p, i=i: png(segplot(result, sample_idx=i + 1, dpi=dpi), p)) for i in samples]
+    return files
+
+
 def write_plots(result, outdir, max_cnvr: int = 12, max_samples: int = 6, dpi: int = 100) -> list[Path]:
     """Write under ``outdir/plots``: ``overview.png``, ``cnvr_<k>.png`` for the ``max_cnvr`` most informative CNV
     regions (``informative_cnvr``; k: the row of cnvr.tsv, the VCF's ID cnvr<k>) and
@@ -478,24 +501,15 @@ def write_plots(result, outdir, max_cnvr: int = 12, max_samples: int = 6, dpi: i
     for old in out.iterdir():
         if _PLOT_FILES.match(old.name):
             old.unlink()
-    regions = informative_cnvr(result, max_cnvr)
-    names = [str(s) for s in result.sample_names]
-    counts = result.cnvs["sampleName"].astype(str).value_counts().reindex(names, fill_value=0).to_numpy()
-    samples = sorted(range(len(names)), key=lambda i: (-counts[i], i))[:max_samples]
-    step = ticker(1 + len(regions) + len(samples))
-    written = [out / "overview.png"]
-    plot_overview(result, written[-1], dpi=dpi)
-    step()
-    for row, why in regions:
-        written.append(out / f"cnvr_{row + 1:03d}.png")
-        plot_cnvr(result, which=row + 1, path=written[-1], dpi=dpi, note=f"chosen among the {why}")
-        step()
-    for i in samples:
-        written.append(out / f"segplot_{i + 1:03d}_{_safe(names[i])}.png")
-        segplot(result, sample_idx=i + 1, path=written[-1], dpi=dpi)
+    files = plot_files(result, max_cnvr, max_samples, dpi)
+    step = ticker(len(files))
+    written = []
+    for name, draw in files:
+        written.append(Path(outdir) / name)
+        draw(written[-1])
         step()
     return written
 
 
-__all__ = ["plot_cnvr", "segplot", "plot_overview", "informative_cnvr", "write_plots", "log_ratios",
+__all__ = ["plot_cnvr", "segplot", "plot_overview", "informative_cnvr", "write_plots", "plot_files", "log_ratios",
            "count_ratios"]

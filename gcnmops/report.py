@@ -166,13 +166,14 @@ def _plots_section(result, plots: list[Path], outdir: Path) -> str:
     return "\n".join(parts)
 
 
-def _files_section(files: list[Path], outdir: Path) -> str:
+def _files_section(files, outdir: Path) -> str:
+    """``files``: paths (their sizes on disk), or bytes by path (files not yet under their final names)."""
+    sizes = {Path(f): n for f, n in files.items()} if isinstance(files, dict) else \
+        {Path(f): Path(f).stat().st_size for f in files if Path(f).exists()}
     rows = []
-    for f in sorted(set(Path(p) for p in files), key=lambda p: str(p)):
-        if not f.exists():
-            continue
+    for f, size in sorted(sizes.items(), key=lambda item: str(item[0])):
         rel = os.path.relpath(f, outdir)
-        rows.append(f'<tr><td><a href="{_e(rel)}">{_e(rel)}</a></td><td class="num">{f.stat().st_size:,}</td></tr>')
+        rows.append(f'<tr><td><a href="{_e(rel)}">{_e(rel)}</a></td><td class="num">{size:,}</td></tr>')
     if not rows:
         return ""
     return ("<h2>Output files</h2>\n<table><tr><th>file</th><th>bytes</th></tr>\n" + "\n".join(rows)
@@ -180,7 +181,8 @@ def _files_section(files: list[Path], outdir: Path) -> str:
 
 
 def report_html(result, outdir, files=(), plots=()) -> str:
-    """The report page as a string; links are relative to ``outdir``."""
+    """The report page as a string; links are relative to ``outdir``. ``files``: the output files to list, or
+    their sizes by path (files being written under temporary names)."""
     outdir = Path(outdir)
     p = result.params
     when = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
@@ -191,7 +193,7 @@ def report_html(result, outdir, files=(), plots=()) -> str:
             f"<h1>gcnmops report</h1>\n<p class=\"muted\">{_e(p.get('method'))} on "
             f"{len(result.sample_names)} sample(s) &middot; gcnmops {_e(__version__)} &middot; {_e(when)}</p>")
     body = [head, _summary_section(result), _per_sample_section(result), _cnvr_section(result),
-            _plots_section(result, [Path(x) for x in plots], outdir), _files_section([Path(x) for x in files], outdir),
+            _plots_section(result, [Path(x) for x in plots], outdir), _files_section(files, outdir),
             "</body></html>\n"]
     return "\n".join(b for b in body if b)
 

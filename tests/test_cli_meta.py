@@ -66,3 +66,148 @@ def test_an_output_folder_that_cannot_be_written_is_refused_before_any_work(tmp_
         assert proc.returncode == 2 and proc.stderr.startswith("error:") and fragment in proc.stderr, proc.stderr
         assert "normalize" not in proc.stdout  # no analysis ran
     assert a_file.read_text() == "x"
+
+
+# ------------------------------------------------------------------------------------------------ faults
+def _main_script(patch: str, out, *args) -> list[str]:
+    """A child interpreter that applies ``patch`` (Python source) and runs ``gcnmops run --example -o out``."""
+    run = ["run", "--example", "-o", str(out), "--backend", "cpu", "--quiet", *args]
+    return [sys.executable, "-c", f"import sys\n{patch}\nfrom gcnmops.cli import main\nsys.exit(main({run!r}))"]
+
+
+def _left(folder) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*")) if folder.exists() else []
+
+
+def test_signals_during_the_model_fit_stop_it_at_once(tmp_path):
+    """Ctrl-C (SIGINT) and SIGTERM during a long EM fit (--cyc 3000000: hours): the run stops within a second or
+    two with `error:` and exit 130 / 143, and leaves no output folder."""
+    import signal
+
+    for sig, code, word in ((signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")):
+        out = tmp_path / f"out_{code}"
+        ready = tmp_path / f"fitting_{code}"
+        patch = f"""
+import pathlib
+from gcnmops.model import cpu
+real = cpu.run_interruptibly
+def flagged(*args):
+    pathlib.Path({str(ready)!r}).touch()
+    return real(*args)
+cpu.run_interruptibly = flagged
+"""
+        proc = subprocess.Popen(_main_script(patch, out, "--cyc", "3000000"), stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.time() + 300
+            while not ready.exists() and proc.poll() is None and time.time() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.5)  # inside the fit
+            t0 = time.perf_counter()
+            proc.send_signal(sig)
+            err = proc.communicate(timeout=60)[1]
+            stopped = time.perf_counter() - t0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == code and err.startswith(f"error: {word}") and "Traceback" not in err, err
+        assert stopped < 5.0, stopped  # ~1 s on a quiet machine (the exit included)
+        assert not out.exists()
+
+
+def test_a_full_disk_is_an_error_and_leaves_the_folder_as_it_was(tmp_path):
+    """ENOSPC while writing (simulated in one writer thread): `error:` naming the folder and the full disk, exit
+    2, no temporary file, and an earlier run's files in the folder left as they were."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "cnvs.tsv").write_text("an earlier run's calls\n")
+    (out / ".gcnmops-files").write_text("cnvs.tsv\n")
+    patch = """
+import errno, os
+from gcnmops.io import writers
+real = writers.write_columns
+def full(path, *a, **k):
+    real(path, *a, **k)
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+writers.write_columns = full
+"""
+    proc = subprocess.run(_main_script(patch, out), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: No space left") and "Traceback" not in proc.stderr
+    assert repr(str(out)) in proc.stderr
+    assert _left(out) == [".gcnmops-files", "cnvs.tsv"] and (out / "cnvs.tsv").read_text() == "an earlier run's calls\n"
+
+
+def test_a_failing_plot_leaves_no_plots_and_no_half_set(tmp_path):
+    """--report: plots and report.html belong to the run's batch; a plot that fails (here the third, as on a
+    full disk) leaves no plots/ folder and none of the other files."""
+    out = tmp_path / "out"
+    patch = """
+import errno
+from gcnmops import plots
+real = plots.plot_files
+def failing(*a, **k):
+    files = real(*a, **k)
+    def full(path):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+    return files[:2] + [(files[2][0], full)] + files[3:]
+plots.plot_files = failing
+"""
+    proc = subprocess.run(_main_script(patch, out, "--report"), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: No space left"), proc.stderr
+    assert not out.exists()
+
+
+def test_a_folder_in_place_of_a_result_file_is_refused(tmp_path):
+    out = tmp_path / "out"
+    (out / "segmentation.tsv").mkdir(parents=True)
+    proc = subprocess.run(_main_script("", out, "--formats", "tsv"), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 2 and "segmentation.tsv' is a folder" in proc.stderr and "Traceback" not in proc.stderr
+    assert _left(out) == ["segmentation.tsv"]
+
+
+def test_plots_and_report_are_replaced_with_the_set(tmp_path):
+    """A run with --report, then one without into the same folder: the plots and report of the first are gone."""
+    out = tmp_path / "out"
+    first = subprocess.run(_main_script("", out, "--report", "--formats", "tsv"), capture_output=True, text=True,
+                           timeout=600)
+    assert first.returncode == 0, first.stderr
+    names = (out / ".gcnmops-files").read_text().split()
+    assert "report.html" in names and "plots/overview.png" in names and (out / "plots" / "overview.png").is_file()
+    assert all((out / n).is_file() for n in names)
+    second = subprocess.run(_main_script("", out, "--formats", "seg"), capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stderr
+    assert not (out / "plots").exists() and not (out / "report.html").exists()
+    assert _left(out) == sorted([".gcnmops-files", *(out / ".gcnmops-files").read_text().split()])
+
+
+def _mount_tmpfs(folder, size: str) -> bool:
+    import os
+
+    folder.mkdir()
+    if os.geteuid() != 0:
+        return False
+    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                          capture_output=True).returncode == 0
+
+
+def test_a_really_full_disk(tmp_path):
+    """The same on a 1 MB tmpfs (where this user may mount one): run and count stop with `error:`, exit 2."""
+    small = tmp_path / "small"
+    if not _mount_tmpfs(small, "1m"):
+        import pytest
+
+        pytest.skip("mounting a tmpfs is not permitted here")
+    try:
+        proc = subprocess.run(_main_script("", small / "out"), capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 2 and proc.stderr.startswith("error: No space left"), proc.stderr
+        assert _left(small) == []
+        from golden import GOLDEN_DIR
+
+        bams = sorted(str(p) for p in (GOLDEN_DIR / "bam").glob("*.bam"))
+        if bams:
+            (small / "filler").write_bytes(b"\0" * (1024 * 1024 - 8192))
+            proc = subprocess.run([sys.executable, "-m", "gcnmops", "count", *bams, "-o", str(small / "c.tsv"),
+                                   "--quiet"], capture_output=True, text=True, timeout=600)
+            assert proc.returncode == 2 and proc.stderr.startswith("error: No space left"), proc.stderr
+            assert _left(small) == ["filler"]
+    finally:
+        subprocess.run(["umount", str(small)], capture_output=True)

@@ -129,7 +129,7 @@ def test_a_failing_write_leaves_no_file(tmp_path, results, monkeypatch):
         raise OSError("disk full (simulated)")
 
     monkeypatch.setattr(writers, "write_vcf", boom)
-    with pytest.raises(OSError, match="simulated"):
+    with pytest.raises(InputError, match=r"^Writing into the output folder .* failed: disk full \(simulated\)"):
         write_result(r, out)
     assert not out.exists()  # no final file, no temporary file, and not the folder the call made
 

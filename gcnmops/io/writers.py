@@ -1,9 +1,14 @@
 """Writers of a CNVDetectionResult: the calls as text (TSV, BED, VCF 4.2, IGV SEG), the per-region matrices as
 Parquet (default) or TSV, params.json.
 
-Atomic: every file of one ``write_result`` call is first written under a temporary name in the output
-folder; only when all of them are complete are they renamed to their final names. A failure anywhere
-(an exception, a full disk) removes the temporary files and leaves no new final file behind.
+All or nothing: every file of one ``write_result`` call (the plots and report of ``run --plots --report``
+included) is first written under a temporary name in the output folder; only when all of them are complete are
+they renamed to their final names, with the folder's list of them (``.gcnmops-files``); then the files an earlier
+run listed there that this one did not write are removed, so a folder never mixes two runs' files. A failure
+anywhere (an exception, a full disk, Ctrl-C or SIGTERM) removes the temporary files and leaves the folder as it
+was; a full disk or a folder that cannot be written is an InputError naming the folder (``output_error``). A
+writer killed outright (SIGKILL) leaves temporary files, which the next run into the folder removes
+(``remove_temporaries``).
 
 Always written: ``segmentation.tsv``, ``cnvs.tsv``, ``cnvr.tsv`` (cn.mops's columns; missing values ``NA``)
 and ``params.json``. The formats (``FORMATS``; ``DEFAULT_FORMATS`` when none are named):
@@ -34,13 +39,14 @@ and ``params.json``. The formats (``FORMATS``; ``DEFAULT_FORMATS`` when none are
 """
 from __future__ import annotations
 
+import errno
 import gzip
 import itertools
 import json
 import os
 import re
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
@@ -85,17 +91,39 @@ def _temp_beside(path: Path) -> Path:
 
 #: the names ``_temp_beside`` gives (mkstemp: 8 random characters)
 _TEMPORARY = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")
+#: errno values of a full disk or quota, and of a folder that cannot be written
+_NO_SPACE = {errno.ENOSPC, errno.EDQUOT}
+_NO_WRITE = {errno.EACCES, errno.EPERM, errno.EROFS}
 
 
 def remove_temporaries(folder) -> int:
-    """Remove the temporary files a writer killed outright (SIGKILL, out of memory) left in ``folder``; a folder is
-    written by one run at a time. Returns how many were removed."""
-    removed = 0
-    for entry in Path(folder).iterdir() if Path(folder).is_dir() else ():
-        if _TEMPORARY.match(entry.name) and entry.is_file():
-            entry.unlink(missing_ok=True)
-            removed += 1
-    return removed
+    """Remove the temporary files a writer killed outright (SIGKILL, out of memory) left in ``folder`` and its
+    subfolders (plots/); a folder is written by one run at a time. Returns how many were removed."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return 0
+    entries = list(folder.iterdir())
+    entries += [e for d in entries if d.is_dir() and not d.is_symlink() for e in d.iterdir()]
+    removed = [e for e in entries if _TEMPORARY.match(e.name) and e.is_file()]
+    for entry in removed:
+        entry.unlink(missing_ok=True)
+    return len(removed)
+
+
+def output_error(err: OSError, folder) -> InputError:
+    """The InputError for ``err`` raised while writing into ``folder``: a full disk, a folder that cannot be
+    written, or what the system said; nothing of the failed write is left."""
+    where = f"the output folder {str(folder)!r}"
+    if err.errno in _NO_SPACE:
+        return InputError(f"No space left on the device of {where} (disk full or quota reached): nothing was "
+                          "written. Free some space, or write to another folder (-o).")
+    if err.errno in _NO_WRITE:
+        return InputError(f"Cannot write into {where}: {err.strerror}. Nothing was written; choose a folder you "
+                          "can write (-o).")
+    name = Path(err.filename).name if err.filename else ""
+    name = name[1:-13] if _TEMPORARY.match(name) else name
+    return InputError(f"Writing into {where} failed" + (f" at {name!r}" if name else "") +
+                      f": {err.strerror or err}. Nothing was written.")
 
 
 def _publish(tmp: Path, path: Path, mode: int) -> None:
@@ -104,15 +132,19 @@ def _publish(tmp: Path, path: Path, mode: int) -> None:
 
 
 def atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
-    """Call ``write(tmp)`` on a temporary file beside ``path`` and rename it to ``path`` on success."""
+    """Call ``write(tmp)`` on a temporary file beside ``path`` and rename it to ``path`` on success. An OSError
+    (a full disk, no permission) becomes an InputError naming the folder."""
     path = Path(path)
-    tmp = _temp_beside(path)
     try:
-        write(tmp)
-        _publish(tmp, path, 0o666 & ~_umask())
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+        tmp = _temp_beside(path)
+        try:
+            write(tmp)
+            _publish(tmp, path, 0o666 & ~_umask())
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    except OSError as err:
+        raise output_error(err, path.parent) from None
     return path
 
 
@@ -123,13 +155,15 @@ class _Batch:
     with ``inline=True`` (anything calling into R: the embedded R must stay on the calling thread). Parts of
     a file (``submit``) run in the same pool; the job that writes the parts into the file as they come
     (``waits=True``) has a thread of its own, beside the pool, so that the file is written while the rest is
-    encoded."""
+    encoded. A name may hold one folder (``plots/overview.png``): the folder is made, and removed again by
+    ``abort`` when this batch made it."""
 
     def __init__(self, outdir: Path, workers: int | None = None):
         from concurrent.futures import ThreadPoolExecutor
 
         self.outdir = outdir
         self.staged: list[tuple[Path, Path]] = []
+        self.folders: list[Path] = []  # made by this batch
         self.futures = []
         report = ticker(1.0)
         self.step = lambda: report(1.0 / max(1, len(self.staged)))
@@ -141,8 +175,16 @@ class _Batch:
         """A job (a part of a file) in the batch's pool: its future."""
         return self.pool.submit(fn, *args)
 
-    def write(self, name: str, write: Callable[[Path], None], inline: bool = False, waits: bool = False) -> None:
+    def write(self, name: str, write: Callable[[Path], None], inline: bool = False, waits: bool = False) -> Path:
+        """Stage the file ``name`` (relative to the folder), written by ``write(tmp)``; returns its final path.
+        An InputError at once when a folder stands where the file goes."""
         path = self.outdir / name
+        if path.is_dir():
+            raise InputError(f"{str(path)!r} is a folder, where gcnmops writes a file: move it away or write to "
+                             "another folder (-o).")
+        if path.parent != self.outdir and not path.parent.is_dir():
+            path.parent.mkdir()
+            self.folders.append(path.parent)
         tmp = _temp_beside(path)
         self.staged.append((tmp, path))
 
@@ -154,11 +196,16 @@ class _Batch:
             write_and_report(tmp)
         else:
             self.futures.append((self.waiting if waits else self.pool).submit(write_and_report, tmp))
+        return path
 
     def wait(self) -> None:
         """Wait for every file; re-raise the first failure (in submission order)."""
         for f in self.futures:
             f.result()
+
+    def sizes(self) -> dict[Path, int]:
+        """Bytes of every file staged and complete, by final path (after ``wait``)."""
+        return {path: tmp.stat().st_size for tmp, path in self.staged}
 
     def abort(self) -> None:
         import threading
@@ -171,24 +218,44 @@ class _Batch:
                 thread.join()
         for tmp, _ in self.staged:
             tmp.unlink(missing_ok=True)
+        for folder in reversed(self.folders):
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
 
     def commit(self) -> list[Path]:
-        """Rename every file to its final name; then remove the files an earlier run listed in the folder's
-        manifest that this run did not write (a folder never mixes two runs' files), and list this run's."""
+        """Write the folder's manifest (this run's files), rename every file to its final name, then remove the
+        files an earlier run listed that this run did not write: a folder never mixes two runs' files. Should a
+        rename fail, the files not yet renamed are removed."""
         self.pool.shutdown(wait=True)
         self.waiting.shutdown(wait=True)
-        mode = 0o666 & ~_umask()
-        for tmp, path in self.staged:
-            _publish(tmp, path, mode)
-        written = [path for _, path in self.staged]
         manifest = self.outdir / MANIFEST
-        names = {p.name for p in written}
-        if manifest.is_file():
-            for old in manifest.read_text().split("\n"):
-                if old and old not in names and "/" not in old and old != MANIFEST:
-                    (self.outdir / old).unlink(missing_ok=True)
-        atomic_write(manifest, lambda t: t.write_text("".join(f"{n}\n" for n in sorted(names))))
-        return written
+        old = manifest.read_text().split("\n") if manifest.is_file() else []
+        names = sorted(path.relative_to(self.outdir).as_posix() for _, path in self.staged)
+        self.write(MANIFEST, lambda t: t.write_text("".join(f"{n}\n" for n in names)), inline=True)
+        mode = 0o666 & ~_umask()
+        published = 0
+        try:
+            for tmp, path in self.staged:
+                _publish(tmp, path, mode)
+                published += 1
+        except BaseException:
+            for tmp, _ in self.staged[published:]:
+                tmp.unlink(missing_ok=True)
+            raise
+        for name in set(old) - set(names) - {"", MANIFEST}:
+            self._remove_earlier(name)
+        return [path for _, path in self.staged if path.name != MANIFEST]
+
+    def _remove_earlier(self, name: str) -> None:
+        """Remove the file ``name`` of an earlier run's manifest (and its folder, when that is left empty)."""
+        parts = Path(name).parts
+        if Path(name).is_absolute() or ".." in parts or len(parts) > 2:
+            return  # not a name this module writes
+        path = self.outdir / name
+        if path.is_file() or path.is_symlink():
+            path.unlink(missing_ok=True)
+        if len(parts) == 2 and path.parent.is_dir() and not any(path.parent.iterdir()):
+            path.parent.rmdir()
 
 
 # -------------------------------------------------------------------------------------------------
@@ -324,28 +391,45 @@ def check_output_folder(outdir) -> Path:
     return outdir
 
 
-def write_result(result, outdir, formats=None) -> list[Path]:
+#: more files of a write_result batch: extra(sizes) -> (name relative to the folder, write(tmp)) pairs
+ExtraFiles = Callable[[dict], Iterable[tuple[str, Callable[[Path], None]]]]
+
+
+def write_result(result, outdir, formats=None, extra: ExtraFiles | None = None) -> list[Path]:
     """Write ``result`` under ``outdir`` (created if needed): the call tables and params.json, and ``formats``
-    (default ``DEFAULT_FORMATS``); returns the paths written. All or nothing: on any error no new file is
-    left under a final name."""
+    (default ``DEFAULT_FORMATS``); returns the paths written. ``extra`` (plots, a report): called once every
+    other file is complete with their sizes (final path -> bytes, a dict that grows as the extra files are
+    written), it yields more files of the same batch, each written when yielded, on the calling thread.
+
+    All or nothing: on any error (a full disk, an interruption) no new file is left, temporary or final, and
+    the folder is as it was; an OSError becomes an InputError naming the folder (``output_error``)."""
     formats = check_formats(formats)
     outdir = Path(outdir)
     created = not outdir.exists()
-    outdir.mkdir(parents=True, exist_ok=True)
-    batch = _Batch(outdir)
     try:
-        for name in TABLES:
-            batch.write(f"{name}.tsv", lambda t, n=name: write_frame(t, getattr(result, n)))
-        batch.write("params.json", lambda t: t.write_text(json.dumps(_params_json(result), indent=1)))
-        for fmt in formats:
-            _WRITERS[fmt](result, batch)
-        batch.wait()
-    except BaseException:
-        batch.abort()
-        if created and not any(outdir.iterdir()):
-            outdir.rmdir()  # the folder this call made, left empty
-        raise
-    return batch.commit()
+        outdir.mkdir(parents=True, exist_ok=True)
+        remove_temporaries(outdir)  # of a run killed outright
+        batch = _Batch(outdir)
+        try:
+            for name in TABLES:
+                batch.write(f"{name}.tsv", lambda t, n=name: write_frame(t, getattr(result, n)))
+            batch.write("params.json", lambda t: t.write_text(json.dumps(_params_json(result), indent=1)))
+            for fmt in formats:
+                _WRITERS[fmt](result, batch)
+            batch.wait()
+            if extra is not None:
+                sizes = batch.sizes()
+                for name, write in extra(sizes):
+                    path = batch.write(name, write, inline=True)
+                    sizes[path] = batch.sizes()[path]
+            return batch.commit()
+        except BaseException:
+            batch.abort()
+            if created and outdir.is_dir() and not any(outdir.iterdir()):
+                outdir.rmdir()  # the folder this call made, left empty
+            raise
+    except OSError as err:
+        raise output_error(err, outdir) from None
 
 
 def matrix_columns(result) -> dict[str, tuple[list[str], list]]:
