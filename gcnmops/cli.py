@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from .errors import InputError
+from .io.callfiles import VcfOptions
 from .io.writers import DEFAULT_FORMATS, FORMATS, check_formats, check_output_folder
 from .params import METHODS
 
@@ -43,11 +44,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--example", action="store_true", help="run on the built-in simulated cohort")
     run.add_argument("-o", "--outdir", required=True, help="output folder (created)")
     run.add_argument("--method", choices=list(METHODS), default="cn.mops",
-                     help="cn.mops (cohort), exome, haplo (haploid), reference (cases vs --controls), single")
-    run.add_argument("--controls", help="reference method: the control samples' counts (same regions as INPUT)")
+                     help="cn.mops (cohort; default), exome, haplo (haploid), reference (cases vs --controls), single")
+    run.add_argument("--controls", help="reference method: the control samples' counts (same regions as INPUT; "
+                                        "default none)")
     run.add_argument("--backend", choices=["auto", "cpu", "gpu"], default="auto",
                      help="where the model runs: auto (a usable GPU, else the CPU; default), cpu or gpu")
-    run.add_argument("--devices", type=_devices, help="GPU backend: device ids, comma separated, or 'all'")
+    run.add_argument("--devices", type=_devices, help="GPU backend: device ids, comma separated, or 'all' (default 0)")
     run.add_argument("--I", type=_floats, help="fold changes, comma separated (default: the method's)")
     run.add_argument("--classes", type=_strings, help="labels, comma separated (default: the method's)")
     run.add_argument("--prior-impact", type=float, help="cn.mops priorImpact: weight of the prior of the normal class "
@@ -78,6 +80,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--formats", type=_strings, default=None,
                      help=f"output formats, comma separated, from {','.join(FORMATS)} (default: "
                           f"{','.join(DEFAULT_FORMATS)}; the call tables and params.json are always written)")
+    run.add_argument("--reference-fai", metavar="FAI", help="VCF contig lengths from this FASTA index (samtools "
+                                                            "faidx; default: each chromosome's last window end)")
+    run.add_argument("--reference", metavar="FASTA", help="REF bases of the VCF (and its contig lengths, without "
+                                                          "--reference-fai) from this FASTA (default: REF N)")
+    run.add_argument("--per-sample-vcf", action="store_true", help="also one VCF per sample, cnvr.<sample>.vcf.gz "
+                                                                   "+ index, with the CNV regions it carries")
+    run.add_argument("--threads", type=int, help="threads of the CPU stages (numba; default: all CPUs)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.add_argument("-v", "--verbose", action="store_true", help="also log the libraries' messages")
     run.add_argument("--plots", action="store_true", help="write PNG plots (CNV regions, segments, overview)")
@@ -86,23 +95,29 @@ def build_parser() -> argparse.ArgumentParser:
     warm = sub.add_parser("warmup", help="compile and cache every kernel of a run (once per machine and install; "
                                          "scripts/setup.sh does it)")
     warm.add_argument("--backend", choices=["auto", "cpu", "gpu"], default="auto",
-                      help="auto: the CPU kernels, and the GPU kernels where a GPU is usable")
-    count = sub.add_parser("count", help="count reads of BAM files in windows or regions (a count TSV for run)")
-    count.add_argument("bams", nargs="+", metavar="BAM", help="BAM files (same reference genome)")
-    count.add_argument("-o", "--output", required=True, help="count table to write (.tsv, or .tsv.gz)")
+                      help="auto (default): the CPU kernels, and the GPU kernels where a GPU is usable")
+    count = sub.add_parser("count", help="count reads of BAM/CRAM files in windows or regions (a count table for run)")
+    count.add_argument("bams", nargs="+", metavar="BAM", help="BAM or CRAM files (same reference genome)")
+    count.add_argument("-o", "--output", required=True, help="count table to write, format by extension: .tsv, "
+                                                             ".tsv.gz, .parquet or .npz (gcnmops run reads each)")
+    count.add_argument("--reference", metavar="FASTA", help="the reference FASTA the CRAM files were written with "
+                                                            "(needed by CRAM input; default none)")
     count.add_argument("--window", type=int, default=25000, help="window length in bp (default 25000)")
-    count.add_argument("--regions", help="count in these regions instead: BED (0-based) or a seqnames/start/end table")
+    count.add_argument("--regions", help="count in these regions instead: BED (0-based) or a seqnames/start/end table "
+                                          "(default: windows)")
     count.add_argument("--ref-seq-names", type=_strings, help="references to count, comma separated (default all)")
     count.add_argument("--sample-names", type=_strings, help="sample names, comma separated (default file names)")
     count.add_argument("--min-mapq", type=int, default=1, help="reads below this mapping quality are not counted "
                                                                 "(default 1)")
-    count.add_argument("--workers", type=int, help="threads (default: all CPUs)")
+    count.add_argument("--threads", type=int, help="threads decompressing the files (default: all CPUs)")
+    count.add_argument("--workers", type=int, dest="threads", help=argparse.SUPPRESS)  # the former name of --threads
     count.add_argument("--quiet", action="store_true", help="no progress bar")
     batch = sub.add_parser("batch", help="run many experiments listed in a manifest on GPUs or CPU worker processes "
                                          "(resumable; see docs/scaling.md)")
     batch.add_argument("manifest", help="TSV (id, input, method, parameter columns) or YAML list of experiments")
     batch.add_argument("-o", "--outdir", required=True, help="output folder: one subfolder per experiment")
-    batch.add_argument("--devices", type=_devices, help="one worker per GPU: device ids, comma separated, or 'all'")
+    batch.add_argument("--devices", type=_devices, help="one worker per GPU: device ids, comma separated, or 'all' "
+                                                        "(default: CPU workers)")
     batch.add_argument("--workers", type=int, help="CPU worker processes (default 1, or the GPUs when one is usable)")
     batch.add_argument("--formats", type=_strings, default=None,
                        help=f"output formats from {','.join(FORMATS)} (default: {','.join(DEFAULT_FORMATS)})")
@@ -127,19 +142,34 @@ def _run(args) -> int:
     build_params(method.name, {k: v for k, v in kwargs.items() if k not in RUN_ARGS})  # before reading the input
     formats = check_formats(args.formats)
     check_output_folder(args.outdir)
+    vcf = VcfOptions(args.reference_fai, args.reference, args.per_sample_vcf).checked()
+    _set_threads(args.threads)
     skipped = {"integer"} if args.no_integer else set()
     skipped |= set() if args.plots or args.report else {"plots"}
     skipped |= set() if args.report else {"report"}
     with Progress({k: w for k, w in STAGE_WEIGHTS.items() if k not in skipped}, disable=args.quiet) as progress:
         t0 = time.perf_counter()
         data, controls = _read_input(args, method)
+        vcf.checked(data.genomic_ranges()["seqnames"].unique())  # the reference holds every chromosome
         read_s = time.perf_counter() - t0
         progress.advance("read")
         result, written = run_and_write(method.name, data, args.outdir, controls=controls, backend=args.backend,
                                         integer=not args.no_integer, formats=formats, timings={"read": read_s},
-                                        extra=_figures(args, progress), **kwargs)
+                                        extra=_figures(args, progress), vcf=vcf, **kwargs)
     print(_summary(result, Path(args.outdir), len(written)))
     return 0
+
+
+def _set_threads(n: int | None) -> None:
+    """numba's thread count for the CPU stages (None: all it has)."""
+    if n is None:
+        return
+    import numba
+
+    if not 1 <= n <= numba.config.NUMBA_NUM_THREADS:
+        raise InputError(f"--threads must be between 1 and {numba.config.NUMBA_NUM_THREADS} (the CPUs numba may use), "
+                         f"not {n}")
+    numba.set_num_threads(n)
 
 
 def _figures(args, progress):
@@ -218,12 +248,13 @@ def _summary(result, outdir: Path, n_files: int) -> str:
 
 
 def _count(args) -> int:
-    from .io.counting import count_reads, write_counts
+    from .io.counting import count_format, count_reads, write_counts
 
+    count_format(args.output)  # a name without a known format, or a missing folder: refused before counting
     t0 = time.perf_counter()
     data = count_reads(args.bams, sample_names=args.sample_names, ref_seq_names=args.ref_seq_names,
-                       window=args.window, regions=args.regions, min_mapq=args.min_mapq, workers=args.workers,
-                       progress=not args.quiet)
+                       window=args.window, regions=args.regions, min_mapq=args.min_mapq, threads=args.threads,
+                       reference=args.reference, progress=not args.quiet)
     write_counts(data, args.output)
     print(f"gcnmops count: {data.n_regions:,} regions x {data.n_samples} samples, "
           f"{int(data.counts.sum()):,} reads counted in {time.perf_counter() - t0:.2f} s -> {args.output}")

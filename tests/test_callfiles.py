@@ -476,3 +476,75 @@ def test_seg_loads_with_igv_columns(written, results):
     merged = seg.merge(r.segmentation, left_on=["ID", "chrom", "loc.start", "loc.end"],
                        right_on=["sampleName", "seqnames", "start", "end"])
     assert len(merged) == len(seg) and np.array_equal(merged["seg.mean"], merged["mean"])
+
+
+# ------------------------------------------------------------------------------------------------ run's VCF options
+def _fasta(path, lengths: dict, seed=0):
+    """A FASTA of random bases (some N and R), one line per contig."""
+    rng = np.random.default_rng(seed)
+    bases = np.frombuffer(b"ACGTNR", dtype="S1")
+    with open(path, "wb") as fh:
+        for c, n in lengths.items():
+            fh.write(f">{c}\n".encode() + bases[rng.choice(6, n, p=[.24, .24, .24, .24, .02, .02])].tobytes() + b"\n")
+    return path
+
+
+@needs_pysam
+def test_reference_fasta_gives_ref_bases_and_contigs_and_per_sample_vcfs(results, tmp_path):
+    from gcnmops.io.callfiles import VcfOptions
+
+    r = results[1]
+    lengths = {c: int(r.gr["end"][r.gr["seqnames"] == c].max()) + 1000 for c in pd.unique(r.gr["seqnames"])}
+    fasta = _fasta(tmp_path / "ref.fa", {**lengths, "chrUn": 500})
+    out = tmp_path / "out"
+    names = {p.name for p in write_result(r, out, formats=["vcf"], vcf=VcfOptions(reference=str(fasta),
+                                                                                   per_sample=True))}
+    header, recs = _records(out / "cnvr.vcf.gz")
+    assert {c: header.contigs[c].length for c in header.contigs} == {**lengths, "chrUn": 500}
+    assert any(str(h).strip() == f"##reference=file://{fasta.resolve()}" for h in header.records)
+    with pysam.FastaFile(str(fasta)) as fa:
+        for rec in recs:
+            base = fa.fetch(rec.chrom, rec.pos - 1, rec.pos).upper()
+            assert rec.ref == (base if base in "ACGT" else "N"), (rec.id, base)
+    assert {rec.ref for rec in recs} - {"N"}  # real bases, not only N
+    cells = _non_normal_cells(r)
+    for s in r.sample_names:
+        name = f"cnvr.{s}.vcf.gz"
+        assert {name, name + ".tbi"} <= names
+        _, mine = _records(out / name)
+        assert sorted(int(rec.id[4:]) - 1 for rec in mine) == sorted(i for i, t in cells if t == s)
+        if TOOLS["vcf-validator"]:
+            run("vcf-validator", out / name)
+        if TOOLS["bcftools"]:
+            assert len(lines(run("bcftools", "view", "-H", "-i", 'GT="alt"', out / name))) == len(mine)
+    if TOOLS["vcf-validator"]:
+        run("vcf-validator", out / "cnvr.vcf.gz")
+    fai = tmp_path / "ref.fa.fai"  # --reference-fai wins over the FASTA's lengths
+    fai.write_text("".join(f"{c}\t{n + 5}\t1\t60\t61\n" for c, n in lengths.items()))
+    write_result(r, tmp_path / "o2", formats=["vcf"], vcf=VcfOptions(reference_fai=str(fai), reference=str(fasta)))
+    header, _ = _records(tmp_path / "o2" / "cnvr.vcf.gz")
+    assert {c: header.contigs[c].length for c in header.contigs} == {c: n + 5 for c, n in lengths.items()}
+
+
+@needs_pysam
+def test_run_refuses_a_reference_without_the_chromosomes_before_the_model(results, tmp_path, capsys):
+    from gcnmops.cli import main
+
+    r = results[1]
+    counts = tmp_path / "counts.tsv"
+    r.gr.assign(**{s: np.rint(r.normalized_data[:, k]) for k, s in enumerate(r.sample_names)}).to_csv(
+        counts, sep="\t", index=False)
+    other = _fasta(tmp_path / "other.fa", {"chrX": 1000})
+    for extra, fragment in ((["--reference", str(tmp_path / "none.fa")], "not found"),
+                            (["--reference", str(other)], "not in"),
+                            (["--reference-fai", str(tmp_path / "none.fai")], "Cannot read the FASTA index"),
+                            (["--threads", "0"], "--threads must be between 1")):
+        assert main(["run", str(counts), "-o", str(tmp_path / "out"), "--quiet", "--backend", "cpu", *extra]) == 2
+        captured = capsys.readouterr()
+        assert captured.err.startswith("error:") and fragment in captured.err, captured.err
+        assert "segments" not in captured.out and not (tmp_path / "out").exists()
+    fasta = _fasta(tmp_path / "ref.fa", {c: int(r.gr["end"][r.gr["seqnames"] == c].max())
+                                         for c in pd.unique(r.gr["seqnames"])})
+    assert main(["run", str(counts), "-o", str(tmp_path / "out"), "--quiet", "--backend", "cpu", "--threads", "1",
+                 "--reference", str(fasta), "--per-sample-vcf", "--formats", "vcf"]) == 0
+    assert (tmp_path / "out" / f"cnvr.{r.sample_names[0]}.vcf.gz.tbi").exists()

@@ -211,3 +211,23 @@ def test_a_really_full_disk(tmp_path):
             assert _left(small) == ["filler"]
     finally:
         subprocess.run(["umount", str(small)], capture_output=True)
+
+
+def test_every_option_with_a_value_shows_its_default():
+    """--help names the default of every option that takes a value (or says it is required)."""
+    commands = build_parser()._subparsers._group_actions[0].choices
+    silent = [(name, a.option_strings[0]) for name, sub in commands.items() for a in sub._actions
+              if a.option_strings and a.nargs != 0 and not a.required and a.help != "==SUPPRESS=="
+              and "default" not in a.help]
+    assert silent == []
+
+
+def test_threads_means_threads_everywhere():
+    commands = build_parser()._subparsers._group_actions[0].choices
+    for name in ("run", "count"):
+        (threads,) = [a for a in commands[name]._actions if "--threads" in a.option_strings]
+        assert "threads" in threads.help and threads.type is int
+    count = commands["count"].parse_args(["a.bam", "-o", "c.tsv", "--workers", "3"])  # the former name
+    assert count.threads == 3 and "--workers" not in commands["count"].format_help()
+    (workers,) = [a for a in commands["batch"]._actions if "--workers" in a.option_strings]
+    assert "processes" in workers.help

@@ -30,7 +30,8 @@ and ``params.json``. The formats (``FORMATS``; ``DEFAULT_FORMATS`` when none are
   512 Mbp). The plain files are kept for tools that read plain BED (UCSC custom tracks, scripts).
 - ``vcf``: ``cnvr.vcf.gz`` + ``cnvr.vcf.gz.tbi`` (``.csi`` beyond 512 Mbp), VCF 4.2 through pysam, one record
   per CNV region with per-sample GT, CN, CNQ (see ``callfiles.vcf_table``); without pysam a plain
-  ``cnvr.vcf``.
+  ``cnvr.vcf``. ``write_result(..., vcf=VcfOptions(...))``: contig lengths from a .fai, REF bases from a
+  FASTA, and one ``cnvr.<sample>.vcf.gz`` + index per sample (the regions it carries).
 - ``seg``: ``segmentation.seg`` for IGV: ID, chrom, loc.start, loc.end, num.mark, seg.mean (the segment
   means of sINI), as DNAcopy writes it (by sample, then chromosome, then start).
 - ``rds``: ``result.rds``, the R CNVDetectionResult (needs R, rpy2 and the gcn.mops R package).
@@ -55,8 +56,8 @@ import pandas as pd
 from ..data import usable_cores
 from ..errors import InputError
 from ..progress import ticker
-from .callfiles import (bed_cnvr, bed_cnvs, bed_max_position, bgzip, have_pysam, index_suffix, seg_table, tabix,
-                        vcf_max_position, write_vcf)
+from .callfiles import (VcfOptions, bed_cnvr, bed_cnvs, bed_max_position, bgzip, have_pysam, index_suffix,
+                        sample_vcf_name, seg_table, tabix, vcf_max_position, write_vcf)
 
 #: every output format (the module docstring says what each writes)
 FORMATS = ("parquet", "tsv", "tsv.gz", "bed", "vcf", "seg", "rds")
@@ -395,11 +396,13 @@ def check_output_folder(outdir) -> Path:
 ExtraFiles = Callable[[dict], Iterable[tuple[str, Callable[[Path], None]]]]
 
 
-def write_result(result, outdir, formats=None, extra: ExtraFiles | None = None) -> list[Path]:
+def write_result(result, outdir, formats=None, extra: ExtraFiles | None = None,
+                 vcf: VcfOptions | None = None) -> list[Path]:
     """Write ``result`` under ``outdir`` (created if needed): the call tables and params.json, and ``formats``
-    (default ``DEFAULT_FORMATS``); returns the paths written. ``extra`` (plots, a report): called once every
-    other file is complete with their sizes (final path -> bytes, a dict that grows as the extra files are
-    written), it yields more files of the same batch, each written when yielded, on the calling thread.
+    (default ``DEFAULT_FORMATS``; ``vcf``: how the VCFs are written, ``callfiles.VcfOptions``); returns the paths
+    written. ``extra`` (plots, a report): called once every other file is complete with their sizes (final path
+    -> bytes, a dict that grows as the extra files are written), it yields more files of the same batch, each
+    written when yielded, on the calling thread.
 
     All or nothing: on any error (a full disk, an interruption) no new file is left, temporary or final, and
     the folder is as it was; an OSError becomes an InputError naming the folder (``output_error``)."""
@@ -415,7 +418,7 @@ def write_result(result, outdir, formats=None, extra: ExtraFiles | None = None) 
                 batch.write(f"{name}.tsv", lambda t, n=name: write_frame(t, getattr(result, n)))
             batch.write("params.json", lambda t: t.write_text(json.dumps(_params_json(result), indent=1)))
             for fmt in formats:
-                _WRITERS[fmt](result, batch)
+                _WRITERS[fmt](result, batch) if fmt != "vcf" else _write_vcf(result, batch, vcf or VcfOptions())
             batch.wait()
             if extra is not None:
                 sizes = batch.sizes()
@@ -862,13 +865,18 @@ def _write_bed(result, batch: _Batch) -> None:
             batch.write(f"{stem}.bed.gz.{ext}", lambda t, g=gz: tabix(g.path(), "bed", t, csi=ext == "csi"))
 
 
-def _write_vcf(result, batch: _Batch) -> None:
+def _write_vcf(result, batch: _Batch, options: VcfOptions = VcfOptions()) -> None:
+    kw = options.vcf_kwargs()
     if not have_pysam():
-        batch.write("cnvr.vcf", lambda t: write_vcf(result, t, compress=False))
+        batch.write("cnvr.vcf", lambda t: write_vcf(result, t, compress=False, **kw))
         return
-    ext = index_suffix(vcf_max_position(result))
-    vcf = _Staged(batch, "cnvr.vcf.gz", lambda t: write_vcf(result, t))
+    ext = index_suffix(vcf_max_position(result, **kw))
+    vcf = _Staged(batch, "cnvr.vcf.gz", lambda t: write_vcf(result, t, **kw))
     batch.write(f"cnvr.vcf.gz.{ext}", lambda t: tabix(vcf.path(), "vcf", t, csi=ext == "csi"))
+    for s in result.sample_names if options.per_sample else ():  # cnvr.<sample>.vcf.gz: its carried regions
+        one = _Staged(batch, sample_vcf_name(s), lambda t, s=s: write_vcf(result, t, samples=[s], carriers_only=True,
+                                                                          **kw))
+        batch.write(f"{sample_vcf_name(s)}.{ext}", lambda t, one=one: tabix(one.path(), "vcf", t, csi=ext == "csi"))
 
 
 def _write_rds(result, batch: _Batch) -> None:

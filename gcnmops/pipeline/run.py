@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..calls.integer import calc_integer_copy_numbers
 from ..cuda.probe import resolve_backend
+from ..io.callfiles import VcfOptions
 from ..io.writers import write_result
 from ..result import CNVDetectionResult
 from ..progress import timed_stage
@@ -21,13 +22,14 @@ def run_and_write(method, input, outdir, *, controls=None, backend: str = "auto"
                   formats: list[str] | None = None, timings: dict | None = None,
                   on_stage: Callable[[str], None] | None = None,
                   extra: Callable[[CNVDetectionResult, dict], Iterable[tuple[str, Callable]]] | None = None,
-                  **params) -> tuple[CNVDetectionResult, list[Path]]:
+                  vcf: VcfOptions | None = None, **params) -> tuple[CNVDetectionResult, list[Path]]:
     """Run ``method`` (see methods.run_method), label its CNVs with integer copy numbers (``integer``; when there
     are CNV regions) and write every result file under ``outdir`` (``formats``: default all). ``backend`` is
     resolved once, here, for the run and the integer copy numbers. ``timings``: seconds of stages the caller
     ran before (e.g. its own read), put into the result's timings; ``on_stage(name)`` is called after each of
     STAGES. ``extra(result, sizes)``: more files of the same all-or-nothing batch (plots, a report), see
-    ``writers.write_result``. The parameters are checked before anything else (before the GPU is probed).
+    ``writers.write_result``; ``vcf``: how the VCFs are written (``callfiles.VcfOptions``). The parameters are
+    checked before anything else (before the GPU is probed).
     Returns (the result, as written; the paths written); the result's timings gain "integer" and "write"."""
     build_params(method, {k: v for k, v in params.items() if k not in RUN_ARGS})
     backend = resolve_backend(backend)
@@ -43,7 +45,8 @@ def run_and_write(method, input, outdir, *, controls=None, backend: str = "auto"
     with timed_stage(result.timings, "write"):
         # files want one CN column per sample in cnvr (haplo/single keep cn.mops's own cnvr shape until integer CNs)
         files = None if extra is None else (lambda sizes: extra(result, sizes))
-        written = write_result(result.replace(cnvr=cnvr_per_sample(result)), outdir, formats=formats, extra=files)
+        written = write_result(result.replace(cnvr=cnvr_per_sample(result)), outdir, formats=formats, extra=files,
+                               vcf=vcf)
     report("write")
     return result, written
 
