@@ -52,6 +52,8 @@ CNVR_SHADE = "#fff2b3"
 MAX_POINTS = 4000
 #: the shortest CNV call drawn by segplot, as a fraction of its panel's width (shorter calls are widened)
 MIN_CALL_WIDTH = 0.01
+#: the narrowest CNV bar of the overview, as a fraction of the genome drawn (shorter CNVs are widened)
+MIN_BAR_WIDTH = 0.002
 #: the rankings ``informative_cnvr`` takes CNV regions from, in turn
 RANKINGS = ("largest", "most carriers", "strongest")
 _CN_LABEL = re.compile(r"^CN(\d+(?:\.\d+)?)$")
@@ -289,7 +291,7 @@ def segplot(result, sample_idx=1, seqname=None, values: str = "sini", path=None,
     height = 2.9 * nrow + 1.1
     fig = _figure(max(7.0, 4.0 * ncol), height)
     axes = np.atleast_1d(fig.subplots(nrow, ncol, squeeze=False).ravel())
-    fig.subplots_adjust(left=0.75 / fig.get_figwidth(), right=0.98, bottom=0.55 / height,
+    fig.subplots_adjust(left=0.85 / fig.get_figwidth(), right=0.98, bottom=0.55 / height,
                         top=1 - 0.95 / height, wspace=0.28, hspace=0.5)
     starts_all, ends_all = gr["start"].to_numpy(), gr["end"].to_numpy()
     lim = 0.0
@@ -358,7 +360,8 @@ def _boxes(x0: np.ndarray, x1: np.ndarray, y0: np.ndarray, y1: np.ndarray) -> np
 def plot_overview(result, path=None, dpi: int = 100) -> Figure:
     """Genome-wide overview: one row per sample, every CNV as a bar on the concatenated chromosomes (red gains,
     blue losses, grey calls at the normal copy number; pale for one copy from normal, full for two or more once
-    integer copy numbers are known), CNV regions shaded, chromosome boundaries as lines."""
+    integer copy numbers are known; at least ``MIN_BAR_WIDTH`` of the genome wide), CNV regions shaded,
+    chromosome boundaries as lines."""
     gr = result.gr
     offsets: dict[str, float] = {}
     ticks, labels, bounds = [], [], []
@@ -380,8 +383,11 @@ def plot_overview(result, path=None, dpi: int = 100) -> Figure:
     fig.subplots_adjust(left=0.09 if n <= 80 else 0.04, right=0.99, bottom=0.75 / height, top=1 - 0.7 / height)
 
     def genome_x(frame):
+        """(x0, x1, known chromosome) of each range on the genome axis, at least MIN_BAR_WIDTH wide."""
         off = frame["seqnames"].astype(str).map(offsets).to_numpy(dtype=np.float64)
-        return off + frame["start"].to_numpy() - 1, off + frame["end"].to_numpy(), np.isfinite(off)
+        x0, x1 = off + frame["start"].to_numpy() - 1, off + frame["end"].to_numpy()
+        grow = np.maximum(0.0, MIN_BAR_WIDTH * pos - (x1 - x0)) / 2  # short ranges widened to stay visible
+        return x0 - grow, x1 + grow, np.isfinite(off)
 
     x0, x1, ok = genome_x(result.cnvr)
     ax.add_collection(PolyCollection(_boxes(x0[ok], x1[ok], np.full(ok.sum(), -0.6), np.full(ok.sum(), n - 0.4)),
@@ -397,7 +403,6 @@ def plot_overview(result, path=None, dpi: int = 100) -> Figure:
     strong = ~known | (np.abs(cn - (main or 0.0)) >= 2)
     base = np.array([{-1: LOSS, 1: GAIN}.get(int(d), OTHER) for d in direction], dtype=object)
     y = n - 1 - row
-    x1 = np.maximum(x1, x0 + 1)
     ax.add_collection(PolyCollection(
         _boxes(x0[ok], x1[ok], y[ok] - 0.4, y[ok] + 0.4),
         facecolors=[to_rgba(c, 1.0 if s else 0.5) for c, s in zip(base[ok], strong[ok])],
@@ -406,12 +411,17 @@ def plot_overview(result, path=None, dpi: int = 100) -> Figure:
         ax.axvline(b, color="#888888", lw=0.6, zorder=1)
     ax.set_xlim(0, max(pos, 1.0))
     ax.set_ylim(-0.6, n - 0.4)
-    ax.set_xticks(ticks, labels, fontsize=8, rotation=90 if len(labels) > 12 else 0)
+    if len(labels) == 1:  # one chromosome: its positions (Mb)
+        off = offsets[labels[0]]
+        mb = [v for v in MaxNLocator(nbins=8).tick_values(-off / 1e6, (pos - off) / 1e6) if 0 <= v * 1e6 + off <= pos]
+        ax.set_xticks([v * 1e6 + off for v in mb], [f"{v:g}" for v in mb], fontsize=8)
+    else:
+        ax.set_xticks(ticks, labels, fontsize=8, rotation=90 if len(labels) > 12 else 0)
     if n <= 80:
         ax.set_yticks(range(n), names[::-1], fontsize=7 if n > 30 else 8)
     else:
         ax.set_yticks([])
-    ax.set_xlabel("chromosome")
+    ax.set_xlabel(f"{labels[0]} position (Mb)" if len(labels) == 1 else "chromosome")
     ax.set_ylabel("sample")
     handles = [Patch(color=GAIN, label="gain"), Patch(color=LOSS, label="loss")]
     if known.any():  # integer copy numbers: one step vs two or more from normal
