@@ -43,6 +43,7 @@ from pathlib import Path
 import pandas as pd
 
 from .errors import InputError
+from .params import parameter_name
 
 log = logging.getLogger("gcnmops")
 
@@ -116,15 +117,6 @@ def parse_value(text: str):
     return t
 
 
-def parameter_name(name: str) -> str:
-    """Our keyword for a manifest parameter name: snake_case as is, cn.mops's camelCase converted
-    (priorImpact -> prior_impact, segMedianT -> seg_median_t); ``I`` stays ``I``."""
-    name = name.strip()
-    if name == "I" or "_" in name or name.islower():
-        return name
-    return re.sub(r"(?<!^)([A-Z])", r"_\1", name).lower()
-
-
 def read_manifest(path) -> list[Experiment]:
     """The experiments of a manifest (TSV, or YAML by extension .yaml/.yml), checked as a whole: InputError
     listing every problem (missing columns, duplicate or unusable ids, unknown methods or parameters,
@@ -132,6 +124,9 @@ def read_manifest(path) -> list[Experiment]:
     p = Path(path)
     if not p.exists():
         raise InputError(f"Manifest not found: {p}")
+    if p.is_dir():
+        raise InputError(f"Manifest {p} is a folder: give the manifest file (TSV with columns id, input, method, or "
+                         "YAML; see docs/scaling.md).")
     if p.suffix.lower() in (".yaml", ".yml"):
         entries = _yaml_entries(p)
     else:
@@ -143,6 +138,8 @@ def read_manifest(path) -> list[Experiment]:
     seen: dict[str, str] = {}
     for origin, entry in entries:
         try:
+            if isinstance(entry, InputError):  # a line that could not be read as an entry
+                raise entry
             exp = _experiment(entry, origin, p.parent)
         except InputError as err:
             problems.append(f"{origin}: {err}")
@@ -158,9 +155,14 @@ def read_manifest(path) -> list[Experiment]:
     return experiments
 
 
-def _tsv_entries(p: Path) -> list[tuple[str, dict]]:
-    with open(p, newline="") as f:
-        lines = [(i + 1, line) for i, line in enumerate(f) if line.strip() and not line.lstrip().startswith("#")]
+def _tsv_entries(p: Path) -> list[tuple[str, dict | InputError]]:
+    """(origin, entry) per line; a line that cannot be an entry has its InputError instead (all are reported)."""
+    try:
+        with open(p, newline="", encoding="utf-8") as f:
+            lines = [(i + 1, line) for i, line in enumerate(f) if line.strip() and not line.lstrip().startswith("#")]
+    except UnicodeDecodeError:
+        raise InputError(f"Manifest {p} is not a text file (UTF-8): give a TSV with columns id, input, method, or "
+                         "YAML.") from None
     if not lines:
         raise InputError(f"Manifest {p} is empty.")
     sep = "\t" if "\t" in lines[0][1] else ","
@@ -176,22 +178,32 @@ def _tsv_entries(p: Path) -> list[tuple[str, dict]]:
         raise InputError(f"Manifest {p}: column(s) {', '.join(dup)} appear more than once.")
     out = []
     for (lineno, _), row in zip(lines[1:], rows[1:]):
-        if len(row) > len(header):
-            raise InputError(f"Manifest {p}, line {lineno}: {len(row)} fields for {len(header)} columns.")
-        cells = {h: v.strip() for h, v in zip(header, row)}
-        entry = {k: cells.get(k, "") for k in RESERVED if k != "params"}
-        params = {}
-        for key, value in cells.items():
-            if key not in RESERVED and value != "":
-                params[parameter_name(key)] = parse_value(value)
-        for item in _split_pairs(cells.get("params", "")):
-            if "=" not in item:
-                raise InputError(f"Manifest {p}, line {lineno}: params entry {item!r} is not key=value.")
-            key, value = item.split("=", 1)
-            params[parameter_name(key)] = parse_value(value)
-        entry["params"] = params
-        out.append((f"line {lineno}", entry))
+        try:
+            out.append((f"line {lineno}", _tsv_entry(header, row)))
+        except InputError as err:
+            out.append((f"line {lineno}", err))
     return out
+
+
+def _tsv_entry(header: list[str], row: list[str]) -> dict:
+    """The entry of one manifest line (InputError: it cannot be one)."""
+    if len(row) > len(header):
+        raise InputError(f"{len(row)} fields for {len(header)} columns.")
+    cells = {h: v.strip() for h, v in zip(header, row)}
+    entry: dict = {k: cells.get(k, "") for k in RESERVED if k != "params"}
+    params = {parameter_name(key): parse_value(value) for key, value in cells.items()
+              if key not in RESERVED and value != ""}
+    try:
+        pairs = _split_pairs(cells.get("params", ""))
+    except ValueError as err:  # shlex: an unclosed quote
+        raise InputError(f"params {cells.get('params')!r} cannot be read ({err}).") from None
+    for item in pairs:
+        if "=" not in item:
+            raise InputError(f"params entry {item!r} is not key=value.")
+        key, value = item.split("=", 1)
+        params[parameter_name(key)] = parse_value(value)
+    entry["params"] = params
+    return entry
 
 
 def _split_pairs(text: str) -> list[str]:
@@ -206,8 +218,8 @@ def _yaml_entries(p: Path) -> list[tuple[str, dict]]:
                          "pip install 'gcnmops[dask]'); or write the manifest as TSV (id, input, method, "
                          "parameter columns).") from None
     try:
-        doc = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as e:
+        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
         raise InputError(f"Manifest {p} is not valid YAML: {e}") from None
     defaults: dict = {}
     if isinstance(doc, dict):

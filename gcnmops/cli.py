@@ -223,6 +223,10 @@ def _read_input(args, method):
     from .example import example_cohort
     from .io import read_counts
 
+    if not args.example and method.model == "single":  # one sample: checked as it is read
+        from .pipeline.family import read_single_sample
+
+        return read_single_sample(args.input), None
     if not args.example:
         return read_counts(args.input, min_samples=method.min_samples), args.controls
     data = example_cohort()[0]

@@ -269,8 +269,9 @@ def make_count_data(
     m, n = arr.shape
     if n < min_samples:
         raise InputError(
-            "It is not possible to run cn.mops on only ONE sample: give at least two samples "
-            "(columns), or use single_cn_mops() for one sample."
+            "It is not possible to run cn.mops on only ONE sample: give at least two samples (columns), or use "
+            "the single-sample method singlecn.mops (--method single; single_cn_mops() in Python, "
+            "singlegcn.mops() in R)."
             if min_samples == 2
             else f"The {what} needs at least {min_samples} samples, got {n}."
         )
@@ -361,6 +362,14 @@ def _bad_position(col: str, value, shown: str, where: str) -> None:
                      f"position 2^53 ({MAX_POSITION}): fix the coordinates (is this the right column?).")
 
 
+def unsorted_rows(ranges: pd.DataFrame, blocks) -> np.ndarray:
+    """Indices of the rows that start before the row above them in their chromosome (``blocks``: the chromosome
+    blocks of ``ranges``, rows of a chromosome contiguous)."""
+    start = ranges["start"].to_numpy()
+    drops = np.flatnonzero(start[1:] < start[:-1]) + 1
+    return drops[~np.isin(drops, [b for _, b, _ in blocks])] if drops.size else drops
+
+
 def sorted_within_chromosomes(ranges: pd.DataFrame, arr: np.ndarray, blocks):
     """(ranges, counts, blocks) with each chromosome's rows in increasing start order.
 
@@ -370,13 +379,10 @@ def sorted_within_chromosomes(ranges: pd.DataFrame, arr: np.ndarray, blocks):
     order) is kept as it is. Also checks the chromosome names (no control characters)."""
     blocks = blocks if blocks is not None else chromosome_blocks(ranges["seqnames"])
     check_names([name for name, _, _ in blocks], kind="Chromosome name")
-    start = ranges["start"].to_numpy()
-    drops = np.flatnonzero(start[1:] < start[:-1]) + 1  # rows starting before the row above them
-    if drops.size:
-        firsts = np.array([b for _, b, _ in blocks])
-        drops = drops[~np.isin(drops, firsts)]
+    drops = unsorted_rows(ranges, blocks)
     if not drops.size:
         return ranges, arr, blocks
+    start = ranges["start"].to_numpy()
     i = int(drops[0])
     codes, _ = pd.factorize(ranges["seqnames"].to_numpy(dtype=object))
     order = np.lexsort((ranges["end"].to_numpy(), start, codes))  # stable

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from dataclasses import dataclass, field, fields, replace
 from numbers import Real
@@ -211,6 +212,15 @@ def method_spec(name) -> Method:
 def canonical_method(name) -> str:
     """``name`` as a key of METHODS (cn.mops's spellings accepted); InputError naming the choices."""
     return method_spec(name).name
+
+
+def parameter_name(name: str) -> str:
+    """Our keyword for a parameter name: snake_case as is, cn.mops's camelCase converted (priorImpact ->
+    prior_impact, segMedianT -> seg_median_t); ``I`` stays ``I``."""
+    name = name.strip()
+    if name == "I" or "_" in name or name.islower():
+        return name
+    return re.sub(r"(?<!^)([A-Z])", r"_\1", name).lower()
 
 
 #: R's spellings of TRUE and FALSE (as.logical on strings)

@@ -544,3 +544,109 @@ def test_fuzz_readers(tmp_path):
     print(outcomes)
     assert outcomes["result"] > 10 and outcomes["InputError"] > 10, outcomes
     assert time.perf_counter() - t_all < 60, outcomes
+
+
+# --------------------------------------------------------------------------------------------
+# objects built by hand, arguments, messages for every face
+# --------------------------------------------------------------------------------------------
+def test_a_count_data_given_directly_is_checked_again():
+    """A CountData made or changed by hand is no shortcut past the checks (negative, NaN, beyond 2^53)."""
+    d = read_counts(_frame())
+    for value, words in ((-4.0, "non-negative"), (np.nan, "finite"), (2.0 ** 60, r"exceeds 2\^53")):
+        counts = d.counts.copy()
+        counts[3, 1] = value
+        with pytest.raises(InputError, match=words):
+            gcnmops.cn_mops(CountData(counts=counts, sample_names=d.sample_names, ranges=d.ranges), backend="cpu")
+    order = np.r_[19:-1:-1, 39:19:-1]  # each chromosome's rows backwards
+    shuffled = CountData(counts=np.asfortranarray(d.counts[order]), sample_names=d.sample_names,
+                         ranges=d.ranges.iloc[order].reset_index(drop=True))
+    a, b = gcnmops.cn_mops(d, backend="cpu"), gcnmops.cn_mops(shuffled, backend="cpu")
+    np.testing.assert_array_equal(a.local_assessments, b.local_assessments)  # sorted as a file would be
+    pd.testing.assert_frame_equal(a.cnvs, b.cnvs)
+
+
+def test_unknown_arguments_are_refused_before_any_work(monkeypatch):
+    """cn.mops's camelCase names and typos: an InputError naming the right name, before the model runs (not a
+    TypeError from the segmentation afterwards), for every method."""
+    import gcnmops.pipeline.cnmops as cnmops
+
+    def no_model(*a, **k):
+        raise AssertionError("the model ran")
+
+    monkeypatch.setattr(cnmops, "fit", no_model)
+    x = _frame().iloc[:, 3:].to_numpy()
+    with pytest.raises(InputError, match=r"'priorImpact' \(cn.mops's priorImpact is prior_impact here\)"):
+        gcnmops.cn_mops(x, priorImpact=10, backend="cpu")
+    with pytest.raises(InputError, match=r"'alhpa' \(did you mean 'alpha'\?\).*fast segmentation takes only alpha"):
+        gcnmops.exome_cn_mops(x, alhpa=0.1, backend="cpu")
+    with pytest.raises(InputError, match="'minWidth' .* min_width"):
+        gcnmops.haplo_cn_mops(x, minWidth=3, backend="cpu")
+    with pytest.raises(InputError, match="'foo'.*DNAcopy segmentation takes only"):
+        gcnmops.reference_cn_mops(x[:, :2], x[:, 2:], foo=1, backend="cpu")
+    with pytest.raises(InputError, match="'cycles'"):
+        gcnmops.single_cn_mops(x[:, 0], cycles=3, backend="cpu")
+
+
+def test_messages_name_the_method_for_every_face():
+    """The command line and R users are not told to call a Python function only."""
+    x = _frame().iloc[:, 3:].to_numpy()
+    with pytest.raises(InputError, match=r"--method single; single_cn_mops\(\) in Python, singlegcn.mops\(\) in R"):
+        gcnmops.cn_mops(x[:, :1], backend="cpu")
+    with pytest.raises(InputError, match=r"--method cn.mops; cn_mops\(\) in Python, gcn.mops\(\) in R"):
+        gcnmops.single_cn_mops(x, backend="cpu")
+
+
+def test_identical_ranges_are_kept_as_rows_of_their_own():
+    """cn.mops keeps repeated (identical) regions, each a row of its own, in every method; so do we, and calls
+    stay valid (no segment ends before it starts)."""
+    df = _frame(m=120, n=5)
+    df.loc[60:70, ["start", "end"]] = df.loc[60, ["start", "end"]].to_numpy()  # 11 copies of one region
+    for fn in (gcnmops.cn_mops, gcnmops.haplo_cn_mops, gcnmops.exome_cn_mops):
+        r = fn(df, backend="cpu")
+        assert len(r.gr) == len(df) and (r.gr["start"].to_numpy() == df["start"].to_numpy()).all()
+        for table in (r.segmentation, r.cnvs, r.cnvr):
+            assert (table["end"] >= table["start"]).all()
+
+
+def test_distributed_input_unsorted_within_a_chromosome_is_refused():
+    """A Dask/Zarr/numpy matrix is not reordered by the distributed pipeline: rows whose starts decrease are
+    refused (a table file is sorted when read, as everywhere)."""
+    from gcnmops.distributed.store import open_matrix
+
+    df = _frame()
+    ranges = df.iloc[:, :3].copy()
+    ranges.loc[[4, 5], "start"] = ranges.loc[[5, 4], "start"].to_numpy()
+    ranges["end"] = ranges["start"] + 999
+    with pytest.raises(InputError, match=r"not in increasing start order .* row 6, chr1:4001 after 5001"):
+        open_matrix(df.iloc[:, 3:].to_numpy(float), ranges=ranges, sample_names=list(df.columns[3:]))
+    assert open_matrix(df.iloc[:, 3:].to_numpy(float), ranges=df.iloc[:, :3]).shape == (40, 4)
+
+
+BAD_COMMANDS = [  # (arguments, words stderr must hold) of commands that must stop before any work
+    (["run", "--example", "-o", "out", "--cyc", "-3"], "cyc (number of EM cycles) must be a positive integer"),
+    (["run", "--example", "-o", "out", "--norm-type", "foo"], "norm_type must be one of"),
+    (["run", "six.tsv", "-o", "out", "--method", "single"], "--method cn.mops"),
+    (["batch", "a_folder", "-o", "out"], "is a folder"),
+    (["batch", "binary.tsv", "-o", "out"], "not a text file"),
+    (["batch", "two_bad.tsv", "-o", "out"], "line 3: id 'e 2' cannot name a folder"),
+]
+
+
+def test_bad_commands_cli(tmp_path):
+    """Parameter errors come first (before the input is read and before the GPU probe's notice), manifests that
+    are folders or binary, and every bad line of a manifest at once: `error:`, exit 2, nothing written."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    (tmp_path / "six.tsv").write_text(_tsv(_frame(n=6)))
+    (tmp_path / "a_folder").mkdir()
+    (tmp_path / "binary.tsv").write_bytes(bytes(range(256)) * 4)
+    (tmp_path / "two_bad.tsv").write_text("id\tinput\tmethod\ne1\tsix.tsv\tcn.mops\ne 2\tsix.tsv\tcn.mops\n"
+                                          "e3\tsix.tsv\tcn.mops\tx\n")
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        runs = list(pool.map(lambda c: _cli(c[0], tmp_path), BAD_COMMANDS))
+    for k, ((args, words), r) in enumerate(zip(BAD_COMMANDS, runs)):
+        last = [line for line in r.stderr.splitlines() if not line.startswith(" ")][-1]
+        assert r.returncode == 2 and last.startswith("error: ") and words in r.stderr, (args, r.stderr)
+        assert k >= 2 or r.stderr.startswith("error: "), r.stderr  # parameters: before the GPU probe's notice
+        assert "Traceback" not in r.stderr and not (tmp_path / "out").exists(), (args, r.stderr)
+    assert "line 4: 4 fields for 3 columns" in runs[-1].stderr  # the first bad line hides none of the others

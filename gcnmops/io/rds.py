@@ -220,7 +220,8 @@ def _from_granges(desc, source: str, min_samples: int) -> CountData:
     if len(cols) == 1 and min_samples >= 2:
         raise InputError(
             "It is not possible to run cn.mops on only ONE sample: the GRanges in "
-            f"{source} has a single metadata column. Give at least two samples, or use single_cn_mops()."
+            f"{source} has a single metadata column. Give at least two samples, or use the single-sample method "
+            "singlecn.mops (--method single; single_cn_mops() in Python, singlegcn.mops() in R)."
         )
     seq = np.repeat(np.asarray(_strings(_get(desc, "seq_values")), dtype=object),
                     r_array(_get(desc, "seq_lengths")).astype(np.int64))

@@ -1,19 +1,23 @@
 """cn_mops(): the whole pipeline, top to bottom: read -> normalize -> model -> segment/call -> result."""
 from __future__ import annotations
 
+import difflib
+import inspect
 import logging
 import warnings
+from dataclasses import fields
 
 import numpy as np
 
 from ..calls.cnvs import call_cnvs
 from ..cuda.probe import resolve_backend
 from ..data import CountData
+from ..errors import InputError
 from ..io import read_counts
 from ..model import fit
 from ..model.spec import ModelSpec
 from ..normalization.cpu import normalize_chromosomes, sample_coverage
-from ..params import METHODS, CnMopsParams
+from ..params import METHODS, CnMopsParams, parameter_name
 from ..progress import timed_stage
 from ..result import CNVDetectionResult
 from .docs import documented
@@ -34,6 +38,38 @@ def warn_few_regions(n_regions: int, stacklevel: int = 3) -> None:
 
 
 @documented("cn.mops")
+def segment_arg_names(seg_algorithm: str = "fast") -> set[str]:
+    """The extra keyword arguments (cn.mops's ``...``) the segmentation takes: DNAcopy::segment's for segAlgorithm
+    "DNAcopy", else the fast segmentation's (minSeg is not one: cn.mops passes minWidth)."""
+    if seg_algorithm == "DNAcopy":
+        from ..segmentation.dnacopy import SEGMENT_ARGS
+
+        return set(SEGMENT_ARGS)
+    from ..segmentation.cpu import segment
+
+    return set(inspect.signature(segment).parameters) - {"x", "min_seg"}
+
+
+def check_segment_args(params: CnMopsParams) -> None:
+    """InputError, before any work, for an extra keyword argument that is neither a parameter of the method nor
+    one the segmentation takes: with the snake_case name of a cn.mops parameter (priorImpact -> prior_impact) or
+    the closest valid name."""
+    known = segment_arg_names(params.seg_algorithm)
+    bad = [k for k in params.segment_args if k not in known]
+    if not bad:
+        return
+    names = {f.name for f in fields(CnMopsParams)} - {"method", "main_class", "segment_args"}
+    hints = []
+    for k in bad:
+        snake = parameter_name(str(k))
+        close = difflib.get_close_matches(snake, sorted(names | known), n=1)
+        hints.append(f"{k!r}" + (f" (cn.mops's {k} is {snake} here)" if snake != k and snake in names | known else
+                                 f" (did you mean {close[0]!r}?)" if close else ""))
+    algorithm = "DNAcopy" if params.seg_algorithm == "DNAcopy" else "fast"
+    raise InputError(f"Unknown argument(s) {', '.join(hints)}: not a parameter of the method, and the {algorithm} "
+                     f"segmentation takes only {', '.join(sorted(known))}.")
+
+
 def cn_mops(
     input,
     I=_D["I"],  # noqa: E741 - cn.mops's name
@@ -85,7 +121,7 @@ def cn_mops(
         return_posterior=return_posterior, segment_args=segment_args)
     timings: dict = {}
     with timed_stage(timings, "read"):
-        data = input if isinstance(input, CountData) else read_counts(input)
+        data = read_counts(input)  # a CountData too: checked again (it may have been built or changed by hand)
     fit_options = {} if devices is None else {"devices": devices}
     return run_mops(data, params, backend=backend, timings=timings, **fit_options)
 
@@ -100,6 +136,7 @@ def run_mops(data: CountData, params: CnMopsParams, backend: str = "auto", timin
     device-resident pipeline of resident_gpu.py (counts copied in once; normalized data and sINI stay on the
     device between the stages); its sub-stage seconds and counts are the result's ``gpu_stats``."""
     timings = {} if timings is None else timings
+    check_segment_args(params)
     warn_few_regions(data.n_regions, stacklevel=3)
     backend = resolve_backend(backend)
     spec = ModelSpec.build(params.I, params.classes, params.main_class, params.prior_impact, params.cyc,

@@ -29,7 +29,7 @@ from ..normalization.cpu import normalize_chromosomes, sample_coverage
 from ..params import METHODS, CnMopsParams, Method
 from ..result import CNVDetectionResult, cnvr_frame
 from ..progress import timed_stage
-from .cnmops import assemble_result, cn_mops, run_mops, warn_few_regions
+from .cnmops import assemble_result, check_segment_args, cn_mops, run_mops, warn_few_regions
 from .docs import documented
 
 log = logging.getLogger("gcnmops")
@@ -154,19 +154,20 @@ def reference_cn_mops(
     {returns}
     """
     method = METHODS["reference"]
-    backend = resolve_backend(backend)
-    log_note(method, verbose)
-    timings: dict = {}
-    with timed_stage(timings, "read"):
-        x = read_named_counts(cases, "Case", "cases")
-        r = read_named_counts(controls, "Control", "controls")
-    check_same_regions(x, r)
     params = method.params(
         I=I, classes=classes, prior_impact=prior_impact, cyc=cyc, norm=norm, norm_type=norm_type,
         size_factor=size_factor, norm_qu=norm_qu, qu_size_factor=qu_size_factor,
         upper_threshold=upper_threshold, lower_threshold=lower_threshold, min_width=min_width,
         seg_algorithm=_segmentation_available(seg_algorithm), min_read_count=min_read_count,
         return_posterior=return_posterior, segment_args=segment_args)
+    check_segment_args(params)
+    timings: dict = {}
+    with timed_stage(timings, "read"):
+        x = read_named_counts(cases, "Case", "cases")
+        r = read_named_counts(controls, "Control", "controls")
+    check_same_regions(x, r)
+    backend = resolve_backend(backend)
+    log_note(method, verbose)
     warn_few_regions(x.n_regions, stacklevel=2)
     chrom = x.chromosomes
     with timed_stage(timings, "normalize"):
@@ -217,16 +218,17 @@ def single_cn_mops(
     {returns}
     """
     method = METHODS["single"]
-    backend = resolve_backend(backend)
-    timings: dict = {}
-    with timed_stage(timings, "read"):
-        data = read_single_sample(x)
     params = method.params(
         I=I, classes=classes, prior_impact=prior_impact, cyc=cyc, norm=norm, norm_type=norm_type,
         size_factor=size_factor, norm_qu=norm_qu, qu_size_factor=qu_size_factor,
         upper_threshold=upper_threshold, lower_threshold=lower_threshold, min_width=min_width,
         seg_algorithm=_segmentation_available(seg_algorithm), min_read_count=min_read_count,
         return_posterior=return_posterior, segment_args=segment_args)
+    check_segment_args(params)
+    timings: dict = {}
+    with timed_stage(timings, "read"):
+        data = read_single_sample(x)
+    backend = resolve_backend(backend)
     log_note(method)
     counts = data.counts
     cov = np.ones(1)
@@ -350,7 +352,7 @@ def read_single_sample(x) -> CountData:
     data = read_counts(x, min_samples=1)
     if data.n_samples != 1:
         raise InputError(f"More than one sample detected ({data.n_samples} sample columns). Use standard "
-                         "cn.mops (gcnmops.cn_mops) for a cohort.")
+                         "cn.mops for a cohort (--method cn.mops; cn_mops() in Python, gcn.mops() in R).")
     return data
 
 

@@ -3,13 +3,12 @@ checks, for the command line, the batch runner and the distributed pipeline."""
 from __future__ import annotations
 
 import difflib
-import inspect
 from collections.abc import Callable
 
 from ..errors import InputError
 from ..params import METHODS, CnMopsParams, Method, canonical_method, method_spec
 from ..result import CNVDetectionResult
-from .cnmops import cn_mops
+from .cnmops import cn_mops, segment_arg_names
 from .family import exome_cn_mops, haplo_cn_mops, reference_cn_mops, single_cn_mops
 
 _ENTRY_POINTS = {fn.__name__: fn for fn in (cn_mops, exome_cn_mops, haplo_cn_mops, reference_cn_mops,
@@ -41,16 +40,9 @@ def parameter_defaults(method) -> dict:
     return out
 
 
-def segment_arg_names() -> set[str]:
-    """Extra keyword arguments the methods pass to the segmentation (cn.mops's ``...``)."""
-    from ..segmentation.cpu import segment
-
-    return set(inspect.signature(segment).parameters) - {"x", "min_seg"}
-
-
 def check_parameters(method, params: dict, *, where: str = "", allow_run_args: bool = False) -> None:
     """InputError if ``params`` holds a name the method does not take (with the closest valid names)."""
-    allowed = set(parameter_defaults(method)) | segment_arg_names()
+    allowed = set(parameter_defaults(method)) | segment_arg_names(params.get("seg_algorithm", "fast"))
     if not allow_run_args:
         allowed -= RUN_ARGS
     bad = [k for k in params if k not in allowed]
