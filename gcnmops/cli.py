@@ -16,8 +16,8 @@ from .params import METHODS
 #: sample counts whose GPU kernels ``gcnmops warmup`` compiles besides the example's 40 (one per work-buffer size)
 WARMUP_SAMPLES = (6, 15, 30, 100)
 #: relative weights of the stages of a run, for the progress bar (measured shares of a CPU run)
-STAGE_WEIGHTS = {"read": 1.0, "normalize": 1.0, "model": 4.0, "segment_call": 4.0, "integer": 0.5, "plots": 2.0,
-                 "report": 0.3, "write": 2.0}
+STAGE_WEIGHTS = {"read": 1.0, "normalize": 1.0, "model": 4.0, "segment_call": 4.0, "integer": 0.5, "write": 2.0,
+                 "plots": 2.0, "report": 0.3}
 
 
 def _floats(text: str) -> list[float]:
@@ -181,6 +181,7 @@ def _figures(args, progress):
     from .report import report_html
 
     def files(result, sizes: dict):
+        progress.advance("write")  # the other files are complete: the bar moves per figure from here
         t0 = time.perf_counter()
         plots = []
         for name, draw in plot_files(result):

@@ -481,24 +481,31 @@ def _safe(name: str) -> str:
 
 def plot_files(result, max_cnvr: int = 12, max_samples: int = 6, dpi: int = 100) -> list[tuple[str, Callable]]:
     """The files of ``write_plots`` as (name under the output folder, ``draw(path)``) pairs; ``draw`` makes the
-    figure and writes it as PNG whatever the path's suffix (a temporary name: ``run --plots`` writes the plots
-    in the batch of its other files, all renamed together)."""
+    figure, writes it as PNG whatever the path's suffix (a temporary name: ``run --plots`` writes the plots
+    in the batch of its other files, all renamed together) and moves an open progress bar by one figure of the
+    stage running when ``plot_files`` was called."""
     regions = informative_cnvr(result, max_cnvr)
     names = [str(s) for s in result.sample_names]
     counts = result.cnvs["sampleName"].astype(str).value_counts().reindex(names, fill_value=0).to_numpy()
     samples = sorted(range(len(names)), key=lambda i: (-counts[i], i))[:max_samples]
 
-    def png(fig: Figure, path) -> None:
-        with open(path, "wb") as fh:
-            fig.savefig(fh, dpi=dpi, format="png")
-
-    files = [("plots/overview.png", lambda p: png(plot_overview(result, dpi=dpi), p))]
+    files = [("plots/overview.png", lambda: plot_overview(result, dpi=dpi))]
     files += [(f"plots/cnvr_{row + 1:03d}.png",
-               lambda p, row=row, why=why: png(plot_cnvr(result, which=row + 1, dpi=dpi, note=f"chosen among the {why}"),
-                                                p)) for row, why in regions]
+               lambda row=row, why=why: plot_cnvr(result, which=row + 1, dpi=dpi, note=f"chosen among the {why}"))
+              for row, why in regions]
     files += [(f"plots/segplot_{i + 1:03d}_{_safe(names[i])}.png",
-               lambda p, i=i: png(segplot(result, sample_idx=i + 1, dpi=dpi), p)) for i in samples]
-    return files
+               lambda i=i: segplot(result, sample_idx=i + 1, dpi=dpi)) for i in samples]
+    step = ticker(len(files))  # the progress bar moves per figure, in the stage running now
+
+    def draw(figure: Callable[[], Figure]) -> Callable:
+        def write(path) -> None:
+            with open(path, "wb") as fh:
+                figure().savefig(fh, dpi=dpi, format="png")
+            step()
+
+        return write
+
+    return [(name, draw(figure)) for name, figure in files]
 
 
 def write_plots(result, outdir, max_cnvr: int = 12, max_samples: int = 6, dpi: int = 100) -> list[Path]:
@@ -511,13 +518,10 @@ def write_plots(result, outdir, max_cnvr: int = 12, max_samples: int = 6, dpi: i
     for old in out.iterdir():
         if _PLOT_FILES.match(old.name):
             old.unlink()
-    files = plot_files(result, max_cnvr, max_samples, dpi)
-    step = ticker(len(files))
     written = []
-    for name, draw in files:
+    for name, draw in plot_files(result, max_cnvr, max_samples, dpi):
         written.append(Path(outdir) / name)
         draw(written[-1])
-        step()
     return written
 
 

@@ -43,13 +43,17 @@ class Progress:
             self._bar.update(units - self._shown)
             self._shown = units
 
-    def step(self, done: float, total: float) -> None:
-        """The current stage is ``done`` / ``total`` complete."""
-        if total <= 0 or self._stage >= len(self._order):
+    def step(self, done: float, total: float, stage: int | None = None) -> None:
+        """The current stage is ``done`` / ``total`` complete (``stage``: only if it is still that stage's index)."""
+        if total <= 0 or self._stage >= len(self._order) or stage not in (None, self._stage):
             return
         with self._lock:
             share = self._share[self._order[self._stage]]
             self._move_to(self._base + share * min(1.0, done / total))
+
+    def current_stage(self) -> int:
+        """The index of the running stage."""
+        return self._stage
 
     def advance(self, stage: str) -> None:
         """``stage`` is finished (stages not reported are skipped over)."""
@@ -87,10 +91,12 @@ def tick(done: float, total: float) -> None:
 
 
 def ticker(total: float):
-    """A callable ``step(n=1)`` that reports ``n`` more of ``total`` units done (for loops over items)."""
+    """A callable ``step(n=1)`` that reports ``n`` more of ``total`` units done (for loops over items) of the stage
+    running when it was made: once that stage is over its steps no longer move the bar."""
     state = {"done": 0.0}
     lock = threading.Lock()
     bar = _CURRENT.get()
+    stage = None if bar is None else bar.current_stage()
 
     def step(n: float = 1.0) -> None:
         if bar is None:
@@ -98,7 +104,7 @@ def ticker(total: float):
         with lock:
             state["done"] += n
             done = state["done"]
-        bar.step(done, total)
+        bar.step(done, total, stage)
 
     return step
 

@@ -183,3 +183,22 @@ def test_cli_plots_and_report(tmp_path, capsys) -> None:
     out = tmp_path / "out"
     assert (out / "report.html").exists() and (out / "plots" / "overview.png").exists()
     assert "plots" in capsys.readouterr().out
+
+
+def test_plot_files_move_the_progress_bar_per_figure_in_their_stage(result, tmp_path):
+    """run --plots: the bar moves per figure within "plots"; a ticker of the finished write stage moves it no more."""
+    from gcnmops.plots import plot_files
+    from gcnmops.progress import Progress, ticker
+
+    with Progress({"write": 1.0, "plots": 1.0}, disable=True) as bar:
+        write_step = ticker(1.0)
+        write_step(0.5)
+        assert bar._shown == pytest.approx(250)
+        bar.advance("write")
+        files = plot_files(result, max_cnvr=1, max_samples=1, dpi=30)
+        shown = []
+        for k, (name, draw) in enumerate(files):
+            draw(tmp_path / f"{k}.png")
+            write_step(1.0)  # the write stage is over: ignored
+            shown.append(bar._shown)
+        assert shown == pytest.approx([500 + 500 * (k + 1) / len(files) for k in range(len(files))])
