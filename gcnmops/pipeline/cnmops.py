@@ -37,7 +37,6 @@ def warn_few_regions(n_regions: int, stacklevel: int = 3) -> None:
                       RuntimeWarning, stacklevel=stacklevel + 1)
 
 
-@documented("cn.mops")
 def segment_arg_names(seg_algorithm: str = "fast") -> set[str]:
     """The extra keyword arguments (cn.mops's ``...``) the segmentation takes: DNAcopy::segment's for segAlgorithm
     "DNAcopy", else the fast segmentation's (minSeg is not one: cn.mops passes minWidth)."""
@@ -70,6 +69,7 @@ def check_segment_args(params: CnMopsParams) -> None:
                      f"segmentation takes only {', '.join(sorted(known))}.")
 
 
+@documented("cn.mops")
 def cn_mops(
     input,
     I=_D["I"],  # noqa: E741 - cn.mops's name
