@@ -5,16 +5,24 @@ folder; where neither is writable (a shared read-only install used by an account
 every ``cache=True`` function fails with "cannot cache function ... no locator available". ``configure()``
 runs before any kernel is defined and, only in that case, points ``NUMBA_CACHE_DIR`` at the first writable
 of ``$XDG_CACHE_HOME/gcnmops`` (``~/.cache/gcnmops``) and a per-user folder under the system's temporary
-folder. A ``NUMBA_CACHE_DIR`` set by the user is left as it is.
+folder, and copies there the kernels compiled into the install (``gcnmops warmup`` of scripts/setup.sh), so
+that the user does not compile them again. Where no folder can be written at all, kernels are compiled in
+every process and not cached (never an error). A ``NUMBA_CACHE_DIR`` set by the user is left as it is.
 """
 from __future__ import annotations
 
+import hashlib
+import logging
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
+#: the package's folder as numba names its sources (not resolved: numba keys caches on the path as imported)
+_SOURCES = os.path.dirname(os.path.abspath(__file__))
+_KERNEL_FILES = (".nbi", ".nbc")
 
 
 def _writable(folder: Path) -> bool:
@@ -37,12 +45,16 @@ def fallback_dirs() -> list[Path]:
     """The folders tried, in order, when the install's own folder is not writable."""
     xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     user = os.environ.get("USER") or str(os.getuid() if hasattr(os, "getuid") else "user")
-    return [Path(xdg) / "gcnmops", Path(tempfile.gettempdir()) / f"gcnmops-{user}"]
+    try:
+        temporary = [Path(tempfile.gettempdir()) / f"gcnmops-{user}"]
+    except OSError:  # no usable temporary folder at all
+        temporary = []
+    return [Path(xdg) / "gcnmops", *temporary]
 
 
 def configure() -> str | None:
     """Set ``NUMBA_CACHE_DIR`` where numba's own locations are not writable; returns the folder chosen (None:
-    numba's default or the user's setting)."""
+    numba's default, the user's setting, or no cache at all)."""
     if os.environ.get("NUMBA_CACHE_DIR") or _in_tree_writable():
         return None
     for folder in fallback_dirs():
@@ -52,5 +64,55 @@ def configure() -> str | None:
                 config = sys.modules.get(name)
                 if config is not None:
                     config.CACHE_DIR = str(folder)
+            seed(folder)
             return str(folder)
+    _without_cache()
     return None
+
+
+def seed(folder: Path, sources: str = _SOURCES) -> int:
+    """Copy the kernels cached in the install's ``__pycache__`` folders under ``sources`` to ``folder``, where
+    numba looks for them with ``NUMBA_CACHE_DIR=folder`` (numba checks each against its source's content, so a
+    stale one is recompiled, not used). Files already there are kept. Returns how many were copied."""
+    copied = 0
+    for pycache in sorted(Path(sources).rglob("__pycache__")):
+        kernels = [f for f in pycache.iterdir() if f.suffix in _KERNEL_FILES]
+        source_dir = str(pycache.parent)  # numba's UserProvidedCacheLocator.get_suitable_cache_subpath
+        target = folder / f"{os.path.basename(source_dir)}_{hashlib.sha1(source_dir.encode()).hexdigest()}"
+        for kernel in kernels:
+            if (target / kernel.name).exists():
+                continue
+            try:
+                target.mkdir(parents=True, exist_ok=True)
+                tmp = target / f".{kernel.name}.{os.getpid()}.tmp"
+                shutil.copyfile(kernel, tmp)
+                os.replace(tmp, target / kernel.name)  # whole files only: other processes may read them now
+            except OSError:  # a full disk: what is missing is compiled
+                return copied
+            copied += 1
+    return copied
+
+
+def _without_cache() -> None:
+    """No folder can be written: ``cache=True`` kernels are compiled in every process instead of failing."""
+    from numba.core import caching, dispatcher
+
+    kinds = [(dispatcher.Dispatcher, caching.NullCache)]
+    try:  # the GPU kernels' dispatcher (numba-cuda)
+        from numba.cuda.core.caching import NullCache
+        from numba.cuda.dispatcher import CUDADispatcher
+
+        kinds.append((CUDADispatcher, NullCache))
+    except Exception:  # noqa: BLE001 - no numba-cuda: CPU kernels only
+        pass
+    for kind, null in kinds:
+        def enable_or_not(self, enable=kind.enable_caching, null=null) -> None:
+            try:
+                enable(self)
+            except RuntimeError:  # "cannot cache function ...: no locator available"
+                self._cache = null()
+
+        kind.enable_caching = enable_or_not
+    logging.getLogger("gcnmops").warning(
+        "No writable folder for compiled kernels (the install, HOME and the temporary folder are read-only): they "
+        "are compiled in every run (a minute or more). Set NUMBA_CACHE_DIR to a writable folder to keep them.")

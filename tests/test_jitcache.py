@@ -32,3 +32,119 @@ def test_read_only_install_falls_back_to_the_first_writable_folder(monkeypatch, 
 def test_fallback_folders_are_per_user():
     dirs = jitcache.fallback_dirs()
     assert dirs[0].name == "gcnmops" and dirs[1].name.startswith("gcnmops-")
+
+
+def test_seed_copies_the_install_kernels_where_numba_looks(tmp_path):
+    """The kernels compiled into a read-only install (setup.sh's warmup) are copied into the user's cache folder
+    under numba's name for their source folder; files already there are kept."""
+    import hashlib
+
+    pycache = tmp_path / "pkg" / "model" / "__pycache__"
+    pycache.mkdir(parents=True)
+    (pycache / "cpu._fit_all-27.py311.nbi").write_bytes(b"index")
+    (pycache / "cpu._fit_all-27.py311.1.nbc").write_bytes(b"code")
+    (pycache / "cpu.cpython-311.pyc").write_bytes(b"bytecode")
+    cache = tmp_path / "cache"
+    source_dir = str(pycache.parent)
+    target = cache / f"model_{hashlib.sha1(source_dir.encode()).hexdigest()}"
+    target.mkdir(parents=True)
+    (target / "cpu._fit_all-27.py311.nbi").write_bytes(b"the user's own")
+    assert jitcache.seed(cache, sources=str(tmp_path / "pkg")) == 1
+    assert sorted(p.name for p in target.iterdir()) == ["cpu._fit_all-27.py311.1.nbc", "cpu._fit_all-27.py311.nbi"]
+    assert (target / "cpu._fit_all-27.py311.nbi").read_bytes() == b"the user's own"
+
+
+def test_no_writable_folder_at_all_compiles_without_cache(tmp_path):
+    """Install, HOME and every fallback read-only: kernels are compiled and run (a warning), not an error."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    module = tmp_path / "ro" / "kernel_mod.py"
+    module.parent.mkdir()
+    module.write_text("from numba import njit\n\n@njit(cache=True)\ndef twice(x):\n    return 2 * x\n")
+    module.parent.chmod(0o555)
+    script = textwrap.dedent(f"""
+        import logging, os, sys
+        from pathlib import Path
+        from gcnmops import jitcache
+        os.environ.pop("NUMBA_CACHE_DIR", None)
+        jitcache._in_tree_writable = lambda: False
+        jitcache.fallback_dirs = lambda: [Path("/dev/null/cache")]
+        logging.basicConfig()
+        assert jitcache.configure() is None
+        from numba.core import caching  # as for a user who can write nowhere (root can write any folder)
+        caching.CacheImpl._locator_classes = [caching.UserProvidedCacheLocator]
+        sys.path.insert(0, {str(module.parent)!r})
+        import kernel_mod
+        print(kernel_mod.twice(21))
+    """)
+    env = {**os.environ, "HOME": "/dev/null/home", "XDG_CACHE_HOME": "/dev/null/xdg"}
+    env.pop("NUMBA_CACHE_DIR", None)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
+    module.parent.chmod(0o755)
+    assert proc.returncode == 0 and proc.stdout.strip() == "42", proc.stderr[-2000:]
+    assert "No writable folder for compiled kernels" in proc.stderr
+
+
+def _unprivileged(command: list[str]) -> list[str] | None:
+    """``command`` as user nobody who can read (and traverse) everything but write only what anyone may write
+    (setpriv, keeping CAP_DAC_READ_SEARCH: this interpreter may lie below a private folder); None where that
+    cannot be done here."""
+    import os
+    import shutil
+    import subprocess
+
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        return None
+    wrapped = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=+dac_read_search",
+               "--ambient-caps=+dac_read_search", *command]
+    probe = subprocess.run(wrapped[:-len(command)] + ["/bin/sh", "-c", "test $(id -u) = 65534 && ! touch /x"],
+                           capture_output=True)
+    return wrapped if probe.returncode == 0 else None
+
+
+def test_a_read_only_install_used_by_an_unprivileged_user():
+    """The package copied into a read-only folder, run as an unprivileged user whose HOME cannot be written:
+    `gcnmops run --example` works, its kernels cached in a per-user temporary folder (seeded from the install's
+    compiled kernels), nothing written into the install."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    import pytest
+
+    scratch = Path(tempfile.mkdtemp(prefix="gcnmops-readonly-"))  # not below pytest's private folder
+    scratch.chmod(0o777)
+    out = scratch / "out"
+    command = _unprivileged([sys.executable, "-m", "gcnmops", "run", "--example", "-o", str(out), "--backend", "cpu",
+                             "--quiet"])
+    if command is None:
+        shutil.rmtree(scratch)
+        pytest.skip("needs root and setpriv to run as an unprivileged user")
+    install = scratch / "install"
+    shutil.copytree(jitcache.PACKAGE_DIR, install / "gcnmops")
+    before = sorted(p.relative_to(install) for p in install.rglob("*"))
+    for folder, _, files in os.walk(install):
+        for name in files:
+            os.chmod(os.path.join(folder, name), 0o444)
+        os.chmod(folder, 0o555)
+    for folder, mode in (("home", 0o555), ("tmp", 0o1777)):
+        (scratch / folder).mkdir()
+        (scratch / folder).chmod(mode)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(scratch / "home"), "USER": "nobody",
+           "TMPDIR": str(scratch / "tmp"), "PYTHONPATH": str(install)}
+    try:
+        proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, cwd=str(scratch))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert "20 files written" in proc.stdout and (out / "cnvs.tsv").is_file()
+        assert any((scratch / "tmp" / "gcnmops-nobody").rglob("*.nbi"))  # its kernels' cache
+        assert sorted(p.relative_to(install) for p in install.rglob("*")) == before
+    finally:
+        for folder, _, _ in os.walk(install):
+            os.chmod(folder, 0o755)
+        shutil.rmtree(scratch)
