@@ -14,6 +14,7 @@ import pandas as pd
 
 from ..data import chromosome_blocks
 from ..errors import InputError
+from ..exact.rstats import r_mean, r_median
 from ..result import CNVDetectionResult, cnvr_frame, empty_cnvr
 from ..segmentation.cpu import segment_columns_arrays
 
@@ -129,12 +130,12 @@ def calc_fractional_copy_numbers(result: CNVDetectionResult, seg_stat: str = "me
     lo, hi = overlapping_rows(result.gr, cnvr)
     x = np.asarray(result.normalized_data, dtype=np.float64)
     lam_main = np.asarray(p["L"], dtype=np.float64)[:, mi]
-    stat = np.mean if seg_stat == "mean" else np.median
+    stat = r_mean if seg_stat == "mean" else r_median  # R's mean() / median(), to the last bit
     k = len(cnvr)
     xx = np.empty((k, x.shape[1]), order="F")
     ll = np.empty(k)
     for j in range(k):
-        xx[j] = stat(x[lo[j]:hi[j]], axis=0)
+        xx[j] = [stat(x[lo[j]:hi[j], c]) for c in range(x.shape[1])]
         ll[j] = stat(lam_main[lo[j]:hi[j]])
     spec = OneStepSpec.build(folds, classes, p["priorImpact"], REFERENCE_FLOOR, p["minReadCount"])
     cov = np.asarray(p.get("cov", np.ones(x.shape[1])), dtype=np.float64)

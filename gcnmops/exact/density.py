@@ -77,13 +77,13 @@ def r_seq_length_out(start: float, stop: float, length_out: float) -> np.ndarray
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _exp(x):
     """glibc's exp, as R calls it (exp_glibc covers |x| < 512; beyond, the C library's own)."""
     return exp_glibc(x) if abs(x) < 512.0 else math.exp(x)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _dnorm1(x, sd):
     """R's ``dnorm(x, 0, sd)`` (dnorm4), including its split evaluation for |x/sd| >= 5 (x1: x/sd rounded to a
     multiple of 2^-16, halves to even as R_forceint)."""
@@ -101,7 +101,7 @@ def _dnorm1(x, sd):
     return 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _dnorm(x, sd):
     """_dnorm1 of every value of x."""
     out = np.empty(x.shape[0])
@@ -110,7 +110,7 @@ def _dnorm(x, sd):
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _bin_dist(x, weight, lo, up, n):
     """R's C ``BinDist``: linear binning of x (each of mass ``weight``) into 2n slots, nodes lo..up (the additions of
     ``_bin_entries``, in their order)."""
@@ -121,7 +121,7 @@ def _bin_dist(x, weight, lo, up, n):
     return y
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _approx_linear(xs, ys, v):
     """R's ``approx(xs, ys, v)$y`` (method linear, rule 1: NaN outside) for increasing xs."""
     n = xs.shape[0]
@@ -227,7 +227,7 @@ _MAX_POINTS = 2.0 ** 52
 _SCAN = 4096
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _bin_entries(x, weight, lo, up, n):
     """R's C ``BinDist`` as its additions (slot, mass), in its order: x[i]'s mass split linearly between the two
     nodes around it; nodes -1 and n-1+1 keep only their share inside; far outside or non-finite: nothing."""
@@ -263,7 +263,7 @@ def _bin_entries(x, weight, lo, up, n):
     return idx[:c], val[:c]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _accumulate(idx, val):
     """(distinct slots ascending, their masses summed in the given order) of slot-sorted additions."""
     J = np.empty(idx.shape[0], dtype=np.int64)
@@ -278,7 +278,7 @@ def _accumulate(idx, val):
     return J[:c + 1], W[:c + 1]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _node_density(J, W, k, by_k, sd, R):
     """max(0, the estimate at node k): the slots within R of k (the others add exactly 0)."""
     q = np.searchsorted(J, k - R)
@@ -289,7 +289,7 @@ def _node_density(J, W, k, by_k, sd, R):
     return max(0.0, s)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _density_at(nodes, J, W, by_k, sd, R):
     out = np.empty(nodes.shape[0])
     for a in range(nodes.shape[0]):
@@ -297,7 +297,7 @@ def _density_at(nodes, J, W, by_k, sd, R):
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _push_peak(pk, pv, k, v):
     """Keep the best peaks (value descending, the earlier node first on ties) in pk/pv."""
     K = pk.shape[0]
@@ -312,7 +312,7 @@ def _push_peak(pk, pv, k, v):
     pv[i] = v
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _coarse_peaks(J, W, by_k, sd, R, s, kf, kt, K):
     """The K best local maxima (node, value; value descending) of the estimate on the coarse nodes: kf, the
     multiples of s and kt, within [kf, kt]. Only nodes within R of a slot are evaluated (the others are 0)."""
@@ -359,7 +359,7 @@ def _coarse_peaks(J, W, by_k, sd, R, s, kf, kt, K):
     return pk, pv
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _first_node_max(J, W, by_k, sd, R, a, b):
     """The first node of [a, b] at which the estimate stops rising (its maximum there if it rises, then
     falls)."""

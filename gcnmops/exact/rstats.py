@@ -279,12 +279,17 @@ def r_quantile(x: np.ndarray, p: float) -> float:
     return float(quantile7_sorted(xs, xs.size, p))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _median_compiled(buf):
     return median_inplace(buf, buf.size)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
+def _mean_compiled(v):
+    return ld_mean(v, v.size)
+
+
+@njit(cache=True, nogil=True)
 def _var_compiled(v):
     return r_var(v, v.size)
 
@@ -292,6 +297,12 @@ def _var_compiled(v):
 def r_variance(x: np.ndarray) -> float:
     """R's ``var()`` of a 1-D array (NaN-free)."""
     return float(_var_compiled(np.ascontiguousarray(x, dtype=np.float64).ravel()))
+
+
+def r_mean(x: np.ndarray) -> float:
+    """R's ``mean()`` of a 1-D array (NaN-free; NaN when empty)."""
+    v = np.ascontiguousarray(x, dtype=np.float64).ravel()
+    return float(_mean_compiled(v)) if v.size else math.nan
 
 
 def r_median(x: np.ndarray) -> float:

@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from ..cuda.runtime import device_module, pinned_empty, simulating
+from ..cuda.runtime import device_copy, device_module, pinned_empty, simulating
 from .checks import check_norm_args, check_ploidy, chromosome_rows, count_matrix
 from .cpu import normalize_chromosomes
 from .factors import divided_by_mode, means_of_exact_sums, ratios_mode, scaling_factors
@@ -98,7 +98,7 @@ def normalize_chromosomes_gpu(X, chr=None, norm_type: str = "poisson", size_fact
         return normalize_chromosomes(out, chr, **args)
     xp = device_module()
     t0 = time.perf_counter()
-    Y = np.array(out, order="F", copy=True) if xp is np else xp.asarray(out, order="F")
+    Y = device_copy(out)
     t["norm_h2d"] = time.perf_counter() - t0
     try:
         normalize_device(Y, blocks, args["norm_type"], t)

@@ -30,7 +30,7 @@ from ..calls.cnvs import Calls, call_cnvs
 from ..data import CountData
 from ..cuda import plan as _plan
 from ..model.gpu import fit_gpu, fit_gpu_device
-from ..cuda.runtime import device_module, pinned_empty, simulating
+from ..cuda.runtime import device_copy, device_module, pinned_empty, simulating
 from ..model.spec import ModelOutput, ModelSpec
 from ..normalization.cpu import sample_coverage
 from ..progress import timed_stage
@@ -71,7 +71,7 @@ def normalize_and_fit_gpu(data: CountData, params: CnMopsParams, spec: ModelSpec
                                        devices=devices, max_device_memory=max_device_memory, **fit_options)
     with timed_stage(timings, "normalize"):
         t0 = time.perf_counter()
-        d_counts = xp.asarray(counts, order="F") if xp is not np else counts.copy(order="F")
+        d_counts = device_copy(counts)
         gpu_stats["norm_h2d"] = time.perf_counter() - t0
         cov = np.ones(N)
         normalized, d_model, copier = counts, d_counts, None

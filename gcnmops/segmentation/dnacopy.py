@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..exact.rstats import r_median
 from ..io.rsession import r_session
 
 log = logging.getLogger("gcnmops")
@@ -150,11 +151,14 @@ def dnacopy_segments(sini: np.ndarray, blocks: list[tuple[str, int, int]], min_w
     for k, (_, b, e) in enumerate(blocks):
         chrom[b:e] = k + 1  # integer codes sort in block order inside DNAcopy::CNA
         maploc[b:e] = np.arange(1, e - b + 1, dtype=np.int32)
-    bdry = _boundary(BDRY_ETA, BDRY_NPERM, BDRY_ALPHA)
+    args = segment_args_for_r(dict(segment_args or {}))
+    # the boundary of the alpha, nperm and eta given: cn.mops passes that of the defaults whatever they are, and
+    # DNAcopy then reads beyond it (a segmentation fault, R's session lost) for any larger alpha
+    bdry = _boundary(float(args.get("eta", BDRY_ETA)), int(args.get("nperm", BDRY_NPERM)),
+                     float(args.get("alpha", BDRY_ALPHA)))
     with localconverter(converter):
         res = r_segment(x, chrom, maploc, int(min_width), bdry,
-                        ro.NA_Integer if r_seed is None else r_seed,
-                        ro.ListVector(segment_args_for_r(dict(segment_args or {}))))
+                        ro.NA_Integer if r_seed is None else r_seed, ro.ListVector(args))
         cols = {name: _copy(res[name], np.float64 if name == "mean" else np.int64)
                 for name in ("sample", "chrom", "start", "end", "mean")}
     block = cols["chrom"].astype(np.int64) - 1
@@ -162,7 +166,7 @@ def dnacopy_segments(sini: np.ndarray, blocks: list[tuple[str, int, int]], min_w
     start = cols["start"].astype(np.int64)
     end = cols["end"].astype(np.int64)
     first = np.array([b for _, b, _ in blocks], dtype=np.int64)[block]
-    median = np.array([np.median(sini[f + s - 1:f + e, k]) for f, s, e, k in zip(first, start, end, sample)],
+    median = np.array([r_median(sini[f + s - 1:f + e, k]) for f, s, e, k in zip(first, start, end, sample)],
                       dtype=np.float64)
     seg = pd.DataFrame({"block": block, "sample": sample, "start": start, "end": end,
                         "mean": cols["mean"].astype(np.float64), "median": median})

@@ -15,7 +15,7 @@ import numpy as np
 from numba import njit
 from numba.extending import register_jitable
 
-from ..exact.rstats import ld_mean, median_inplace, quantile7_low_index, quantile7_sorted, select_kth
+from ..exact.rstats import ld_mean, mean_of_two, median_inplace, quantile7_low_index, quantile7_sorted, select_kth
 from .kernels import window_constants, window_count
 
 #: floor of the global variance
@@ -233,7 +233,7 @@ def median_of(x, s, e, buf):
     if n % 2 == 1:
         return kth_pair(buf, n, n // 2)[0]
     a, b = kth_pair(buf, n, n // 2 - 1)
-    return (a + b) / 2.0  # as median_inplace
+    return mean_of_two(a, b)  # as median_inplace: R's mean() of the two middle values
 
 
 # ---------------------------------------------------------------------------------------------------------
