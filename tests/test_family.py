@@ -302,7 +302,8 @@ def test_cli_reference_and_single(cohort, tmp_path, capsys) -> None:
 
 SIM_CHILD = r'''
 import numpy as np
-from gcnmops.model.onestep import OneStepSpec, fit_onestep, fit_onestep_gpu, REFERENCE_FLOOR
+from gcnmops.model.onestep import OneStepSpec, fit_onestep, REFERENCE_FLOOR
+from gcnmops.model.onestep_gpu import fit_onestep_gpu
 from gcnmops.params import REFERENCE_CLASSES, REFERENCE_FOLDS
 rng = np.random.default_rng(4)
 for N in (3, 1):

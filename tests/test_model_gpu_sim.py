@@ -313,7 +313,7 @@ def test_onestep_kernel_compiles(nvvm):
     """The one-step kernel (referencecn.mops, singlecn.mops: glibc's exp/log, R's long-double sums) compiles to
     PTX without a GPU, for the arrays fit_onestep_gpu passes."""
     cuda, types = nvvm
-    from gcnmops.model.onestep import _gpu_kernel
+    from gcnmops.model.onestep_gpu import _gpu_kernel
 
     f64, c1 = types.float64, types.Array(types.float64, 1, "C")
     f2 = types.Array(f64, 2, "F")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .cpu import fit_cpu
-from .onestep import fit_onestep, fit_onestep_gpu
+from .onestep import fit_onestep
 from .spec import ModelOutput, ModelSpec
 
 #: the backends the model layer takes (resolved; "auto" is the entry points' to resolve)
@@ -38,6 +38,8 @@ def fit_one_step(x, cov, lam, spec, keep_post: bool = False, backend: str = "cpu
     """The one-step model (lambda per region given; onestep.py) on ``backend`` ("cpu" or "gpu")."""
     _check_resolved(backend)
     if backend == "gpu":
+        from .onestep_gpu import fit_onestep_gpu
+
         return fit_onestep_gpu(x, cov, lam, spec, keep_post=keep_post)
     return fit_onestep(x, cov, lam, spec, keep_post=keep_post)
 
