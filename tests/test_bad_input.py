@@ -650,3 +650,17 @@ def test_bad_commands_cli(tmp_path):
         assert k >= 2 or r.stderr.startswith("error: "), r.stderr  # parameters: before the GPU probe's notice
         assert "Traceback" not in r.stderr and not (tmp_path / "out").exists(), (args, r.stderr)
     assert "line 4: 4 fields for 3 columns" in runs[-1].stderr  # the first bad line hides none of the others
+
+
+def test_dnacopy_with_another_alpha_does_not_crash(tmp_path):
+    """segAlgorithm "DNAcopy" with alpha 0.05: cn.mops hands DNAcopy the boundary of alpha 0.01, which DNAcopy reads
+    beyond (a segmentation fault that ends R's session, and ours); the boundary of the alpha given is used."""
+    from gcnmops.segmentation.dnacopy import dnacopy_available
+
+    if not dnacopy_available():
+        pytest.skip("rpy2 + R package DNAcopy not installed")
+    (tmp_path / "c.tsv").write_text(_tsv(_frame(m=120, n=5)))
+    script = ("import gcnmops; r = gcnmops.cn_mops('c.tsv', seg_algorithm='DNAcopy', alpha=0.05, backend='cpu'); "
+              "print('segments', len(r.segmentation))")
+    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.startswith("segments"), proc.stderr[-2000:]

@@ -39,11 +39,12 @@ def warn_few_regions(n_regions: int, stacklevel: int = 3) -> None:
 
 def segment_arg_names(seg_algorithm: str = "fast") -> set[str]:
     """The extra keyword arguments (cn.mops's ``...``) the segmentation takes: DNAcopy::segment's for segAlgorithm
-    "DNAcopy", else the fast segmentation's (minSeg is not one: cn.mops passes minWidth)."""
+    "DNAcopy" (and ``seed``, of its jitter), else the fast segmentation's (minSeg is not one: cn.mops passes
+    minWidth)."""
     if seg_algorithm == "DNAcopy":
         from ..segmentation.dnacopy import SEGMENT_ARGS
 
-        return set(SEGMENT_ARGS)
+        return set(SEGMENT_ARGS) | {"seed"}
     from ..segmentation.cpu import segment
 
     return set(inspect.signature(segment).parameters) - {"x", "min_seg"}
