@@ -11,6 +11,7 @@ off in a quarter of the arguments in an LTO-linked kernel). ``jit_nofma`` does b
 from __future__ import annotations
 
 import functools
+import os
 
 from numba.extending import overload
 
@@ -51,8 +52,6 @@ def _install_nofma() -> None:
     nvvm.compile_ir = compile_ir
 
 
-
-
 def jit_nofma(kernel, **options):
     """``cuda.jit(kernel, cache=True, **options)`` without FMA contraction anywhere on the way to the cubin:
     NVVM's ``-fma=0`` and no LTO (the CUDA simulator: plain ``cuda.jit``). ``kernel``'s name must carry
@@ -64,6 +63,10 @@ def jit_nofma(kernel, **options):
     if NOFMA_MARK not in kernel.__name__:
         raise ValueError(f"kernel {kernel.__name__!r} must have {NOFMA_MARK!r} in its name")
     _register_cuda_fma()
+    if "NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS" not in os.environ:
+        # launches over a handful of CNV regions are small by nature: numba's "Grid size 2 will likely result
+        # in GPU under-utilization" is noise to our users (the environment variable still decides if set)
+        config.CUDA_LOW_OCCUPANCY_WARNINGS = 0
     if not config.ENABLE_CUDASIM:
         _install_nofma()
         options["lto"] = False
