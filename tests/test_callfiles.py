@@ -15,6 +15,7 @@ import gcnmops
 from gcnmops.errors import InputError
 from gcnmops.io import callfiles
 from gcnmops.io.writers import write_result
+from golden import array, case_names, manifest, table
 
 try:
     import pysam
@@ -548,3 +549,35 @@ def test_run_refuses_a_reference_without_the_chromosomes_before_the_model(result
     assert main(["run", str(counts), "-o", str(tmp_path / "out"), "--quiet", "--backend", "cpu", "--threads", "1",
                  "--reference", str(fasta), "--per-sample-vcf", "--formats", "vcf"]) == 0
     assert (tmp_path / "out" / f"cnvr.{r.sample_names[0]}.vcf.gz.tbi").exists()
+
+
+# ------------------------------------------------------------------------------------------------ real data
+@needs_pysam
+@pytest.mark.skipif("exome_exomecn" not in case_names(), reason="golden exome case not found")
+def test_real_exome_counts_through_the_tools(tmp_path):
+    """exomecn.mops on the golden real exome counts (1000 Genomes, chr22): both BEDs through bedtools, the VCF
+    through vcf-validator and bcftools (GT="alt" is exactly the non-normal cells; QUAL, GT, CN, CNQ everywhere)."""
+    gr = table("exome_exomecn", "input_ranges")[["seqnames", "start", "end"]]
+    counts = array("exome_exomecn", "input_counts")
+    names = manifest("exome_exomecn")["sampleNames"]
+    r = gcnmops.calc_integer_copy_numbers(gcnmops.exome_cn_mops(gr.assign(**{s: counts[:, k] for k, s in
+                                                                              enumerate(names)}), backend="cpu"))
+    assert len(r.cnvr) > 0
+    write_result(r, tmp_path, formats=["bed", "vcf"])
+    vcf = tmp_path / "cnvr.vcf.gz"
+    header, recs = _records(vcf)
+    assert len(recs) == len(r.cnvr) and all(rec.qual is not None for rec in recs)
+    assert all(rec.samples[s]["GT"] is not None and rec.samples[s]["CN"] is not None and rec.samples[s]["CNQ"]
+               is not None for rec in recs for s in names)
+    if TOOLS["vcf-validator"]:
+        run("vcf-validator", vcf)
+    if TOOLS["bcftools"]:
+        alt = {tuple(ln.split("\t")) for ln in lines(run("bcftools", "query", "-i", 'GT="alt"', "-f",
+                                                         "[%ID\t%SAMPLE\n]", vcf))}
+        assert alt == {(f"cnvr{i + 1}", s) for i, s in _non_normal_cells(r)}
+    if TOOLS["bedtools"]:
+        for bed in ("cnvs.bed", "cnvr.bed"):
+            assert len(lines(run("bedtools", "merge", "-i", tmp_path / bed))) >= 1
+        counts_per_region = lines(run("bedtools", "intersect", "-a", tmp_path / "cnvr.bed", "-b",
+                                      tmp_path / "cnvs.bed", "-c"))
+        assert len(counts_per_region) == len(r.cnvr) and all(int(ln.split("\t")[-1]) > 0 for ln in counts_per_region)
