@@ -150,7 +150,8 @@ def _run(args) -> int:
     with Progress({k: w for k, w in STAGE_WEIGHTS.items() if k not in skipped}, disable=args.quiet) as progress:
         t0 = time.perf_counter()
         data, controls = _read_input(args, method)
-        vcf.checked(data.genomic_ranges()["seqnames"].unique())  # the reference holds every chromosome
+        if "vcf" in formats:
+            vcf.checked(data.genomic_ranges())  # a VCF holds the regions, the reference every chromosome
         read_s = time.perf_counter() - t0
         progress.advance("read")
         result, written = run_and_write(method.name, data, args.outdir, controls=controls, backend=args.backend,
@@ -370,5 +371,22 @@ def main(argv: list[str] | None = None) -> int:
         return 143 if isinstance(stop, Terminated) else 130
 
 
+def entry() -> None:
+    """The ``gcnmops`` command (and ``python -m gcnmops``): ``main``, then the process ends at once.
+
+    Every file is complete and renamed by then; what is left is tearing down the GPU's pinned host memory and
+    context, and freeing the result's arrays one by one, which took 1.4 s of a 13 s BM-A run on an H100: the
+    operating system reclaims all of it at once instead (``os._exit`` after flushing the output streams)."""
+    import os
+
+    code = main()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe or stream: nothing more can reach it
+            pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -423,6 +423,19 @@ def test_long_contigs_get_csi_indexes(results, tmp_path):
         assert len(out) == 1
 
 
+def test_contigs_beyond_32_bit_positions_are_refused_for_the_vcf(results, tmp_path):
+    r = results[1]
+    shift = 1 << 31
+    moved = r.replace(gr=r.gr.assign(start=r.gr["start"] + shift, end=r.gr["end"] + shift),
+                      cnvr=r.cnvr.assign(start=r.cnvr["start"] + shift, end=r.cnvr["end"] + shift))
+    with pytest.raises(InputError, match="32-bit.*leave vcf out of --formats"):
+        write_result(moved, tmp_path / "out", formats=["vcf"])
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(InputError, match="32-bit.*leave vcf out of --formats"):  # the CLI's check before any work
+        callfiles.VcfOptions().checked(moved.gr)
+    callfiles.VcfOptions().checked(r.gr)
+
+
 @needs_pysam
 def test_without_pysam_plain_bed_and_vcf_with_the_same_records(results, tmp_path, monkeypatch, written):
     r = results[1]

@@ -47,6 +47,8 @@ GAIN_RGB, LOSS_RGB, OTHER_RGB = "214,39,40", "31,95,191", "180,180,180"
 _RGB = {"gain": GAIN_RGB, "loss": LOSS_RGB, None: OTHER_RGB}
 #: largest position a .tbi index holds (2^29 - 1); files with larger coordinates get a CSI index
 TBI_MAX_POSITION = (1 << 29) - 1
+#: largest POS a VCF holds (VCF 4.2: a 32-bit signed Integer; htslib and pysam refuse more)
+VCF_MAX_POSITION = (1 << 31) - 1
 MAX_Q = 99
 _DEFAULT_STEP = {-1: -1.0, 1: float(np.log2(1.5))}  # nearest classes' log2 folds when params lack folds
 
@@ -406,17 +408,24 @@ class VcfOptions:
     reference: str | None = None
     per_sample: bool = False
 
-    def checked(self, chromosomes=None) -> "VcfOptions":
-        """This, once the files can be read and (``chromosomes``: names of the counts) hold every chromosome:
-        InputError otherwise, before any work."""
+    def checked(self, ranges: pd.DataFrame | None = None) -> "VcfOptions":
+        """This, once the files can be read and (``ranges``: seqnames, start, end of the counts) a VCF can hold
+        the regions -- the reference has every chromosome, no position is beyond VCF_MAX_POSITION: InputError
+        otherwise, before any work."""
         lengths = reference_lengths(self.reference_fai, self.reference)
         if self.reference is not None:
             _need_pysam("--reference (REF bases from a FASTA)")
-        if lengths is not None and chromosomes is not None:
-            missing = [c for c in dict.fromkeys(str(c) for c in chromosomes) if c not in lengths[0]]
-            if missing:
-                raise InputError(f"Chromosome(s) {', '.join(missing[:5])} of the counts are not in {lengths[1]}: "
-                                 "give the reference the reads were aligned to.")
+        if ranges is not None and len(ranges):
+            if lengths is not None:
+                missing = [c for c in dict.fromkeys(str(c) for c in ranges["seqnames"].unique()) if c not in lengths[0]]
+                if missing:
+                    raise InputError(f"Chromosome(s) {', '.join(missing[:5])} of the counts are not in {lengths[1]}: "
+                                     "give the reference the reads were aligned to.")
+            end = int(ranges["end"].max())
+            if end > VCF_MAX_POSITION:
+                raise InputError(f"A region ends at {end:,}: VCF positions are 32-bit integers (at most "
+                                 f"{VCF_MAX_POSITION:,}); leave vcf out of --formats (the BED and SEG files hold such "
+                                 "coordinates).")
         return self
 
     def vcf_kwargs(self) -> dict:
@@ -542,9 +551,10 @@ def vcf_table(result, reference_fai=None, samples=None, carriers_only: bool = Fa
     One record per CNV region, sorted by chromosome (gr's order) and position; ID ``cnvr<i>`` (row i of
     cnvr.tsv). A region [start, end] is a symbolic structural variant: POS = start - 1, the padding base
     before it, REF that base from the FASTA ``reference`` (``N`` without one, or for a base other than A, C,
-    G, T), except a region starting at base 1: POS = 1 with that first base as REF (VCF's rule); INFO END = end, SVLEN = +-(END - POS) (negative for deletions:
-    the region's length, one less for a region at base 1, as htslib reads it), SVTYPE, IMPRECISE with CIPOS / CIEND = +-the width of the region's first / last window
-    (breakpoints are known to a window; clipped to the contig). ALT ``<DEL>`` (the carriers are losses),
+    G, T), except a region starting at base 1: POS = 1 with that first base as REF (VCF's rule); INFO END =
+    end, SVLEN = +-(END - POS) (negative for deletions: the region's length, one less for a region at base 1,
+    as htslib reads it), SVTYPE, IMPRECISE with CIPOS / CIEND = +-the width of the region's first / last
+    window (breakpoints are known to a window; clipped to the contig). ALT ``<DEL>`` (the carriers are losses),
     ``<DUP>`` (gains) or ``<CNV>`` (both; without carriers the direction of the region's CNV calls).
 
     FORMAT per sample: GT from the sample's copy number (the cnvr.tsv cell) against the normal class n:
@@ -571,6 +581,12 @@ def vcf_table(result, reference_fai=None, samples=None, carriers_only: bool = Fa
     evidence = _Evidence(result)
     windows = _Windows(result.gr)
     contigs = vcf_contigs(result, reference_fai, reference)
+    too_long = {c: n for c, n in contigs.items() if n > VCF_MAX_POSITION}
+    if too_long:
+        c, n = next(iter(too_long.items()))
+        raise InputError(f"Chromosome {c} is {n:,} bp long: VCF positions are 32-bit integers (at most "
+                         f"{VCF_MAX_POSITION:,}), so no VCF can hold it; leave vcf out of --formats (the BED and SEG "
+                         "files hold such coordinates).")
     ref_base = _ref_bases(reference)
 
     cnvr = result.cnvr.reset_index(drop=True)
