@@ -362,6 +362,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "warmup":
             return _warmup(args)
         return _run(args) if args.command == "run" else _info()
+    except BrokenPipeError:  # the reader of the summary went away (| head): the files are complete
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
