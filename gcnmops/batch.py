@@ -16,7 +16,9 @@ first and handed to workers as they free up. Each experiment writes ``OUTDIR/<id
 ``status.json`` (state done/failed, the numbers, a fingerprint of input and parameters). A re-run skips
 experiments whose status says done with the same fingerprint and runs the others (failed, interrupted,
 changed); ``--force`` runs everything again. A failing experiment (bad data, a crashed worker process) is
-recorded and the others go on. At the end ``OUTDIR/summary.tsv`` and a printed table list every experiment.
+recorded and the others go on. Ctrl-C or SIGTERM stops the batch: running experiments are stopped (their files
+being written removed) and are run again by the next call; workers also stop when the batch process itself dies
+(killed outright), and temporary files of an attempt killed outright are removed when it is run again. At the end ``OUTDIR/summary.tsv`` and a printed table list every experiment.
 """
 from __future__ import annotations
 
