@@ -231,3 +231,18 @@ def test_threads_means_threads_everywhere():
     assert count.threads == 3 and "--workers" not in commands["count"].format_help()
     (workers,) = [a for a in commands["batch"]._actions if "--workers" in a.option_strings]
     assert "processes" in workers.help
+
+
+def test_the_temporaries_of_a_run_killed_outright_are_removed_by_the_next(tmp_path, results):
+    """SIGKILL (or the out-of-memory killer) leaves temporary files; the next run into the folder removes them,
+    and only them."""
+    from gcnmops.io.writers import write_result
+
+    out = tmp_path / "out"
+    (out / "plots").mkdir(parents=True)
+    left = [out / ".cnvs.tsv.k3_x9a0q.tmp", out / "plots" / ".overview.png.abcd1234.tmp"]
+    kept = [out / "notes.tmp", out / "my.tsv", out / "plots" / "mine.png"]
+    for path in left + kept:
+        path.write_text("x")
+    write_result(results[1], out, formats=["seg"])
+    assert not any(p.exists() for p in left) and all(p.exists() for p in kept)

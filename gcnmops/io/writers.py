@@ -71,6 +71,8 @@ TABLES = ("segmentation", "cnvs", "cnvr")
 PARQUET_COMPRESSION = "zstd"
 #: the list of the files of the last run written into a folder (hidden)
 MANIFEST = ".gcnmops-files"
+#: the folders below the output folder a run may write into (``plots.plot_files``)
+SUBFOLDERS = ("plots",)
 GZIP_LEVEL = 1  # the TSVs compress ~3x at level 1; higher levels cost several times the time for ~10% more
 
 
@@ -99,12 +101,9 @@ _NO_WRITE = {errno.EACCES, errno.EPERM, errno.EROFS}
 
 def remove_temporaries(folder) -> int:
     """Remove the temporary files a writer killed outright (SIGKILL, out of memory) left in ``folder`` and its
-    subfolders (plots/); a folder is written by one run at a time. Returns how many were removed."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        return 0
-    entries = list(folder.iterdir())
-    entries += [e for d in entries if d.is_dir() and not d.is_symlink() for e in d.iterdir()]
+    ``SUBFOLDERS``; a folder is written by one run at a time. Returns how many were removed."""
+    folders = [Path(folder)] + [Path(folder) / sub for sub in SUBFOLDERS]
+    entries = [e for f in folders if f.is_dir() and not f.is_symlink() for e in f.iterdir()]
     removed = [e for e in entries if _TEMPORARY.match(e.name) and e.is_file()]
     for entry in removed:
         entry.unlink(missing_ok=True)
