@@ -169,10 +169,21 @@ class CNVDetectionResult(ResultCounts):
                                               gr["end"].to_numpy()], names=["seqnames", "start", "end"])
         return pd.DataFrame(values, index=rows, columns=columns, copy=False)
 
+    def derived(self, name: str, build):
+        """A value computed from the regions (``gr``) once per result object: ``build()`` on first use, kept
+        while ``gr`` is the same frame. The writers ask for chromosome blocks and window indexes of every region
+        many times (at 6.9M regions each pass over the chromosome names costs ~0.1-0.3 s)."""
+        key = (name, id(self.gr), len(self.gr))
+        store = self.__dict__.setdefault("_derived", {})
+        if key not in store:
+            store[key] = build()
+        return store[key]
+
     def __getstate__(self) -> dict:
-        """Pickled without the cached labels (made again on first use)."""
+        """Pickled without the cached labels and derived values (made again on first use)."""
         state = self.__dict__.copy()
         state.pop("_labels", None)
+        state.pop("_derived", None)
         return state
 
     def __repr__(self) -> str:

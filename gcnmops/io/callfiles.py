@@ -89,22 +89,18 @@ def tabix(path, preset: str, index, csi: bool = False) -> None:
 # shared geometry: order of chromosomes, windows and CNVs per range
 # -------------------------------------------------------------------------------------------------
 
-def _chromosome_order(gr: pd.DataFrame) -> list[str]:
-    """The chromosomes of ``gr`` in order of first appearance (from its row blocks: no per-row string work)."""
-    return list(dict.fromkeys(str(name) for name, _, _ in chromosome_blocks(gr["seqnames"])))
+def _chromosome_order(result) -> list[str]:
+    """The chromosomes of ``result.gr`` in order of first appearance."""
+    return list(_windows(result).by_chrom)
 
 
-def _chromosome_rows(gr: pd.DataFrame) -> dict[str, np.ndarray]:
-    """The rows of ``gr`` of each chromosome (order of first appearance)."""
-    rows: dict[str, list] = {}
-    for name, first, end in chromosome_blocks(gr["seqnames"]):
-        rows.setdefault(str(name), []).append(np.arange(first, end))
-    return {name: np.concatenate(parts) for name, parts in rows.items()}
+def _windows(result) -> "_Windows":
+    return result.derived("callfiles.windows", lambda: _Windows(result.gr))
 
 
 def _chrom_rank(result, seqnames) -> np.ndarray:
     """Rank of each name among the chromosomes of ``result.gr`` (order of first appearance)."""
-    order = pd.Index(_chromosome_order(result.gr))
+    order = pd.Index(_chromosome_order(result))
     rank = order.get_indexer(pd.Series(seqnames, dtype=object).astype(str))
     rank[rank < 0] = len(order)  # not in gr (should not happen): last
     return rank
@@ -149,15 +145,34 @@ def cnv_region_pairs(cnvr: pd.DataFrame, cnvs: pd.DataFrame) -> tuple[np.ndarray
 
 
 class _Windows:
-    """The windows (rows of ``gr``) of each chromosome, by start, to find those overlapping a range."""
+    """The windows (rows of ``gr``) of each chromosome (order of first appearance), by start, to find those
+    overlapping a range; built once per result (``_windows``)."""
 
     def __init__(self, gr: pd.DataFrame):
         self.start = gr["start"].to_numpy(np.int64)
         self.end = gr["end"].to_numpy(np.int64)
+        parts: dict[str, list] = {}
+        for name, first, end in chromosome_blocks(gr["seqnames"]):
+            parts.setdefault(str(name), []).append(np.arange(first, end))
         self.by_chrom = {}
-        for name, rows in _chromosome_rows(gr).items():
+        self._sorted_ends: dict[str, np.ndarray] = {}
+        for name, rows in parts.items():
+            rows = np.concatenate(rows)
             rows = rows[np.argsort(self.start[rows], kind="stable")]
             self.by_chrom[name] = (rows, self.start[rows], np.maximum.accumulate(self.end[rows]))
+
+    def overlap_counts(self, chrom: str, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """How many windows of ``chrom`` overlap each range [start, end] (any windows, nested or not)."""
+        chrom = str(chrom)
+        entry = self.by_chrom.get(chrom)
+        if entry is None:
+            return np.zeros(len(start), np.int64)
+        rows, starts, _ = entry
+        ends = self._sorted_ends.get(chrom)
+        if ends is None:
+            ends = self._sorted_ends[chrom] = np.sort(self.end[rows])
+        # windows overlapping [s, e]: start <= e, minus those ending before s (which all start before e)
+        return np.searchsorted(starts, end, side="right") - np.searchsorted(ends, start, side="left")
 
     def rows(self, chrom: str, start: int, end: int) -> np.ndarray:
         """Rows of the windows overlapping [start, end], by start."""
@@ -303,7 +318,7 @@ def bed_cnvs(result) -> pd.DataFrame:
     integer copy number is the normal one. Mean, median and CN are in cnvs.tsv (no extra BED columns).
     """
     cnvs = result.cnvs.iloc[_sorted_positions(result, result.cnvs)].reset_index(drop=True)
-    q, directions = _cnv_qualities(result, cnvs, _Windows(result.gr), _Evidence(result))
+    q, directions = _cnv_qualities(result, cnvs, _windows(result), _Evidence(result))
     start0 = cnvs["start"].to_numpy(np.int64) - 1
     end = cnvs["end"].to_numpy(np.int64)
     return pd.DataFrame({
@@ -322,7 +337,7 @@ def bed_cnvr(result) -> pd.DataFrame:
     """
     cnvr = result.cnvr.reset_index(drop=True)
     cnvs = result.cnvs.reset_index(drop=True)
-    q, directions = _cnv_qualities(result, cnvs, _Windows(result.gr), _Evidence(result))
+    q, directions = _cnv_qualities(result, cnvs, _windows(result), _Evidence(result))
     region, cnv = cnv_region_pairs(cnvr, cnvs)
     sample_rank = pd.Index(result.sample_names).get_indexer(cnvs["sampleName"].to_numpy()[cnv])
     order = np.lexsort((sample_rank, region))
@@ -462,9 +477,8 @@ def reference_lengths(reference_fai=None, reference=None) -> tuple[dict[str, int
 def vcf_contigs(result, reference_fai=None, reference=None) -> dict[str, int]:
     """Contig -> length for the VCF header: the chromosomes of gr in their order, with the last window end as
     length, or the lengths of ``reference_fai`` (else of the FASTA ``reference``; its other contigs follow)."""
-    windows = _Windows(result.gr)
-    known = windows.lengths()
-    order = _chromosome_order(result.gr)
+    known = _windows(result).lengths()
+    order = _chromosome_order(result)
     source = reference_lengths(reference_fai, reference)
     if source is None:
         return {c: known[c] for c in order}
@@ -579,7 +593,7 @@ def vcf_table(result, reference_fai=None, samples=None, carriers_only: bool = Fa
     main = _main_cn(result)
     main_v = main if main is not None else 2.0
     evidence = _Evidence(result)
-    windows = _Windows(result.gr)
+    windows = _windows(result)
     contigs = vcf_contigs(result, reference_fai, reference)
     too_long = {c: n for c, n in contigs.items() if n > VCF_MAX_POSITION}
     if too_long:
@@ -782,19 +796,12 @@ def seg_table(result) -> pd.DataFrame:
     """IGV SEG: ID, chrom, loc.start, loc.end, num.mark, seg.mean (segment means of sINI), ordered by
     sample (result's order), chromosome (gr's order), start."""
     seg = result.segmentation.reset_index(drop=True)
-    gr = result.gr
     num = np.zeros(len(seg), dtype=np.int64)
-    rows = _chromosome_rows(gr)
+    windows = _windows(result)
     seg_chrom = seg["seqnames"].astype(str).to_numpy()
     for chrom in pd.unique(seg_chrom):
         idx = np.flatnonzero(seg_chrom == chrom)
-        on = rows.get(chrom, np.zeros(0, np.int64))
-        starts = np.sort(gr["start"].to_numpy()[on])
-        ends = np.sort(gr["end"].to_numpy()[on])
-        s = seg["start"].to_numpy()[idx]
-        e = seg["end"].to_numpy()[idx]
-        # regions overlapping [s, e]: start <= e and end >= s (regions of a chromosome do not nest)
-        num[idx] = np.searchsorted(starts, e, side="right") - np.searchsorted(ends, s, side="left")
+        num[idx] = windows.overlap_counts(chrom, seg["start"].to_numpy()[idx], seg["end"].to_numpy()[idx])
     if len(seg):
         sample_rank = pd.Index(result.sample_names).get_indexer(seg["sampleName"].to_numpy())
         order = np.lexsort((seg["start"].to_numpy(), _chrom_rank(result, seg_chrom), sample_rank))
