@@ -28,8 +28,13 @@ test_that("bad input gets cn.mops's error messages", {
   expect_error(gcn.mops(x, minReadCount = "5"), "\"minReadCount\" must be numeric and of length 1.", fixed = TRUE)
   expect_error(gcn.mops(x, returnPosterior = "yes"), "\"returnPosterior\" must be logical.", fixed = TRUE)
   expect_error(gcn.mops(x, backend = "tpu"), "\"backend\" must be", fixed = TRUE)
-  # errors the engine finds come back as plain R errors
+  # errors the engine finds come back as plain R errors, with the engine's message
   expect_error(suppressMessages(gcn.mops(x, sizeFactor = "bogus")), "sizeFactor")
+  y <- x; y[3, 2] <- 2^53 + 2
+  expect_error(suppressMessages(gcn.mops(y)), "at region 3, sample 2 (", fixed = TRUE)
+  expect_error(suppressMessages(gcn.mops(y)), "exceeds 2^53 (9007199254740992)", fixed = TRUE)
+  expect_error(suppressMessages(singlegcn.mops(x)), "More than one sample detected (6 sample columns)", fixed = TRUE)
+  expect_error(suppressMessages(gcn.mops(x, foo = 1)), "Unknown argument 'foo' for the segmentation", fixed = TRUE)
   expect_warning(suppressMessages(gcn.mops(d$X[1:50, 1:5])),
                  "Normalization might not be applicable for this small number of segments.", fixed = TRUE)
 })
