@@ -418,7 +418,13 @@ class WorkerTerminated(BaseException):
     the files it was writing are removed, then the worker exits."""
 
 
+#: whether this worker process is running an experiment (a SIGTERM then unwinds it; an idle worker just ends)
+_RUNNING = False
+
+
 def _terminated(signum, frame) -> None:
+    if not _RUNNING:
+        os._exit(143)
     raise WorkerTerminated()
 
 
@@ -458,10 +464,14 @@ def _exit_with_parent(parent: int) -> None:
 
 def _worker_run(exp: Experiment, outdir: str, backend: str, formats, integer: bool, worker: str) -> dict:
     """``run_experiment`` in a worker process; a SIGTERM there unwinds the experiment, then ends the process."""
+    global _RUNNING
+    _RUNNING = True
     try:
         return run_experiment(exp, outdir, backend, formats, integer, worker)
     except WorkerTerminated:
         os._exit(143)
+    finally:
+        _RUNNING = False
 
 
 def make_slots(devices=None, workers: int | None = None, backend: str | None = None) -> list[Slot]:
@@ -512,6 +522,11 @@ def run_batch(manifest, outdir, *, devices=None, workers: int | None = None, bac
     experiments = read_manifest(manifest) if not isinstance(manifest, list) else manifest
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
+    blocked = [e.id for e in experiments if (outdir / e.id).exists() and not (outdir / e.id).is_dir()]
+    if blocked:  # before any work, as for the output folder itself
+        raise InputError(f"In {str(outdir)!r}, {', '.join(map(repr, blocked[:5]))} "
+                         f"{'is a file' if len(blocked) == 1 else 'are files'} where the experiment's folder goes: "
+                         "move it away or write to another folder (-o).")
     echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
     rows, queue = _queue(experiments, outdir, force)
     slots = make_slots(devices, workers, backend)
@@ -632,10 +647,13 @@ def _crashed(exp: Experiment, outdir: Path, slot: Slot, why: str) -> dict:
     rec = {"id": exp.id, "method": exp.method, "worker": slot.name, "fingerprint": exp.fingerprint(),
            "state": "failed", "finished": _now(), "error": why}
     folder = outdir / exp.id
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / LOG_FILE, "a") as f:
-        f.write(f"=== {rec['finished']} on worker {slot.name}: {why}\n")
-    atomic_write(folder / STATUS_FILE, lambda tmp: tmp.write_text(json.dumps(rec, indent=1)))
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / LOG_FILE, "a") as f:
+            f.write(f"=== {rec['finished']} on worker {slot.name}: {why}\n")
+        atomic_write(folder / STATUS_FILE, lambda tmp: tmp.write_text(json.dumps(rec, indent=1)))
+    except (OSError, InputError) as err:  # its folder cannot be written: the summary still lists it
+        rec["error"] = f"{why}; its folder cannot be written either ({err})"
     return rec
 
 

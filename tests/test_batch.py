@@ -305,3 +305,22 @@ def test_a_rerun_removes_the_temporary_files_of_a_killed_attempt(cohort_dir, tmp
     exp = Experiment(id="exp01", input=cohort_dir / "exp01.tsv", method="cn.mops")
     run_batch([exp], out, workers=1, formats=["tsv"], echo=lambda line: None)
     assert read_status(out, "exp01")["state"] == "done" and not list(out.rglob("*.tmp"))
+
+
+def test_batch_cli_a_file_in_place_of_an_experiment_folder_then_a_clean_run(cohort_dir, tmp_path):
+    """A file where an experiment's folder goes: `error:` and exit 2 before any work. Then a run: its workers are
+    stopped at the end without a word on stderr."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "exp01").write_text("not a folder")
+    manifest = tmp_path / "m.tsv"
+    manifest.write_text(f"id\tinput\tmethod\nexp01\t{cohort_dir / 'exp01.tsv'}\tcn.mops\n")
+    env = python_process_env()
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    cmd = [sys.executable, "-m", "gcnmops", "batch", str(manifest), "-o", str(out), "--formats", "seg", "--quiet"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: ") and "'exp01' is a file" in proc.stderr
+    (out / "exp01").unlink()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr[-3000:]
+    assert read_status(out, "exp01")["state"] == "done"
