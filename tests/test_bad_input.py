@@ -4,7 +4,9 @@ A table of bad files, each through the Python API (InputError with the expected 
 (exit 2, stderr starting with "error:", no traceback, no output folder); inputs that are recognized and
 repaired (row-name columns, numeric headers, comment lines, unsorted regions); huge counts (memory and time
 bounded by the matrix, not by the values; the bounded density mode against the FFT one); parameters that arrive
-as strings; and a bounded-time fuzz test of the readers.
+as strings; objects built by hand, unknown arguments, commands refused before any work; and bounded-time fuzz
+tests of the readers (TSV, CSV, npz, Parquet, BAM). Faults (signals, a full disk, read-only installs, killed
+batches) are in test_cli_meta.py, test_jitcache.py and test_batch.py.
 """
 from __future__ import annotations
 
@@ -664,3 +666,39 @@ def test_dnacopy_with_another_alpha_does_not_crash(tmp_path):
               "print('segments', len(r.segmentation))")
     proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and proc.stdout.startswith("segments"), proc.stderr[-2000:]
+
+
+def test_fuzz_bam_reader(tmp_path):
+    """Mutated BAM files (bytes flipped, truncated, bytes inserted; fixed seed): counting ends in counts or an
+    InputError, each within seconds."""
+    from golden import GOLDEN_DIR
+
+    from gcnmops.io.counting import count_reads
+
+    source = GOLDEN_DIR / "bam" / "test1.bam"
+    if not source.exists():
+        pytest.skip(f"no BAM under {GOLDEN_DIR}")
+    pytest.importorskip("pysam")
+    good = source.read_bytes()
+    rng = np.random.default_rng(7)
+    outcomes = {"counts": 0, "InputError": 0}
+    for case in range(40):
+        raw = bytearray(good)
+        i = int(rng.integers(0, len(raw)))
+        if case % 3 == 0:
+            raw[i] ^= int(rng.integers(1, 256))
+        elif case % 3 == 1:
+            raw = raw[:i]
+        else:
+            raw[i:i] = bytes(rng.integers(0, 256, int(rng.integers(1, 50)), dtype=np.uint8))
+        path = tmp_path / f"f{case}.bam"
+        path.write_bytes(bytes(raw))
+        t0 = time.perf_counter()
+        try:
+            count_reads([str(path)], window=25000, progress=False)
+            outcomes["counts"] += 1
+        except InputError as e:
+            assert str(path) in str(e) or "BAM" in str(e), str(e)
+            outcomes["InputError"] += 1
+        assert time.perf_counter() - t0 < 20, case
+    assert outcomes["InputError"] > 20, outcomes
