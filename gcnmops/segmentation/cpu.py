@@ -29,7 +29,7 @@ import math
 
 import numpy as np
 import pandas as pd
-from numba import njit, prange
+from numba import get_num_threads, njit, prange
 
 from ..errors import InputError
 from ..progress import tick
@@ -39,10 +39,10 @@ from .interface import (checked_columns, label_tasks, output_arrays, report_clea
                         segment_frame)
 from .kernels import exact_tail, is_candidate, position_scan, position_stat_plain, prefix_sums
 
-#: phase 1 runs in at most this many slices of vectors (a progress bar moves between them) ...
+#: phase 1 runs in at most this many slices of vectors (a progress bar moves, and Ctrl-C is seen, between them) ...
 PROGRESS_STEPS = 20
-#: ... of at least this many (block, sample) vectors each (enough to balance every core)
-PROGRESS_TASKS = 64
+#: ... of at least this many (block, sample) vectors per core each (enough to balance every core)
+PROGRESS_TASKS_PER_CORE = 2
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -192,7 +192,7 @@ def segment_columns_arrays(values: np.ndarray, blocks, alpha=0.05, seg_median_t=
     ntask = firsts.size * N
     counts = np.zeros(ntask, dtype=np.int64)
     dirty = np.zeros(ntask, dtype=np.int8)
-    step = max(PROGRESS_TASKS, -(-ntask // PROGRESS_STEPS))
+    step = max(PROGRESS_TASKS_PER_CORE * get_num_threads(), -(-ntask // PROGRESS_STEPS))
     for t0 in range(0, ntask, step):  # slices of vectors, so that a progress bar moves; vectors are independent
         _segment_all(values, firsts, ends, params["alpha"], params["t_hi"], params["t_lo"], params["default_t"],
                      params["no_merge"], params["min_seg"], params["eps"], params["eps_given"], params["delta"],
