@@ -147,10 +147,9 @@ def _params_from_r(plist, method: str = "cn.mops") -> CnMopsParams:
     seg_list = element(plist, "segment_args")
     if seg_list is not None and len(seg_list):
         for name, value in zip(list(seg_list.names), seg_list):
-            if name not in _SEGMENT_ARGS:
-                raise InputError(f"Unknown argument '{name}' for the segmentation (known: "
-                                 f"{', '.join(_SEGMENT_ARGS)}).")
-            seg[_SEGMENT_ARGS[name]] = as_scalar(value)
+            # cn.mops's fast-segmentation names mapped; others (DNAcopy's nperm, undo.splits, ..., and the
+            # seed R draws for DNAcopy) passed on: the pipeline checks them against the segmentation used
+            seg[_SEGMENT_ARGS.get(name, name)] = as_scalar(value)
     if isinstance(kw.get("norm"), bool):
         kw["norm"] = int(kw["norm"])
     for name in ("cyc", "norm", "min_width"):
@@ -343,10 +342,7 @@ def run_family_from_r(key: str, function: str) -> dict:
                     continue
                 if rname == "segment_args":
                     for sname, svalue in zip(list(value.names) if len(value) else [], value):
-                        if sname not in _SEGMENT_ARGS:
-                            raise InputError(f"Unknown argument '{sname}' for the segmentation (known: "
-                                             f"{', '.join(_SEGMENT_ARGS)}).")
-                        kw[_SEGMENT_ARGS[sname]] = as_scalar(svalue)
+                        kw[_SEGMENT_ARGS.get(sname, sname)] = as_scalar(svalue)
                 elif rname in ("I",):
                     kw["I"] = tuple(float(v) for v in r_array(value))
                 elif rname == "classes":
@@ -373,8 +369,124 @@ def run_family_from_r(key: str, function: str) -> dict:
         return {"error": _r_names(str(e))}
 
 
+def _engine_call(fn):
+    """An engine entry point: Python warnings and log lines collected for R, InputError -> {"error": msg}."""
+    from functools import wraps
+
+    @wraps(fn)
+    def wrapper(key: str, *args) -> dict:
+        try:
+            with _collect_messages() as (messages, warned):
+                out = fn(bridge_env(key), *args) or {}
+            out.update(messages=messages, warnings=warned)
+            return out
+        except InputError as e:
+            return {"error": _r_names(str(e))}
+    return wrapper
+
+
+def _opt(env, name, convert=None):
+    v = element(env, name)
+    if v is None:
+        return None
+    v = as_scalar(v)
+    return v if convert is None or v is None or isinstance(v, list) else convert(v)
+
+
+@_engine_call
+def segment_from_r(env) -> dict:
+    """Engine side of the R ``segment()``: ``x`` (double vector, viewed in place) and cn.mops's arguments
+    (``eps`` absent: not passed) -> the segments' ``start``, ``end``, ``mean``, ``median`` in the environment."""
+    from .segmentation.cpu import segment
+
+    seg_t = element(env, "segMedianT")
+    kw = dict(alpha=_opt(env, "alpha", float), min_seg=_opt(env, "minSeg", float), delta=_opt(env, "delta", float),
+              max_int=_opt(env, "maxInt", float), cyber_weight=_opt(env, "cyberWeight", float),
+              seg_median_t=None if seg_t is None else [float(v) for v in r_array(seg_t)],
+              eps=_opt(env, "eps", float))
+    for name in ("min_seg", "max_int", "delta"):
+        if kw[name] is not None and float(kw[name]).is_integer():
+            kw[name] = int(kw[name])
+    if kw["seg_median_t"] is not None and len(kw["seg_median_t"]) == 1:
+        kw["seg_median_t"] = kw["seg_median_t"][0]
+    seg = segment(r_array(element(env, "x")), **kw)
+    env["start"] = int_vector(seg["start"].to_numpy())
+    env["end"] = int_vector(seg["end"].to_numpy())
+    env["mean"] = double_vector(seg["mean"].to_numpy())
+    env["median"] = double_vector(seg["median"].to_numpy())
+    return {}
+
+
+@_engine_call
+def robust_from_r(env) -> dict:
+    """Engine side of the R ``makeRobustCNVR()``: the result ``object``, ``robust``, ``minWidth`` -> the new
+    CNV regions (``cnvr_seqnames``, ``cnvr_start``, ``cnvr_end``) in the environment."""
+    from .calls.robust import make_robust_cnvr
+
+    result = from_r(element(env, "object"))
+    min_width = _opt(env, "minWidth", float)
+    res = make_robust_cnvr(result, robust=_opt(env, "robust", float),
+                           min_width=int(min_width) if float(min_width).is_integer() else min_width)
+    cnvr = res.cnvr
+    env["cnvr_seqnames"] = string_vector(cnvr["seqnames"].astype(str).tolist())
+    env["cnvr_start"] = int_vector(cnvr["start"].to_numpy())
+    env["cnvr_end"] = int_vector(cnvr["end"].to_numpy())
+    return {}
+
+
+@_engine_call
+def fractional_from_r(env) -> dict:
+    """Engine side of the R ``calcFractionalCopyNumbers()``: the result ``object`` and ``segStat`` -> the labels
+    of the CNV regions (``cnvr_CN``, regions x samples, column-major), CNVs (``cnv_CN``) and segments
+    (``seg_CN``), in the objects' order."""
+    from .calls.robust import calc_fractional_copy_numbers
+
+    result = from_r(element(env, "object"))
+    res = calc_fractional_copy_numbers(result, seg_stat=str(_opt(env, "segStat")))
+    env["cnvr_CN"] = string_vector(np.concatenate([res.cnvr[s].to_numpy(dtype=object) for s in res.sample_names]))
+    env["cnv_CN"] = string_vector(res.cnvs["CN"].to_numpy(dtype=object))
+    env["seg_CN"] = string_vector(res.segmentation["CN"].to_numpy(dtype=object))
+    return {}
+
+
+@_engine_call
+def count_from_r(env) -> dict:
+    """Engine side of the R ``getReadCountsFromBAM()`` / ``getSegmentReadCountsFromBAM()``: ``files``,
+    ``sampleNames`` (or NULL), ``refSeqNames`` (or NULL), ``WL``, ``regions`` (a list seqnames/start/end, or
+    NULL: windows), ``threads`` -> ``counts`` (integer, regions x files, column-major), the regions
+    (``seqnames``, ``start``, ``end``) and the header's references (``ref_names``, ``ref_lengths``)."""
+    from .io.bam import read_bam_header
+    from .io.counting import count_reads
+
+    files = as_strings(element(env, "files"))
+    names = element(env, "sampleNames")
+    refs = element(env, "refSeqNames")
+    regions = element(env, "regions")
+    if regions is not None:
+        regions = pd.DataFrame({"seqnames": as_strings(element(regions, "seqnames")),
+                                "start": r_array(element(regions, "start")).astype(np.int64),
+                                "end": r_array(element(regions, "end")).astype(np.int64)})
+    threads = _opt(env, "threads", int)
+    window = _opt(env, "WL", float)
+    data = count_reads(files, sample_names=None if names is None else as_strings(names),
+                       ref_seq_names=None if refs is None else as_strings(refs),
+                       window=int(window) if window is not None and float(window).is_integer() else window,
+                       regions=regions, threads=threads or None, progress=False)
+    header = read_bam_header(files[0])
+    env["counts"] = int_vector(np.asarray(data.counts).ravel(order="F"))
+    env["seqnames"] = string_vector(data.ranges["seqnames"].astype(str).tolist())
+    env["start"] = int_vector(data.ranges["start"].to_numpy())
+    env["end"] = int_vector(data.ranges["end"].to_numpy())
+    env["sampleNames"] = string_vector(list(data.sample_names))
+    env["ref_names"] = string_vector(list(header.references))
+    env["ref_lengths"] = int_vector(np.asarray(header.lengths, dtype=np.int64))
+    return {}
+
+
 _ENGINE_CALLS = ("run_from_r", "normalize_from_r", "integer_from_r", "run_family_from_r", "address_in_env",
-                 "engine_info")
+                 "engine_info", "segment_from_r", "robust_from_r", "fractional_from_r", "count_from_r")
+#: the traceback of the last engine failure (R: gcn.mops:::.state$last_traceback)
+last_traceback = ""
 
 
 def _to_r_value(value):
@@ -412,11 +524,13 @@ def _host_dispatch(fun, key, *args):
     try:
         py_args = [as_scalar(a) for a in args]
         out = globals()[name](str(key[0]), *py_args)
-    except Exception as e:  # noqa: BLE001 - a bug, not bad input: R gets the error with where it happened
+    except Exception as e:  # noqa: BLE001 - a bug, not bad input: an R error (no traceback; kept for R)
         import traceback
 
-        where = "".join(traceback.format_exception(e)[-3:]).strip()
-        out = {"error": f"gcnmops engine failure in {name}: {type(e).__name__}: {e}\n{where}"}
+        global last_traceback
+        last_traceback = "".join(traceback.format_exception(e))
+        out = {"error": f"gcnmops engine failure in {name}: {type(e).__name__}: {_r_names(str(e))}",
+               "traceback": last_traceback}
     return _to_r_value(out)
 
 
@@ -469,4 +583,5 @@ def engine_info(key: str) -> dict:
 
 
 __all__ = ["run_from_r", "normalize_from_r", "integer_from_r", "run_family_from_r", "address_in_env", "engine_info",
+           "segment_from_r", "robust_from_r", "fractional_from_r", "count_from_r",
            "attach", "bridge_env", "to_r"]

@@ -1,6 +1,7 @@
-# The result class: cn.mops's CNVDetectionResult, slot for slot (cn.mops 1.53). When cn.mops is
-# installed, gcn.mops() returns cn.mops's own class instead (see .result_class()); the accessors of this
-# package work on both.
+# The result class: cn.mops's CNVDetectionResult, slot for slot (cn.mops 1.53), defined with
+# package = "cn.mops": a result carries the class attribute cn.mops's own results carry, so a saved
+# result loads (and validObject()s) in a session with cn.mops, with gcn.mops, or with both, and either
+# package's methods (show, plot, makeRobustCNVR, ...) apply to it.
 
 setClass("CNVDetectionResult",
          representation = representation(
@@ -28,16 +29,11 @@ setClass("CNVDetectionResult",
            segmentation      = GRanges(),
            integerCopyNumber = matrix(),
            params            = list(),
-           sampleNames       = vector("character", 1)))
+           sampleNames       = vector("character", 1)),
+         package = "cn.mops")
 
-# The class a new result gets: cn.mops's when it is installed (option gcn.mops.cnmopsClass = FALSE
-# forces this package's own definition).
-.result_class <- function() {
-  if (isTRUE(getOption("gcn.mops.cnmopsClass", TRUE)) &&
-      suppressWarnings(requireNamespace("cn.mops", quietly = TRUE)))
-    return(methods::getClass("CNVDetectionResult", where = asNamespace("cn.mops")))
-  methods::getClass("CNVDetectionResult", where = asNamespace("gcn.mops"))
-}
+# The class a new result gets (the same one whichever package is loaded).
+.result_class <- function() methods::getClass("CNVDetectionResult", where = asNamespace("gcn.mops"))
 
 .is_result <- function(object)
   isS4(object) && identical(as.character(class(object)), "CNVDetectionResult")

@@ -5,7 +5,7 @@
 
 .family_args <- function(env) {
   a <- as.list(env)
-  a[c("input", "cases", "controls", "x", "backend", "devices")] <- NULL
+  a[c("input", "cases", "controls", "x", "backend", "devices", "gpu", "dev")] <- NULL
   a
 }
 
@@ -17,6 +17,9 @@
   args$norm <- norm
   if (!(is.character(backend) && length(backend) == 1L && backend %in% c("auto", "cpu", "gpu")))
     stop("\"backend\" must be \"auto\", \"cpu\" or \"gpu\".")
+  .engine()   # the engine is found (or an error says how to set it) before any work
+  user_dots <- dots
+  dots <- .with_seed(dots, args$segAlgorithm)
   .bridge_input <- function(d) {
     e <- new.env(parent = emptyenv())
     e$X <- d$X
@@ -41,9 +44,9 @@
   res <- .call_engine("run_family_from_r", env, fun)
   .state$last_run <- res
   if (d$input_type == "GRanges") env$seqinfo <- d$seqinfo
-  if (!is.null(dots) && length(dots)) {
+  if (!is.null(user_dots) && length(user_dots)) {
     p <- env$params
-    p$SegmentationParams <- do.call(paste, unname(dots))
+    p$SegmentationParams <- .seg_params(user_dots)
     env$params <- p
   }
   .build_result(env)
@@ -55,8 +58,9 @@ haplogcn.mops <- function(input, I = c(0.025, 1, 2, 3, 4, 5, 6, 7, 8),
                           sizeFactor = "mean", normQu = 0.25, quSizeFactor = 0.75, upperThreshold = 0.6,
                           lowerThreshold = -0.9, minWidth = 3, segAlgorithm = "fast", minReadCount = 1,
                           returnPosterior = FALSE, ...,
-                          backend = getOption("gcn.mops.backend", "auto"), devices = NULL) {
-  .gcn_family("haplo_cn_mops", "CN1", list(input), .family_args(environment()), list(...), backend, devices)
+                          backend = getOption("gcn.mops.backend", "auto"), devices = NULL, gpu = NULL) {
+  dev <- .gpu_devices(gpu, backend, devices)
+  .gcn_family("haplo_cn_mops", "CN1", list(input), .family_args(environment()), list(...), dev$backend, dev$devices)
 }
 
 referencegcn.mops <- function(cases, controls, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4, 8, 16, 32, 64),
@@ -65,9 +69,10 @@ referencegcn.mops <- function(cases, controls, I = c(0.025, 0.5, 1, 1.5, 2, 2.5,
                               sizeFactor = "mean", normQu = 0.25, quSizeFactor = 0.75, upperThreshold = 0.5,
                               lowerThreshold = -0.9, minWidth = 4, segAlgorithm = "DNAcopy", minReadCount = 1,
                               verbose = 1, returnPosterior = FALSE, ...,
-                              backend = getOption("gcn.mops.backend", "auto"), devices = NULL) {
+                              backend = getOption("gcn.mops.backend", "auto"), devices = NULL, gpu = NULL) {
+  dev <- .gpu_devices(gpu, backend, devices)
   .gcn_family("reference_cn_mops", "CN2", list(cases, controls), .family_args(environment()), list(...),
-              backend, devices, min_samples = 1L, vector_is_sample = TRUE, prefixes = c("Case", "Control"))
+              dev$backend, dev$devices, min_samples = 1L, vector_is_sample = TRUE, prefixes = c("Case", "Control"))
 }
 
 singlegcn.mops <- function(x, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
@@ -76,7 +81,8 @@ singlegcn.mops <- function(x, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
                            sizeFactor = "mean", normQu = 0.25, quSizeFactor = 0.75, upperThreshold = 0.5,
                            lowerThreshold = -0.9, minWidth = 3, segAlgorithm = "fast", minReadCount = 1,
                            returnPosterior = FALSE, ...,
-                           backend = getOption("gcn.mops.backend", "auto"), devices = NULL) {
-  .gcn_family("single_cn_mops", "CN2", list(x), .family_args(environment()), list(...), backend, devices,
+                           backend = getOption("gcn.mops.backend", "auto"), devices = NULL, gpu = NULL) {
+  dev <- .gpu_devices(gpu, backend, devices)
+  .gcn_family("single_cn_mops", "CN2", list(x), .family_args(environment()), list(...), dev$backend, dev$devices,
               min_samples = 1L, vector_is_sample = TRUE)
 }

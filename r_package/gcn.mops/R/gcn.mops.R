@@ -10,13 +10,14 @@ gcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
                      sizeFactor = "mean", normQu = 0.25, quSizeFactor = 0.75, upperThreshold = 0.5,
                      lowerThreshold = -0.9, minWidth = 3, segAlgorithm = "fast", minReadCount = 5,
                      useMedian = FALSE, returnPosterior = FALSE, ...,
-                     backend = getOption("gcn.mops.backend", "auto"), devices = NULL) {
+                     backend = getOption("gcn.mops.backend", "auto"), devices = NULL, gpu = NULL) {
   args <- list(I = I, classes = classes, priorImpact = priorImpact, cyc = cyc, parallel = parallel,
                norm = norm, normType = normType, sizeFactor = sizeFactor, normQu = normQu,
                quSizeFactor = quSizeFactor, upperThreshold = upperThreshold, lowerThreshold = lowerThreshold,
                minWidth = minWidth, segAlgorithm = segAlgorithm, minReadCount = minReadCount,
                useMedian = useMedian, returnPosterior = returnPosterior)
-  .gcn_mops(input, args, list(...), backend, devices)
+  dev <- .gpu_devices(gpu, backend, devices)
+  .gcn_mops(input, args, list(...), dev$backend, dev$devices)
 }
 
 exomegcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
@@ -25,12 +26,13 @@ exomegcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
                           sizeFactor = "mean", normQu = 0.25, quSizeFactor = 0.75, upperThreshold = 0.5,
                           lowerThreshold = -0.8, minWidth = 5, segAlgorithm = "fast", minReadCount = 1,
                           useMedian = FALSE, returnPosterior = FALSE, ...,
-                          backend = getOption("gcn.mops.backend", "auto"), devices = NULL) {
+                          backend = getOption("gcn.mops.backend", "auto"), devices = NULL, gpu = NULL) {
   gcn.mops(input, I = I, classes = classes, priorImpact = priorImpact, cyc = cyc, parallel = parallel,
            norm = norm, normType = normType, sizeFactor = sizeFactor, normQu = normQu,
            quSizeFactor = quSizeFactor, upperThreshold = upperThreshold, lowerThreshold = lowerThreshold,
            minWidth = minWidth, segAlgorithm = segAlgorithm, minReadCount = minReadCount,
-           useMedian = useMedian, returnPosterior = returnPosterior, ..., backend = backend, devices = devices)
+           useMedian = useMedian, returnPosterior = returnPosterior, ..., backend = backend, devices = devices,
+           gpu = gpu)
 }
 
 # The read counts as a double matrix (the engine views it in place), with the regions.
@@ -177,11 +179,14 @@ exomegcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
   if (m < 100)
     warning(paste("Normalization might not be applicable",
                   "for this small number of segments."))
+  .engine()   # the engine is found (or an error says how to set it) before any work
+  dots <- .with_seed(dots, args$segAlgorithm)
 
   version <- "1.53.0"
   params <- list(method, args$I, classes, args$priorImpact, args$cyc, args$normType, args$normQu,
                  args$upperThreshold, args$lowerThreshold, args$minWidth, args$segAlgorithm,
-                 args$minReadCount, args$useMedian, "CN2", version, do.call(paste, unname(dots)))
+                 args$minReadCount, args$useMedian, "CN2", version,
+                 .seg_params(dots))
   names(params) <- c("method", "folds", "classes", "priorImpact", "cyc", "normType", "normQu",
                      "upperThreshold", "lowerThreshold", "minWidth", "segAlgorithm", "minReadCount",
                      "useMedian", "mainClass", "version", "SegmentationParams")
