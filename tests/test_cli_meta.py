@@ -246,3 +246,16 @@ def test_the_temporaries_of_a_run_killed_outright_are_removed_by_the_next(tmp_pa
         path.write_text("x")
     write_result(results[1], out, formats=["seg"])
     assert not any(p.exists() for p in left) and all(p.exists() for p in kept)
+
+
+def test_write_errors_name_the_folder_and_the_cause():
+    import errno
+
+    from gcnmops.io.writers import output_error
+
+    arrow = OSError("Error writing bytes to file. Detail: [errno 28] No space left on device")  # no errno attribute
+    assert str(output_error(arrow, "out")).startswith("No space left on the device of the output folder 'out'")
+    assert "Read-only file system" in str(output_error(OSError(errno.EROFS, "Read-only file system"), "out"))
+    failed = output_error(OSError(errno.EIO, "Input/output error", "out/.cnvs.tsv.abcd1234.tmp"), "out")
+    assert str(failed) == "Writing into the output folder 'out' failed at 'cnvs.tsv': Input/output error. Nothing " \
+                          "was written."

@@ -114,10 +114,13 @@ def output_error(err: OSError, folder) -> InputError:
     """The InputError for ``err`` raised while writing into ``folder``: a full disk, a folder that cannot be
     written, or what the system said; nothing of the failed write is left."""
     where = f"the output folder {str(folder)!r}"
-    if err.errno in _NO_SPACE:
+    code = err.errno
+    if code is None and (found := re.search(r"\[errno (\d+)\]", str(err), re.IGNORECASE)):
+        code = int(found.group(1))  # Arrow's errors carry the system's error in their text only
+    if code in _NO_SPACE:
         return InputError(f"No space left on the device of {where} (disk full or quota reached): nothing was "
                           "written. Free some space, or write to another folder (-o).")
-    if err.errno in _NO_WRITE:
+    if code in _NO_WRITE:
         return InputError(f"Cannot write into {where}: {err.strerror}. Nothing was written; choose a folder you "
                           "can write (-o).")
     name = Path(err.filename).name if err.filename else ""
