@@ -139,7 +139,11 @@ def _run(args) -> int:
         reference = " and ".join(m.name for m in METHODS.values() if m.model == "reference")
         raise InputError(f"--controls FILE is needed by --method {reference} (and only by it)")
     kwargs = _method_kwargs(args, method)
-    build_params(method.name, {k: v for k, v in kwargs.items() if k not in RUN_ARGS})  # before reading the input
+    import warnings
+
+    with warnings.catch_warnings():  # checked before reading the input; the run warns, once
+        warnings.simplefilter("ignore")
+        build_params(method.name, {k: v for k, v in kwargs.items() if k not in RUN_ARGS})
     formats = check_formats(args.formats)
     check_output_folder(args.outdir)
     vcf = VcfOptions(args.reference_fai, args.reference, args.per_sample_vcf).checked()
@@ -336,6 +340,7 @@ def _configure_logging(verbose: bool) -> None:
         import warnings
 
         warnings.filterwarnings("ignore", module=r"(numba|numba_cuda|rpy2|cupy|llvmlite)(\.|$)")
+        warnings.formatwarning = lambda message, *args, **kwargs: f"warning: {message}\n"  # no source lines
 
 
 class Terminated(BaseException):

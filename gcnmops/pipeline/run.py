@@ -2,6 +2,7 @@
 line (``gcnmops run``) and the batch runner (``gcnmops batch``) share."""
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -31,7 +32,9 @@ def run_and_write(method, input, outdir, *, controls=None, backend: str = "auto"
     ``writers.write_result``; ``vcf``: how the VCFs are written (``callfiles.VcfOptions``). The parameters are
     checked before anything else (before the GPU is probed).
     Returns (the result, as written; the paths written); the result's timings gain "integer" and "write"."""
-    build_params(method, {k: v for k, v in params.items() if k not in RUN_ARGS})
+    with warnings.catch_warnings():  # the method warns itself, once
+        warnings.simplefilter("ignore")
+        build_params(method, {k: v for k, v in params.items() if k not in RUN_ARGS})
     backend = resolve_backend(backend)
     report = on_stage or (lambda stage: None)
     result = run_method(method, input, controls, backend=backend, **params)
