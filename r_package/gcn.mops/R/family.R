@@ -44,11 +44,9 @@
   res <- .call_engine("run_family_from_r", env, fun)
   .state$last_run <- res
   if (d$input_type == "GRanges") env$seqinfo <- d$seqinfo
-  if (!is.null(user_dots) && length(user_dots)) {
-    p <- env$params
-    p$SegmentationParams <- .seg_params(user_dots)
-    env$params <- p
-  }
+  p <- env$params
+  p$SegmentationParams <- .seg_params(user_dots)   # the user's extra arguments (not the seed drawn here)
+  env$params <- p
   .build_result(env)
 }
 

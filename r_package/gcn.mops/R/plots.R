@@ -8,6 +8,7 @@
 #   panel per chromosome; y-limits symmetric around 0.
 
 setGeneric("segplot", function(r, ...) standardGeneric("segplot"))
+setGeneric("plot")   # base's plot as an S4 generic of this namespace (callers inside it dispatch too)
 
 # rows of gr overlapping range k of `ranges`
 .rows_of <- function(gr, ranges, k) {
@@ -89,7 +90,7 @@ setMethod("segplot", "CNVDetectionResult",
             if (anyNA(sampleIdx) || any(sampleIdx < 1L | sampleIdx > length(sn)))
               stop("\"sampleIdx\" must select samples of the result.")
             gr <- r@gr
-            chr_all <- as.character(seqnames(gr))
+            chr_all <- as.character(GenomeInfoDb::seqnames(gr))   # (the argument seqnames masks the function)
             chroms <- if (missing(seqnames)) unique(chr_all) else as.character(seqnames)
             if (!all(chroms %in% chr_all)) stop("\"seqnames\" must be reference sequences of the result.")
             pch <- if (missing(pt.pch)) "." else pt.pch
