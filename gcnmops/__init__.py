@@ -17,6 +17,7 @@ from .pipeline.cnmops import cn_mops
 from .normalization.cpu import normalize_chromosomes, normalize_genome
 from .result import CNVDetectionResult
 from .calls.robust import calc_fractional_copy_numbers, make_robust_cnvr
+from .casemode import Reference, build_reference, call_samples, load_reference, sex_aware_cn_mops
 from .segmentation.cpu import segment
 
 __version__ = "0.1.0"
@@ -40,4 +41,5 @@ __all__ = [
     "cn_mops", "exome_cn_mops", "haplo_cn_mops", "reference_cn_mops", "single_cn_mops",
     "calc_integer_copy_numbers", "calc_fractional_copy_numbers", "make_robust_cnvr", "normalize_chromosomes", "normalize_genome",
     "segment", "read_counts", "read_result", "count_reads", "run_many", "CNVDetectionResult", "CountData", "InputError",
+    "build_reference", "call_samples", "load_reference", "Reference", "sex_aware_cn_mops",
 ]

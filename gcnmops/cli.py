@@ -1,5 +1,6 @@
 """Command line: ``python -m gcnmops run INPUT -o OUTDIR [options]``, ``python -m gcnmops batch MANIFEST -o OUTDIR``,
-``python -m gcnmops count``, ``python -m gcnmops warmup`` and ``python -m gcnmops info``."""
+``python -m gcnmops count``, ``python -m gcnmops reference build``, ``python -m gcnmops call``,
+``python -m gcnmops warmup`` and ``python -m gcnmops info``."""
 from __future__ import annotations
 
 import argparse
@@ -124,7 +125,103 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_argument("--no-integer", action="store_true", help="skip integer copy numbers")
     batch.add_argument("--force", action="store_true", help="run again the experiments already done")
     batch.add_argument("--quiet", action="store_true", help="no progress lines")
+    _add_casemode(sub, run)
     return parser
+
+
+#: the run options that are cn.mops parameters, shared with ``reference build``
+PARAMETER_DESTS = ("I", "classes", "prior_impact", "cyc", "norm", "norm_type", "size_factor", "norm_qu",
+                   "qu_size_factor", "upper_threshold", "lower_threshold", "min_width", "seg_algorithm",
+                   "min_read_count", "use_median", "return_posterior")
+
+
+def _add_casemode(sub, run) -> None:
+    """``reference build COHORT -o REF`` and ``call NEW --reference REF -o OUT`` (gcnmops.casemode)."""
+    ref = sub.add_parser("reference", help="a stored reference cohort to call new samples against")
+    build = ref.add_subparsers(dest="reference_command", required=True).add_parser(
+        "build", help="fit a cohort once and store it (per-region parameters, normalization, settings)")
+    build.add_argument("input", help="the cohort's counts (as for run)")
+    build.add_argument("-o", "--output", required=True, help="the reference folder to write (replaced if it is one)")
+    build.add_argument("--method", choices=[m.name for m in METHODS.values() if m.model == "em"], default="cn.mops",
+                       help="the cohort method whose model and defaults the reference has (default cn.mops)")
+    for action in run._actions:  # the cn.mops parameters, as run takes them
+        if action.dest in PARAMETER_DESTS:
+            build._add_action(action)
+    build.add_argument("--no-counts", action="store_true", help="do not store the cohort's counts (smaller; "
+                                                                "call --mode refit then impossible)")
+    build.set_defaults(devices=None)
+    call = sub.add_parser("call", help="call CNVs of new samples against a stored reference (gcnmops reference build)")
+    call.add_argument("input", help="the new samples' counts, in the reference's regions")
+    call.add_argument("--reference", required=True, metavar="REF", help="the reference folder")
+    call.add_argument("-o", "--outdir", required=True, help="output folder (created)")
+    call.add_argument("--mode", choices=["frozen", "refit"], default="frozen",
+                      help="frozen: the reference's per-region parameters, E-step only (default); refit: cn.mops on "
+                           "the reference cohort and the new samples together")
+    call.add_argument("--no-integer", action="store_true", help="skip integer copy numbers")
+    call.add_argument("--formats", type=_strings, default=None,
+                      help=f"output formats from {','.join(FORMATS)} (default: {','.join(DEFAULT_FORMATS)})")
+    for p in (build, call):
+        if p is build:
+            p.add_argument("--sex-aware", action="store_true", help="model chrX/chrY outside the pseudo-autosomal "
+                                                                    "regions per sex (a male's single X is normal)")
+            p.add_argument("--genome", choices=["hg38", "hg19", "none"], default="hg38",
+                           help="the build whose pseudo-autosomal regions stay with the autosomes (default hg38)")
+        p.add_argument("--sex", type=_strings, help="sex-aware: female/male per sample, comma separated, in sample "
+                                                    "order (default: inferred from chrX/chrY coverage)")
+        p.add_argument("--backend", choices=["auto", "cpu", "gpu"], default="auto", help="auto (default), cpu or gpu")
+        p.add_argument("--threads", type=int, help="threads of the CPU stages (numba; default: all CPUs)")
+        p.add_argument("--quiet", action="store_true", help="no progress messages")
+        p.add_argument("-v", "--verbose", action="store_true", help="also log the libraries' messages")
+
+
+def _reference_build(args) -> int:
+    from .casemode import build_reference
+    from .pipeline.methods import RUN_ARGS, build_params
+
+    method = METHODS[args.method]
+    kwargs = {k: v for k, v in _method_kwargs(args, method).items() if k not in RUN_ARGS}
+    build_params(method.name, kwargs)  # before reading the input
+    _set_threads(args.threads)
+    t0 = time.perf_counter()
+    ref = build_reference(args.input, method.name, keep_counts=not args.no_counts, sex_aware=args.sex_aware,
+                          sex=args.sex, genome=None if args.genome == "none" else args.genome, backend=args.backend,
+                          **kwargs)
+    path = ref.save(args.output)
+    print(f"gcnmops reference build: {ref.n_regions:,} regions x {ref.n_samples} samples, method {ref.method}, "
+          f"{'counts kept' if ref.counts is not None else 'no counts'}"
+          f"{', sex-aware' if ref.sex_aware else ''} in {time.perf_counter() - t0:.2f} s -> {path}")
+    if ref.cohort_sex:
+        print(_sexes(ref.cohort_sex))
+    return 0
+
+
+def _call(args) -> int:
+    from .casemode import call_samples, load_reference
+    from .io.writers import write_result
+    from .pipeline.family import cnvr_per_sample
+
+    formats = check_formats(args.formats)
+    check_output_folder(args.outdir)
+    _set_threads(args.threads)
+    t0 = time.perf_counter()
+    ref = load_reference(args.reference)
+    result = call_samples(args.input, ref, args.mode, sex=args.sex, integer=not args.no_integer, backend=args.backend)
+    written = write_result(result.replace(cnvr=cnvr_per_sample(result)), args.outdir, formats=formats)
+    s = result.summary()
+    print(f"gcnmops call ({args.mode}, reference {ref.n_samples} samples, method {ref.method}): {s['regions']:,} "
+          f"regions x {s['samples']} new samples\n  CNVs {s['cnvs']:,}   CNV regions {s['cnv_regions']:,}\n"
+          f"  time per stage: " + ", ".join(f"{k} {v:.2f} s" for k, v in result.timings.items()) +
+          f"; total {time.perf_counter() - t0:.2f} s\n  {len(written)} files written to {args.outdir}")
+    if "sex" in result.params:
+        print(_sexes(result.params["sex"]))
+    return 0
+
+
+def _sexes(info: list[dict]) -> str:
+    """One line per sample: its sex, given or inferred, with its chrX/chrY to autosome coverage ratios."""
+    ratio = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
+    return "  sex: " + "; ".join(f"{d['sample']} {d['sex']} ({'given' if d['given'] else 'inferred'}, x "
+                                  f"{ratio(d['x_ratio'])}, y {ratio(d['y_ratio'])})" for d in info)
 
 
 def _run(args) -> int:
@@ -364,6 +461,10 @@ def main(argv: list[str] | None = None) -> int:
             return _count(args)
         if args.command == "batch":
             return _batch(args)
+        if args.command == "reference":
+            return _reference_build(args)
+        if args.command == "call":
+            return _call(args)
         if args.command == "warmup":
             return _warmup(args)
         return _run(args) if args.command == "run" else _info()

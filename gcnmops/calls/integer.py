@@ -77,14 +77,14 @@ def calc_integer_copy_numbers(result: CNVDetectionResult, backend: str = "cpu") 
 
     seg_cn = np.full(len(seg), main, dtype=object)
     seg_cn[cnv_seg] = classes[refit.cn[np.arange(cnv_seg.size), sample_idx]]
-    seg_cn = _threshold_fallback(seg_cn, seg[stat_col].to_numpy(float), p, classes, mi)
+    seg_cn = threshold_fallback(seg_cn, seg[stat_col].to_numpy(float), p, classes, mi)
     segmentation = seg.assign(CN=seg_cn)
     cnvs = result.cnvs.reset_index(drop=True).assign(CN=seg_cn[cnv_seg])
-    return result.replace(segmentation=segmentation, cnvs=cnvs, cnvr=_cnvr_labels(result.cnvr, cnvs, main,
-                                                                                  result.sample_names))
+    return result.replace(segmentation=segmentation, cnvs=cnvs, cnvr=cnvr_labels(result.cnvr, cnvs, main,
+                                                                                 result.sample_names))
 
 
-def _threshold_fallback(cn, stat, p, classes, mi):
+def threshold_fallback(cn, stat, p, classes, mi):
     """Segments still at the main class but beyond a threshold get the neighbouring class."""
     cn = cn.copy()
     at_main = cn == classes[mi]
@@ -136,7 +136,7 @@ def overlapping_rows(gr: pd.DataFrame, segs: pd.DataFrame) -> tuple[np.ndarray, 
     return lo, hi
 
 
-def _cnvr_labels(cnvr: pd.DataFrame, cnvs: pd.DataFrame, main: str, sample_names: list[str]) -> pd.DataFrame:
+def cnvr_labels(cnvr: pd.DataFrame, cnvs: pd.DataFrame, main: str, sample_names: list[str]) -> pd.DataFrame:
     """Per CNV region and sample: the CN of that sample's first overlapping CNV, else the main class.
 
     CNV regions are unions of the CNVs, so each CNV lies in exactly one region of its chromosome."""

@@ -130,18 +130,25 @@ def checked_size_factors(sf, colsums, chrom, size_factor, stacklevel: int, sampl
 
 def scaling_factors(sf: np.ndarray, norm_type: str, qu: float | None = None,
                     count_mode: Callable[[], float] | None = None) -> np.ndarray:
-    """A chromosome's scaling factors from its (checked) size factors ``sf``: reference / sf, the reference
-    being R's long-double mean of sf (normType "mean", and "poisson" before its mode), their median, their
-    type-7 quantile ``qu``, or (normType "mode") ``count_mode()``: the most frequent non-zero count of the
-    chromosome's kept rows. For "poisson", ``divided_by_mode`` follows."""
+    """A chromosome's scaling factors from its (checked) size factors ``sf``: ``reference_size`` / sf. For
+    "poisson", ``divided_by_mode`` follows."""
+    return reference_size(sf, norm_type, qu, count_mode) / sf
+
+
+def reference_size(sf: np.ndarray, norm_type: str, qu: float | None = None,
+                   count_mode: Callable[[], float] | None = None) -> float:
+    """The level a chromosome's samples are scaled to: R's long-double mean of the size factors ``sf`` (normType
+    "mean", and "poisson" before its mode), their median, their type-7 quantile ``qu``, or (normType "mode")
+    ``count_mode()``: the most frequent non-zero count of the chromosome's kept rows. (Kept by a stored
+    reference cohort: new samples are scaled to it, gcnmops.casemode.)"""
     if norm_type in ("mean", "poisson"):
-        return ld_mean(sf, sf.size) / sf  # R: mean(sf) in long double
+        return ld_mean(sf, sf.size)  # R: mean(sf) in long double
     if norm_type == "median":
-        return r_median(sf) / sf
+        return r_median(sf)
     if norm_type == "quant":
-        return r_quantile(sf, qu) / sf
+        return r_quantile(sf, qu)
     if norm_type == "mode":
-        return count_mode() / sf
+        return count_mode()
     raise ValueError(f"unknown normType {norm_type!r}")
 
 
@@ -177,4 +184,5 @@ def coverage_ratios(cov: np.ndarray) -> np.ndarray:
 
 __all__ = ["size_factors", "means_of_exact_sums", "nonzero_histogram", "merged_histogram", "mode_of_histogram",
            "most_frequent_nonzero", "block_variance_to_mean", "ratios_mode", "too_few_regions",
-           "checked_size_factors", "scaling_factors", "divided_by_mode", "finite_or_ones", "coverage_ratios"]
+           "checked_size_factors", "scaling_factors", "reference_size", "divided_by_mode", "finite_or_ones",
+           "coverage_ratios"]

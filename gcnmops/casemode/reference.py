@@ -1,0 +1,194 @@
+"""The stored reference cohort: ``Reference`` and its versioned on-disk store.
+
+A store is a folder:
+
+    manifest.json          format "gcnmops-reference", format_version, gcnmops and cn.mops versions, method,
+                           parameters (CnMopsParams's names), cohort sample names, regions count, sex settings
+                           and the cohort's sexes, the norm=2 coverage median, per part its settings and its
+                           normalization state (per chromosome: rows, status, level R_l, mode D_l, totals)
+    ranges.parquet         seqnames, start, end of the regions (ranged input only)
+    counts.npy             the cohort's counts (m, N) float64, column-major (``keep_counts=True``: needed by
+                           mode="refit")
+    part-<name>/rows.npy   the part's rows (int64; absent: every row), lambda.npy and alpha.npy (rows x classes,
+                           float64, column-major), silent.npy (bool: rows silent in the cohort)
+
+It is written under a temporary name and renamed when complete. A reader refuses a store of another format or a
+newer format version (update gcnmops) with an InputError naming it.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import time
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+from ..params import VERSION, CnMopsParams
+from .normalize import NormState
+from .parts import Part, PartFit
+
+FORMAT = "gcnmops-reference"
+#: the store's layout version this gcnmops writes and the newest it reads
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+
+
+@dataclass
+class Reference:
+    """A fitted reference cohort (m regions, N samples, n classes).
+
+    ``method``: METHODS key ("cn.mops", "exome", "haplo"); ``params``: its CnMopsParams; ``sample_names`` (N);
+    ``ranges``: seqnames/start/end or None (a bare matrix of ``n_regions`` rows); ``fits``: the model's parts
+    (parts.py: lambda and alpha per region and class, the normalization state); ``coverage_median``: norm=2's
+    divisor (NaN otherwise); ``sex_aware``, ``genome``, ``cohort_sex`` (per sample: sex, x_ratio, y_ratio, given;
+    None unless sex-aware); ``counts``: the cohort's (m, N) counts, order F, or None.
+    """
+
+    method: str
+    params: CnMopsParams
+    sample_names: list[str]
+    ranges: pd.DataFrame | None
+    n_regions: int
+    fits: list[PartFit]
+    coverage_median: float = math.nan
+    sex_aware: bool = False
+    genome: str | None = None
+    cohort_sex: list[dict] | None = None
+    counts: np.ndarray | None = None
+
+    @property
+    def n_samples(self) -> int:
+        return len(self.sample_names)
+
+    def __repr__(self) -> str:
+        return (f"Reference({self.method}: {self.n_regions:,} regions x {self.n_samples} samples, "
+                f"{len(self.params.classes)} classes, parts {[f.part.name for f in self.fits]}, "
+                f"counts {'kept' if self.counts is not None else 'not kept'})")
+
+    def save(self, path) -> Path:
+        """Write the store to folder ``path`` (replacing a reference stored there); returns the path."""
+        return save_reference(self, path)
+
+
+def _params_json(p: CnMopsParams) -> dict:
+    return {f.name: (list(v) if isinstance(v, tuple) else v) for f in fields(p) for v in [getattr(p, f.name)]}
+
+
+def _params_from_json(d: dict) -> CnMopsParams:
+    d = dict(d)
+    for k in ("I", "classes"):
+        d[k] = tuple(d[k])
+    return CnMopsParams(**d)
+
+
+def save_reference(ref: Reference, path) -> Path:
+    """Write ``ref`` to the folder ``path`` (module docstring) under a temporary name, then rename."""
+    path = Path(path)
+    if path.exists() and not (path / MANIFEST).exists() and (not path.is_dir() or any(path.iterdir())):
+        raise InputError(f"{path} exists and is not a gcnmops reference: give a new folder name.")
+    if not path.parent.exists():
+        raise InputError(f"Folder {path.parent} does not exist: create it first.")
+    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        tmp.mkdir()
+        parts = []
+        for pf in ref.fits:
+            d = tmp / f"part-{pf.part.name}"
+            d.mkdir()
+            entry = pf.part.manifest()
+            if pf.part.rows is not None:
+                np.save(d / "rows.npy", pf.part.rows)
+            entry["fitted"] = pf.lam is not None
+            if pf.lam is not None:
+                np.save(d / "lambda.npy", np.asfortranarray(pf.lam))
+                np.save(d / "alpha.npy", np.asfortranarray(pf.alpha))
+                np.save(d / "silent.npy", pf.norm.silent)
+                entry["normalization"] = pf.norm.manifest()
+            parts.append(entry)
+        if ref.ranges is not None:
+            ref.ranges[["seqnames", "start", "end"]].astype({"seqnames": str}).to_parquet(tmp / "ranges.parquet")
+        if ref.counts is not None:
+            np.save(tmp / "counts.npy", np.asfortranarray(ref.counts))
+        manifest = {
+            "format": FORMAT, "format_version": FORMAT_VERSION, "gcnmops_version": _gcnmops_version(),
+            "cn_mops_version": VERSION, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "method": ref.method, "params": _params_json(ref.params), "sample_names": list(ref.sample_names),
+            "n_regions": ref.n_regions, "ranged": ref.ranges is not None, "has_counts": ref.counts is not None,
+            "coverage_median": None if math.isnan(ref.coverage_median) else ref.coverage_median,
+            "sex_aware": ref.sex_aware, "genome": ref.genome, "cohort_sex": ref.cohort_sex, "parts": parts,
+        }
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
+        old = None
+        if path.exists():
+            old = path.parent / f".{path.name}.old-{os.getpid()}"
+            path.rename(old)
+        tmp.rename(path)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except OSError as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise InputError(f"Cannot write the reference to {path}: {err.strerror or err}.") from None
+    return path
+
+
+def load_reference(path) -> Reference:
+    """Read a reference store written by :meth:`Reference.save` (or ``gcnmops reference build``)."""
+    path = Path(path)
+    man_path = path / MANIFEST
+    if not man_path.is_file():
+        raise InputError(f"{path} is not a gcnmops reference (no {MANIFEST}): build one with gcnmops.build_reference "
+                         "or `gcnmops reference build`.")
+    try:
+        man = json.loads(man_path.read_text())
+    except (OSError, ValueError) as err:
+        raise InputError(f"{man_path} cannot be read as a reference manifest: {err}.") from None
+    if not isinstance(man, dict) or man.get("format") != FORMAT:
+        what = man.get("format") if isinstance(man, dict) else None
+        raise InputError(f"{path} is not a gcnmops reference (format {what!r}).")
+    version = man.get("format_version")
+    if not isinstance(version, int) or version < 1:
+        raise InputError(f"{path}: unknown reference format version {version!r}; rebuild the reference.")
+    if version > FORMAT_VERSION:
+        raise InputError(f"{path} was written by a newer gcnmops ({man.get('gcnmops_version')}, reference format "
+                         f"version {version}; this gcnmops {_gcnmops_version()} reads up to {FORMAT_VERSION}): "
+                         "update gcnmops.")
+    try:
+        fits = []
+        for entry in man["parts"]:
+            d = path / f"part-{entry['name']}"
+            rows = np.load(d / "rows.npy") if (d / "rows.npy").exists() else None
+            part = Part(entry["name"], rows, tuple(entry["sexes"]), entry["main_class"], float(entry["fold_scale"]),
+                        entry["fixed"])
+            if entry["fitted"]:
+                fits.append(PartFit(part, np.load(d / "lambda.npy"), np.load(d / "alpha.npy"),
+                                    NormState.from_manifest(entry["normalization"], np.load(d / "silent.npy"))))
+            else:
+                fits.append(PartFit(part, None, None, None))
+        ranges = pd.read_parquet(path / "ranges.parquet") if man["ranged"] else None
+        counts = np.load(path / "counts.npy") if man["has_counts"] else None
+    except (OSError, KeyError, ValueError) as err:
+        raise InputError(f"The reference {path} is incomplete or damaged ({err}); rebuild it.") from None
+    cm = man["coverage_median"]
+    return Reference(method=man["method"], params=_params_from_json(man["params"]),
+                     sample_names=list(man["sample_names"]), ranges=ranges, n_regions=int(man["n_regions"]),
+                     fits=fits, coverage_median=math.nan if cm is None else float(cm), sex_aware=bool(man["sex_aware"]),
+                     genome=man["genome"], cohort_sex=man["cohort_sex"], counts=counts)
+
+
+def _gcnmops_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gcnmops")
+    except PackageNotFoundError:  # run from a source tree
+        return "unknown"
+
+
+__all__ = ["Reference", "save_reference", "load_reference", "FORMAT", "FORMAT_VERSION"]
