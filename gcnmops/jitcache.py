@@ -23,6 +23,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 #: the package's folder as numba names its sources (not resolved: numba keys caches on the path as imported)
 _SOURCES = os.path.dirname(os.path.abspath(__file__))
 _KERNEL_FILES = (".nbi", ".nbc")
+_CACHING = True
 
 
 def _writable(folder: Path) -> bool:
@@ -93,26 +94,26 @@ def seed(folder: Path, sources: str = _SOURCES) -> int:
     return copied
 
 
+def caching() -> bool:
+    """Whether compiled kernels can be cached on disk (False: no folder can be written, see ``configure``)."""
+    return _CACHING
+
+
 def _without_cache() -> None:
     """No folder can be written: ``cache=True`` kernels are compiled in every process instead of failing."""
     from numba.core import caching, dispatcher
 
-    kinds = [(dispatcher.Dispatcher, caching.NullCache)]
-    try:  # the GPU kernels' dispatcher (numba-cuda)
-        from numba.cuda.core.caching import NullCache
-        from numba.cuda.dispatcher import CUDADispatcher
+    global _CACHING
+    _CACHING = False  # the GPU kernels (cuda.nofma.jit_nofma) are then compiled without cache=True
+    enable = dispatcher.Dispatcher.enable_caching
 
-        kinds.append((CUDADispatcher, NullCache))
-    except Exception:  # noqa: BLE001 - no numba-cuda: CPU kernels only
-        pass
-    for kind, null in kinds:
-        def enable_or_not(self, enable=kind.enable_caching, null=null) -> None:
-            try:
-                enable(self)
-            except RuntimeError:  # "cannot cache function ...: no locator available"
-                self._cache = null()
+    def enable_or_not(self) -> None:
+        try:
+            enable(self)
+        except RuntimeError:  # "cannot cache function ...: no locator available"
+            self._cache = caching.NullCache()
 
-        kind.enable_caching = enable_or_not
+    dispatcher.Dispatcher.enable_caching = enable_or_not
     logging.getLogger("gcnmops").warning(
         "No writable folder for compiled kernels (the install, HOME and the temporary folder are read-only): they "
         "are compiled in every run (a minute or more). Set NUMBA_CACHE_DIR to a writable folder to keep them.")

@@ -15,6 +15,7 @@ import os
 
 from numba.extending import overload
 
+from .. import jitcache
 from ..exact.libm import fma
 
 NOFMA_MARK = "_nofma_"
@@ -70,7 +71,7 @@ def jit_nofma(kernel, **options):
     if not config.ENABLE_CUDASIM:
         _install_nofma()
         options["lto"] = False
-    options.setdefault("cache", True)
+    options.setdefault("cache", jitcache.caching())  # not where no folder can be written
     # the function form: numba-cuda 0.30's cuda.jit(**options)(kernel) drops the lto option
     return cuda.jit(kernel, **options)
 
