@@ -45,6 +45,12 @@ fi
 
 # The R package gcn.mops (r_package/gcn.mops): gcn.mops() & co. for R sessions, calling the Python engine
 # in .venv (the package records this repository at install time). Reinstalled when its sources change.
+# The .venv is also linked as reticulate's virtual environment "gcnmops" (${WORKON_HOME:-~/.virtualenvs}/gcnmops),
+# where gcn.mops looks for its engine when installed from elsewhere (a source tarball, R CMD check).
+venv_home="${WORKON_HOME:-$HOME/.virtualenvs}"
+if [ ! -e "$venv_home/gcnmops" ] && mkdir -p "$venv_home" 2>/dev/null; then
+    ln -s "$PWD/.venv" "$venv_home/gcnmops"
+fi
 if command -v Rscript >/dev/null && Rscript -e 'quit(status = !all(vapply(c("GenomicRanges", "reticulate"), requireNamespace, TRUE, quietly = TRUE)))' >/dev/null 2>&1; then
     stamp=.venv/.r_installed
     if [ ! -f "$stamp" ] || [ -n "$(find r_package/gcn.mops -newer "$stamp" -type f ! -path '*/inst/gcnmops_repo' -print -quit)" ] \
