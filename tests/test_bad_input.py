@@ -702,3 +702,25 @@ def test_fuzz_bam_reader(tmp_path):
             outcomes["InputError"] += 1
         assert time.perf_counter() - t0 < 20, case
     assert outcomes["InputError"] > 20, outcomes
+
+
+def test_large_tables_are_read_in_parts_with_the_same_result(tmp_path, monkeypatch):
+    """A large text table is parsed in parts (Ctrl-C is seen between them): the same counts, names, ranges and
+    messages (line numbers) as in one piece."""
+    from gcnmops.io import readers
+
+    df = _frame(m=3000, n=4)
+    good, bad, ragged = tmp_path / "good.tsv", tmp_path / "bad.tsv", tmp_path / "ragged.tsv"
+    good.write_text(_tsv(df))
+    bad.write_text(_tsv(_with(df, 2500, "S2", "five")))
+    ragged.write_text(_tsv(df) + "chr2\t1\t2\t3\t4\t5\t6\t7\n")
+    whole = read_counts(good)
+    messages = []
+    for part_bytes in (readers.TEXT_PART_BYTES, 1):  # 1: parts of 1024 rows
+        monkeypatch.setattr(readers, "TEXT_PART_BYTES", part_bytes)
+        _same(read_counts(good), whole)
+        for path in (bad, ragged):
+            with pytest.raises(InputError) as err:
+                read_counts(path)
+            messages.append(str(err.value))
+    assert messages[:2] == messages[2:] and "line 2502" in messages[0] and "line 3002" in messages[1], messages

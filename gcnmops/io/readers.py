@@ -231,6 +231,24 @@ def _has_header(fields: list[str], line: str, next_fields: list[str] | None, sho
     return False
 
 
+#: a text table is parsed in parts of about this many bytes (of the uncompressed file, estimated from its first line)
+TEXT_PART_BYTES = 64 << 20
+
+
+def _rows_per_part(path: Path, first_line: str) -> int:
+    """Rows per part of ``_read_text``: about TEXT_PART_BYTES each (a file a few times its compressed size)."""
+    compressed = path.suffix.lower() in _COMPRESSIONS
+    line = max(1, len(first_line.encode()) + 1) * (4 if compressed else 1)
+    return max(1024, TEXT_PART_BYTES // line)
+
+
+def _joined(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """The table of ``_read_text``'s parts (a single part as it is)."""
+    if len(parts) == 1:
+        return parts[0]
+    return pd.concat(parts, copy=False) if parts else pd.DataFrame()
+
+
 def _read_text(path: Path, fmt: str, compression: str | None, min_samples: int, shown: str | None = None) -> CountData:
     shown = shown or str(path)
     header_line, header_no, next_line, comments = _table_start(path, compression, shown)
@@ -259,7 +277,7 @@ def _read_text(path: Path, fmt: str, compression: str | None, min_samples: int, 
                              "sample names must be unique.")
     seq_cols = [f for f in fields if f.lower() in SEQNAMES_ALIASES] if has_header else []
     try:
-        df = pd.read_csv(
+        parts = pd.read_csv(
             path,
             sep=r"\s+" if sep == "whitespace" else sep,
             header=0 if has_header else None,
@@ -270,7 +288,10 @@ def _read_text(path: Path, fmt: str, compression: str | None, min_samples: int, 
             low_memory=False,
             skip_blank_lines=True,
             skipinitialspace=sep != "whitespace",
+            chunksize=_rows_per_part(path, header_line),
         )
+        with parts:  # parts of a large file: Ctrl-C is seen between them
+            df = _joined(list(parts))
     except pd.errors.EmptyDataError:
         raise InputError(f"Count file {shown} is empty.") from None
     except pd.errors.ParserError as e:
