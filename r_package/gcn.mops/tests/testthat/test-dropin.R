@@ -92,7 +92,7 @@ test_that("results carry cn.mops's class attribute and survive saveRDS/readRDS",
   saveRDS(r, f)
   back <- readRDS(f)
   # validObject() looks the class's package up: cn.mops (see ?CNVDetectionResult)
-  if (requireNamespace("cn.mops", quietly = TRUE)) expect_true(validObject(back))
+  if (nzchar(system.file(package = "cn.mops"))) expect_true(validObject(back))
   expect_identical(back@cnvr, r@cnvr)
   expect_s4_class(makeRobustCNVR(back), "CNVDetectionResult")
 })
