@@ -22,7 +22,14 @@ Measures (overlap = at least one shared base, same chromosome):
 - regions: truth regions overlapped by a CNV region (``cnvr``) / all truth regions, and CNV regions
   overlapping a truth region / all CNV regions.
 
-Usage: python benchmarks/accuracy.py [--dnacopy] [--seed 1] [--markdown] [--json PATH]
+Case mode (``--casemode``): simulated cohorts (gcnmops.example_cohort, 5000 regions x 40 samples, seeds 1-3); each
+of the 40 samples held out in turn, the reference built from the other 39, the sample called "frozen" and "refit"
+(= cn_mops on all 40): CN-label agreement of frozen and refit, CNV agreement (50% reciprocal overlap, both ways),
+and each against the truth (sensitivity / precision as above). ``--sex``: a mixed-sex cohort
+(casemode.simulate.mixed_sex_cohort, 40 samples) by cn_mops and by sex_aware_cn_mops: false chrX/chrY CNVs in
+males and the planted chrX/chrY CNVs found.
+
+Usage: python benchmarks/accuracy.py [--dnacopy] [--seed 1] [--markdown] [--json PATH] [--casemode] [--sex]
 (GCNMOPS_GOLDEN_DIR and --truth override the shared data locations).
 """
 from __future__ import annotations
@@ -153,14 +160,92 @@ def render(columns: dict[str, dict], markdown: bool) -> str:
     return "\n".join(lines)
 
 
+def reciprocal(a: pd.DataFrame, b: pd.DataFrame, share: float = 0.5) -> tuple[int, int]:
+    """(CNVs of ``a`` matched by a CNV of ``b`` of the same sample with ``share`` reciprocal overlap, len(a))."""
+    hit = 0
+    for c in a.itertuples():
+        o = b[(b.sampleName == c.sampleName) & (b.seqnames == c.seqnames)]
+        ov = np.minimum(o.end, c.end) - np.maximum(o.start, c.start) + 1
+        hit += bool(((ov >= share * (c.end - c.start + 1)) & (ov >= share * (o.end - o.start + 1))).any())
+    return hit, len(a)
+
+
+def casemode_report(seeds=(1, 2, 3), n_samples: int = 40) -> None:
+    """Frozen vs refit vs truth, one held-out sample at a time (module docstring)."""
+    from gcnmops.data import make_count_data
+    from gcnmops.example import example_cohort
+
+    same = total = 0
+    fr_all, rf_all, truths = [], [], []
+    for seed in seeds:
+        data, truth = example_cohort(5000, n_samples, seed=seed)
+        for k in range(n_samples):
+            others = [j for j in range(n_samples) if j != k]
+            ref = gcnmops.build_reference(make_count_data(data.counts[:, others],
+                                                          [data.sample_names[j] for j in others], data.ranges),
+                                          backend="cpu")
+            one = make_count_data(data.counts[:, [k]], [data.sample_names[k]], data.ranges, min_samples=1)
+            fr = gcnmops.call_samples(one, ref, "frozen", backend="cpu")
+            rf = gcnmops.call_samples(one, ref, "refit", backend="cpu")
+            same += int((fr.cn_index == rf.cn_index).sum())
+            total += fr.cn_index.size
+            tag = f"{seed}:"
+            fr_all.append(fr.cnvs.assign(sampleName=tag + fr.cnvs.sampleName.astype(str)))
+            rf_all.append(rf.cnvs.assign(sampleName=tag + rf.cnvs.sampleName.astype(str)))
+        truths.append(truth.assign(sample=f"{seed}:" + truth.sample_name, CN=truth.CN))
+    fr, rf, truth = pd.concat(fr_all), pd.concat(rf_all), pd.concat(truths)
+    regions = truth[["seqnames", "start", "end"]].drop_duplicates()
+    h1, n1 = reciprocal(rf, fr)
+    h2, n2 = reciprocal(fr, rf)
+    print(f"case mode, {len(seeds)} cohorts x {n_samples} samples, each held out against the other {n_samples - 1}:")
+    print(f"  CN labels frozen == refit: {same / total:.5f} ({total:,} region-sample pairs)")
+    print(f"  CNVs: refit's found by frozen {h1}/{n1} = {h1 / max(n1, 1):.3f}; frozen's found by refit "
+          f"{h2}/{n2} = {h2 / max(n2, 1):.3f} (50% reciprocal overlap)")
+    cols = {name: measure(c, c.head(0).assign(), None, regions, truth.drop(columns="sample_name"))
+            for name, c in (("frozen", fr), ("refit", rf))}
+    print(render({n: {k: v for k, v in col.items() if "region" not in k and k != "CNV regions"}
+                  for n, col in cols.items()}, markdown=True))
+
+
+def sex_report(seed: int = 1) -> None:
+    """cn_mops vs sex_aware_cn_mops on a mixed-sex cohort (module docstring)."""
+    from gcnmops.casemode.simulate import mixed_sex_cohort
+
+    data, truth, sexes = mixed_sex_cohort(40, seed=seed)
+    males = {n for n, s in zip(data.sample_names, sexes) if s == "male"}
+    on_sex = truth[truth.seqnames.isin(["chrX", "chrY"])]
+    for name, res in (("cn.mops", gcnmops.cn_mops(data, backend="cpu")),
+                      ("sex_aware", gcnmops.sex_aware_cn_mops(data, backend="cpu"))):
+        c = res.cnvs[res.cnvs.seqnames.isin(["chrX", "chrY"])]
+        false = sum(not ((on_sex.sample_name == r.sampleName) & (on_sex.seqnames == r.seqnames)
+                         & (on_sex.start <= r.end) & (on_sex.end >= r.start)).any()
+                    for r in c.itertuples() if r.sampleName in males)
+        found = sum(((c.sampleName == t.sample_name) & (c.seqnames == t.seqnames) & (c.start <= t.end)
+                     & (c.end >= t.start)).any() for t in on_sex.itertuples())
+        auto = truth[~truth.seqnames.isin(["chrX", "chrY"])]
+        found_auto = sum(((res.cnvs.sampleName == t.sample_name) & (res.cnvs.seqnames == t.seqnames)
+                          & (res.cnvs.start <= t.end) & (res.cnvs.end >= t.start)).any() for t in auto.itertuples())
+        print(f"  {name}: false chrX/chrY CNVs in males {false}; planted chrX/chrY CNVs found {found}/{len(on_sex)}; "
+              f"planted autosomal found {found_auto}/{len(auto)}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--casemode", action="store_true", help="frozen vs refit vs truth (case mode)")
+    ap.add_argument("--sex", action="store_true", help="cn.mops vs sex-aware on a mixed-sex cohort")
     ap.add_argument("--truth", type=Path, default=TRUTH)
     ap.add_argument("--dnacopy", action="store_true", help="also gcnmops with seg_algorithm='DNAcopy'")
     ap.add_argument("--seed", type=int, default=1, help="jitter seed of the DNAcopy run")
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
+    if args.casemode or args.sex:
+        if args.casemode:
+            casemode_report()
+        if args.sex:
+            print("mixed-sex cohort, 40 samples (20 female, 20 male):")
+            sex_report()
+        return
     if not (GOLDEN_DIR / CASE / "manifest.json").exists():
         sys.exit(f"golden case {CASE} not found under {GOLDEN_DIR} (set GCNMOPS_GOLDEN_DIR)")
     truth_regions, truth = load_truth(args.truth)
