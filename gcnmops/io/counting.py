@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import zipfile
 import warnings
 from pathlib import Path
 from typing import Sequence
@@ -248,11 +249,17 @@ def write_counts(data: CountData, path: str | os.PathLike) -> Path:
     as_int = bool(np.all(counts == np.round(counts))) and (counts.size == 0 or np.abs(counts).max() < 2 ** 62)
     values = counts.astype(np.int64) if as_int else counts
     if fmt == ".npz":
+        arrays = dict(counts=values, sample_names=np.asarray(data.sample_names, dtype=str),
+                      seqnames=frame["seqnames"].astype(str).to_numpy(dtype=str),
+                      start=frame["start"].to_numpy(np.int64), end=frame["end"].to_numpy(np.int64))
+
         def write(tmp: Path) -> None:
-            with open(tmp, "wb") as fh:
-                np.savez(fh, counts=values, sample_names=np.asarray(data.sample_names, dtype=str),
-                         seqnames=frame["seqnames"].astype(str).to_numpy(dtype=str),
-                         start=frame["start"].to_numpy(np.int64), end=frame["end"].to_numpy(np.int64))
+            # np.savez's layout (stored .npy members), with the archive closed on errors too: np.savez leaves
+            # it to the garbage collector, which on a full disk printed "Exception ignored ... Traceback"
+            with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+                for name, array in arrays.items():
+                    with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
+                        np.lib.format.write_array(member, array, allow_pickle=False)
         return atomic_write(path, write)
     body = pd.DataFrame(values, columns=data.sample_names)
     frame = pd.concat([frame, body], axis=1)
