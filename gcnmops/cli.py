@@ -138,7 +138,7 @@ PARAMETER_DESTS = ("I", "classes", "prior_impact", "cyc", "norm", "norm_type", "
 def _add_casemode(sub, run) -> None:
     """``reference build COHORT -o REF`` and ``call NEW --reference REF -o OUT`` (gcnmops.casemode)."""
     ref = sub.add_parser("reference", help="a stored reference cohort to call new samples against")
-    build = ref.add_subparsers(dest="reference_command", required=True).add_parser(
+    build = ref.add_subparsers(dest="reference_command", required=True, help="build: a reference from a cohort").add_parser(
         "build", help="fit a cohort once and store it (per-region parameters, normalization, settings)")
     build.add_argument("input", help="the cohort's counts (as for run)")
     build.add_argument("-o", "--output", required=True, help="the reference folder to write (replaced if it is one)")

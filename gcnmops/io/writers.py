@@ -161,18 +161,32 @@ class _Batch:
     encoded. A name may hold one folder (``plots/overview.png``): the folder is made, and removed again by
     ``abort`` when this batch made it."""
 
-    def __init__(self, outdir: Path, workers: int | None = None):
+    def __init__(self, outdir: Path, workers: int | None = None, progress: bool = True):
         from concurrent.futures import ThreadPoolExecutor
 
         self.outdir = outdir
         self.staged: list[tuple[Path, Path]] = []
         self.folders: list[Path] = []  # made by this batch
         self.futures = []
-        report = ticker(1.0)
-        self.step = lambda: report(1.0 / max(1, len(self.staged)))
+        self.step = lambda: None
+        if progress:
+            self.follow_progress()
         self.workers = max(1, workers if workers is not None else usable_cores())
         self.pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="gcnmops-write")
         self.waiting = ThreadPoolExecutor(max_workers=32, thread_name_prefix="gcnmops-join")
+
+    def follow_progress(self) -> None:
+        """Files completed from now on move the progress bar's current stage (one step per file)."""
+        report = ticker(1.0)
+        self.step = lambda: report(1.0 / max(1, len(self.staged)))
+
+    def drop(self, name: str) -> None:
+        """Remove the staged file ``name`` (once every job has ended): it is to be written again."""
+        self.wait()
+        path = self.outdir / name
+        for tmp, final in [entry for entry in self.staged if entry[1] == path]:
+            tmp.unlink(missing_ok=True)
+            self.staged.remove((tmp, final))
 
     def submit(self, fn: Callable, *args):
         """A job (a part of a file) in the batch's pool: its future."""
@@ -408,70 +422,132 @@ def write_result(result, outdir, formats=None, extra: ExtraFiles | None = None,
 
     All or nothing: on any error (a full disk, an interruption) no new file is left, temporary or final, and
     the folder is as it was; an OSError becomes an InputError naming the folder (``output_error``)."""
-    formats = check_formats(formats)
-    outdir = Path(outdir)
-    created = not outdir.exists()
-    try:
-        outdir.mkdir(parents=True, exist_ok=True)
-        remove_temporaries(outdir)  # of a run killed outright
-        batch = _Batch(outdir)
+    return ResultWriter(outdir, formats).finish(result, extra=extra, vcf=vcf)
+
+
+#: the per-region matrices the model alone determines: ``ResultWriter.stage_model_matrices`` writes them while
+#: the segmentation runs
+MODEL_MATRICES = ("normalized_data", "local_assessments", "ini_call", "params_L", "params_A")
+#: the formats that write the per-region matrices
+_MATRIX_FORMATS = ("parquet", "tsv", "tsv.gz")
+
+
+class ResultWriter:
+    """``write_result`` in steps, so that files are written while the pipeline still runs: ``stage_model_matrices``
+    (the matrices of the model's part of a result; its files are encoded in the background), then ``finish``
+    (every other file, then all renamed together) or ``abort`` (nothing left). The folder is checked, made and
+    cleared of an earlier killed run's temporary files at once."""
+
+    def __init__(self, outdir, formats=None):
+        self.formats = check_formats(formats)
+        self.outdir = Path(outdir)
+        self.created = not self.outdir.exists()
+        self.staged: dict[str, object] = {}  # matrix name -> the array its staged files hold
         try:
-            for name in TABLES:
-                batch.write(f"{name}.tsv", lambda t, n=name: write_frame(t, getattr(result, n)))
-            batch.write("params.json", lambda t: t.write_text(json.dumps(_params_json(result), indent=1)))
-            for fmt in formats:
-                _WRITERS[fmt](result, batch) if fmt != "vcf" else _write_vcf(result, batch, vcf or VcfOptions())
-            batch.wait()
-            if extra is not None:
-                sizes = batch.sizes()
-                for name, write in extra(sizes):
-                    path = batch.write(name, write, inline=True)
-                    sizes[path] = batch.sizes()[path]
-            return batch.commit()
+            self.outdir.mkdir(parents=True, exist_ok=True)
+            remove_temporaries(self.outdir)  # of a run killed outright
+            self.batch = _Batch(self.outdir, progress=False)
+        except OSError as err:
+            raise output_error(err, self.outdir) from None
+
+    def stage_model_matrices(self, model_result) -> None:
+        """Start writing the matrices in MODEL_MATRICES of ``model_result`` (a result whose calls are still to
+        come: only its regions, normalized data, sINI, INI and parameters are read); returns at once."""
+        try:
+            for fmt in self.formats:
+                if fmt in _MATRIX_FORMATS:
+                    _MATRIX_WRITERS[fmt](model_result, self.batch, MODEL_MATRICES)
         except BaseException:
-            batch.abort()
-            if created and outdir.is_dir() and not any(outdir.iterdir()):
-                outdir.rmdir()  # the folder this call made, left empty
+            self.abort()
             raise
-    except OSError as err:
-        raise output_error(err, outdir) from None
+        self.staged = {name: matrix_source(model_result, name) for name in MODEL_MATRICES}
+
+    def finish(self, result, extra: ExtraFiles | None = None, vcf: VcfOptions | None = None) -> list[Path]:
+        """Write every file of ``result`` not staged yet (a staged matrix whose array ``result`` no longer holds
+        is written again), wait, and rename all together; see ``write_result``."""
+        batch = self.batch
+        try:
+            try:
+                batch.follow_progress()
+                fresh = [name for name in MATRICES if self.staged.get(name) is not matrix_source(result, name)]
+                for name in set(self.staged) & set(fresh):
+                    for fmt in self.formats:
+                        if fmt in _MATRIX_FORMATS:
+                            batch.drop(name + _MATRIX_SUFFIX[fmt])
+                for name in TABLES:
+                    batch.write(f"{name}.tsv", lambda t, n=name: write_frame(t, getattr(result, n)))
+                batch.write("params.json", lambda t: t.write_text(json.dumps(_params_json(result), indent=1)))
+                for fmt in self.formats:
+                    if fmt in _MATRIX_FORMATS:
+                        _MATRIX_WRITERS[fmt](result, batch, fresh)
+                    elif fmt == "vcf":
+                        _WRITERS[fmt](result, batch, vcf or VcfOptions())
+                    else:
+                        _WRITERS[fmt](result, batch)
+                batch.wait()
+                if extra is not None:
+                    sizes = batch.sizes()
+                    for name, write in extra(sizes):
+                        path = batch.write(name, write, inline=True)
+                        sizes[path] = batch.sizes()[path]
+                return batch.commit()
+            except BaseException:
+                self.abort()
+                raise
+        except OSError as err:
+            raise output_error(err, self.outdir) from None
+
+    def abort(self) -> None:
+        """Remove every file staged; the folder this writer made goes too when it is left empty."""
+        self.batch.abort()
+        if self.created and self.outdir.is_dir() and not any(self.outdir.iterdir()):
+            self.outdir.rmdir()
 
 
-def matrix_columns(result) -> dict[str, tuple[list[str], list]]:
-    """Each per-region matrix of ``result`` as (column names, columns): seqnames, start, end + one column per
-    sample (per class for params_L/params_A; ``ini_call`` one column). Columns are numpy arrays, or Arrow
-    dictionary arrays for the copy-number labels."""
-    gr = result.gr
+def matrix_columns(result, names=MATRICES) -> dict[str, tuple[list[str], list]]:
+    """Each per-region matrix of ``result`` named in ``names`` (default all, MATRICES) as (column names,
+    columns): seqnames, start, end + one column per sample (per class for params_L/params_A; ``ini_call`` one
+    column). Columns are numpy arrays, or Arrow dictionary arrays for the copy-number labels."""
     head = ["seqnames", "start", "end"]
-    coords = _gr_columns(gr)
+    coords = _gr_columns(result.gr)
     samples = list(result.sample_names)
-    out = {name: (head + samples, coords + _matrix_columns(matrix))
-           for name, matrix in (("normalized_data", result.normalized_data),
-                                ("local_assessments", result.local_assessments),
-                                ("individual_call", result.individual_call))}
-    out["integer_copy_number"] = (head + samples, coords + _label_columns(result.cn_index, result.classes))
-    out["ini_call"] = (head + ["ini_call"], coords + [result.ini_call])
-    for key in ("L", "A"):
-        out[f"params_{key}"] = (head + result.classes, coords + _matrix_columns(np.asarray(result.params[key])))
+    out = {}
+    for name in names:
+        matrix = matrix_source(result, name)
+        if name == "integer_copy_number":
+            out[name] = (head + samples, coords + _label_columns(matrix, result.classes))
+        elif name == "ini_call":
+            out[name] = (head + ["ini_call"], coords + [matrix])
+        elif name.startswith("params_"):
+            out[name] = (head + result.classes, coords + _matrix_columns(np.asarray(matrix)))
+        else:
+            out[name] = (head + samples, coords + _matrix_columns(matrix))
     return out
 
 
-def _write_text_matrices(result, batch: _Batch, compress: bool) -> None:
+def matrix_source(result, name: str):
+    """The array of ``result`` that the matrix file ``name`` holds (cn_index for integer_copy_number)."""
+    if name.startswith("params_"):
+        return result.params[name[len("params_"):]]
+    return result.cn_index if name == "integer_copy_number" else getattr(result, name)
+
+
+def _write_text_matrices(result, batch: _Batch, compress: bool, names=MATRICES) -> None:
     ext = ".tsv.gz" if compress else ".tsv"
     coords = None
-    for name, (names, columns) in matrix_columns(result).items():
+    for name, (names, columns) in matrix_columns(result, names).items():
         coords = coords or [_arrow_column(c) for c in columns[:3]]  # once for every file
         batch.write(name + ext, lambda t, n=names, c=coords + columns[3:]: write_columns(t, n, c, compress))
 
 
-def _write_parquet_matrices(result, batch: _Batch) -> None:
+def _write_parquet_matrices(result, batch: _Batch, names=MATRICES) -> None:
     """Each matrix file in parts of whole row groups encoded in parallel (``_encode_parquet``), joined in order
     into the file by its own job (``join_parquet``) as the parts come."""
     import pyarrow.parquet  # noqa: F401  (imported here: an import racing in the pool's threads can fail)
 
     rows = len(result.gr)
     per = _part_rows(rows, batch.workers, len(MATRICES))
-    for name, table in _iter_parquet_tables(result):  # a table's parts are encoded while the next is made
+    for name, table in _iter_parquet_tables(result, names):  # a table's parts are encoded while the next is made
         options = parquet_options(table)
         parts = [batch.submit(_encode_parquet, table.slice(a, per), options, per) for a in range(0, max(rows, 1), per)]
         batch.write(name + ".parquet", lambda t, j=(table, options, parts): _join_parts(t, *j), waits=True)
@@ -495,10 +571,10 @@ def parquet_tables(result) -> dict:
     return dict(_iter_parquet_tables(result))
 
 
-def _iter_parquet_tables(result):
+def _iter_parquet_tables(result, names=MATRICES):
     """(name, table) of ``parquet_tables``, each table made when the iteration reaches it."""
     coords = None
-    for name, (names, columns) in matrix_columns(result).items():
+    for name, (names, columns) in matrix_columns(result, names).items():
         coords = coords or [_parquet_array(c) for c in columns[:3]]
         yield name, _parquet_table(names, coords + columns[3:])
 
@@ -887,11 +963,17 @@ def _write_rds(result, batch: _Batch) -> None:
     batch.write("result.rds", lambda t: write_rds(result, t), inline=True)
 
 
-#: format -> writer(result, batch); one entry per name of FORMATS
-_WRITERS = {
+#: the matrix formats' writers: writer(result, batch, names of the matrices to write), and their files' suffixes
+_MATRIX_WRITERS = {
     "parquet": _write_parquet_matrices,
-    "tsv": lambda result, batch: _write_text_matrices(result, batch, compress=False),
-    "tsv.gz": lambda result, batch: _write_text_matrices(result, batch, compress=True),
+    "tsv": lambda result, batch, names: _write_text_matrices(result, batch, compress=False, names=names),
+    "tsv.gz": lambda result, batch, names: _write_text_matrices(result, batch, compress=True, names=names),
+}
+_MATRIX_SUFFIX = {"parquet": ".parquet", "tsv": ".tsv", "tsv.gz": ".tsv.gz"}
+
+#: the other formats: format -> writer(result, batch) (vcf: also its VcfOptions); with _MATRIX_WRITERS one entry
+#: per name of FORMATS
+_WRITERS = {
     "bed": _write_bed,
     "vcf": _write_vcf,
     "seg": lambda result, batch: batch.write("segmentation.seg", lambda t: write_frame(t, seg_table(result))),

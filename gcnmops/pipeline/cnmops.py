@@ -5,6 +5,8 @@ import difflib
 import inspect
 import logging
 import warnings
+from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import fields
 
 import numpy as np
@@ -19,7 +21,7 @@ from ..model.spec import ModelSpec
 from ..normalization.cpu import normalize_chromosomes, sample_coverage
 from ..params import METHODS, CnMopsParams, parameter_name
 from ..progress import timed_stage
-from ..result import CNVDetectionResult
+from ..result import CNVDetectionResult, empty_cnvr, empty_segments
 from .docs import documented
 
 log = logging.getLogger("gcnmops")
@@ -159,6 +161,11 @@ def run_mops(data: CountData, params: CnMopsParams, backend: str = "auto", timin
     return assemble_result(data, params, out, normalized, cov, timings, backend=backend)
 
 
+#: called with the model's part of a result (regions, normalized data, sINI, INI, parameters; no calls yet) just
+#: before the segmentation: ``pipeline.run.run_and_write`` starts writing those matrices then
+MODEL_DONE: ContextVar[Callable[[CNVDetectionResult], None] | None] = ContextVar("gcnmops_model_done", default=None)
+
+
 def assemble_result(data: CountData, params: CnMopsParams, out, normalized: np.ndarray, cov: np.ndarray,
                     timings: dict, backend: str = "cpu", device=None, gpu_stats: dict | None = None
                     ) -> CNVDetectionResult:
@@ -169,6 +176,17 @@ def assemble_result(data: CountData, params: CnMopsParams, out, normalized: np.n
     path's sub-stage statistics (the segmentation adds its own), kept as the result's ``gpu_stats``."""
     gr = data.genomic_ranges()
     gpu_stats = {} if gpu_stats is None else gpu_stats
+    result_params = params.r_params()
+    result_params.update(cov=cov, L=out.lam, A=out.alpha)
+    model_part = CNVDetectionResult(
+        gr=gr, normalized_data=normalized, local_assessments=out.sini, individual_call=None, ini_call=out.ini,
+        cn_index=out.cn, posterior_probs=out.post, params=result_params, segmentation=empty_segments(),
+        cnvs=empty_segments(), cnvr=empty_cnvr(list(data.sample_names)), sample_names=list(data.sample_names),
+        ranged=data.ranges is not None, timings=timings, gpu_stats=gpu_stats,
+    )
+    listener = MODEL_DONE.get()
+    if listener is not None:
+        listener(model_part)
     with timed_stage(timings, "segment_call"):
         blocks = data.blocks()
         if params.seg_algorithm == "DNAcopy":
@@ -183,14 +201,8 @@ def assemble_result(data: CountData, params: CnMopsParams, out, normalized: np.n
             caller = call_cnvs
         calls = caller(out.sini, gr, blocks, data.sample_names, params.upper_threshold, params.lower_threshold,
                        params.min_width, params.use_median, params.segment_args)
-    result_params = params.r_params()
-    result_params.update(cov=cov, L=out.lam, A=out.alpha)
-    return CNVDetectionResult(
-        gr=gr, normalized_data=normalized, local_assessments=out.sini, individual_call=calls.individual_call,
-        ini_call=out.ini, cn_index=out.cn, posterior_probs=out.post, params=result_params,
-        segmentation=calls.segmentation, cnvs=calls.cnvs, cnvr=calls.cnvr, sample_names=list(data.sample_names),
-        ranged=data.ranges is not None, timings=timings, gpu_stats=gpu_stats,
-    )
+    return model_part.replace(individual_call=calls.individual_call, segmentation=calls.segmentation,
+                              cnvs=calls.cnvs, cnvr=calls.cnvr)
 
 
 def _normalize(data: CountData, chrom: np.ndarray, params: CnMopsParams):

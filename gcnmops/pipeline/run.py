@@ -9,9 +9,10 @@ from pathlib import Path
 from ..calls.integer import calc_integer_copy_numbers
 from ..cuda.probe import resolve_backend
 from ..io.callfiles import VcfOptions
-from ..io.writers import write_result
+from ..io.writers import ResultWriter
 from ..result import CNVDetectionResult
 from ..progress import timed_stage
+from .cnmops import MODEL_DONE
 from .family import cnvr_per_sample
 from .methods import RUN_ARGS, build_params, run_method
 
@@ -37,19 +38,28 @@ def run_and_write(method, input, outdir, *, controls=None, backend: str = "auto"
         build_params(method, {k: v for k, v in params.items() if k not in RUN_ARGS})
     backend = resolve_backend(backend)
     report = on_stage or (lambda stage: None)
-    result = run_method(method, input, controls, backend=backend, **params)
-    result.timings.update(timings or {})
-    report("normalize+model+calls")
-    if integer:
-        if len(result.cnvr):
-            with timed_stage(result.timings, "integer"):
-                result = calc_integer_copy_numbers(result, backend=backend)
-        report("integer")
+    writer = ResultWriter(outdir, formats)
+    try:
+        # the model's matrices are written while the segmentation runs (the CPU cores share the work)
+        token = MODEL_DONE.set(writer.stage_model_matrices)
+        try:
+            result = run_method(method, input, controls, backend=backend, **params)
+        finally:
+            MODEL_DONE.reset(token)
+        result.timings.update(timings or {})
+        report("normalize+model+calls")
+        if integer:
+            if len(result.cnvr):
+                with timed_stage(result.timings, "integer"):
+                    result = calc_integer_copy_numbers(result, backend=backend)
+            report("integer")
+    except BaseException:
+        writer.abort()
+        raise
     with timed_stage(result.timings, "write"):
         # files want one CN column per sample in cnvr (haplo/single keep cn.mops's own cnvr shape until integer CNs)
         files = None if extra is None else (lambda sizes: extra(result, sizes))
-        written = write_result(result.replace(cnvr=cnvr_per_sample(result)), outdir, formats=formats, extra=files,
-                               vcf=vcf)
+        written = writer.finish(result.replace(cnvr=cnvr_per_sample(result)), extra=files, vcf=vcf)
     for stage in ("plots", "report"):  # timed by ``extra`` inside the batch: not counted twice
         result.timings["write"] -= result.timings.get(stage, 0.0)
     report("write")
