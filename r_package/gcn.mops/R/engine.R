@@ -228,11 +228,29 @@ gcnmopsEngine <- function() {
   res <- hook(fun, key, ...)
   if (!is.null(res$error)) {
     .state$last_traceback <- res$traceback   # an engine bug's Python traceback, for a bug report
-    stop(res$error, call. = FALSE)
+    .state$last_error <- res$error           # the engine's full message (with its details)
+    stop(.cnmops_text(res$error), call. = FALSE)
   }
   for (m in unlist(res$messages)) message(m)
   for (w in unlist(res$warnings)) warning(w, call. = FALSE)
   res
+}
+
+# cn.mops's own words for the errors the engine finds: an engine message that begins with the stem of one
+# of cn.mops's messages (the engine adds details: which sample, which region) is given in cn.mops's words;
+# the engine's full message stays in gcn.mops:::.state$last_error.
+.cnmops_errors <- c(
+  "NAs in readcount matrix" = "NAs in readcount matrix.",
+  "Zero columns in readcount matrix" = "Zero columns in readcount matrix.",
+  "Median of the coverages is zero!" = "Median of the coverages is zero!",
+  "Cases and controls must have the same length" = "Cases and controls must have the same length.",
+  "Cases and controls must have the same ranges" = "Cases and controls must have the same ranges.",
+  "No CNV regions in result object." = "No CNV regions in result object. Rerun cn.mops with different parameters!",
+  "Only possible for referencecn.mops!" = "Only possible for referencecn.mops!")
+
+.cnmops_text <- function(msg) {
+  for (stem in names(.cnmops_errors)) if (startsWith(msg, stem)) return(.cnmops_errors[[stem]])
+  msg
 }
 
 # reticulate 1.28 releases a Python object from its R finalizer without taking Python's lock; the engine

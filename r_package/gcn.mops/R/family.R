@@ -13,6 +13,12 @@
                         vector_is_sample = FALSE, prefixes = "Sample") {
   d <- .prepare_input(inputs[[1L]], min_samples = min_samples, vector_is_sample = vector_is_sample,
                       prefix = prefixes[[1L]])
+  dc <- NULL
+  if (length(inputs) > 1L) {
+    # referencecn.mops: the controls get the cases' checks, then both must have the same regions
+    dc <- .prepare_input(inputs[[2L]], min_samples = 1L, vector_is_sample = TRUE, prefix = prefixes[[2L]])
+    .check_same_regions(d, dc)
+  }
   norm <- .check_args(args, main = main)
   args$norm <- norm
   if (!(is.character(backend) && length(backend) == 1L && backend %in% c("auto", "cpu", "gpu")))
@@ -33,10 +39,7 @@
   }
   env <- .bridge_input(d)
   env$min_samples <- min_samples
-  if (length(inputs) > 1L) {
-    dc <- .prepare_input(inputs[[2L]], min_samples = 1L, vector_is_sample = TRUE, prefix = prefixes[[2L]])
-    env$controls <- .bridge_input(dc)
-  }
+  if (!is.null(dc)) env$controls <- .bridge_input(dc)
   args$segment_args <- dots
   env$args <- args
   env$backend <- backend
@@ -47,7 +50,22 @@
   p <- env$params
   p$SegmentationParams <- .seg_params(user_dots)   # the user's extra arguments (not the seed drawn here)
   env$params <- p
-  .build_result(env)
+  r <- .build_result(env)
+  # singlecn.mops does not normalize: its normalizedData is the input as given (integer counts stay integer)
+  if (fun == "single_cn_mops" && isTRUE(d$integer_counts)) storage.mode(r@normalizedData) <- "integer"
+  r
+}
+
+# referencecn.mops: cases and controls with the same regions (GRanges: the same ranges; matrices: the same
+# number of rows).
+.check_same_regions <- function(d, dc) {
+  if (nrow(d$X) != nrow(dc$X)) stop("Cases and controls must have the same length.")
+  if (identical(d$input_type, "GRanges") && identical(dc$input_type, "GRanges")) {
+    same <- identical(d$chr_levels[d$chr_index], dc$chr_levels[dc$chr_index]) &&
+      all(d$start == dc$start) && all(d$end == dc$end)
+    if (!same) stop("Cases and controls must have the same ranges.")
+  }
+  invisible(TRUE)
 }
 
 haplogcn.mops <- function(input, I = c(0.025, 1, 2, 3, 4, 5, 6, 7, 8),

@@ -43,6 +43,10 @@ exomegcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
          else if (is.matrix(input) || (is.vector(input) && is.atomic(input))) .matrix_input(input, vector_is_sample)
          else stop("GRanges object or read count matrix needed as input.")
   if (is.null(out$sampleNames)) out$sampleNames <- paste(prefix, seq_len(ncol(out$X)), sep = "_")
+  # integer read counts (for singlecn.mops's normalizedData, which is the input as given)
+  out$integer_counts <- if (methods::is(input, "GRanges"))
+    all(vapply(as.list(mcols(input)), function(v) is.integer(v) || (methods::is(v, "Rle") && is.integer(runValue(v))), TRUE))
+  else is.integer(input)
   out
 }
 
