@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# R CMD check --as-cran of the R package gcn.mops, built into a tarball as for a release, with the Python
+# engine available (the repository's .venv) so that every test and runnable example runs.
+#
+#   scripts/check_r_package.sh [OUTDIR]        (default: a temporary directory, removed afterwards)
+#
+# Environment: GCNMOPS_PYTHON (default: .venv/bin/python of this repository), GCNMOPS_SHARED_DIR (default:
+# ../shared; the golden cases and cn.mops.RData the tests compare with), R_CHECK_ARGS (default:
+# "--as-cran --no-manual"). Takes ~2.5-3 minutes on a 2-core machine (the testthat suite ~1 minute of it).
+#
+# Exit status 0 when the check has no ERROR and no WARNING and no test was skipped; the NOTEs left are
+# printed (expected ones: "unable to verify current time" offline, the first example that starts the engine
+# taking > 5 s). The WARNING that the 'checkbashisms' script is not installed (R asks for it to check
+# ./configure, which is POSIX sh; --as-cran asks whatever _R_CHECK_BASHISMS_ says) is reported, not counted.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+pkg="$repo/r_package/gcn.mops"
+out="${1:-}"
+if [[ -z "$out" ]]; then
+    out="$(mktemp -d)"
+    trap 'rm -rf "$out"' EXIT
+fi
+mkdir -p "$out"
+
+export GCNMOPS_PYTHON="${GCNMOPS_PYTHON:-$repo/.venv/bin/python}"
+if [[ -z "${GCNMOPS_SHARED_DIR:-}" && -d "$repo/../shared" ]]; then
+    GCNMOPS_SHARED_DIR="$(cd "$repo/../shared" && pwd)"
+    export GCNMOPS_SHARED_DIR
+fi
+export _R_CHECK_FORCE_SUGGESTS_="${_R_CHECK_FORCE_SUGGESTS_:-false}"
+
+cd "$out"
+R CMD build --no-build-vignettes "$pkg" >build.log 2>&1 || { cat build.log; exit 1; }
+tarball="$(ls -t gcn.mops_*.tar.gz | head -n 1)"
+# shellcheck disable=SC2086
+R CMD check ${R_CHECK_ARGS:---as-cran --no-manual} "$tarball" >check.log 2>&1 || true
+cat check.log
+
+status="$(grep -E '^Status:' check.log || true)"
+rout="gcn.mops.Rcheck/tests/testthat.Rout"
+[[ -f "$rout.fail" ]] && rout="$rout.fail"
+summary="$(grep -E '\[ FAIL [0-9]+ \| WARN [0-9]+ \| SKIP [0-9]+ \| PASS [0-9]+ \]' "$rout" 2>/dev/null | tail -n 1 || true)"
+echo "testthat: ${summary:-no summary (tests did not run)}"
+# the check's items that end in WARNING or ERROR ("* checking ... WARNING"), one line each; not counted: the
+# top-level-files WARNING when all it says is that 'checkbashisms' is not installed
+problems="$(awk '
+    function flush() { if (item != "" && !(item ~ /top-level files/ && other == 0)) print item; item = ""; other = 0 }
+    /^\* / { flush(); if ($0 ~ /(ERROR|WARNING)$/) item = $0; next }
+    /^Status:/ { flush(); next }
+    item != "" && NF > 0 && $0 !~ /checkbashisms|Configure and cleanup|^manual\.$/ { other++ }
+    END { flush() }' check.log)"
+if [[ -z "$status" || "$status" == *ERROR* || -n "${problems//[[:space:]]/}" ]]; then
+    echo "R CMD check failed: ${status:-no status line}" >&2
+    [[ -n "${problems//[[:space:]]/}" ]] && echo "$problems" >&2
+    exit 1
+fi
+if [[ -z "$summary" ]]; then
+    echo "R CMD check: the tests did not run" >&2
+    exit 1
+fi
+# with the shared data (golden cases, cn.mops.RData) every test must run: a skip means no engine or no data
+if [[ -d "${GCNMOPS_SHARED_DIR:-/nonexistent}" && "$summary" != *"SKIP 0 "* ]]; then
+    echo "R CMD check: tests skipped (is the engine found? GCNMOPS_PYTHON=$GCNMOPS_PYTHON)" >&2
+    exit 1
+fi
+echo "R CMD check passed: $status"
