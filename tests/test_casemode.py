@@ -130,6 +130,14 @@ def test_frozen_integer_copy_numbers():
     assert with_int.cnvs["CN"].isin(CLASSES).all() and (with_int.cnvs["CN"] != "CN2").all()
 
 
+def test_calc_integer_copy_numbers_refuses_a_frozen_result():
+    """A frozen result has no cohort to refit: calc_integer_copy_numbers would give wrong copy numbers silently."""
+    _, _, _, new, ref = _cohort()
+    frozen = gcnmops.call_samples(new, ref, "frozen", backend="cpu")
+    with pytest.raises(InputError, match=r"stored reference \(frozen\).*integer=True"):
+        gcnmops.calc_integer_copy_numbers(frozen, backend="cpu")
+
+
 def test_refit_is_cn_mops_on_the_combined_cohort():
     data, _, _, new, ref = _cohort()
     refit = gcnmops.call_samples(new, ref, "refit", backend="cpu")
