@@ -72,19 +72,9 @@ def build_reference(counts, method: str = "cn.mops", *, keep_counts: bool = True
         cohort = ", ".join(k for k, v in METHODS.items() if v.model == "em")
         raise InputError(f"A reference is built with a cohort method ({cohort}); {m.name} has no per-region cohort "
                          "fit.")
-    defaults = m.parameter_defaults()
-    segment_args = {k: params.pop(k) for k in list(params) if k not in defaults}
-    p = m.params(segment_args=segment_args, **params)
-    check_segment_args(p)
-    genome = check_genome(genome)
     if sex is not None and not sex_aware:
         raise InputError("sex= is used with sex_aware=True only.")
-    data = read_counts(counts)
-    warn_few_regions(data.n_regions, stacklevel=2)
-    backend = resolve_backend(backend)
-    gr = data.genomic_ranges()
-    parts = plan_parts(gr, p, sex_aware, genome)
-    info = sample_sexes(data.counts, gr, genome, data.sample_names, sex) if len(parts) > 1 else None
+    p, genome, data, backend, parts, info = _cohort_plan(m, params, counts, sex_aware, genome, sex, backend)
     sexes = None if info is None else [s["sex"] for s in info]
     _, _, _, fits = fit_parts(data, replace(p, return_posterior=False), parts, sexes, backend,
                               cov_in_model=m.cov_in_model)
@@ -240,21 +230,28 @@ def sex_aware_cn_mops(input, method: str = "cn.mops", *, sex=None, genome: str |
     m = method_spec(method)
     if m.model != "em" or m.main_class != "CN2":
         raise InputError("sex_aware_cn_mops runs cn.mops or exomecn.mops (method 'cn.mops' or 'exome').")
+    p, genome, data, backend, parts, info = _cohort_plan(m, params, input, True, genome, sex, backend)
+    result = _parts_run(data, p, m, parts, None if info is None else [s["sex"] for s in info], backend, integer)
+    if info is not None:
+        result.params["sex"] = info
+    return result
+
+
+def _cohort_plan(m, params: dict, counts, sex_aware: bool, genome, sex, backend):
+    """What build_reference and sex_aware_cn_mops start with: (checked parameters of method ``m``, genome, the
+    cohort's CountData, resolved backend, the model's parts (casemode/parts.py), the samples' sexes or None)."""
     defaults = m.parameter_defaults()
     segment_args = {k: params.pop(k) for k in list(params) if k not in defaults}
     p = m.params(segment_args=segment_args, **params)
     check_segment_args(p)
     genome = check_genome(genome)
-    data = read_counts(input)
-    warn_few_regions(data.n_regions, stacklevel=2)
+    data = read_counts(counts)
+    warn_few_regions(data.n_regions, stacklevel=3)
     backend = resolve_backend(backend)
     gr = data.genomic_ranges()
-    parts = plan_parts(gr, p, True, genome)
+    parts = plan_parts(gr, p, sex_aware, genome)
     info = sample_sexes(data.counts, gr, genome, data.sample_names, sex) if len(parts) > 1 else None
-    result = _parts_run(data, p, m, parts, None if info is None else [s["sex"] for s in info], backend, integer)
-    if info is not None:
-        result.params["sex"] = info
-    return result
+    return p, genome, data, backend, parts, info
 
 
 def select_samples(result: CNVDetectionResult, names: list[str]) -> CNVDetectionResult:
