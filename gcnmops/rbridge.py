@@ -483,8 +483,176 @@ def count_from_r(env) -> dict:
     return {}
 
 
+# --------------------------------------------------------------------------------------------
+# Case mode from R: buildReference(), saveReference(), loadReference(), gcn.mops(reference = ...)
+# --------------------------------------------------------------------------------------------
+#: references built or loaded in this session, by handle (the R object CNVReference holds the handle)
+_references: dict = {}
+
+
+def _family_kwargs(plist) -> dict:
+    """cn.mops's arguments in the R list ``plist`` (R's names; NULL: not given) -> the Python API's keywords
+    (snake_case; the segmentation's arguments mapped or passed on; ``parallel`` kept as it is)."""
+    kw = {}
+    if plist is None or is_null(plist) or not len(plist):
+        return kw
+    for rname, value in zip(list(plist.names), plist):
+        if is_null(value):
+            continue
+        if rname == "segment_args":
+            for sname, svalue in zip(list(value.names) if len(value) else [], value):
+                kw[_SEGMENT_ARGS.get(sname, sname)] = as_scalar(svalue)
+        elif rname == "I":
+            kw["I"] = tuple(float(v) for v in r_array(value))
+        elif rname == "classes":
+            kw["classes"] = tuple(as_strings(value))
+        elif rname in _R_ARGS:
+            kw[_R_ARGS[rname]] = as_scalar(value)
+        elif rname in ("verbose", "parallel"):
+            kw[rname] = as_scalar(value)
+    if isinstance(kw.get("norm"), bool):
+        kw["norm"] = int(kw["norm"])
+    for name in ("cyc", "norm", "min_width"):
+        if isinstance(kw.get(name), float) and float(kw[name]).is_integer():
+            kw[name] = int(kw[name])
+    return kw
+
+
+def _reference_summary(handle: str, ref, path) -> dict:
+    return {"handle": handle, "path": "" if path is None else str(path), "method": ref.method,
+            "n_regions": int(ref.n_regions), "sample_names": list(ref.sample_names),
+            "has_counts": ref.counts is not None, "sex_aware": bool(ref.sex_aware), "genome": ref.genome or "",
+            "classes": list(ref.params.classes), "ranged": ref.ranges is not None}
+
+
+def _register_reference(ref) -> str:
+    handle = f"ref{len(_references) + 1}"
+    while handle in _references:
+        handle += "_"
+    _references[handle] = ref
+    return handle
+
+
+def _reference_of(env):
+    """The reference a CNVReference names: its handle in this session, else the store at its path."""
+    from .casemode import load_reference
+
+    handle = _opt(env, "handle", str)
+    if handle and handle in _references:
+        return _references[handle]
+    path = _opt(env, "path", str)
+    if path:
+        ref = load_reference(path)
+        if handle:
+            _references[handle] = ref
+        return ref
+    raise InputError("This reference was built in another R session (or the engine was restarted) and not saved: "
+                     "build it again, or save it with saveReference(ref, path) to use it across sessions.")
+
+
+def _r_reference_names(fn):
+    """The case-mode entry points' messages in R's words (keepCounts = TRUE, mode = "frozen", sexAware, ...)."""
+    from functools import wraps
+
+    words = ((r"keep_counts=(True|False)", lambda m: f"keepCounts = {m.group(1).upper()}"),
+             (r"\bkeep_counts\b", lambda m: "keepCounts"), (r"\bsex_aware=True\b", lambda m: "sexAware = TRUE"),
+             (r"\bsex_aware\b", lambda m: "sexAware"), (r"mode='(\w+)'", lambda m: f'mode = "{m.group(1)}"'),
+             (r"\bgcnmops\.build_reference\b", lambda m: "buildReference()"),
+             (r"call_samples\(\.\.\., integer=True\)", lambda m: "gcn.mops(..., reference = ref, integer = TRUE)"),
+             (r"\bsex=", lambda m: "sex = "))
+
+    @wraps(fn)
+    def wrapper(env):
+        try:
+            return fn(env)
+        except InputError as e:
+            msg = str(e)
+            for pattern, repl in words:
+                msg = re.sub(pattern, repl, msg)
+            raise InputError(msg) from None
+    return wrapper
+
+
+@_engine_call
+@_r_reference_names
+def reference_build_from_r(env) -> dict:
+    """Engine side of the R ``buildReference()``: the cohort (``X``, viewed in place and copied when its counts
+    are kept: the reference outlives the R matrix), ``method``, ``args`` (cn.mops's names), ``keepCounts``,
+    ``sexAware``, ``sex``, ``genome``, ``backend``, ``path`` (or NULL) -> the reference registered under a handle
+    (and saved at ``path``); returns its summary."""
+    from .casemode import build_reference
+
+    data = _count_data_from_env(env)
+    keep = bool(_opt(env, "keepCounts"))
+    if keep:
+        data = CountData(np.array(data.counts, dtype=np.float64, order="F", copy=True), list(data.sample_names),
+                         data.ranges)
+    kw = _family_kwargs(element(env, "args"))
+    parallel = kw.pop("parallel", 0) or 0
+    kw.pop("verbose", None)
+    sex = element(env, "sex")
+    genome = _opt(env, "genome", str)
+    with _threads(parallel):
+        ref = build_reference(data, str(_opt(env, "method") or "cn.mops"), keep_counts=keep,
+                              sex_aware=bool(_opt(env, "sexAware")), sex=None if sex is None else as_strings(sex),
+                              genome=None if genome in (None, "", "none") else genome,
+                              backend=str(_opt(env, "backend") or "auto"), **kw)
+    path = _opt(env, "path", str)
+    if path:
+        path = ref.save(path)
+    return _reference_summary(_register_reference(ref), ref, path)
+
+
+@_engine_call
+@_r_reference_names
+def reference_save_from_r(env) -> dict:
+    """Engine side of the R ``saveReference()``: the reference (``handle``/``path``) written to ``to``."""
+    ref = _reference_of(env)
+    path = ref.save(str(_opt(env, "to")))
+    handle = _opt(env, "handle", str)
+    if not handle or _references.get(handle) is not ref:
+        handle = _register_reference(ref)
+    return _reference_summary(handle, ref, path)
+
+
+@_engine_call
+@_r_reference_names
+def reference_load_from_r(env) -> dict:
+    """Engine side of the R ``loadReference()``: the store at ``path`` read and registered; its summary."""
+    from .casemode import load_reference
+
+    path = str(_opt(env, "path"))
+    ref = load_reference(path)
+    return _reference_summary(_register_reference(ref), ref, path)
+
+
+@_engine_call
+@_r_reference_names
+def reference_call_from_r(env) -> dict:
+    """Engine side of ``gcn.mops(newSamples, reference = ref, mode = ...)``: the new samples (``X``, viewed in place)
+    called against the reference (``handle``/``path``) by :func:`gcnmops.call_samples` (``mode``, ``sex``,
+    ``integer``, ``backend``); the result into the environment as for the family (``caseMode``: how they were
+    called, a list R adds to the result's params)."""
+    from .casemode import call_samples
+
+    ref = _reference_of(env)
+    data = _count_data_from_env(env)
+    sex = element(env, "sex")
+    parallel = _opt(env, "parallel") or 0
+    with _threads(parallel):
+        result = call_samples(data, ref, mode=str(_opt(env, "mode") or "frozen"),
+                              sex=None if sex is None else as_strings(sex), integer=bool(_opt(env, "integer")),
+                              backend=str(_opt(env, "backend") or "auto"))
+    params = dict(result.params)
+    extra = {k: params.pop(k) for k in ("caseMode", "sex") if k in params}
+    result_into_env(env, result.replace(params=params))
+    return {"caseMode": extra.get("caseMode"), "sex": [s["sex"] for s in extra["sex"]] if "sex" in extra else None,
+            "timings": {k: float(v) for k, v in result.timings.items()}}
+
+
 _ENGINE_CALLS = ("run_from_r", "normalize_from_r", "integer_from_r", "run_family_from_r", "address_in_env",
-                 "engine_info", "segment_from_r", "robust_from_r", "fractional_from_r", "count_from_r")
+                 "engine_info", "segment_from_r", "robust_from_r", "fractional_from_r", "count_from_r",
+                 "reference_build_from_r", "reference_save_from_r", "reference_load_from_r", "reference_call_from_r")
 #: the traceback of the last engine failure (R: gcn.mops:::.state$last_traceback)
 last_traceback = ""
 
@@ -583,5 +751,6 @@ def engine_info(key: str) -> dict:
 
 
 __all__ = ["run_from_r", "normalize_from_r", "integer_from_r", "run_family_from_r", "address_in_env", "engine_info",
-           "segment_from_r", "robust_from_r", "fractional_from_r", "count_from_r",
+           "segment_from_r", "robust_from_r", "fractional_from_r", "count_from_r", "reference_build_from_r",
+           "reference_save_from_r", "reference_load_from_r", "reference_call_from_r",
            "attach", "bridge_env", "to_r"]

@@ -10,7 +10,18 @@ gcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
                      sizeFactor = "mean", normQu = 0.25, quSizeFactor = 0.75, upperThreshold = 0.5,
                      lowerThreshold = -0.9, minWidth = 3, segAlgorithm = "fast", minReadCount = 5,
                      useMedian = FALSE, returnPosterior = FALSE, ...,
-                     backend = getOption("gcn.mops.backend", "auto"), devices = NULL, gpu = NULL) {
+                     backend = getOption("gcn.mops.backend", "auto"), devices = NULL, gpu = NULL,
+                     reference = NULL, mode = c("frozen", "refit")) {
+  if (!is.null(reference)) {
+    # case mode: the new samples against a reference (buildReference()), with the reference's parameters
+    given <- setdiff(names(match.call())[-1L], c("", "input", "reference", "mode", "parallel", "backend",
+                                                  "devices", "gpu", "sex", "integer"))
+    if (length(given))
+      warning(sprintf("gcn.mops(reference = ...) uses the reference's parameters; ignored: %s.",
+                      paste(given, collapse = ", ")), call. = FALSE)
+    dev <- .gpu_devices(gpu, backend, devices)
+    return(.gcn_mops_reference(input, reference, mode, list(...), parallel, dev$backend))
+  }
   args <- list(I = I, classes = classes, priorImpact = priorImpact, cyc = cyc, parallel = parallel,
                norm = norm, normType = normType, sizeFactor = sizeFactor, normQu = normQu,
                quSizeFactor = quSizeFactor, upperThreshold = upperThreshold, lowerThreshold = lowerThreshold,

@@ -5,6 +5,14 @@
 .calc_integer <- function(object) {
   if (length(object@cnvr) == 0L || length(object@cnvs) == 0L)
     stop("No CNV regions in result object. Rerun cn.mops with different parameters!")
+  # new samples called against a reference: their integer copy numbers need the model of the call (frozen: the
+  # reference's parameters; refit: the combined cohort's data), which the result does not hold
+  cm <- object@params$caseMode
+  if (!is.null(cm) || !is.null(object@params$sex))
+    stop(paste0("This result was called ", if (is.null(cm)) "sex-aware" else
+                sprintf("against a stored reference (mode = \"%s\")", cm$mode),
+                ": its copy numbers need the model the call used, which the result does not hold. ",
+                "Ask for them in the call: gcn.mops(newSamples, reference = ref, integer = TRUE)."), call. = FALSE)
   env <- new.env(parent = emptyenv())
   env$object <- object
   .call_engine("integer_from_r", env, getOption("gcn.mops.integerBackend", "cpu"))
