@@ -130,12 +130,14 @@ def test_frozen_integer_copy_numbers():
     assert with_int.cnvs["CN"].isin(CLASSES).all() and (with_int.cnvs["CN"] != "CN2").all()
 
 
-def test_calc_integer_copy_numbers_refuses_a_frozen_result():
-    """A frozen result has no cohort to refit: calc_integer_copy_numbers would give wrong copy numbers silently."""
+@pytest.mark.parametrize("mode", ["frozen", "refit"])
+def test_calc_integer_copy_numbers_refuses_a_result_called_against_a_reference(mode):
+    """Such a result holds neither the fitted parameters nor the cohort: calc_integer_copy_numbers would refit the
+    new samples alone and give other copy numbers than the call's, silently."""
     _, _, _, new, ref = _cohort()
-    frozen = gcnmops.call_samples(new, ref, "frozen", backend="cpu")
-    with pytest.raises(InputError, match=r"stored reference \(frozen\).*integer=True"):
-        gcnmops.calc_integer_copy_numbers(frozen, backend="cpu")
+    called = gcnmops.call_samples(new, ref, mode, backend="cpu")
+    with pytest.raises(InputError, match=r"stored reference.*integer=True"):
+        gcnmops.calc_integer_copy_numbers(called, backend="cpu")
 
 
 def test_refit_is_cn_mops_on_the_combined_cohort():

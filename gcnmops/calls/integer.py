@@ -46,11 +46,11 @@ def calc_integer_copy_numbers(result: CNVDetectionResult, backend: str = "cpu") 
     if len(result.cnvr) == 0 or len(result.cnvs) == 0:
         raise InputError(NO_CNVR_MESSAGE)
     p = result.params
-    if p.get("caseMode", {}).get("mode") == "frozen" or "sex" in p:
-        how = "against a stored reference (frozen)" if "caseMode" in p else "sex-aware"
-        raise InputError(f"This result was called {how}: its copy numbers need the fitted parameters the call used, "
-                         "which the result does not hold. Ask for them in the call: call_samples(..., integer=True) "
-                         "(gcnmops call does, unless --no-integer).")
+    if "caseMode" in p or "sex" in p:
+        how = "against a stored reference" if "caseMode" in p else "sex-aware"
+        raise InputError(f"This result was called {how}: its copy numbers need the fitted parameters (or the whole "
+                         "cohort) the call used, which the result does not hold. Ask for them in the call: "
+                         "call_samples(..., integer=True) (gcnmops call does, unless --no-integer).")
     backend = resolve_backend(backend)
     classes = np.asarray(p["classes"], dtype=object)
     main = p["mainClass"]
