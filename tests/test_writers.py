@@ -291,3 +291,36 @@ def test_a_second_run_replaces_the_first_runs_files(results, tmp_path):
     left = {p.name for p in tmp_path.iterdir()} - {writers.MANIFEST}
     assert left == second | {"notes.txt"}  # the user's own files stay
     assert (tmp_path / writers.MANIFEST).read_text().split() == sorted(second)
+
+
+# ------------------------------------------------------------------------------- writing in steps (ResultWriter)
+@pytest.mark.parametrize("fmt", ["parquet", "tsv"])
+def test_a_staged_matrix_the_final_result_no_longer_holds_is_written_again(results, tmp_path, fmt):
+    """The model's matrices are staged while the segmentation runs; should the final result hold another array
+    (a method that changes one after the model), the file holds the final one."""
+    raw = results[1]
+    writer = writers.ResultWriter(tmp_path / "out", formats=[fmt])
+    writer.stage_model_matrices(raw)
+    changed = raw.replace(local_assessments=np.asfortranarray(raw.local_assessments + 1.0))
+    writer.finish(changed)
+    back = gcnmops.read_result(tmp_path / "out")
+    assert np.array_equal(back.local_assessments, changed.local_assessments)
+    assert np.array_equal(back.normalized_data, raw.normalized_data)  # staged and unchanged: written once
+    assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(".")
+                and p.name != writers.MANIFEST]  # no temporary file left
+
+
+def test_a_run_failing_after_the_model_leaves_nothing(tmp_path, monkeypatch):
+    """run_and_write stages the model's matrices before the segmentation: a failure there removes them and the
+    folder it made."""
+    from gcnmops.pipeline import cnmops, run
+
+    def broken(*args, **kwargs):
+        raise InputError("segmentation failed (test)")
+
+    monkeypatch.setattr(cnmops, "call_cnvs", broken)
+    out = tmp_path / "out"
+    with pytest.raises(InputError, match="segmentation failed"):
+        run.run_and_write("cn.mops", gcnmops.example.example_cohort(n_regions=600, n_samples=6, seed=1)[0], out,
+                          backend="cpu")
+    assert not out.exists()
