@@ -1,6 +1,8 @@
 # Builds gcn.mops/data/cn.mops.rda (XRanges, X, CNVRanges, exomeCounts: the example data cn.mops's
 # vignette uses, under cn.mops's names) from the golden inputs of ../shared/golden (the inputs the golden
-# cases xranges_default and exome_default were run on) and ../shared/data/xranges_true_cnvs.tsv.
+# cases xranges_default and exome_default were run on) and ../shared/data/xranges_true_cnvs.tsv, and copies
+# the golden BAMs into gcn.mops/inst/extdata (the vignette's BAM files). These are the reference data's, not
+# ours: they are not committed; scripts/setup.sh runs this where ../shared is present.
 # Run from r_package/: Rscript make_data.R [shared dir]
 suppressMessages(library(GenomicRanges))
 args <- commandArgs(TRUE)
@@ -37,3 +39,6 @@ CNVRanges <- as_granges(truth[, 1:3], as.matrix(truth[, -(1:3)]), "chrA")
 storage.mode(X) <- "integer"
 dir.create(file.path("gcn.mops", "data"), showWarnings = FALSE)
 save(XRanges, X, CNVRanges, exomeCounts, file = file.path("gcn.mops", "data", "cn.mops.rda"), compress = "xz")
+bams <- list.files(file.path(golden, "bam"), pattern = "\\.bam(\\.bai)?$", full.names = TRUE)
+dir.create(file.path("gcn.mops", "inst", "extdata"), recursive = TRUE, showWarnings = FALSE)
+invisible(file.copy(bams, file.path("gcn.mops", "inst", "extdata"), overwrite = TRUE))

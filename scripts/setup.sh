@@ -52,6 +52,11 @@ if [ ! -e "$venv_home/gcnmops" ] && mkdir -p "$venv_home" 2>/dev/null; then
     ln -s "$PWD/.venv" "$venv_home/gcnmops"
 fi
 if command -v Rscript >/dev/null && Rscript -e 'quit(status = !all(vapply(c("GenomicRanges", "reticulate"), requireNamespace, TRUE, quietly = TRUE)))' >/dev/null 2>&1; then
+    # cn.mops's example data (data(cn.mops), the vignette's BAMs) come from the reference data beside the
+    # repository, not from this repository: built into the package where ../shared is present
+    if [ -d ../shared/golden ] && [ ! -f r_package/gcn.mops/data/cn.mops.rda ]; then
+        (cd r_package && Rscript make_data.R ../../shared) >/dev/null
+    fi
     stamp=.venv/.r_installed
     if [ ! -f "$stamp" ] || [ -n "$(find r_package/gcn.mops -newer "$stamp" -type f ! -path '*/inst/gcnmops_repo' -print -quit)" ] \
         || ! Rscript -e 'quit(status = !requireNamespace("gcn.mops", quietly = TRUE))' >/dev/null 2>&1; then
