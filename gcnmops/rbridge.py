@@ -335,25 +335,8 @@ def run_family_from_r(key: str, function: str) -> dict:
             fn = getattr(gcnmops, function, None)
             if fn is None or not function.endswith("cn_mops"):
                 raise InputError(f"This gcnmops engine has no {function}(); update the Python package gcnmops.")
-            plist = element(env, "args")
-            kw = {}
-            for rname, value in zip(list(plist.names), plist):
-                if is_null(value):
-                    continue
-                if rname == "segment_args":
-                    for sname, svalue in zip(list(value.names) if len(value) else [], value):
-                        kw[_SEGMENT_ARGS.get(sname, sname)] = as_scalar(svalue)
-                elif rname in ("I",):
-                    kw["I"] = tuple(float(v) for v in r_array(value))
-                elif rname == "classes":
-                    kw["classes"] = tuple(as_strings(value))
-                elif rname in _R_ARGS:
-                    kw[_R_ARGS[rname]] = as_scalar(value)
-                elif rname == "verbose":
-                    kw["verbose"] = as_scalar(value)
+            kw = _family_kwargs(element(env, "args"))
             parallel = kw.pop("parallel", 0) or 0
-            if isinstance(kw.get("norm"), bool):
-                kw["norm"] = int(kw["norm"])
             kw["backend"] = str(as_scalar(element(env, "backend")) or "auto")
             data = _count_data_from_env(env)
             controls = element(env, "controls")
