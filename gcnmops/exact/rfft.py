@@ -30,7 +30,7 @@ import math
 import numpy as np
 from numba import njit
 
-__all__ = ["r_fft", "fft_inplace", "r_factors"]
+__all__ = ["r_fft", "fft_inplace", "fft_passes", "unscramble", "r_factors"]
 
 #: R's pi / 4 (M_PI_4)
 _PI_4 = 0.785398163397448309615660845819875721
@@ -161,88 +161,161 @@ def _radix4(re, im, span, sign):
     # the rotation by -+i inside the butterfly: forward adds bjm to akm and subtracts ajm from bkm, inverse the
     # reverse (x - y is x + (-y) in IEEE arithmetic, so the sign flip below is exact)
     rot = 1.0 if sign < 0 else -1.0
+    # runs of offsets [runs[r], runs[r + 1]) that R rotates (s != 0) or leaves unmultiplied (s == 0): branch-free
+    # inner loops (in practice offset 0 alone is unmultiplied)
+    runs = np.empty(q + 1, dtype=np.int64)
+    nruns = 0
+    for j in range(q):
+        if j == 0 or (s1[j] == 0.0) != (s1[j - 1] == 0.0):
+            runs[nruns] = j
+            nruns += 1
+    runs[nruns] = q
     for base in range(0, n, span):
-        for j in range(q):
-            i0 = base + j
-            i1 = i0 + q
-            i2 = i1 + q
-            i3 = i2 + q
-            akp = re[i0] + re[i2]
-            akm = re[i0] - re[i2]
-            ajp = re[i1] + re[i3]
-            ajm = re[i1] - re[i3]
-            re[i0] = akp + ajp
-            ajp = akp - ajp
-            bkp = im[i0] + im[i2]
-            bkm = im[i0] - im[i2]
-            bjp = im[i1] + im[i3]
-            bjm = im[i1] - im[i3]
-            im[i0] = bkp + bjp
-            bjp = bkp - bjp
-            u = rot * bjm
-            v = rot * ajm
-            akp = akm + u
-            akm = akm - u
-            bkp = bkm - v
-            bkm = bkm + v
-            if s1[j] == 0.0:
-                re[i1] = akp
-                im[i1] = bkp
-                re[i2] = ajp
-                im[i2] = bjp
-                re[i3] = akm
-                im[i3] = bkm
+        for r in range(nruns):
+            if s1[runs[r]] == 0.0:
+                _butterflies4_plain(re, im, base, q, runs[r], runs[r + 1], rot)
             else:
-                re[i1] = akp * c1[j] - bkp * s1[j]
-                im[i1] = akp * s1[j] + bkp * c1[j]
-                re[i2] = ajp * c2[j] - bjp * s2[j]
-                im[i2] = ajp * s2[j] + bjp * c2[j]
-                re[i3] = akm * c3[j] - bkm * s3[j]
-                im[i3] = akm * s3[j] + bkm * c3[j]
+                _butterflies4(re, im, base, q, runs[r], runs[r + 1], rot, c1, s1, c2, s2, c3, s3)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _butterflies4(re, im, base, q, j0, j1, rot, c1, s1, c2, s2, c3, s3):
+    """Radix-4 butterflies of offsets j0..j1-1 of the block at ``base``, rotated by (c1, s1), (c2, s2), (c3, s3)."""
+    for j in range(j0, j1):
+        i0 = base + j
+        i1 = i0 + q
+        i2 = i1 + q
+        i3 = i2 + q
+        akp = re[i0] + re[i2]
+        akm = re[i0] - re[i2]
+        ajp = re[i1] + re[i3]
+        ajm = re[i1] - re[i3]
+        bkp = im[i0] + im[i2]
+        bkm = im[i0] - im[i2]
+        bjp = im[i1] + im[i3]
+        bjm = im[i1] - im[i3]
+        re[i0] = akp + ajp
+        im[i0] = bkp + bjp
+        ajp = akp - ajp
+        bjp = bkp - bjp
+        u = rot * bjm
+        v = rot * ajm
+        akp = akm + u
+        akm = akm - u
+        bkp = bkm - v
+        bkm = bkm + v
+        re[i1] = akp * c1[j] - bkp * s1[j]
+        im[i1] = akp * s1[j] + bkp * c1[j]
+        re[i2] = ajp * c2[j] - bjp * s2[j]
+        im[i2] = ajp * s2[j] + bjp * c2[j]
+        re[i3] = akm * c3[j] - bkm * s3[j]
+        im[i3] = akm * s3[j] + bkm * c3[j]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _butterflies4_plain(re, im, base, q, j0, j1, rot):
+    """_butterflies4 where R multiplies nothing (s == 0)."""
+    for j in range(j0, j1):
+        i0 = base + j
+        i1 = i0 + q
+        i2 = i1 + q
+        i3 = i2 + q
+        akp = re[i0] + re[i2]
+        akm = re[i0] - re[i2]
+        ajp = re[i1] + re[i3]
+        ajm = re[i1] - re[i3]
+        bkp = im[i0] + im[i2]
+        bkm = im[i0] - im[i2]
+        bjp = im[i1] + im[i3]
+        bjm = im[i1] - im[i3]
+        re[i0] = akp + ajp
+        im[i0] = bkp + bjp
+        u = rot * bjm
+        v = rot * ajm
+        re[i1] = akm + u
+        im[i1] = bkm - v
+        re[i2] = akp - ajp
+        im[i2] = bkp - bjp
+        re[i3] = akm - u
+        im[i3] = bkm + v
 
 
 @njit(cache=True, nogil=True)
-def _unscramble(re, im, factors):
-    """Natural order from the passes' digit-reversed one: frequency k = d0 + f0 d1 + f0 f1 d2 + ... lies at
-    d0 n/f0 + d1 n/(f0 f1) + ...; moves values only."""
+def _reversal(factors):
+    """The digit reversal of the factors' mixed radix: src[k] = d0 n/f0 + d1 n/(f0 f1) + ... for k = d0 + f0 d1 +
+    f0 f1 d2 + ... (n: the factors' product), built from the last factor to the first."""
+    n = 1
+    for f in factors:
+        n *= f
+    src = np.zeros(n, dtype=np.int64)
+    tmp = np.empty(n, dtype=np.int64)
+    size = 1
+    for i in range(factors.shape[0] - 1, -1, -1):
+        f = factors[i]
+        for k in range(size):
+            for d in range(f):
+                tmp[d + f * k] = d * size + src[k]
+        size *= f
+        src, tmp = tmp, src
+    return src
+
+
+@njit(cache=True, nogil=True)
+def unscramble(re: np.ndarray, im: np.ndarray) -> None:
+    """Natural order, in place, from the passes' digit-reversed one (moves values only): frequency k = d0 + f0 d1
+    + ... lies at d0 n/f0 + d1 n/(f0 f1) + ... . R's factor lists are palindromes, so with A the product of
+    the first t factors (= of the last t), k = a + A (c + M b) lies at (n/A) rev_a(a) + A rev_c(c) + rev_b(b)
+    (each the reversal over its own factors): A x A blocks, read and written a cache line at a time."""
     n = re.shape[0]
-    src = np.empty(n, dtype=np.int64)
-    for k in range(n):
-        rest = k
-        span = n
-        p = 0
-        for f in factors:
-            span //= f
-            p += (rest % f) * span
-            rest //= f
-        src[k] = p
-    out_re = re[src]
-    out_im = im[src]
+    factors = r_factors(n)
+    m = factors.shape[0]
+    t = min(2, m // 2)
+    rev_a = _reversal(factors[:t])
+    rev_c = _reversal(factors[t:m - t])
+    rev_b = _reversal(factors[m - t:])
+    A = rev_a.shape[0]
+    M = rev_c.shape[0]
+    stride = n // A
+    out_re = np.empty(n)
+    out_im = np.empty(n)
+    for c in range(M):
+        src0 = A * c
+        dst0 = A * rev_c[c]
+        for b in range(A):
+            src = src0 + A * M * b
+            dst = dst0 + rev_b[b]
+            for a in range(A):
+                out_re[dst + stride * rev_a[a]] = re[src + a]
+                out_im[dst + stride * rev_a[a]] = im[src + a]
     re[:] = out_re
     im[:] = out_im
+
+
+@njit(cache=True, nogil=True)
+def fft_passes(re: np.ndarray, im: np.ndarray, inverse: bool) -> None:
+    """R's fft passes (all the arithmetic) on ``re``/``im`` in place, leaving the transform in digit-reversed
+    order (``unscramble`` puts it in natural order). float64 (n,), n a power of two or 1."""
+    n = re.shape[0]
+    if im.shape[0] != n:
+        raise ValueError("real and imaginary parts differ in length")
+    if n < 1 or (n & (n - 1)) != 0:
+        raise ValueError("fft: only lengths that are powers of two are reproduced")
+    sign = 1.0 if inverse else -1.0
+    span = n
+    for f in r_factors(n):
+        if f == 4:
+            _radix4(re, im, span, sign)
+        else:
+            _radix2(re, im, span, sign)
+        span //= f
 
 
 @njit(cache=True, nogil=True)
 def fft_inplace(re: np.ndarray, im: np.ndarray, inverse: bool) -> None:
     """R's ``fft(complex(real = re, imaginary = im), inverse)`` into ``re``/``im`` (float64 (n,), n a power of
     two or 1; the inverse unnormalized)."""
-    n = re.shape[0]
-    if im.shape[0] != n:
-        raise ValueError("real and imaginary parts differ in length")
-    if n < 1 or (n & (n - 1)) != 0:
-        raise ValueError("fft: only lengths that are powers of two are reproduced")
-    if n == 1:
-        return
-    sign = 1.0 if inverse else -1.0
-    factors = r_factors(n)
-    span = n
-    for f in factors:
-        if f == 4:
-            _radix4(re, im, span, sign)
-        else:
-            _radix2(re, im, span, sign)
-        span //= f
-    _unscramble(re, im, factors)
+    fft_passes(re, im, inverse)
+    unscramble(re, im)
 
 
 def r_fft(z, inverse: bool = False) -> np.ndarray:
