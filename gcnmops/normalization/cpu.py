@@ -94,14 +94,17 @@ def _group_median(out, cols, silent_state) -> float:
 
 
 def normalize_chromosomes(X, chr=None, norm_type: str = "poisson", size_factor: str = "mean", qu: float = 0.25,
-                          qu_size_factor: float = 0.75, ploidy=None) -> np.ndarray:
+                          qu_size_factor: float = 0.75, ploidy=None, colsums=None) -> np.ndarray:
     """cn.mops ``normalizeChromosomes``: scale each sample's read counts to a common coverage.
 
     ``X``: read counts, (m regions, N samples), any numeric dtype. ``chr``: chromosome name per row
     (m,), default all "undef"; rows of one chromosome need not be contiguous. ``norm_type``: mean,
     median, poisson, mode or quant; ``size_factor``: mean, median, quant or mode; ``qu``: quantile of
     the size factors for ``norm_type="quant"``; ``qu_size_factor``: per-sample quantile for
-    ``size_factor="quant"``. ``ploidy``: whole number per sample (default 2). Returns a new float64
+    ``size_factor="quant"``. ``ploidy``: whole number per sample (default 2). ``colsums``: (N,) the
+    samples' total counts over the whole genome when ``X`` holds only some of its chromosomes (the streamed
+    pipeline: the zero-column check and the size factors' fall-back are genome-wide); default ``X``'s own
+    column sums. Returns a new float64
     (m, N) matrix in column-major order. cn.mops's warnings are RuntimeWarnings; bad input raises
     InputError.
     """
@@ -110,7 +113,7 @@ def normalize_chromosomes(X, chr=None, norm_type: str = "poisson", size_factor: 
     m, n = out.shape
     blocks = chromosome_rows(chr, m)
     ploidy_v = check_ploidy(ploidy, n)
-    colsums = out.sum(axis=0)
+    colsums = out.sum(axis=0) if colsums is None else np.asarray(colsums, dtype=np.float64)
     check_columns_have_reads(colsums != 0)
     groups = [2.0] + [p for p in pd.unique(ploidy_v) if p != 2.0]
     if len(groups) == 1:

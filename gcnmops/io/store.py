@@ -1,0 +1,521 @@
+"""Chunked count matrices on disk, read a chromosome at a time, and the Zarr store of a streamed result.
+
+Count stores (:func:`open_count_store`):
+
+- a Zarr group as ``gcnmops convert`` / ``gcnmops.distributed.save_counts`` write it: array ``counts``
+  (regions x samples, chunked by rows and samples; an integer dtype when every count is a whole number,
+  else float64), attributes ``sample_names`` and ``col_sums`` (each sample's total count, exact), the
+  regions in ``ranges.parquet`` (seqnames, start, end; absent for a bare matrix);
+- a Parquet table (seqnames/start/end + one column per sample), read by row groups.
+
+Rows of a chromosome must be contiguous and in increasing start order (``gcnmops convert`` sorts a table
+as ``gcnmops.read_counts`` does). Counts stay in their stored dtype until a chromosome is taken
+(:meth:`CountStore.chromosome`: validated, float64, column-major).
+
+The result store (:class:`ResultStore`): the per-region matrices of a streamed run, written a chromosome at
+a time into a Zarr group under a temporary name in the output folder and renamed to ``matrices.zarr`` with
+the other result files (:meth:`ResultStore.publish`). :class:`StoredResult` reads one back.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..data import (CountData, check_names, chromosome_blocks, make_count_data, rows_grouped, unsorted_rows,
+                    validate_counts, validate_ranges)
+from ..errors import InputError
+from ..result import CNVDetectionResult, ResultCounts
+
+#: the Zarr array of the counts in a count store, and the file of its regions beside it
+COUNTS = "counts"
+RANGES_FILE = "ranges.parquet"
+#: the result store's folder in an output folder (params.json's ``matrixStore`` names it)
+MATRIX_STORE = "matrices.zarr"
+#: the per-region matrices a streamed run may keep (file stems of io.writers.MATRICES, and the posteriors);
+#: ``integer_copy_number`` (the model's copy-number class per region, int8 indices) is always kept
+STREAM_MATRICES = ("normalized_data", "local_assessments", "individual_call", "integer_copy_number", "ini_call",
+                   "params_L", "params_A", "posterior_probs")
+ALWAYS_KEPT = ("integer_copy_number",)
+#: bytes of one stored chunk of a count store or a result store (about)
+CHUNK_BYTES = 16 << 20
+_INT32_MAX = np.iinfo(np.int32).max
+
+
+def zarr_module():
+    try:
+        import zarr
+    except ImportError:  # pragma: no cover - the dask extra installs it
+        raise InputError("Chunked stores need zarr: pip install 'gcnmops[dask]' (or pip install zarr).") from None
+    return zarr
+
+
+def create_array(path: str, shape: tuple, chunks: tuple, dtype, compress: bool = True):
+    """A new Zarr array at ``path`` (replacing any); ``compress=False`` stores raw chunks (real-valued
+    matrices hardly compress, and raw chunks are read and written several times faster)."""
+    zarr = zarr_module()
+    if int(zarr.__version__.split(".")[0]) >= 3:  # zarr 3's spelling
+        return zarr.create_array(store=path, shape=shape, chunks=chunks, dtype=dtype, overwrite=True,
+                                 compressors="auto" if compress else None)
+    if compress:
+        return zarr.open_array(path, mode="w", shape=shape, chunks=chunks, dtype=dtype)
+    return zarr.open_array(path, mode="w", shape=shape, chunks=chunks, dtype=dtype, compressor=None)
+
+
+def is_zarr_path(p: Path) -> bool:
+    """A Zarr store's folder (by name or by its metadata files)."""
+    return p.suffix == ".zarr" or (p.is_dir() and any((p / f).exists() for f in (".zarray", ".zgroup", "zarr.json")))
+
+
+def store_chunks(m: int, n: int, itemsize: int) -> tuple[int, int]:
+    """(rows, samples) of a chunk of about CHUNK_BYTES: at most 256 samples (a column pass reads only its
+    samples' chunks), whole rows otherwise."""
+    k = max(1, min(n, 256))
+    rows = max(1024, CHUNK_BYTES // (itemsize * k))
+    return min(m, rows), k
+
+
+def integral_dtype(max_count: float, whole: bool) -> np.dtype:
+    """The dtype counts are stored in: int32 (whole numbers up to 2^31 - 1), int64 (larger whole numbers),
+    else float64."""
+    if not whole:
+        return np.dtype(np.float64)
+    return np.dtype(np.int32) if max_count <= _INT32_MAX else np.dtype(np.int64)
+
+
+def counts_kind(values: np.ndarray) -> tuple[bool, float]:
+    """(every count a whole number, the largest count) of validated counts."""
+    if values.size == 0:
+        return True, 0.0
+    if values.dtype.kind in "iub":
+        return True, float(values.max())
+    return bool(np.all(values == np.floor(values))), float(values.max())
+
+
+# ------------------------------------------------------------------------------------------------ reading
+@dataclass
+class CountStore:
+    """A count matrix on disk (see the module docstring): ``m`` regions x ``n`` samples of ``dtype``.
+
+    ``ranges``: seqnames/start/end (None for a bare matrix: the regions are rows of "undef"); ``blocks``:
+    (chromosome, first row, end row) in row order; ``col_sums``: each sample's total count (float64, exact)
+    when the store holds them."""
+
+    path: Path
+    kind: str
+    sample_names: list[str]
+    ranges: pd.DataFrame | None
+    dtype: np.dtype
+    shape: tuple[int, int]
+    col_sums: np.ndarray | None = None
+    _columns: list | None = None  # Parquet: the sample columns' names in the file
+
+    @property
+    def blocks(self) -> list[tuple[str, int, int]]:
+        if self.ranges is None:
+            return [("undef", 0, self.shape[0])]
+        return self.__dict__.setdefault("_blocks", chromosome_blocks(self.ranges["seqnames"]))
+
+    def genomic_ranges(self) -> pd.DataFrame:
+        """The ``gr`` table of every region (as CountData.genomic_ranges)."""
+        return CountData(np.empty((self.shape[0], 0)), [], self.ranges).genomic_ranges()
+
+    def rows(self, a: int, b: int) -> np.ndarray:
+        """Counts of rows a:b, (b - a, n), in the stored dtype."""
+        if self.kind == "zarr":
+            return np.asarray(zarr_module().open_array(str(self.path / COUNTS), mode="r")[a:b])
+        import pyarrow.parquet as pq
+
+        f = pq.ParquetFile(self.path)
+        meta = f.metadata
+        groups, first, at = [], None, 0
+        for g in range(meta.num_row_groups):
+            n = meta.row_group(g).num_rows
+            if at < b and at + n > a:
+                groups.append(g)
+                first = at if first is None else first
+            at += n
+        table = f.read_row_groups(groups, columns=self._columns)
+        frame = table.slice(a - first, b - a).to_pandas()
+        return frame.to_numpy()
+
+    def columns(self, c0: int, c1: int) -> np.ndarray:
+        """Counts of samples c0:c1 over every region, (m, c1 - c0), in the stored dtype."""
+        if self.kind == "zarr":
+            return np.asarray(zarr_module().open_array(str(self.path / COUNTS), mode="r")[:, c0:c1])
+        import pyarrow.parquet as pq
+
+        return pq.read_table(self.path, columns=self._columns[c0:c1]).to_pandas().to_numpy()
+
+    def chromosome(self, name: str, a: int, b: int, values: np.ndarray | None = None) -> CountData:
+        """Rows a:b (one chromosome) as a CountData: counts validated (cn.mops's checks), float64, column-major.
+        ``values``: those rows already read (``rows(a, b)``)."""
+        values = self.rows(a, b) if values is None else values
+        ranges = None if self.ranges is None else self.ranges.iloc[a:b].reset_index(drop=True)
+        where = f"read count matrix (chromosome {name}, rows {a + 1}-{b})"
+        counts = validate_counts(values, where, sample_names=self.sample_names, ranges=ranges)
+        return CountData(counts, list(self.sample_names), ranges)
+
+    def exact_col_sums(self, group_bytes: int) -> np.ndarray:
+        """Each sample's total count as ``normalize_chromosomes`` sums the in-memory matrix (float64 column sums):
+        the stored ones, else summed here (whole numbers exactly, row chunk by row chunk; other values column
+        group by column group, in numpy's order over whole columns)."""
+        if self.col_sums is not None:
+            return self.col_sums
+        m, n = self.shape
+        if self.dtype.kind in "iub":
+            sums = np.zeros(n, dtype=np.int64)
+            step = max(1, group_bytes // max(1, n * self.dtype.itemsize))
+            for a in range(0, m, step):
+                sums += self.rows(a, min(m, a + step)).sum(axis=0, dtype=np.int64)
+            return sums.astype(np.float64)
+        out = np.empty(n)
+        for c0, c1 in self.column_groups(group_bytes):
+            out[c0:c1] = np.asfortranarray(self.columns(c0, c1), dtype=np.float64).sum(axis=0)
+        return out
+
+    def column_groups(self, group_bytes: int) -> list[tuple[int, int]]:
+        """Sample groups whose float64 columns take about ``group_bytes`` (one sample at least)."""
+        m, n = self.shape
+        k = max(1, min(n, group_bytes // max(1, 8 * m)))
+        return [(c, min(n, c + k)) for c in range(0, n, k)]
+
+
+def open_count_store(path, *, min_samples: int = 2) -> CountStore:
+    """The count store at ``path`` (a Zarr group or a Parquet file, see the module docstring), its names and
+    regions checked (cn.mops's messages); InputError naming what to fix."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"Count store not found: {p}")
+    if is_zarr_path(p):
+        store = _open_zarr(p)
+    elif p.suffix.lower() == ".parquet" and p.is_file():
+        store = _open_parquet(p)
+    else:
+        raise InputError(f"{p} is not a chunked count store (a Zarr folder or a .parquet file): convert it first, "
+                         f"gcnmops convert {p} -o counts.zarr")
+    m, n = store.shape
+    if m == 0:
+        raise InputError(f"The count store {p} has no regions (rows).")
+    stub = make_count_data(np.zeros((1, n)), store.sample_names, None, min_samples=min_samples)
+    store.sample_names = list(stub.sample_names)
+    if store.ranges is not None:
+        store.ranges = checked_ranges(store.ranges, m, str(p))
+    return store
+
+
+def checked_ranges(ranges: pd.DataFrame, m: int, where: str) -> pd.DataFrame:
+    """``ranges`` validated, their chromosomes contiguous and each in increasing start order (a store is read a
+    chromosome at a time; ``gcnmops convert`` sorts a table)."""
+    ranges = validate_ranges(pd.DataFrame(ranges), m)
+    blocks = chromosome_blocks(ranges["seqnames"])
+    check_names([name for name, _, _ in blocks], kind="Chromosome name")
+    if not rows_grouped(blocks):
+        raise InputError(f"The rows of each chromosome must be contiguous in {where}: convert the table with "
+                         "gcnmops convert (it sorts the rows as gcnmops.read_counts does).")
+    drops = unsorted_rows(ranges, blocks)
+    if drops.size:
+        i = int(drops[0])
+        raise InputError(f"The regions of {where} are not in increasing start order within their chromosome (row "
+                         f"{i + 1}, {ranges['seqnames'][i]}:{ranges['start'][i]}, starts before the row above): "
+                         "convert the table with gcnmops convert (it sorts the rows).")
+    return ranges
+
+
+def _open_zarr(p: Path) -> CountStore:
+    zarr = zarr_module()
+    node = zarr.open(str(p), mode="r")
+    if hasattr(node, "shape"):
+        raise InputError(f"{p} is a bare Zarr array: a count store is a group with an array 'counts' (write one "
+                         "with gcnmops convert or gcnmops.distributed.save_counts).")
+    if COUNTS not in node:
+        raise InputError(f"The Zarr group {p} has no array 'counts' (write one with gcnmops convert or "
+                         "gcnmops.distributed.save_counts).")
+    arr = node[COUNTS]
+    if arr.ndim != 2:
+        raise InputError(f"The counts of {p} must be two-dimensional (regions x samples), got shape {arr.shape}.")
+    if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
+        raise InputError(f"The counts of {p} are not numbers (dtype {arr.dtype}).")
+    sums = node.attrs.get("col_sums")
+    ranges = pd.read_parquet(p / RANGES_FILE) if (p / RANGES_FILE).exists() else None
+    return CountStore(p, "zarr", node.attrs.get("sample_names"), ranges, np.dtype(arr.dtype),
+                      tuple(int(s) for s in arr.shape), None if sums is None else np.asarray(sums, dtype=np.float64))
+
+
+def _open_parquet(p: Path) -> CountStore:
+    import pyarrow.parquet as pq
+
+    from .columns import END_ALIASES, SEQNAMES_ALIASES, START_ALIASES, count_data_from_frame
+
+    try:
+        f = pq.ParquetFile(p)
+    except Exception as e:  # pyarrow raises ArrowInvalid / OSError on a corrupt file
+        raise InputError(f"Cannot read {p} as Parquet: {e}") from None
+    names = [c for c in f.schema_arrow.names if not c.startswith("__index_level_")]
+    lower = {c.lower(): c for c in names}
+    coords = [next((lower[a] for a in aliases if a in lower), None)
+              for aliases in (SEQNAMES_ALIASES, START_ALIASES, END_ALIASES)]
+    head = next(f.iter_batches(batch_size=min(1000, max(1, f.metadata.num_rows)), columns=names)).to_pandas()
+    probe = count_data_from_frame(head, min_samples=1, source=str(p))  # the column rules of read_counts
+    samples = list(probe.sample_names)
+    if any(s not in names for s in samples):
+        raise InputError(f"{p}: the sample columns could not be named from the file's header; convert it with "
+                         "gcnmops convert.")
+    ranges = None
+    if all(c is not None for c in coords):
+        table = pq.read_table(p, columns=coords).to_pandas()
+        ranges = table.set_axis(["seqnames", "start", "end"], axis=1)
+    dtypes = {np.dtype(f.schema_arrow.field(s).type.to_pandas_dtype()) for s in samples}
+    dtype = np.result_type(*dtypes) if dtypes else np.dtype(np.float64)
+    return CountStore(p, "parquet", samples, ranges, dtype, (int(f.metadata.num_rows), len(samples)), None,
+                      _columns=samples)
+
+
+# ------------------------------------------------------------------------------------------------ writing
+class CountStoreWriter:
+    """A count store written in parts of rows (``append``), under a temporary name beside ``path`` and renamed
+    by ``close`` (an interrupted conversion leaves nothing). The counts' dtype is that of the first part
+    (``integral_dtype``), widened (int64, float64) should a later part need it."""
+
+    def __init__(self, path, n: int, sample_names: list[str], m_hint: int | None = None):
+        self.path = Path(path)
+        if self.path.exists() and not is_zarr_path(self.path):
+            raise InputError(f"{self.path} exists and is not a Zarr store: choose another name (-o).")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent))
+        self.n, self.names, self.m_hint = n, list(sample_names), m_hint
+        self.m = 0
+        self.array = None
+        self.ranges: list[pd.DataFrame] = []
+        self.sums = np.zeros(n, dtype=np.int64)  # exact while the counts are whole numbers
+
+    def append(self, counts: np.ndarray, ranges: pd.DataFrame | None) -> None:
+        """Rows of validated counts (k, n) and their regions (None for a bare matrix)."""
+        whole, top = counts_kind(counts)
+        dtype = integral_dtype(top, whole)
+        if self.array is None:
+            rows, k = store_chunks(self.m_hint or max(1, counts.shape[0]), self.n, dtype.itemsize)
+            self.array = create_array(str(self.tmp / COUNTS), (0, self.n), (rows, k), dtype)
+        elif np.result_type(self.array.dtype, dtype) != self.array.dtype:
+            self._widen(np.result_type(self.array.dtype, dtype))
+        k = counts.shape[0]
+        self.array.append(np.asarray(counts, dtype=self.array.dtype), axis=0)
+        if self.array.dtype.kind in "iu":
+            self.sums += counts.sum(axis=0, dtype=np.int64) if counts.dtype.kind in "iub" else \
+                counts.astype(np.int64).sum(axis=0)
+        self.m += k
+        if ranges is not None:
+            self.ranges.append(ranges[["seqnames", "start", "end"]].reset_index(drop=True))
+
+    def _widen(self, dtype) -> None:
+        """The counts written so far rewritten as ``dtype`` (a later part holds larger or non-whole counts)."""
+        old = self.array
+        path = str(self.tmp / (COUNTS + ".wide"))
+        new = create_array(path, (0, self.n), old.chunks, dtype)
+        for a in range(0, old.shape[0], old.chunks[0]):
+            new.append(np.asarray(old[a:a + old.chunks[0]], dtype=dtype), axis=0)
+        shutil.rmtree(self.tmp / COUNTS)
+        os.replace(path, self.tmp / COUNTS)
+        self.array = zarr_module().open_array(str(self.tmp / COUNTS), mode="r+")
+
+    def close(self) -> Path:
+        """Write the names, sums and regions; rename the store to ``path`` (replacing a store there)."""
+        if self.array is None:
+            raise InputError("No counts to write (the input has no rows).")
+        group = zarr_module().open_group(str(self.tmp), mode="a")
+        group.attrs["sample_names"] = self.names
+        if self.array.dtype.kind in "iu":  # sums of other values: over whole columns when read (exact_col_sums)
+            group.attrs["col_sums"] = [int(v) for v in self.sums]
+        if self.ranges:
+            pd.concat(self.ranges, ignore_index=True).to_parquet(self.tmp / RANGES_FILE, index=False)
+        old = None
+        if self.path.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.", suffix=".old.tmp", dir=self.path.parent))
+            os.rmdir(old)
+            os.replace(self.path, old)
+        os.replace(self.tmp, self.path)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+        return self.path
+
+    def abort(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def write_count_store(parts, path, sample_names: list[str], m_hint: int | None = None) -> Path:
+    """A count store at ``path`` from ``parts``, an iterable of CountData (the rows in order; each validated);
+    the regions must come grouped by chromosome and sorted (``checked_ranges``). All or nothing."""
+    writer = None
+    try:
+        for part in parts:
+            if writer is None:
+                writer = CountStoreWriter(path, part.n_samples, sample_names, m_hint)
+            writer.append(part.counts, part.ranges)
+        if writer is None:
+            raise InputError("No counts to write (the input has no rows).")
+        if writer.ranges:
+            checked_ranges(pd.concat(writer.ranges, ignore_index=True), writer.m, "the converted table")
+        return writer.close()
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        raise
+
+
+def save_count_data(data: CountData, path, rows_per_chunk: int | None = None,
+                    samples_per_chunk: int | None = None) -> Path:
+    """A CountData as a count store at ``path`` (integer dtype when its counts are whole numbers)."""
+    whole, top = counts_kind(data.counts)
+    dtype = integral_dtype(top, whole)
+    m, n = data.counts.shape
+    rows, k = store_chunks(m, n, dtype.itemsize)
+    writer = CountStoreWriter(path, n, list(data.sample_names), m)
+    try:
+        writer.array = create_array(str(writer.tmp / COUNTS), (m, n),
+                                    (min(m, rows_per_chunk or rows), min(n, samples_per_chunk or k)), dtype)
+        step = writer.array.chunks[0]
+        for a in range(0, m, step):
+            block = data.counts[a:a + step]
+            writer.array[a:a + step] = block.astype(dtype) if dtype.kind in "iu" else block
+            if dtype.kind in "iu":
+                writer.sums += block.astype(np.int64).sum(axis=0)
+        writer.m = m
+        if data.ranges is not None:
+            writer.ranges = [data.ranges[["seqnames", "start", "end"]].reset_index(drop=True)]
+        return writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+
+
+# ------------------------------------------------------------------------------------------------ results
+_TEMP_STORE = re.compile(r"^\." + re.escape(MATRIX_STORE) + r"\..+\.tmp$")
+
+
+class ResultStore:
+    """The matrices of a streamed result: a Zarr group written under a temporary name in ``outdir``.
+
+    ``shapes``: name -> (shape, dtype) of each kept matrix (STREAM_MATRICES' names); rows are chunked by
+    about CHUNK_BYTES and samples by at most 256. ``write(name, a, b, value)`` stores rows a:b."""
+
+    def __init__(self, outdir: Path, shapes: dict, attrs: dict, gr: pd.DataFrame):
+        self.outdir = Path(outdir)
+        for entry in self.outdir.iterdir():  # of a streamed run killed outright
+            if _TEMP_STORE.match(entry.name) and entry.is_dir():
+                shutil.rmtree(entry, ignore_errors=True)
+        self.tmp = Path(tempfile.mkdtemp(prefix=f".{MATRIX_STORE}.", suffix=".tmp", dir=self.outdir))
+        self.old: Path | None = None
+        zarr = zarr_module()
+        group = zarr.open_group(str(self.tmp), mode="w")
+        self.arrays = {}
+        for name, (shape, dtype) in shapes.items():
+            dtype = np.dtype(dtype)
+            width = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+            rows = min(shape[0], max(1024, CHUNK_BYTES // (dtype.itemsize * min(width, 256))))
+            chunks = (rows,) + tuple(min(s, 256) for s in shape[1:])
+            compress = name in ("individual_call", "integer_copy_number")  # runs of equal values
+            self.arrays[name] = create_array(str(self.tmp / name), shape, chunks, dtype, compress=compress)
+        group.attrs.update(attrs)
+        gr.to_parquet(self.tmp / RANGES_FILE, index=False)
+
+    def write(self, name: str, a: int, b: int, value: np.ndarray) -> None:
+        self.arrays[name][a:b] = value
+
+    def publish(self) -> None:
+        """Rename the store to ``matrices.zarr`` (an earlier one is moved aside; ``drop_old`` removes it)."""
+        final = self.outdir / MATRIX_STORE
+        if final.exists():
+            self.old = Path(tempfile.mkdtemp(prefix=f".{MATRIX_STORE}.", suffix=".old.tmp", dir=self.outdir))
+            os.rmdir(self.old)
+            os.replace(final, self.old)
+        os.replace(self.tmp, final)
+
+    def unpublish(self) -> None:
+        """Undo ``publish`` (the other result files could not be renamed)."""
+        final = self.outdir / MATRIX_STORE
+        if final.exists() and not self.tmp.exists():
+            os.replace(final, self.tmp)
+        if self.old is not None and self.old.exists():
+            os.replace(self.old, final)
+            self.old = None
+
+    def drop_old(self) -> None:
+        if self.old is not None:
+            shutil.rmtree(self.old, ignore_errors=True)
+
+    def abort(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+@dataclass
+class StoredResult(ResultCounts):
+    """A streamed result: the call tables in memory, the per-region matrices as Zarr arrays of ``store`` read
+    on demand (``matrix(name)``; names of STREAM_MATRICES, those kept). ``compute()`` loads everything into a
+    :class:`gcnmops.CNVDetectionResult` (every matrix must have been kept)."""
+
+    gr: pd.DataFrame
+    params: dict
+    segmentation: pd.DataFrame
+    cnvs: pd.DataFrame
+    cnvr: pd.DataFrame
+    sample_names: list[str]
+    store: str
+    kept: list[str]
+    ranged: bool = True
+    timings: dict = field(default_factory=dict)
+    gpu_stats: dict = field(default_factory=dict)
+
+    def matrix(self, name: str):
+        """The Zarr array of a kept matrix (slice it to read rows: ``matrix("local_assessments")[a:b]``)."""
+        if name not in self.kept:
+            raise InputError(f"The matrix {name!r} was not kept by this streamed run (kept: {', '.join(self.kept)}); "
+                             "run again with it in --keep (keep= in Python).")
+        return zarr_module().open_array(os.path.join(self.store, name), mode="r")
+
+    @property
+    def local_assessments(self):
+        return self.matrix("local_assessments") if "local_assessments" in self.kept else \
+            self.matrix("integer_copy_number")  # summary() reads only its shape
+
+    def compute(self) -> CNVDetectionResult:
+        """The whole result in this process (numpy arrays, column-major): for results that fit in memory."""
+        needed = [n for n in STREAM_MATRICES if n != "posterior_probs"]
+        missing = [n for n in needed if n not in self.kept]
+        if missing:
+            raise InputError(f"compute() needs every matrix; this streamed run did not keep {', '.join(missing)}. "
+                             "Read the kept ones with matrix(name), or run again with --keep all.")
+        values = {n: np.asfortranarray(self.matrix(n)[...]) for n in self.kept}
+        params = dict(self.params, L=values.pop("params_L"), A=values.pop("params_A"))
+        return CNVDetectionResult(
+            gr=self.gr, normalized_data=values["normalized_data"], local_assessments=values["local_assessments"],
+            individual_call=values["individual_call"], ini_call=values["ini_call"],
+            cn_index=values["integer_copy_number"], posterior_probs=values.get("posterior_probs"), params=params,
+            segmentation=self.segmentation, cnvs=self.cnvs, cnvr=self.cnvr, sample_names=list(self.sample_names),
+            ranged=self.ranged, timings=dict(self.timings), gpu_stats=dict(self.gpu_stats))
+
+
+def open_stored_result(folder: Path, params: dict, tables: dict, sample_names: list[str]) -> StoredResult:
+    """The StoredResult of an output folder whose params.json names a matrix store (io.results.read_result)."""
+    store = Path(folder) / params.get("matrixStore", MATRIX_STORE)
+    if not store.is_dir():
+        raise InputError(f"{store} is missing: the streamed result's matrices were not written (or moved away).")
+    group = zarr_module().open_group(str(store), mode="r")
+    kept = [str(k) for k in group.attrs.get("kept", [])]
+    gr = pd.read_parquet(store / RANGES_FILE)
+    gr["seqnames"] = gr["seqnames"].astype(object)
+    params = dict(params)
+    params["cov"] = np.array([params["cov"][s] for s in sample_names], dtype=np.float64)
+    return StoredResult(gr=gr, params=params, sample_names=sample_names, store=str(store), kept=kept,
+                        ranged=bool(group.attrs.get("ranged", True)), **tables)
+
+
+__all__ = ["CountStore", "open_count_store", "checked_ranges", "CountStoreWriter", "write_count_store",
+           "save_count_data", "ResultStore", "StoredResult", "open_stored_result", "create_array", "is_zarr_path",
+           "store_chunks", "integral_dtype", "counts_kind", "zarr_module", "COUNTS", "RANGES_FILE", "MATRIX_STORE",
+           "STREAM_MATRICES", "ALWAYS_KEPT"]

@@ -1,0 +1,428 @@
+"""cn.mops on a count matrix larger than memory: a chunked store on disk, streamed chromosome by chromosome.
+
+``run_streaming(store, outdir)`` gives the result :func:`gcnmops.cn_mops` (and ``run_and_write``) gives on
+the whole matrix, bit for bit, holding one chromosome's counts and results at a time (plus the call tables and
+the regions). cn.mops normalizes per chromosome, fits every region on its own and segments each sample per
+chromosome; what crosses chromosomes is taken from the whole store first:
+
+- each sample's total count (the zero-column check and the size factors' fall-back of
+  ``normalize_chromosomes``): stored by ``gcnmops convert`` / ``save_counts``, else one pass over the store;
+- ``norm=2``: the per-sample coverages (``sample_coverage``), one pass over the store by groups of whole
+  sample columns (each group as large as the largest chromosome);
+- whether cn.mops segments at all (six regions or more in the whole matrix), and its "No CNVs" message.
+
+Per chromosome the counts (stored dtype, often int32) are read, validated and converted to float64, then
+normalized (``normalization.cpu.normalize_chromosomes`` with the genome's column sums; on the GPU backend
+``normalization.gpu.normalize_chromosomes_gpu`` where its answer cannot depend on them), fitted
+(``model.fit``), segmented and called (``calls.cnvs.calls_from_segments``; the GPU segmentation on the GPU
+backend), labelled with integer copy numbers (``calls.integer.calc_integer_copy_numbers``: every CNV lies
+in one chromosome) and its matrices written into the result store (io.store.ResultStore). The call tables
+are written at the end as by ``gcnmops run`` (``io.writers.ResultWriter``; BED/VCF qualities read sINI only
+around the CNV regions, kept in a sparse temporary file). All or nothing, as the other writers.
+
+Out of scope: a single chromosome larger than memory (its counts and results are held at once); the
+methods without a cohort EM (referencecn.mops, singlecn.mops) and the DNAcopy segmentation (its random
+jitter runs across chromosomes).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..calls.cnvs import MIN_REGIONS_TO_SEGMENT, NO_CNV_MESSAGE, calls_from_segments
+from ..calls.integer import calc_integer_copy_numbers, overlapping_rows, threshold_fallback
+from ..cuda.probe import resolve_backend
+from ..errors import InputError
+from ..io.callfiles import VcfOptions
+from ..io.store import (ALWAYS_KEPT, MATRIX_STORE, STREAM_MATRICES, CountStore, ResultStore, StoredResult,
+                        open_count_store)
+from ..io.writers import ResultWriter, check_formats
+from ..model import fit
+from ..model.spec import ModelSpec
+from ..normalization.factors import coverage_ratios
+from ..normalization.kernels import column_coverages
+from ..normalization.cpu import normalize_chromosomes
+from ..params import CnMopsParams, Method, method_spec
+from ..progress import tick
+from ..result import CNVDetectionResult, empty_cnvr, empty_segments
+from ..data import validate_counts
+from .cnmops import check_segment_args, warn_few_regions
+from .family import method_cnvr
+from .methods import build_params
+
+log = logging.getLogger("gcnmops")
+
+#: formats a streamed run writes besides matrices.zarr (the matrix formats hold every matrix in one file)
+STREAM_FORMATS = ("bed", "vcf", "seg")
+#: the stages of a streamed run's timings, in order
+STAGES = ("prepare", "read", "normalize", "model", "segment_call", "integer", "write", "finish")
+#: what a chromosome reports to ``on_chromosome``
+@dataclass(frozen=True)
+class ChromosomeDone:
+    """One chromosome streamed: its name, its index (from 0) of ``total``, its regions, the regions done so
+    far of ``regions`` in all, and its seconds."""
+
+    name: str
+    index: int
+    total: int
+    rows: int
+    rows_done: int
+    regions: int
+    seconds: float
+
+
+def kept_matrices(keep, return_posterior: bool = False) -> list[str]:
+    """The matrices a streamed run keeps: ``keep`` None/"all" (every one), "none" (only those always kept), or
+    names of STREAM_MATRICES (comma-separated text or a list); ``integer_copy_number`` always."""
+    names = [n for n in STREAM_MATRICES if n != "posterior_probs" or return_posterior]
+    if keep is None or keep == "all" or keep == ["all"]:
+        return names
+    wanted = [k.strip() for k in (keep.split(",") if isinstance(keep, str) else keep) if k.strip()]
+    wanted = [] if wanted == ["none"] else wanted
+    unknown = [k for k in wanted if k not in STREAM_MATRICES]
+    if unknown:
+        import difflib
+
+        hints = [f"{u!r}" + (f" (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(u, STREAM_MATRICES, n=1))
+                             else "") for u in unknown]
+        raise InputError(f"Unknown matrix {', '.join(hints)} to keep; choose from {', '.join(STREAM_MATRICES)}, "
+                         "'all' or 'none'.")
+    if "posterior_probs" in wanted and not return_posterior:
+        raise InputError("posterior_probs can be kept only with return_posterior=True (--return-posterior).")
+    return [n for n in names if n in wanted or n in ALWAYS_KEPT]
+
+
+def stream_formats(formats) -> tuple[str, ...]:
+    """The formats of a streamed run (default STREAM_FORMATS): the matrix formats and rds are refused."""
+    formats = check_formats(STREAM_FORMATS if formats is None else formats)
+    bad = [f for f in formats if f not in STREAM_FORMATS]
+    if bad:
+        raise InputError(f"A streamed run writes its matrices into {MATRIX_STORE} (choose them with --keep); "
+                         f"format(s) {', '.join(bad)} need the whole result in memory: choose from "
+                         f"{', '.join(STREAM_FORMATS)}.")
+    return formats
+
+
+@dataclass
+class _Plan:
+    """What every chromosome of a run shares."""
+
+    method: Method
+    params: CnMopsParams
+    spec: ModelSpec
+    backend: str
+    colsums: np.ndarray | None
+    cov: np.ndarray
+    model_cov: np.ndarray
+    segment: bool
+
+
+def run_streaming(input, outdir, *, method: str = "cn.mops", keep=None, integer: bool = True, formats=None,
+                  backend: str = "auto", vcf: VcfOptions | None = None,
+                  on_chromosome: Callable[[ChromosomeDone], None] | None = None, **params) -> StoredResult:
+    """cn.mops on a chunked count store, chromosome by chromosome, with bounded memory; the result files under
+    ``outdir`` (as ``gcnmops run``; the matrices in ``outdir/matrices.zarr``).
+
+    Parameters
+    ----------
+    input : path
+        a count store: a Zarr group written by ``gcnmops convert`` / :func:`gcnmops.distributed.save_counts`,
+        or a Parquet table (seqnames, start, end + one column per sample); rows grouped by chromosome and
+        sorted by start. Other inputs: ``gcnmops convert INPUT -o STORE`` first.
+    outdir : path
+        output folder: segmentation.tsv, cnvs.tsv, cnvr.tsv, params.json, the ``formats`` and matrices.zarr.
+    method : {"cn.mops", "exome", "haplo"}
+        the cohort method (its defaults).
+    keep : None, "all", "none" or names
+        the matrices kept in matrices.zarr (normalized_data, local_assessments, individual_call, ini_call,
+        params_L, params_A, posterior_probs); integer_copy_number always. Default every one.
+    integer : bool
+        label CNVs with integer copy numbers (as ``gcnmops run``; default True).
+    formats : list of str
+        of bed, vcf, seg (default all three); the call tables and params.json are always written.
+    backend : {"auto", "cpu", "gpu"}
+        where every chromosome runs (the same answer).
+    vcf : VcfOptions
+        how the VCF is written (contig lengths, reference, per-sample files).
+    on_chromosome : callable
+        called with a :class:`ChromosomeDone` after each chromosome (the CLI prints a progress line).
+    **params
+        the method's parameters, as for :func:`gcnmops.cn_mops` (seg_algorithm "fast" only).
+
+    Returns
+    -------
+    StoredResult
+        the tables in memory, the matrices in the store (``matrix(name)``, ``compute()``); ``timings``.
+
+    Raises
+    ------
+    InputError
+        bad parameters or input, before any work where they can be seen then.
+    """
+    t_start = time.perf_counter()
+    timings = {stage: 0.0 for stage in STAGES}
+    row = method_spec(method)
+    if row.model != "em":
+        raise InputError(f"Streaming runs the cohort methods (cn.mops, exome, haplo), not {row.name}: run "
+                         f"--method {row.name} in memory (without --stream).")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cparams, _ = build_params(row.name, params)
+    if cparams.seg_algorithm != "fast":
+        raise InputError('A streamed run segments with seg_algorithm="fast" only (DNAcopy\'s random jitter runs across '
+                         "chromosomes): run in memory for DNAcopy.")
+    check_segment_args(cparams)
+    formats = stream_formats(formats)
+    kept = kept_matrices(keep, cparams.return_posterior)
+    backend = resolve_backend(backend)
+    store = open_count_store(input)
+    m, N = store.shape
+    warn_few_regions(m, stacklevel=2)
+    budget = max(64 << 20, max(b1 - b0 for _, b0, b1 in store.blocks) * N * 8)
+    plan = _prepare(store, row, cparams, backend, budget)
+    timings["prepare"] = time.perf_counter() - t_start
+
+    writer = ResultWriter(outdir, formats)
+    gr = store.genomic_ranges()
+    n = len(cparams.classes)
+    shapes = _shapes(kept, m, N, n)
+    attrs = {"sample_names": list(store.sample_names), "classes": list(cparams.classes), "kept": kept,
+             "ranged": store.ranges is not None}
+    rstore = sparse = None
+    try:
+        rstore = ResultStore(Path(outdir), shapes, attrs, gr)
+        sparse = _SparseRows(Path(outdir), m, N, n, cparams.return_posterior) if {"bed", "vcf"} & set(formats) \
+            else None
+        tables = _stream(store, plan, kept, rstore, sparse, integer, timings, on_chromosome)
+        t0 = time.perf_counter()
+        segmentation, cnvs, cnvr = tables
+        result_params = cparams.r_params()
+        result_params.update(cov=plan.cov, matrixStore=MATRIX_STORE)
+        written = CNVDetectionResult(
+            gr=gr, normalized_data=np.empty((0, 0)), local_assessments=sparse.sini if sparse else np.empty((0, 0)),
+            individual_call=np.empty((0, 0)), ini_call=np.empty(0), cn_index=np.empty((0, 0), np.int8),
+            posterior_probs=sparse.post if sparse else None, params=dict(result_params, L=None, A=None),
+            segmentation=segmentation, cnvs=cnvs, cnvr=cnvr, sample_names=list(store.sample_names),
+            ranged=store.ranges is not None)
+
+        def publish(sizes):
+            rstore.publish()
+            return ()
+
+        try:
+            writer.finish(written, extra=publish, vcf=vcf)
+        except BaseException:
+            rstore.unpublish()
+            raise
+        rstore.drop_old()
+        timings["finish"] = time.perf_counter() - t0
+    except BaseException:
+        writer.abort()
+        if rstore is not None:
+            rstore.abort()
+        raise
+    finally:
+        if sparse is not None:
+            sparse.close()
+    timings["total"] = time.perf_counter() - t_start
+    if not integer or not len(cnvr):
+        cnvr = method_cnvr(row, cnvr, cnvs, list(store.sample_names))
+    return StoredResult(gr=gr, params=dict(result_params, L=None, A=None), segmentation=segmentation, cnvs=cnvs,
+                        cnvr=cnvr, sample_names=list(store.sample_names), store=str(Path(outdir) / MATRIX_STORE),
+                        kept=kept, ranged=store.ranges is not None, timings=timings)
+
+
+def _prepare(store: CountStore, row: Method, p: CnMopsParams, backend: str, budget: int) -> _Plan:
+    """The cross-chromosome quantities: the genome's column sums (normalization), the coverages (norm=2)."""
+    N = store.shape[1]
+    colsums = store.exact_col_sums(budget) if p.norm != 0 else None
+    cov = np.ones(N)
+    if p.norm == 2:
+        parts = []
+        for c0, c1 in store.column_groups(budget):
+            x = validate_counts(store.columns(c0, c1), sample_names=store.sample_names[c0:c1], ranges=store.ranges)
+            parts.append(column_coverages(x))
+            tick(c1, N)
+        cov = coverage_ratios(np.concatenate(parts))  # = normalization.cpu.sample_coverage of the whole matrix
+    spec = ModelSpec.build(p.I, p.classes, p.main_class, p.prior_impact, p.cyc, p.min_read_count)
+    model_cov = cov if row.cov_in_model else np.ones(N)
+    return _Plan(row, p, spec, backend, colsums, cov, model_cov, store.shape[0] >= MIN_REGIONS_TO_SEGMENT)
+
+
+def _shapes(kept: list[str], m: int, N: int, n: int) -> dict:
+    every = {"normalized_data": ((m, N), "f8"), "local_assessments": ((m, N), "f8"), "individual_call": ((m, N), "f8"),
+             "integer_copy_number": ((m, N), "i1"), "ini_call": ((m,), "f8"), "params_L": ((m, n), "f8"),
+             "params_A": ((m, n), "f8"), "posterior_probs": ((m, n, N), "f8")}
+    return {name: every[name] for name in kept}
+
+
+class _NoCnvFilter(logging.Filter):
+    """Holds back calls_from_segments' per-call "No CNVs" message (said once for the whole run instead)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != NO_CNV_MESSAGE
+
+
+def _stream(store: CountStore, plan: _Plan, kept: list[str], rstore: ResultStore, sparse, integer: bool,
+            timings: dict, on_chromosome) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Every chromosome through the pipeline; the call tables (integer labels where asked)."""
+    names = list(store.sample_names)
+    blocks = store.blocks
+    m = store.shape[0]
+    segs, cnvs, cnvrs, labelled = [], [], [], []
+    quiet = _NoCnvFilter()
+    log.addFilter(quiet)
+    try:
+        done = 0
+        for k, (name, a, b) in enumerate(blocks):
+            t0 = time.perf_counter()
+            values = store.rows(a, b)
+            data = store.chromosome(name, a, b, values)
+            del values
+            timings["read"] += time.perf_counter() - t0
+            result = _chromosome(data, plan, timings)
+            if integer and len(result.cnvr):
+                t1 = time.perf_counter()
+                result = calc_integer_copy_numbers(result, backend=plan.backend)
+                timings["integer"] += time.perf_counter() - t1
+            t1 = time.perf_counter()
+            for key in kept:
+                rstore.write(key, a, b, _matrix(result, key))
+            if sparse is not None and len(result.cnvr):
+                sparse.keep(result, a)
+            timings["write"] += time.perf_counter() - t1
+            segs.append(result.segmentation)
+            cnvs.append(result.cnvs)
+            cnvrs.append(result.cnvr)
+            labelled.append(integer and len(result.cnvr) > 0)
+            del data, result
+            done += b - a
+            tick(done, m)
+            if on_chromosome is not None:
+                on_chromosome(ChromosomeDone(name, k, len(blocks), b - a, done, m, time.perf_counter() - t0))
+    finally:
+        log.removeFilter(quiet)
+    any_cnv = any(len(c) for c in cnvs)
+    if not any_cnv and plan.segment:
+        log.info(NO_CNV_MESSAGE)
+    if integer and any(labelled):  # chromosomes without CNVs: their segments labelled as calc_integer_copy_numbers does
+        p = plan.params
+        classes = np.asarray(p.classes, dtype=object)
+        mi = list(classes).index(p.main_class)
+        stat = "median" if p.use_median else "mean"
+        rparams = {"upperThreshold": p.upper_threshold, "lowerThreshold": p.lower_threshold}
+        segs = [s if done_ else s.assign(CN=threshold_fallback(np.full(len(s), p.main_class, dtype=object),
+                                                                s[stat].to_numpy(float), rparams, classes, mi))
+                for s, done_ in zip(segs, labelled)]
+    return (_concat(segs, empty_segments()), _concat(cnvs, empty_segments()),
+            _concat(cnvrs, empty_cnvr(names)))
+
+
+def _concat(parts: list[pd.DataFrame], empty: pd.DataFrame) -> pd.DataFrame:
+    parts = [p for p in parts if len(p)]
+    return pd.concat(parts, ignore_index=True) if parts else empty
+
+
+def _matrix(result: CNVDetectionResult, name: str) -> np.ndarray:
+    if name.startswith("params_"):
+        return result.params[name[len("params_"):]]
+    return result.cn_index if name == "integer_copy_number" else getattr(result, name)
+
+
+def _chromosome(data, plan: _Plan, timings: dict) -> CNVDetectionResult:
+    """One chromosome (a CountData) normalized, fitted, segmented and called: its CNVDetectionResult."""
+    p = plan.params
+    x = data.counts
+    t0 = time.perf_counter()
+    if p.norm == 0:
+        normalized = model_input = x
+    else:
+        normalized = _normalize(x, data.chromosomes, p, plan.colsums, plan.backend)
+        model_input = normalized if p.norm == 1 else x
+    t1 = time.perf_counter()
+    timings["normalize"] += t1 - t0
+    out = fit(model_input, plan.model_cov, plan.spec, keep_post=p.return_posterior, backend=plan.backend)
+    t2 = time.perf_counter()
+    timings["model"] += t2 - t1
+    gr = data.genomic_ranges()
+    blocks = data.blocks()
+    names = list(data.sample_names)
+    if plan.segment:
+        if plan.backend == "gpu":
+            from ..segmentation.gpu import segment_columns_gpu as segmenter
+        else:
+            from ..segmentation.cpu import segment_columns as segmenter
+        seg = segmenter(out.sini, [(b0, b1) for _, b0, b1 in blocks], min_seg=p.min_width, **p.segment_args)
+        calls = calls_from_segments(seg, gr, blocks, names, p.upper_threshold, p.lower_threshold, p.min_width,
+                                    p.use_median, m=data.n_regions, n_samples=data.n_samples)
+        individual, segmentation, cnvs, cnvr = calls.individual_call, calls.segmentation, calls.cnvs, calls.cnvr
+    else:  # fewer regions than cn.mops segments (in the whole matrix)
+        individual, segmentation, cnvs, cnvr = np.array(out.sini, order="F"), empty_segments(), empty_segments(), \
+            empty_cnvr(names)
+    timings["segment_call"] += time.perf_counter() - t2
+    params = p.r_params()
+    params.update(cov=plan.cov, L=out.lam, A=out.alpha)
+    return CNVDetectionResult(gr=gr, normalized_data=normalized, local_assessments=out.sini, individual_call=individual,
+                              ini_call=out.ini, cn_index=out.cn, posterior_probs=out.post, params=params,
+                              segmentation=segmentation, cnvs=cnvs, cnvr=cnvr, sample_names=names,
+                              ranged=data.ranges is not None)
+
+
+def _normalize(x: np.ndarray, chrom: np.ndarray, p: CnMopsParams, colsums, backend: str) -> np.ndarray:
+    """``normalize_chromosomes`` of one chromosome with the genome's column sums; on the GPU backend the GPU
+    version where its answer cannot depend on them (arguments it covers, every sample with reads here)."""
+    kw = dict(norm_type=p.norm_type, size_factor=p.size_factor, qu=p.norm_qu, qu_size_factor=p.qu_size_factor)
+    if backend == "gpu":
+        from ..normalization.gpu import normalize_chromosomes_gpu, supported
+
+        if supported(x, None, p.norm_type, p.size_factor) and bool((x.sum(axis=0) != 0).all()):
+            return normalize_chromosomes_gpu(x, chrom, **kw)
+    return normalize_chromosomes(x, chrom, colsums=colsums, **kw)
+
+
+class _SparseRows:
+    """sINI (and posteriors) of the rows around the CNV regions, for the BED/VCF qualities: (m, N) row-major
+    arrays in sparse temporary files of the output folder (only the rows written take disk; the writers read
+    only those rows)."""
+
+    def __init__(self, outdir: Path, m: int, N: int, n: int, post: bool):
+        self.paths = []
+        self.sini = self._open(outdir, (m, N))
+        self.post = self._open(outdir, (m, n, N)) if post else None
+
+    def _open(self, outdir: Path, shape: tuple):
+        fd, path = tempfile.mkstemp(prefix=".stream_rows.", suffix=".tmp", dir=outdir)
+        os.close(fd)
+        self.paths.append(path)
+        return np.lib.format.open_memmap(path, mode="w+", dtype=np.float64, shape=shape)
+
+    def keep(self, result: CNVDetectionResult, a: int) -> None:
+        """The chromosome's rows within two of its CNV regions (result rows start at global row ``a``)."""
+        lo, hi = overlapping_rows(result.gr, result.cnvr)
+        mark = np.zeros(len(result.gr) + 1, dtype=np.int64)
+        np.add.at(mark, np.clip(lo - 2, 0, len(result.gr)), 1)
+        np.add.at(mark, np.clip(hi + 2, 0, len(result.gr)), -1)
+        rows = np.flatnonzero(np.cumsum(mark)[:-1] > 0)
+        self.sini[a + rows] = result.local_assessments[rows]
+        if self.post is not None:
+            self.post[a + rows] = result.posterior_probs[rows]
+
+    def close(self) -> None:
+        for array in (self.sini, self.post):
+            if array is not None:
+                array._mmap.close()
+        for path in self.paths:
+            Path(path).unlink(missing_ok=True)
+
+
+__all__ = ["run_streaming", "kept_matrices", "stream_formats", "ChromosomeDone", "STREAM_FORMATS", "STAGES"]
