@@ -35,19 +35,23 @@ BLOCK = 2048
 
 
 @register_jitable
-def estep_region(x, cov, lam, alpha, log2_folds, main_idx, keep_post, n_fit, alpha_prior, prior_sum, log_lam,
-                 alpha_k, p, work, sini_out, cn_out, post_out, tables):
+def estep_region(x, cov, lam, alpha, log2_folds, main_idx, keep_post, n_fit, alpha_init, alpha_prior, prior_sum, cyc,
+                 log_lam, weights, acc, p, work, sini_out, cn_out, post_out, tables):
     """E-step of one region for its J samples; returns INI and writes the other outputs.
 
     Inputs: ``x`` (J) counts, ``cov`` (J) coverages, ``lam``/``alpha`` (n) the region's fitted parameters,
     ``log2_folds`` (n) log2 of the fold changes the parameters were fitted with, ``main_idx`` the normal class.
-    ``n_fit`` > 0: the J samples join the class weights before the outputs are taken: the fit's mean posteriors
-    (alpha (1 + P) - prior, over ``n_fit`` samples) and the samples' posteriors make the EM's alpha update
-    (em.alpha_update with ``alpha_prior``, ``prior_sum``) over n_fit + J samples, and the E-step is repeated with
-    those weights (new carriers of a CNV the fitted cohort lacks then weigh as they would in a refit; lambda stays
-    the fit's). ``n_fit`` 0: the plain E-step with ``alpha``.
-    Scratch: ``log_lam``, ``alpha_k`` (n), ``p`` (n, 1), ``work`` (>= J). Outputs: ``sini_out`` (J), ``cn_out``
-    (J) class indices, ``post_out`` (n, J) if ``keep_post``. ``tables``: libm.TABLES or copies.
+    ``n_fit`` 0: the plain E-step with ``alpha``. ``n_fit`` > 0: the J samples join the class weights as in a
+    refit over n_fit + J samples, lambda staying the fit's: the fitted cohort enters through its mean posteriors
+    (alpha (1 + P) - prior, em.alpha_update inverted), the J samples through their posteriors, and the weights
+    are refitted from the EM's start ``alpha_init`` by ``cyc`` - 1 M-steps (em.alpha_update with ``alpha_prior``,
+    ``prior_sum``) before the last E-step gives the outputs, as the EM's last E-step does. Starting from the
+    EM's start, not from the fit's weights, matters: a class no fitted sample has (a new sample's homozygous
+    deletion) holds a weight at the likelihood floor in the fit, from which no E-step lets it rise. A cycle
+    whose update leaves every weight unchanged (bit for bit) is a fixed point: the later cycles would repeat it,
+    so they are skipped (the same result, exactly).
+    Scratch: ``log_lam``, ``weights``, ``acc`` (n), ``p`` (n, 1), ``work`` (>= J). Outputs: ``sini_out`` (J),
+    ``cn_out`` (J) class indices, ``post_out`` (n, J) if ``keep_post``. ``tables``: libm.TABLES or copies.
     """
     J = x.shape[0]
     n = lam.shape[0]
@@ -55,38 +59,46 @@ def estep_region(x, cov, lam, alpha, log2_folds, main_idx, keep_post, n_fit, alp
         return main_class_answer(main_idx, keep_post, log_lam, sini_out, cn_out, post_out)
     for i in range(n):
         log_lam[i] = log_glibc(lam[i], tables[2], tables[3])
-    weights = alpha
-    if n_fit > 0:
+        weights[i] = alpha[i] if n_fit == 0 else alpha_init[i]
+    for k in range(J):  # work holds lgamma(x_k + 1) until the last E-step overwrites it with the INI terms
+        work[k] = lgamma_r(x[k] + 1.0)
+    for _ in range(cyc - 1 if n_fit > 0 else 0):
         for i in range(n):
-            alpha_k[i] = (alpha[i] * (1.0 + prior_sum) - alpha_prior[i]) * n_fit
+            acc[i] = max(alpha[i] * (1.0 + prior_sum) - alpha_prior[i], 0.0) * n_fit
         for k in range(J):
-            posterior_column(x[k], cov[k], lgamma_r(x[k] + 1.0), alpha, lam, log_lam, p, 0, tables)
+            posterior_column(x[k], cov[k], work[k], weights, lam, log_lam, p, 0, tables)
             for i in range(n):
-                alpha_k[i] += p[i, 0]
+                acc[i] += p[i, 0]
+        fixed_point = True
         for i in range(n):
-            alpha_k[i] = alpha_update(alpha_prior[i], alpha_k[i], n_fit + J, prior_sum)
-        weights = alpha_k
+            w = alpha_update(alpha_prior[i], acc[i], n_fit + J, prior_sum)
+            fixed_point = fixed_point and w == weights[i]
+            weights[i] = w
+        if fixed_point:
+            break
     for k in range(J):
-        posterior_column(x[k], cov[k], lgamma_r(x[k] + 1.0), weights, lam, log_lam, p, 0, tables)
+        posterior_column(x[k], cov[k], work[k], weights, lam, log_lam, p, 0, tables)
         work[k] = last_estep_outputs(p, 0, log2_folds, keep_post, sini_out, cn_out, post_out, k)
     return ld_mean(work, J)  # R's mean()
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def _estep_all(x, cov, lam, alpha, log2_folds, main_idx, keep_post, n_fit, alpha_prior, prior_sum, sini, cn, ini,
-               post):
+def _estep_all(x, cov, lam, alpha, log2_folds, main_idx, keep_post, n_fit, alpha_init, alpha_prior, prior_sum, cyc,
+               sini, cn, ini, post):
     m, J = x.shape
     n = lam.shape[1]
     nblocks = (m + BLOCK - 1) // BLOCK
     for b in prange(nblocks):
         log_lam = np.empty(n)
-        alpha_k = np.empty(n)
+        weights = np.empty(n)
+        acc = np.empty(n)
         p = np.empty((n, 1))
         work = np.empty(J)
         for r in range(b * BLOCK, min(m, (b + 1) * BLOCK)):
             post_r = post[r] if keep_post else post[0]
-            ini[r] = estep_region(x[r], cov, lam[r], alpha[r], log2_folds, main_idx, keep_post, n_fit, alpha_prior,
-                                  prior_sum, log_lam, alpha_k, p, work, sini[r], cn[r], post_r, TABLES)
+            ini[r] = estep_region(x[r], cov, lam[r], alpha[r], log2_folds, main_idx, keep_post, n_fit, alpha_init,
+                                  alpha_prior, prior_sum, cyc, log_lam, weights, acc, p, work, sini[r], cn[r], post_r,
+                                  TABLES)
 
 
 def _outputs(lam: np.ndarray, alpha: np.ndarray, J: int, keep_post: bool) -> ModelOutput:
@@ -115,8 +127,8 @@ def estep_cpu(x: np.ndarray, cov: np.ndarray, lam: np.ndarray, alpha: np.ndarray
     x, cov, lam, alpha = _checked(x, cov, lam, alpha, spec)
     out = _outputs(lam, alpha, x.shape[1], keep_post)
     post = out.post if keep_post else np.empty((1, 1, 1), order="F")
-    _estep_all(x, cov, lam, alpha, spec.log2_folds, int(spec.main_idx), bool(keep_post), int(n_fit),
-               spec.alpha_prior, float(spec.prior_sum), out.sini, out.cn, out.ini, post)
+    _estep_all(x, cov, lam, alpha, spec.log2_folds, int(spec.main_idx), bool(keep_post), int(n_fit), spec.alpha_init,
+               spec.alpha_prior, float(spec.prior_sum), int(spec.cyc), out.sini, out.cn, out.ini, post)
     return out
 
 
@@ -140,8 +152,8 @@ def _gpu_kernel(NC: int, NW: int, KEEP: bool):
 
     LOCAL_WORK = NW > 0
 
-    def _nofma_estep_kernel(x, cov, lam, alpha, log2_folds, main_idx, n_fit, alpha_prior, prior_sum, work_g, sini,
-                            cn, ini, post):
+    def _nofma_estep_kernel(x, cov, lam, alpha, log2_folds, main_idx, n_fit, alpha_init, alpha_prior, prior_sum, cyc,
+                            work_g, sini, cn, ini, post):
         head = cuda.shared.array(TABLE_SIZE, float64)
         tail = cuda.shared.array(TABLE_SIZE, float64)
         invc = cuda.shared.array(TABLE_SIZE, float64)
@@ -149,7 +161,8 @@ def _gpu_kernel(NC: int, NW: int, KEEP: bool):
         copy_tables(head, tail, invc, logc)
         tabs = (head, tail, invc, logc)
         log_lam = cuda.local.array(NC, float64)
-        alpha_k = cuda.local.array(NC, float64)
+        weights = cuda.local.array(NC, float64)
+        acc = cuda.local.array(NC, float64)
         p = cuda.local.array((NC, 1), float64)
         start = cuda.grid(1)
         stride = cuda.gridsize(1)
@@ -159,8 +172,9 @@ def _gpu_kernel(NC: int, NW: int, KEEP: bool):
             work = work_g[:, start]
         for r in range(start, x.shape[0], stride):
             post_r = post[r] if KEEP else post[0]
-            ini[r] = estep_region(x[r], cov, lam[r], alpha[r], log2_folds, main_idx, KEEP, n_fit, alpha_prior,
-                                  prior_sum, log_lam, alpha_k, p, work, sini[r], cn[r], post_r, tabs)
+            ini[r] = estep_region(x[r], cov, lam[r], alpha[r], log2_folds, main_idx, KEEP, n_fit, alpha_init,
+                                  alpha_prior, prior_sum, cyc, log_lam, weights, acc, p, work, sini[r], cn[r], post_r,
+                                  tabs)
 
     # no contraction: the likelihoods round as the CPU's (R's long-double mean of the INI terms needs it too)
     _GPU_KERNELS[key] = jit_nofma(_nofma_estep_kernel)
@@ -182,11 +196,11 @@ def estep_gpu(x: np.ndarray, cov: np.ndarray, lam: np.ndarray, alpha: np.ndarray
         nw = J if J <= GPU_LOCAL_WORK_MAX else 0
         work = cuda.device_array((J, blocks * tpb) if nw == 0 else (1, 1), order="F")
         d = [cuda.to_device(a) for a in (x, cov, lam, alpha, spec.log2_folds)]
-        prior = cuda.to_device(spec.alpha_prior)
+        init, prior = cuda.to_device(spec.alpha_init), cuda.to_device(spec.alpha_prior)
         outs = [cuda.device_array_like(a) for a in (out.sini, out.cn, out.ini)]
         post = cuda.device_array_like(out.post) if keep_post else cuda.device_array((1, 1, 1), order="F")
-        _gpu_kernel(n, nw, keep_post)[blocks, tpb](*d, int(spec.main_idx), int(n_fit), prior, float(spec.prior_sum),
-                                                   work, *outs, post)
+        _gpu_kernel(n, nw, keep_post)[blocks, tpb](*d, int(spec.main_idx), int(n_fit), init, prior,
+                                                   float(spec.prior_sum), int(spec.cyc), work, *outs, post)
         for host, dev in zip((out.sini, out.cn, out.ini), outs):
             dev.copy_to_host(host)
         if keep_post:
