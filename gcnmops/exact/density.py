@@ -25,6 +25,7 @@ import numpy as np
 from numba import njit
 
 from .libm import exp_glibc
+from .rfft import fft_inplace, fft_passes, unscramble
 from .rstats import quantile7_low_index, quantile7_sorted, r_variance
 
 __all__ = ["bw_nrd0", "quantiles7", "r_seq_length_out", "r_density", "density_mode", "DENSE_GRID_LIMIT"]
@@ -148,6 +149,33 @@ def _approx_linear(xs, ys, v):
     return out
 
 
+@njit(cache=True, nogil=True)
+def _fft_convolution(y, kern):
+    """R's ``Re(fft(fft(y) * Conj(fft(kern)), inverse = TRUE))[1:n] / (2 n)`` for y and kern of length 2 n (a
+    power of two): R's FFT (exact.rfft) and C99's complex product (a c - b d, a d + b c), operation for operation.
+    The product is taken in the forward passes' digit-reversed order (the same for both), then unscrambled."""
+    m = y.shape[0]
+    yr = y.copy()
+    yi = np.zeros(m)
+    kr = kern.copy()
+    ki = np.zeros(m)
+    fft_passes(yr, yi, False)
+    fft_passes(kr, ki, False)
+    for k in range(m):
+        a = yr[k]
+        b = yi[k]
+        c = kr[k]
+        d = -ki[k]
+        yr[k] = a * c - b * d
+        yi[k] = a * d + b * c
+    unscramble(yr, yi)
+    fft_inplace(yr, yi, True)
+    out = np.empty(m // 2)
+    for i in range(m // 2):
+        out[i] = yr[i] / float(m)
+    return out
+
+
 def r_density(x: np.ndarray, n: float = 512, from_: float | None = None, to: float | None = None,
               bw: float | None = None, cut: float = 3.0) -> tuple[np.ndarray, np.ndarray]:
     """R's ``density(x, n=n, from=from_, to=to, na.rm=TRUE)`` with the Gaussian kernel.
@@ -185,10 +213,7 @@ def r_density(x: np.ndarray, n: float = 512, from_: float | None = None, to: flo
     kords = r_seq_length_out(0.0, 2.0 * (up - lo), 2 * n_w)
     kords[n_w + 1:] = -kords[n_w - 1:0:-1]
     kern = _dnorm(kords, bw)
-    # R: fft(fft(y) * Conj(fft(kern)), inverse=TRUE) / (2 n_w); numpy's ifft divides by the same
-    # power of two, exactly
-    conv = np.fft.ifft(np.fft.fft(y) * np.conj(np.fft.fft(kern)))
-    dens = np.maximum(0.0, conv.real[:n_w])
+    dens = np.maximum(0.0, _fft_convolution(y, kern))
     xords = r_seq_length_out(lo, up, n_w)
     grid = r_seq_length_out(from_, to, n_user)
     return grid, _approx_linear(xords, dens, grid)
