@@ -23,9 +23,7 @@ import pandas as pd
 from ..data import (CountData, check_names, chromosome_blocks, make_count_data, rows_grouped, unsorted_rows,
                     validate_ranges)
 from ..errors import InputError
-
-#: file written beside the counts of a Zarr count group (seqnames, start, end)
-RANGES_FILE = "ranges.parquet"
+from ..io.store import RANGES_FILE, create_array, save_count_data
 
 
 def _zarr():
@@ -193,28 +191,27 @@ def _open_npy(p: Path):
     return da.concatenate(parts, axis=0)
 
 
-def save_counts(data, path, *, rows_per_chunk: int = 65536, samples_per_chunk: int | None = None) -> Path:
-    """Write counts (anything :func:`gcnmops.read_counts` reads, or a Dask array) as a Zarr group at ``path``
-    (``counts`` float64 regions x samples, the sample names in its attributes, the regions in
-    ``ranges.parquet``): the input format the distributed pipeline reads chunk by chunk on its workers."""
+def save_counts(data, path, *, rows_per_chunk: int | None = None, samples_per_chunk: int | None = None) -> Path:
+    """Write counts (anything :func:`gcnmops.read_counts` reads, or a Dask array) as a Zarr count group at
+    ``path`` (``counts`` regions x samples: int32/int64 when every count is a whole number, else float64; the
+    sample names and, for whole numbers, each sample's total in its attributes; the regions in
+    ``ranges.parquet``): the input the distributed pipeline reads chunk by chunk on its workers, and
+    ``gcnmops run --stream`` / ``gcnmops.run_streaming`` a chromosome at a time (io/store.py). Chunks:
+    ``rows_per_chunk`` x ``samples_per_chunk`` (default about 16 MB, at most 256 samples). Written under a
+    temporary name and renamed when complete."""
     zarr = _zarr()
     if _is_dask_array(data):
-        matrix = Matrix(data, [f"Sample_{k + 1}" for k in range(data.shape[1])], None)
-    else:
-        matrix = open_matrix(data)
-    m, n = matrix.shape
-    p = Path(path)
-    group = zarr.open_group(str(p), mode="w")
-    chunks = (min(m, rows_per_chunk), min(n, samples_per_chunk or n))
-    arr = zarr.open_array(str(p / "counts"), mode="w", shape=(m, n), chunks=chunks, dtype="f8")
-    if _is_dask_array(matrix.values):
-        matrix.values.astype("f8").rechunk(chunks).to_zarr(arr)
-    else:
-        arr[:] = matrix.values
-    group.attrs["sample_names"] = list(matrix.sample_names)
-    if matrix.ranges is not None:
-        matrix.ranges.to_parquet(p / RANGES_FILE, index=False)
-    return p
+        m, n = (int(v) for v in data.shape)
+        p = Path(path)
+        group = zarr.open_group(str(p), mode="w")
+        chunks = (min(m, rows_per_chunk or 65536), min(n, samples_per_chunk or n))
+        arr = zarr.open_array(str(p / "counts"), mode="w", shape=(m, n), chunks=chunks, dtype="f8")
+        data.astype("f8").rechunk(chunks).to_zarr(arr)
+        group.attrs["sample_names"] = [f"Sample_{k + 1}" for k in range(n)]
+        return p
+    matrix = open_matrix(data)
+    counts = CountData(np.asarray(matrix.values), list(matrix.sample_names), matrix.ranges)
+    return save_count_data(counts, path, rows_per_chunk=rows_per_chunk, samples_per_chunk=samples_per_chunk)
 
 
 class WorkStore:
@@ -230,15 +227,7 @@ class WorkStore:
     def create(self, name: str, shape: tuple, chunks: tuple, dtype, compress: bool = True) -> None:
         """A new array ``name`` (replacing any); ``compress=False`` stores raw chunks (real-valued matrices
         hardly compress, and raw chunks are read and written several times faster)."""
-        path = self.path_of(name)
-        zarr = _zarr()
-        if int(zarr.__version__.split(".")[0]) >= 3:  # zarr 3's spelling
-            zarr.create_array(store=path, shape=shape, chunks=chunks, dtype=dtype, overwrite=True,
-                              compressors="auto" if compress else None)
-        elif compress:
-            zarr.open_array(path, mode="w", shape=shape, chunks=chunks, dtype=dtype)
-        else:
-            zarr.open_array(path, mode="w", shape=shape, chunks=chunks, dtype=dtype, compressor=None)
+        create_array(self.path_of(name), shape, chunks, dtype, compress=compress)
 
     def write(self, name: str, selection, value: np.ndarray) -> None:
         _zarr().open_array(self.path_of(name), mode="r+")[selection] = value

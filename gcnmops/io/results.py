@@ -83,8 +83,10 @@ def _class_indices(labels: pd.DataFrame, classes: list[str]) -> np.ndarray:
     return out
 
 
-def read_result(outdir: str | os.PathLike) -> CNVDetectionResult:
-    """The CNVDetectionResult written under ``outdir`` by ``write_result`` / ``gcnmops run``.
+def read_result(outdir: str | os.PathLike):
+    """The CNVDetectionResult written under ``outdir`` by ``write_result`` / ``gcnmops run``; for a folder of a
+    streamed run (``gcnmops run --stream``, ``gcnmops.run_streaming``) its StoredResult: the tables in memory,
+    the matrices in ``matrices.zarr`` read on demand (``matrix(name)``; ``compute()`` loads them all).
 
     Parameters
     ----------
@@ -93,7 +95,7 @@ def read_result(outdir: str | os.PathLike) -> CNVDetectionResult:
 
     Returns
     -------
-    CNVDetectionResult
+    CNVDetectionResult or StoredResult
         equal to the result that was written (matrices float64, order F; labels as class indices).
 
     Raises
@@ -106,6 +108,11 @@ def read_result(outdir: str | os.PathLike) -> CNVDetectionResult:
         raise InputError(f"{folder} holds no params.json: not a folder written by gcnmops (or not yet complete).")
     params = json.loads((folder / "params.json").read_text())
     samples = [str(s) for s in params.pop("sampleNames")]
+    if "matrixStore" in params:  # a streamed run: the matrices in a Zarr store
+        from .store import open_stored_result
+
+        tables = {name: _table(folder, name, samples) for name in ("segmentation", "cnvs", "cnvr")}
+        return open_stored_result(folder, params, tables, samples)
     frames = {name: _matrix_frame(folder, name) for name in MATRICES}
     coords = frames["normalized_data"][["seqnames", "start", "end"]]
     gr = pd.DataFrame({"seqnames": _as_objects(coords["seqnames"]), "start": coords["start"].astype(np.int64),
