@@ -36,6 +36,8 @@ __all__ = ["r_fft", "fft_inplace", "fft_passes", "unscramble", "r_factors"]
 _PI_4 = 0.785398163397448309615660845819875721
 #: R evaluates cos and sin exactly every this many offsets and steps the others by its recurrence
 _EXACT_EVERY = 32
+#: radix-4 passes with fewer offsets per block than this loop over blocks inside (their per-block overhead)
+_FEW_OFFSETS = 16
 
 
 @njit(cache=True, nogil=True)
@@ -161,6 +163,15 @@ def _radix4(re, im, span, sign):
     # the rotation by -+i inside the butterfly: forward adds bjm to akm and subtracts ajm from bkm, inverse the
     # reverse (x - y is x + (-y) in IEEE arithmetic, so the sign flip below is exact)
     rot = 1.0 if sign < 0 else -1.0
+    if q < _FEW_OFFSETS:  # many short blocks: each offset's rotation once, its butterflies in all blocks
+        for j in range(q):
+            if s1[j] == 0.0:
+                for i0 in range(j, n, span):
+                    _butterfly4_plain(re, im, i0, q, rot)
+            else:
+                for i0 in range(j, n, span):
+                    _butterfly4(re, im, i0, q, rot, c1[j], s1[j], c2[j], s2[j], c3[j], s3[j])
+        return
     # runs of offsets [runs[r], runs[r + 1]) that R rotates (s != 0) or leaves unmultiplied (s == 0): branch-free
     # inner loops (in practice offset 0 alone is unmultiplied)
     runs = np.empty(q + 1, dtype=np.int64)
@@ -173,71 +184,70 @@ def _radix4(re, im, span, sign):
     for base in range(0, n, span):
         for r in range(nruns):
             if s1[runs[r]] == 0.0:
-                _butterflies4_plain(re, im, base, q, runs[r], runs[r + 1], rot)
+                for j in range(runs[r], runs[r + 1]):
+                    _butterfly4_plain(re, im, base + j, q, rot)
             else:
-                _butterflies4(re, im, base, q, runs[r], runs[r + 1], rot, c1, s1, c2, s2, c3, s3)
+                for j in range(runs[r], runs[r + 1]):
+                    _butterfly4(re, im, base + j, q, rot, c1[j], s1[j], c2[j], s2[j], c3[j], s3[j])
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _butterflies4(re, im, base, q, j0, j1, rot, c1, s1, c2, s2, c3, s3):
-    """Radix-4 butterflies of offsets j0..j1-1 of the block at ``base``, rotated by (c1, s1), (c2, s2), (c3, s3)."""
-    for j in range(j0, j1):
-        i0 = base + j
-        i1 = i0 + q
-        i2 = i1 + q
-        i3 = i2 + q
-        akp = re[i0] + re[i2]
-        akm = re[i0] - re[i2]
-        ajp = re[i1] + re[i3]
-        ajm = re[i1] - re[i3]
-        bkp = im[i0] + im[i2]
-        bkm = im[i0] - im[i2]
-        bjp = im[i1] + im[i3]
-        bjm = im[i1] - im[i3]
-        re[i0] = akp + ajp
-        im[i0] = bkp + bjp
-        ajp = akp - ajp
-        bjp = bkp - bjp
-        u = rot * bjm
-        v = rot * ajm
-        akp = akm + u
-        akm = akm - u
-        bkp = bkm - v
-        bkm = bkm + v
-        re[i1] = akp * c1[j] - bkp * s1[j]
-        im[i1] = akp * s1[j] + bkp * c1[j]
-        re[i2] = ajp * c2[j] - bjp * s2[j]
-        im[i2] = ajp * s2[j] + bjp * c2[j]
-        re[i3] = akm * c3[j] - bkm * s3[j]
-        im[i3] = akm * s3[j] + bkm * c3[j]
+def _butterfly4(re, im, i0, q, rot, c1, s1, c2, s2, c3, s3):
+    """R's radix-4 butterfly on i0, i0 + q, i0 + 2q, i0 + 3q, the last three rotated by (c1, s1), (c2, s2),
+    (c3, s3)."""
+    i1 = i0 + q
+    i2 = i1 + q
+    i3 = i2 + q
+    akp = re[i0] + re[i2]
+    akm = re[i0] - re[i2]
+    ajp = re[i1] + re[i3]
+    ajm = re[i1] - re[i3]
+    bkp = im[i0] + im[i2]
+    bkm = im[i0] - im[i2]
+    bjp = im[i1] + im[i3]
+    bjm = im[i1] - im[i3]
+    re[i0] = akp + ajp
+    im[i0] = bkp + bjp
+    ajp = akp - ajp
+    bjp = bkp - bjp
+    u = rot * bjm
+    v = rot * ajm
+    akp = akm + u
+    akm = akm - u
+    bkp = bkm - v
+    bkm = bkm + v
+    re[i1] = akp * c1 - bkp * s1
+    im[i1] = akp * s1 + bkp * c1
+    re[i2] = ajp * c2 - bjp * s2
+    im[i2] = ajp * s2 + bjp * c2
+    re[i3] = akm * c3 - bkm * s3
+    im[i3] = akm * s3 + bkm * c3
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _butterflies4_plain(re, im, base, q, j0, j1, rot):
-    """_butterflies4 where R multiplies nothing (s == 0)."""
-    for j in range(j0, j1):
-        i0 = base + j
-        i1 = i0 + q
-        i2 = i1 + q
-        i3 = i2 + q
-        akp = re[i0] + re[i2]
-        akm = re[i0] - re[i2]
-        ajp = re[i1] + re[i3]
-        ajm = re[i1] - re[i3]
-        bkp = im[i0] + im[i2]
-        bkm = im[i0] - im[i2]
-        bjp = im[i1] + im[i3]
-        bjm = im[i1] - im[i3]
-        re[i0] = akp + ajp
-        im[i0] = bkp + bjp
-        u = rot * bjm
-        v = rot * ajm
-        re[i1] = akm + u
-        im[i1] = bkm - v
-        re[i2] = akp - ajp
-        im[i2] = bkp - bjp
-        re[i3] = akm - u
-        im[i3] = bkm + v
+def _butterfly4_plain(re, im, i0, q, rot):
+    """_butterfly4 where R multiplies nothing (s == 0)."""
+    i1 = i0 + q
+    i2 = i1 + q
+    i3 = i2 + q
+    akp = re[i0] + re[i2]
+    akm = re[i0] - re[i2]
+    ajp = re[i1] + re[i3]
+    ajm = re[i1] - re[i3]
+    bkp = im[i0] + im[i2]
+    bkm = im[i0] - im[i2]
+    bjp = im[i1] + im[i3]
+    bjm = im[i1] - im[i3]
+    re[i0] = akp + ajp
+    im[i0] = bkp + bjp
+    u = rot * bjm
+    v = rot * ajm
+    re[i1] = akm + u
+    im[i1] = bkm - v
+    re[i2] = akp - ajp
+    im[i2] = bkp - bjp
+    re[i3] = akm - u
+    im[i3] = bkm + v
 
 
 @njit(cache=True, nogil=True)
