@@ -41,7 +41,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..data import CountData, make_count_data, usable_cores
+from ..data import (CountData, chromosome_blocks, coordinates, make_count_data, rows_grouped, unsorted_rows,
+                    usable_cores)
 from ..errors import InputError
 from .columns import SEQNAMES_ALIASES, count_data_from_array, count_data_from_columns, count_data_from_frame
 
@@ -251,92 +252,169 @@ def _joined(parts: list[pd.DataFrame]) -> pd.DataFrame:
 
 def _read_text(path: Path, fmt: str, compression: str | None, min_samples: int, shown: str | None = None) -> CountData:
     shown = shown or str(path)
-    header_line, header_no, next_line, comments = _table_start(path, compression, shown)
-    if not header_line:
-        raise InputError(f"Count file {shown} is empty (no non-blank line{' besides # comments' if comments else ''}).")
-    if fmt == ".tsv":
-        sep = "\t"
-    elif fmt == ".csv":
-        sep = ","
-    else:  # .txt: tab, comma, or runs of whitespace
-        sep = "\t" if "\t" in header_line else ("," if "," in header_line else "whitespace")
-    try:
-        fields = [f.strip() for f in _split(header_line, sep)]
-        next_fields = None if next_line is None else [f.strip() for f in _split(next_line, sep)]
-    except csv.Error as e:
-        raise InputError(f"Cannot parse {shown}, line {header_no}: {e}") from None
-    has_header = _has_header(fields, header_line, next_fields, shown)
-    if has_header:
-        seen, dups = set(), []
-        for f in fields:
-            if f and f in seen and f not in dups:
-                dups.append(f)
-            seen.add(f)
-        if dups:
-            raise InputError(f"{shown}: the header names column(s) {', '.join(map(repr, dups))} more than once; "
-                             "sample names must be unique.")
-    seq_cols = [f for f in fields if f.lower() in SEQNAMES_ALIASES] if has_header else []
-    try:
-        parts = pd.read_csv(
-            path,
-            sep=r"\s+" if sep == "whitespace" else sep,
-            header=0 if has_header else None,
-            skiprows=header_no - 1,
-            dtype={c: str for c in seq_cols} or None,
-            compression="infer",
-            encoding="utf-8-sig",
-            low_memory=False,
-            skip_blank_lines=True,
-            skipinitialspace=sep != "whitespace",
-            chunksize=_rows_per_part(path, header_line),
-        )
-        with parts:  # parts of a large file: Ctrl-C is seen between them
-            df = _joined(list(parts))
-    except pd.errors.EmptyDataError:
-        raise InputError(f"Count file {shown} is empty.") from None
-    except pd.errors.ParserError as e:
-        msg = str(e)
-        m = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", msg)
-        if m:
-            exp, line, saw = m.groups()
-            try:  # pandas' line numbers count the skipped lines in some versions, not in others: count here
-                line, saw, exp = _find_ragged_line(path, compression, sep, has_header,
-                                                   header_no + 1 if has_header else header_no) or (line, saw, exp)
-            except (OSError, EOFError, lzma.LZMAError, csv.Error, UnicodeDecodeError):
-                pass
-            raise InputError(
-                f"{shown}, line {line}: {saw} fields where the lines before have {exp} (ragged rows); every line "
-                f"must have the same number of {_sep_name(sep)}-separated fields."
-            ) from None
-        raise InputError(f"Cannot parse {shown}: {msg.strip()}") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{shown} is not a UTF-8 text table; check its format and extension.") from None
-    except (OSError, EOFError, lzma.LZMAError, zipfile.BadZipFile) as e:
-        raise InputError(f"Cannot read {shown}: {e}") from None
-    except (ValueError, OverflowError) as e:  # pandas' own conversions (e.g. a dtype it cannot apply)
-        raise InputError(f"Cannot parse {shown}: {e}") from None
+    table = _TextTable(path, fmt, compression, shown)
+    df = _joined(list(table.parts()))
     if len(df) == 0:
         raise InputError(f"Count file {shown} has a header but no data rows.")
-    first_data_no = header_no + 1 if has_header else header_no
-    if df.isna().to_numpy().any():
-        ragged = _find_ragged_line(path, compression, sep, has_header, first_data_no)
-        if ragged is not None:
-            line, saw, exp = ragged
-            raise InputError(
-                f"{shown}, line {line}: {saw} fields where the lines before have {exp} (ragged rows); every line "
-                f"must have the same number of {_sep_name(sep)}-separated fields."
+    return table.count_data(df, min_samples)
+
+
+class _TextTable:
+    """A text count table's layout (comments, header, separator; see the module docstring), read in parts of
+    about TEXT_PART_BYTES (``parts``) and turned into CountData (``count_data``) with the file's messages."""
+
+    def __init__(self, path: Path, fmt: str, compression: str | None, shown: str):
+        self.path, self.compression, self.shown = path, compression, shown
+        header_line, header_no, next_line, comments = _table_start(path, compression, shown)
+        if not header_line:
+            raise InputError(f"Count file {shown} is empty (no non-blank line{' besides # comments' if comments else ''}).")
+        if fmt == ".tsv":
+            sep = "\t"
+        elif fmt == ".csv":
+            sep = ","
+        else:  # .txt: tab, comma, or runs of whitespace
+            sep = "\t" if "\t" in header_line else ("," if "," in header_line else "whitespace")
+        try:
+            fields = [f.strip() for f in _split(header_line, sep)]
+            next_fields = None if next_line is None else [f.strip() for f in _split(next_line, sep)]
+        except csv.Error as e:
+            raise InputError(f"Cannot parse {shown}, line {header_no}: {e}") from None
+        has_header = _has_header(fields, header_line, next_fields, shown)
+        if has_header:
+            seen, dups = set(), []
+            for f in fields:
+                if f and f in seen and f not in dups:
+                    dups.append(f)
+                seen.add(f)
+            if dups:
+                raise InputError(f"{shown}: the header names column(s) {', '.join(map(repr, dups))} more than once; "
+                                 "sample names must be unique.")
+        self.sep, self.has_header, self.header_line, self.header_no = sep, has_header, header_line, header_no
+        self.seq_cols = [f for f in fields if f.lower() in SEQNAMES_ALIASES] if has_header else []
+        self.first_data_no = header_no + 1 if has_header else header_no
+
+    def parts(self, rows: int | None = None):
+        """The table's rows as DataFrames of about TEXT_PART_BYTES (``rows`` rows each, if given); parse
+        errors as InputErrors naming the line."""
+        sep, shown = self.sep, self.shown
+        try:
+            parts = pd.read_csv(
+                self.path,
+                sep=r"\s+" if sep == "whitespace" else sep,
+                header=0 if self.has_header else None,
+                skiprows=self.header_no - 1,
+                dtype={c: str for c in self.seq_cols} or None,
+                compression="infer",
+                encoding="utf-8-sig",
+                low_memory=False,
+                skip_blank_lines=True,
+                skipinitialspace=sep != "whitespace",
+                chunksize=rows or _rows_per_part(self.path, self.header_line),
             )
-    line_of = _data_line_numbers(path, compression, first_data_no) if _needs_line_numbers(df) else None
+            with parts:  # parts of a large file: Ctrl-C is seen between them
+                yield from parts
+        except pd.errors.EmptyDataError:
+            raise InputError(f"Count file {shown} is empty.") from None
+        except pd.errors.ParserError as e:
+            msg = str(e)
+            m = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", msg)
+            if m:
+                exp, line, saw = m.groups()
+                try:  # pandas' line numbers count the skipped lines in some versions, not in others: count here
+                    line, saw, exp = _find_ragged_line(self.path, self.compression, sep, self.has_header,
+                                                       self.first_data_no) or (line, saw, exp)
+                except (OSError, EOFError, lzma.LZMAError, csv.Error, UnicodeDecodeError):
+                    pass
+                raise InputError(
+                    f"{shown}, line {line}: {saw} fields where the lines before have {exp} (ragged rows); every line "
+                    f"must have the same number of {_sep_name(sep)}-separated fields."
+                ) from None
+            raise InputError(f"Cannot parse {shown}: {msg.strip()}") from None
+        except UnicodeDecodeError:
+            raise InputError(f"{shown} is not a UTF-8 text table; check its format and extension.") from None
+        except (OSError, EOFError, lzma.LZMAError, zipfile.BadZipFile) as e:
+            raise InputError(f"Cannot read {shown}: {e}") from None
+        except (ValueError, OverflowError) as e:  # pandas' own conversions (e.g. a dtype it cannot apply)
+            raise InputError(f"Cannot parse {shown}: {e}") from None
 
-    def row_label(i: int) -> str:
-        if line_of is not None and i < len(line_of):
-            return f"line {line_of[i]}"
-        return f"data row {i + 1}"
+    def count_data(self, df: pd.DataFrame, min_samples: int, first_row: int = 0) -> CountData:
+        """The CountData of rows ``df`` (the table's data rows from ``first_row``, 0-based)."""
+        path, compression, sep, shown = self.path, self.compression, self.sep, self.shown
+        if df.isna().to_numpy().any():
+            ragged = _find_ragged_line(path, compression, sep, self.has_header, self.first_data_no)
+            if ragged is not None:
+                line, saw, exp = ragged
+                raise InputError(
+                    f"{shown}, line {line}: {saw} fields where the lines before have {exp} (ragged rows); every line "
+                    f"must have the same number of {_sep_name(sep)}-separated fields."
+                )
+        line_of = _data_line_numbers(path, compression, self.first_data_no) if _needs_line_numbers(df) else None
 
-    return count_data_from_columns(
-        list(df.columns), [df.iloc[:, j] for j in range(df.shape[1])], source=shown,
-        min_samples=min_samples, default_sample_names=not has_header, row_label=row_label,
-    )
+        def row_label(i: int) -> str:
+            i += first_row
+            if line_of is not None and i < len(line_of):
+                return f"line {line_of[i]}"
+            return f"data row {i + 1}"
+
+        return count_data_from_columns(
+            list(df.columns), [df.iloc[:, j] for j in range(df.shape[1])], source=shown,
+            min_samples=min_samples, default_sample_names=not self.has_header, row_label=row_label,
+        )
+
+
+def read_count_parts(path: str | os.PathLike, *, min_samples: int = 2, rows: int | None = None):
+    """A text or Parquet count file (as :func:`read_counts` reads it) in parts of rows: (CountData of the part,
+    False) for each part, in file order, each checked as ``read_counts`` checks a file; (None, True) for a part
+    whose chromosomes are not contiguous or whose starts decrease (``read_counts`` sorts the whole file: read
+    it whole). ``rows``: rows per part
+    (default about TEXT_PART_BYTES of text; Parquet 262,144)."""
+    p = Path(path)
+    shown = str(os.fspath(path))
+    fmt, compression = detect_format(p)
+    if not p.is_file():
+        raise InputError(f"Count file not found: {shown}")
+    if fmt in _TEXT:
+        table = _TextTable(p, fmt, compression, shown)
+        parts = table.parts(rows)
+
+        def convert(df, at):
+            return table.count_data(df, min_samples, at)
+    elif fmt == ".parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            f = pq.ParquetFile(p)
+        except Exception as e:  # pyarrow raises ArrowInvalid / OSError on a corrupt file
+            raise InputError(f"Cannot read {shown} as Parquet: {e}") from None
+        names = [c for c in f.schema_arrow.names if not c.startswith("__index_level_")]
+        parts = (b.to_pandas() for b in f.iter_batches(batch_size=rows or 1 << 18, columns=names))
+
+        def convert(df, at):
+            return count_data_from_frame(df, min_samples=min_samples, source=shown)
+    else:
+        raise InputError(f"{shown}: only text and Parquet tables are read in parts.")
+    at = 0
+    for df in parts:
+        if not isinstance(df.index, pd.RangeIndex) or df.index.start != 0:
+            df = df.reset_index(drop=True)
+        try:
+            reordered = _reordered(df)
+        except InputError:  # bad coordinates: the conversion says where
+            reordered = False
+        yield (None if reordered else convert(df, at)), reordered
+        at += len(df)
+
+
+def _reordered(df: pd.DataFrame) -> bool:
+    """Whether ``make_count_data`` regroups or sorts the rows of the table part ``df`` (its coordinates valid)."""
+    lower = {str(c).lower(): c for c in df.columns}
+    seq = next((lower[a] for a in SEQNAMES_ALIASES if a in lower), None)
+    if seq is None or "start" not in lower:
+        return False
+    names = df[seq].astype(str).to_numpy(dtype=object)
+    blocks = chromosome_blocks(names)
+    start = pd.DataFrame({"start": coordinates(df[lower["start"]], "start")})
+    return not rows_grouped(blocks) or unsorted_rows(start, blocks).size > 0
 
 
 def _sep_name(sep: str) -> str:
@@ -623,6 +701,6 @@ def _read_npy(path: Path, min_samples: int) -> CountData:
 
 
 __all__ = [
-    "read_counts", "read_count_file", "detect_format", "count_data_from_array", "count_data_from_frame",
-    "SUPPORTED_EXTENSIONS",
+    "read_counts", "read_count_file", "read_count_parts", "detect_format", "count_data_from_array",
+    "count_data_from_frame", "SUPPORTED_EXTENSIONS",
 ]

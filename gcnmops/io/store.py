@@ -300,7 +300,7 @@ class CountStoreWriter:
         whole, top = counts_kind(counts)
         dtype = integral_dtype(top, whole)
         if self.array is None:
-            rows, k = store_chunks(self.m_hint or max(1, counts.shape[0]), self.n, dtype.itemsize)
+            rows, k = store_chunks(self.m_hint or 1 << 62, self.n, dtype.itemsize)
             self.array = create_array(str(self.tmp / COUNTS), (0, self.n), (rows, k), dtype)
         elif np.result_type(self.array.dtype, dtype) != self.array.dtype:
             self._widen(np.result_type(self.array.dtype, dtype))
@@ -366,6 +366,54 @@ def write_count_store(parts, path, sample_names: list[str], m_hint: int | None =
         if writer is not None:
             writer.abort()
         raise
+
+
+def convert_counts(input, output, *, min_samples: int = 2, rows: int | None = None) -> tuple[Path, bool]:
+    """``input`` (anything :func:`gcnmops.read_counts` reads) as a count store at ``output``; returns (the store,
+    whether it was read in parts). Text and Parquet tables are read in parts of rows (memory: one part), when
+    their rows come grouped by chromosome and sorted by start; other formats, and tables that must be sorted
+    (as read_counts sorts them), are read whole. Whole-number counts are stored as int32/int64."""
+    from .readers import detect_format, read_count_parts, read_counts
+
+    p = Path(input) if isinstance(input, (str, os.PathLike)) else None
+    if p is not None and p.is_file() and detect_format(p)[0] in (".tsv", ".txt", ".csv", ".parquet"):
+        parts = read_count_parts(p, min_samples=min_samples, rows=rows)
+        first = None
+        writer = None
+        try:
+            for data, reordered in parts:
+                if reordered:
+                    break
+                if writer is None:
+                    first = data
+                    writer = CountStoreWriter(output, data.n_samples, list(data.sample_names))
+                elif list(data.sample_names) != list(first.sample_names):
+                    break
+                writer.append(data.counts, data.ranges)
+            else:
+                if writer is not None:
+                    ranges = pd.concat(writer.ranges, ignore_index=True) if writer.ranges else None
+                    if ranges is None or _grouped_and_sorted(ranges):
+                        return writer.close(), True
+        except BaseException:
+            if writer is not None:
+                writer.abort()
+            raise
+        finally:
+            parts.close()
+        if writer is not None:
+            writer.abort()
+        import logging
+
+        logging.getLogger("gcnmops").warning(
+            f"{p}: the rows are not grouped by chromosome and sorted by start: reading the whole table to sort it "
+            "(memory: the whole matrix).")
+    return save_count_data(read_counts(input, min_samples=min_samples), output), False
+
+
+def _grouped_and_sorted(ranges: pd.DataFrame) -> bool:
+    blocks = chromosome_blocks(ranges["seqnames"])
+    return rows_grouped(blocks) and not unsorted_rows(ranges, blocks).size
 
 
 def save_count_data(data: CountData, path, rows_per_chunk: int | None = None,
@@ -516,6 +564,6 @@ def open_stored_result(folder: Path, params: dict, tables: dict, sample_names: l
 
 
 __all__ = ["CountStore", "open_count_store", "checked_ranges", "CountStoreWriter", "write_count_store",
-           "save_count_data", "ResultStore", "StoredResult", "open_stored_result", "create_array", "is_zarr_path",
+           "save_count_data", "convert_counts", "ResultStore", "StoredResult", "open_stored_result", "create_array", "is_zarr_path",
            "store_chunks", "integral_dtype", "counts_kind", "zarr_module", "COUNTS", "RANGES_FILE", "MATRIX_STORE",
            "STREAM_MATRICES", "ALWAYS_KEPT"]
