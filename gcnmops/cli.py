@@ -90,6 +90,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--threads", type=int, help="threads of the CPU stages (numba; default: all CPUs)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.add_argument("-v", "--verbose", action="store_true", help="also log the libraries' messages")
+    run.add_argument("--sex-aware", action="store_true", help="model chrX/chrY outside the pseudo-autosomal regions "
+                     "per sex (a male's single X is his normal; cn.mops and exome only; default off: cn.mops's model)")
+    run.add_argument("--sex", type=_strings, help="--sex-aware: female/male per sample, comma separated, in sample "
+                                                  "order (default: inferred from chrX/chrY coverage)")
+    run.add_argument("--genome", choices=["hg38", "hg19", "none"], help="--sex-aware: the build whose "
+                     "pseudo-autosomal regions stay with the autosomes (default hg38)")
     run.add_argument("--plots", action="store_true", help="write PNG plots (CNV regions, segments, overview)")
     run.add_argument("--report", action="store_true", help="write report.html (summary, plots, output files)")
     sub.add_parser("info", help="show versions and whether a GPU backend is usable")
@@ -241,6 +247,7 @@ def _run(args) -> int:
     with warnings.catch_warnings():  # checked before reading the input; the run warns, once
         warnings.simplefilter("ignore")
         build_params(method.name, {k: v for k, v in kwargs.items() if k not in RUN_ARGS})
+    sex_kwargs = _sex_kwargs(args, method)
     formats = check_formats(args.formats)
     check_output_folder(args.outdir)
     vcf = VcfOptions(args.reference_fai, args.reference, args.per_sample_vcf).checked()
@@ -255,11 +262,55 @@ def _run(args) -> int:
             vcf.checked(data.genomic_ranges())  # a VCF holds the regions, the reference every chromosome
         read_s = time.perf_counter() - t0
         progress.advance("read")
-        result, written = run_and_write(method.name, data, args.outdir, controls=controls, backend=args.backend,
-                                        integer=not args.no_integer, formats=formats, timings={"read": read_s},
-                                        extra=_figures(args, progress), vcf=vcf, **kwargs)
+        if sex_kwargs is not None:
+            result, written = _sex_aware_run(args, method, data, kwargs, sex_kwargs, formats, vcf, progress, read_s)
+        else:
+            result, written = run_and_write(method.name, data, args.outdir, controls=controls, backend=args.backend,
+                                            integer=not args.no_integer, formats=formats, timings={"read": read_s},
+                                            extra=_figures(args, progress), vcf=vcf, **kwargs)
     print(_summary(result, Path(args.outdir), len(written)))
+    if "sex" in result.params:
+        print(_sexes(result.params["sex"]))
     return 0
+
+
+def _sex_kwargs(args, method) -> dict | None:
+    """run --sex-aware's arguments of sex_aware_cn_mops (sex, genome), checked before any work; None without
+    --sex-aware (then --sex and --genome are refused)."""
+    if not args.sex_aware:
+        given = [o for o, v in (("--sex", args.sex), ("--genome", args.genome)) if v is not None]
+        if given:
+            raise InputError(f"{' and '.join(given)} appl{'y' if len(given) > 1 else 'ies'} with --sex-aware only")
+        return None
+    from .casemode.api import check_sex_aware_method
+    from .casemode.sex import sex_value
+
+    check_sex_aware_method(method.name)
+    if args.devices is not None:
+        raise InputError("--devices does not apply with --sex-aware (the model runs on one device)")
+    for k, v in enumerate(args.sex or ()):
+        sex_value(v, f"number {k + 1}")
+    return {"sex": args.sex, "genome": None if args.genome == "none" else args.genome or "hg38"}
+
+
+def _sex_aware_run(args, method, data, kwargs: dict, sex_kwargs: dict, formats, vcf, progress, read_s: float):
+    """(result, paths written) of sex_aware_cn_mops on ``data`` (its integer copy numbers its own: against the
+    fitted parameters of each sex), written as run_and_write writes a run."""
+    from .casemode import sex_aware_cn_mops
+    from .io.writers import write_result
+    from .pipeline.family import cnvr_per_sample
+    from .progress import timed_stage
+
+    result = sex_aware_cn_mops(data, method.name, integer=not args.no_integer, backend=args.backend, **sex_kwargs,
+                               **kwargs)
+    result.timings["read"] = read_s
+    figures = _figures(args, progress)
+    with timed_stage(result.timings, "write"):
+        written = write_result(result.replace(cnvr=cnvr_per_sample(result)), args.outdir, formats=formats, vcf=vcf,
+                               extra=None if figures is None else (lambda sizes: figures(result, sizes)))
+    for stage in ("plots", "report"):  # timed inside the write: not counted twice
+        result.timings["write"] -= result.timings.get(stage, 0.0)
+    return result, written
 
 
 def _set_threads(n: int | None) -> None:

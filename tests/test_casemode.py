@@ -292,3 +292,51 @@ def test_cli_reference_build_and_call(tmp_path, capsys):
     assert main(["call", str(tmp_path / "short.tsv"), "--reference", str(tmp_path / "ref"), "-o",
                  str(tmp_path / "out2"), "--quiet"]) == 2
     assert "error:" in capsys.readouterr().err
+
+
+def _cli(*args, timeout: int = 300):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = str(Path(__file__).resolve().parents[1])
+    return subprocess.run([sys.executable, "-m", "gcnmops", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "PYTHONPATH": repo})
+
+
+def test_cli_run_sex_aware(tmp_path):
+    """``gcnmops run --sex-aware`` is sex_aware_cn_mops: the same calls, the sexes in params.json and printed;
+    --sex given per sample; bad sex options refused before any work (exit 2, no output folder)."""
+    data, _, sexes = mixed_sex_cohort(16, n_autosomal=1200, n_x=500, n_y=300, seed=3)
+    path = tmp_path / "cohort.tsv"
+    pd.concat([data.ranges, pd.DataFrame(data.counts, columns=data.sample_names)], axis=1).to_csv(path, sep="\t",
+                                                                                                  index=False)
+    out = tmp_path / "out"
+    proc = _cli("run", path, "-o", out, "--sex-aware", "--backend", "cpu", "--quiet", "--formats", "tsv")
+    assert proc.returncode == 0, proc.stderr
+    inferred = json.loads((out / "params.json").read_text())["sex"]
+    assert [s["sex"] for s in inferred] == sexes and not any(s["given"] for s in inferred)
+    assert "sex: S_1 female (inferred" in proc.stdout and "S_2 male (inferred" in proc.stdout
+    direct = gcnmops.sex_aware_cn_mops(data, backend="cpu", integer=True)
+    cnvs = pd.read_csv(out / "cnvs.tsv", sep="\t")
+    assert len(cnvs) == len(direct.cnvs) > 0 and cnvs["CN"].tolist() == direct.cnvs["CN"].tolist()
+    assert set(cnvs.loc[cnvs.seqnames.eq("chrX") & cnvs.sampleName.isin(data.sample_names[1::2]), "CN"]) <= {
+        "CN0", "CN2", "CN3"}  # a male's X is called against one copy
+
+    flipped = ["m" if s == "female" else "f" for s in sexes]  # given sexes win over coverage
+    proc = _cli("run", path, "-o", tmp_path / "given", "--sex-aware", "--sex", ",".join(flipped), "--genome", "hg19",
+                "--backend", "cpu", "--quiet", "--formats", "tsv", "--no-integer")
+    assert proc.returncode == 0, proc.stderr
+    given = json.loads((tmp_path / "given" / "params.json").read_text())["sex"]
+    assert [s["sex"][0] for s in given] == flipped and all(s["given"] for s in given)
+
+    for args, message in ((["--sex", "f,m"], "--sex applies with --sex-aware only"),
+                          (["--genome", "hg19"], "--genome applies with --sex-aware only"),
+                          (["--sex-aware", "--method", "haplo"], "cn.mops or exomecn.mops"),
+                          (["--sex-aware", "--sex", "f,x"], "'x' is not female/male")):
+        proc = _cli("run", path, "-o", tmp_path / "refused", *args, "--quiet")
+        assert proc.returncode == 2 and "error: " in proc.stderr and message in proc.stderr, (args, proc.stderr)
+        assert not (tmp_path / "refused").exists()
+    proc = _cli("run", path, "-o", tmp_path / "short", "--sex-aware", "--sex", "f,m", "--backend", "cpu", "--quiet")
+    assert proc.returncode == 2 and "2 values for 16 samples" in proc.stderr

@@ -227,14 +227,21 @@ def sex_aware_cn_mops(input, method: str = "cn.mops", *, sex=None, genome: str |
     regions stay with the autosomes. ``integer``: also integer copy numbers (against the fitted parameters,
     casemode/integer.py). Other parameters as :func:`gcnmops.cn_mops`; its results on the autosomes are cn_mops's.
     """
-    m = method_spec(method)
-    if m.model != "em" or m.main_class != "CN2":
-        raise InputError("sex_aware_cn_mops runs cn.mops or exomecn.mops (method 'cn.mops' or 'exome').")
+    m = check_sex_aware_method(method)
     p, genome, data, backend, parts, info = _cohort_plan(m, params, input, True, genome, sex, backend)
     result = _parts_run(data, p, m, parts, None if info is None else [s["sex"] for s in info], backend, integer)
     if info is not None:
         result.params["sex"] = info
     return result
+
+
+def check_sex_aware_method(method):
+    """The method spec of ``method`` if sex_aware_cn_mops runs it (a diploid cohort method), else InputError."""
+    m = method_spec(method)
+    if m.model != "em" or m.main_class != "CN2":
+        raise InputError(f"Sex-aware calling runs cn.mops or exomecn.mops (method 'cn.mops' or 'exome'), not "
+                         f"{m.name}.")
+    return m
 
 
 def _cohort_plan(m, params: dict, counts, sex_aware: bool, genome, sex, backend):
@@ -283,4 +290,5 @@ def select_samples(result: CNVDetectionResult, names: list[str]) -> CNVDetection
             cnvs=cnvs, cnvr=cnvr.loc[rows].drop(columns=drop).reset_index(drop=True), sample_names=list(names))
 
 
-__all__ = ["build_reference", "call_samples", "sex_aware_cn_mops", "check_reference_regions", "select_samples", "MODES"]
+__all__ = ["build_reference", "call_samples", "sex_aware_cn_mops", "check_sex_aware_method", "check_reference_regions",
+           "select_samples", "MODES"]

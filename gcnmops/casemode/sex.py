@@ -93,13 +93,16 @@ def checked_sex(sex, sample_names: list[str]) -> list[str] | None:
         values = list(sex)
         if len(values) != len(sample_names):
             raise InputError(f"sex: {len(values)} values for {len(sample_names)} samples; give one per sample.")
-    out = []
-    for s, v in zip(sample_names, values):
-        key = str(v).strip().lower()
-        if key not in SEX_NAMES:
-            raise InputError(f"sex of sample {s}: {v!r} is not female/male (F/M, XX/XY accepted).")
-        out.append(SEX_NAMES[key])
-    return out
+    return [sex_value(v, s) for s, v in zip(sample_names, values)]
+
+
+def sex_value(value, sample: str) -> str:
+    """"female" or "male" for one ``sex=`` value (female/male, F/M, XX/XY, any case) of ``sample``; InputError
+    for anything else."""
+    key = str(value).strip().lower()
+    if key not in SEX_NAMES:
+        raise InputError(f"sex of sample {sample}: {value!r} is not female/male (F/M, XX/XY accepted).")
+    return SEX_NAMES[key]
 
 
 def sample_sexes(counts: np.ndarray, gr: pd.DataFrame, genome: str | None, sample_names: list[str],
@@ -137,4 +140,4 @@ def _finite(v: float):
 
 
 __all__ = ["PAR", "GENOMES", "FEMALE", "MALE", "sex_chromosome", "check_genome", "sex_rows", "autosome_rows",
-           "checked_sex", "sample_sexes"]
+           "checked_sex", "sex_value", "sample_sexes"]
