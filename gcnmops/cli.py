@@ -98,6 +98,14 @@ def build_parser() -> argparse.ArgumentParser:
                      "pseudo-autosomal regions stay with the autosomes (default hg38)")
     run.add_argument("--plots", action="store_true", help="write PNG plots (CNV regions, segments, overview)")
     run.add_argument("--report", action="store_true", help="write report.html (summary, plots, output files)")
+    run.add_argument("--stream", action="store_true",
+                     help="chromosome by chromosome with bounded memory (automatic for a Zarr count store INPUT): "
+                          "INPUT a count store (gcnmops convert) or a Parquet table; matrices into "
+                          "OUTDIR/matrices.zarr as they are made; formats bed, vcf, seg")
+    run.add_argument("--keep", type=_strings, help="--stream: the matrices kept in matrices.zarr, comma separated, of "
+                                                   "normalized_data, local_assessments, individual_call, ini_call, "
+                                                   "params_L, params_A, posterior_probs; 'all' (default) or 'none' "
+                                                   "(integer_copy_number and the call tables always)")
     sub.add_parser("info", help="show versions and whether a GPU backend is usable")
     warm = sub.add_parser("warmup", help="compile and cache every kernel of a run (once per machine and install; "
                                          "scripts/setup.sh does it)")
@@ -131,6 +139,13 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_argument("--no-integer", action="store_true", help="skip integer copy numbers")
     batch.add_argument("--force", action="store_true", help="run again the experiments already done")
     batch.add_argument("--quiet", action="store_true", help="no progress lines")
+    conv = sub.add_parser("convert", help="a count table (TSV/CSV, Parquet, .rds, .npz, gcnmops count's output) as "
+                                          "a chunked count store for run --stream (whole-number counts as integers)")
+    conv.add_argument("input", help="counts, as for run (text and Parquet tables are read in parts of rows)")
+    conv.add_argument("-o", "--output", required=True, help="the Zarr store to write (a folder, e.g. counts.zarr; "
+                                                             "replaced if it is one)")
+    conv.add_argument("--rows", type=int, help="rows per part read from a text or Parquet table (default: ~64 MB of "
+                                               "text, 262,144 Parquet rows)")
     _add_casemode(sub, run)
     return parser
 
@@ -236,6 +251,10 @@ def _run(args) -> int:
     from .progress import Progress
 
     method = METHODS[args.method]
+    if args.stream or (args.input and _is_store(args.input)):
+        return _run_streaming(args, method)
+    if args.keep is not None:
+        raise InputError("--keep applies with --stream only")
     if args.example == bool(args.input):
         raise InputError("give either an INPUT file or --example")
     if (method.model == "reference") != bool(args.controls) and not (args.example and method.model == "reference"):
@@ -419,6 +438,65 @@ def _count(args) -> int:
     return 0
 
 
+def _is_store(path: str) -> bool:
+    from .io.store import is_zarr_path
+
+    return is_zarr_path(Path(path))
+
+
+def _run_streaming(args, method) -> int:
+    """run --stream: gcnmops.run_streaming with a progress line per chromosome on stderr."""
+    from .pipeline.streaming import kept_matrices, run_streaming, stream_formats
+
+    given = [o for o, v in (("--example", args.example), ("--controls", args.controls), ("--plots", args.plots),
+                            ("--report", args.report), ("--sex-aware", getattr(args, "sex_aware", False)))
+             if v]
+    if given or not args.input:
+        raise InputError(f"{', '.join(given) or 'no INPUT'}: a streamed run takes a count store or Parquet INPUT "
+                         "and none of --example, --controls, --plots, --report, --sex-aware")
+    kwargs = _method_kwargs(args, method)
+    kwargs.pop("devices", None)
+    formats = stream_formats(args.formats)
+    kept_matrices(args.keep, bool(args.return_posterior))
+    check_output_folder(args.outdir)
+    vcf = VcfOptions(args.reference_fai, args.reference, args.per_sample_vcf).checked()
+    _set_threads(args.threads)
+    t0 = time.perf_counter()
+
+    def line(done) -> None:
+        if args.quiet:
+            return
+        elapsed = time.perf_counter() - t0
+        left = elapsed * (done.regions - done.rows_done) / max(1, done.rows_done)
+        print(f"gcnmops stream: {done.name} ({done.index + 1}/{done.total}) {done.rows:,} regions in "
+              f"{done.seconds:.1f} s; {100 * done.rows_done / done.regions:.0f}% of regions, {elapsed:.0f} s elapsed, "
+              f"~{left:.0f} s to go", file=sys.stderr, flush=True)
+
+    result = run_streaming(args.input, args.outdir, method=method.name, keep=args.keep, integer=not args.no_integer,
+                           formats=formats, backend=args.backend, vcf=vcf, on_chromosome=line, **kwargs)
+    s = result.summary()
+    print(f"gcnmops {result.params['method']} (streamed): {s['regions']:,} regions x {s['samples']} samples on "
+          f"{s['chromosomes']} chromosome(s)\n  segments {s['segments']:,}   CNVs {s['cnvs']:,}   CNV regions "
+          f"{s['cnv_regions']:,}\n  time per stage: " +
+          ", ".join(f"{k} {v:.2f} s" for k, v in result.timings.items()) +
+          f"\n  written to {args.outdir} (matrices in {result.store}: {', '.join(result.kept)})")
+    return 0
+
+
+def _convert(args) -> int:
+    from .io.store import convert_counts, open_count_store
+
+    if args.rows is not None and args.rows < 1:
+        raise InputError(f"--rows must be at least 1, not {args.rows}")
+    t0 = time.perf_counter()
+    path, in_parts = convert_counts(args.input, args.output, rows=args.rows)
+    store = open_count_store(path)
+    m, n = store.shape
+    print(f"gcnmops convert: {m:,} regions x {n} samples ({store.dtype}, read {'in parts' if in_parts else 'whole'}) "
+          f"in {time.perf_counter() - t0:.2f} s -> {path}")
+    return 0
+
+
 def _batch(args) -> int:
     """Exit status 0 when every experiment is done, 1 when some failed, 130 when interrupted."""
     from .batch import format_summary, read_manifest, run_batch
@@ -510,6 +588,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "count":
             return _count(args)
+        if args.command == "convert":
+            return _convert(args)
         if args.command == "batch":
             return _batch(args)
         if args.command == "reference":
