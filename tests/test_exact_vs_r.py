@@ -1,9 +1,9 @@
 """gcnmops.exact against base R itself (through rpy2), bit for bit, on thousands of random and adversarial vectors
 (ties, many zeros, nearly equal values, magnitudes from 1e-290 to 1e290, odd and even lengths): mean, colMeans,
-median, var, sd, quantile type 7, bw.nrd0, seq.int, approx, dnorm, density()'s binning, grid and mode, lgamma,
-and the poisson normalization's row variance-to-mean ratios. density()'s values go through R's FFT, which we do
-not reproduce: they agree to rounding, and the mode (the first maximum) bit for bit. The t tail is checked to its
-documented accuracy. Skipped cleanly without R or rpy2 (scripts/setup.sh installs both).
+median, var, sd, quantile type 7, bw.nrd0, seq.int, approx, dnorm, density()'s binning, grid, values (through R's
+FFT, exact/rfft.py, itself checked in test_rfft_vs_r.py) and mode, lgamma, and the poisson normalization's row
+variance-to-mean ratios. The t tail is checked to its documented accuracy. Skipped cleanly without R or rpy2
+(scripts/setup.sh installs both).
 """
 from __future__ import annotations
 
@@ -116,7 +116,7 @@ def _ratio_vectors(rng, count) -> list[np.ndarray]:
 
 def test_density_matches_r(R) -> None:
     """density(v, from=0, to=quantile(v, .95), n=that*100), as cn.mops calls it: R's grid, binning (BinDist) and
-    kernel bit for bit, the values to rounding (R's FFT), the mode bit for bit."""
+    kernel, values and mode bit for bit."""
     rng = np.random.default_rng(2007)
     run = R("""function(v) {
         u <- quantile(v, 0.95, names = FALSE); d <- density(v, na.rm = TRUE, from = 0, to = u, n = u * 100)
@@ -144,7 +144,7 @@ def test_density_matches_r(R) -> None:
         assert_same_bits(D._dnorm(kords, bw), r["kernel"], "density kernel")
         grid, dens = D.r_density(v, n=u * 100, from_=0.0, to=u)
         assert_same_bits(grid, r["x"], "density grid")
-        np.testing.assert_allclose(dens, r["y"], rtol=0, atol=1e-13 * r["y"].max())
+        assert_same_bits(dens, r["y"], "density values")
         assert_same_bits(D.density_mode(v, 0.0, u, u * 100), r["mode"], "density mode")
         modes += 1
     assert modes > 120
