@@ -4,9 +4,10 @@ cn.mops's poisson normalization takes the location of the maximum of
 ``density(v, na.rm=TRUE, from=0, to=u, n=u*100)``; :func:`density_mode` reproduces it. The
 steps follow R 4.2 (before R 4.4's ``old.coords`` change): linear binning of the data on the
 working grid, FFT convolution with a kernel sampled on a slightly different grid, clipping at
-0 and linear interpolation onto the user's grid. Float64 throughout. The grids are R's bit for
-bit; R and numpy use different FFT algorithms, so density values agree to rounding (about 1e-16
-of the peak), which leaves the location of the maximum (the mode) the same.
+0 and linear interpolation onto the user's grid. Float64 throughout. Every step is R's operation
+for operation, the FFTs included (R's own algorithm, :mod:`.rfft`, not numpy's, whose rounding
+differs: about 1e-16 of the peak, enough to move the first maximum where two grid points tie to
+rounding): density values, and so the mode, are R's bit for bit (tests/test_rfft_vs_r.py).
 
 The grid has ``n = u * 100`` points, ``u`` growing with the scale of the counts: one huge count makes R allocate
 2 * 2^ceiling(log2(n)) doubles and FFTs of that length (R stops above 2^30 working points, "invalid 'n'
@@ -14,8 +15,8 @@ argument", or runs out of memory first). Above :data:`DENSE_GRID_LIMIT` working 
 not materialize the grids: it evaluates the same binned estimate (R's bins, R's kernel grid) by direct
 summation only where its maximum can lie (a coarse pass at a quarter of the bandwidth over the nodes near the
 data, then the exact node maxima of the best peaks, then the interpolated user grid points beside them).
-Memory and time then grow with the number of values, not with n; the values agree with the FFT's to rounding,
-as R's and numpy's FFTs agree with each other.
+Memory and time then grow with the number of values, not with n; the values there agree with R's FFT's to
+rounding only (not bit for bit), so the mode is R's unless two grid points' estimates tie to rounding.
 """
 from __future__ import annotations
 
