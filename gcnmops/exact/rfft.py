@@ -12,12 +12,12 @@ cd = 2 sin(pi / S)^2 and sd = sin(2 pi / S) (sin, cos: the C library's, glibc's 
 too). A radix-2 pass starts that recurrence at (1 - cd, sd) and rotates the offset S/2 - j by (-c, s) (for
 j < S/4); a radix-4 pass starts at (1, 0), rotates the sub-blocks 1, 2 and 3 by (c, s), its square
 (c^2 - s^2, 2 c s) and cube, and multiplies nothing where s == 0. Each value is written by one butterfly per
-pass, so the loops may run in any order (here: blocks outer, offsets inner, with the factors precomputed per
-pass); every sum and product is R's, in R's order, with no FMA (numba on x86 does not contract). The
-inverse is unnormalized, like R's.
+pass, so the loops may run in any order (here: blocks outer, offsets inner, or the reverse for short blocks,
+with the rotations precomputed per pass); every sum and product is R's, in R's order, with no FMA (numba on
+x86 does not contract: none in the machine code on an FMA-capable CPU). The inverse is unnormalized, like R's.
 
 Verified by ``tests/test_rfft_vs_r.py``: R's ``fft`` itself (through rpy2) on random complex and real vectors of
-every length 2^1..2^21, forward and inverse, bit for bit. Other lengths raise ValueError (R's factors 3, 5 and
+every length 2^0..2^21, forward and inverse, bit for bit (and R's density() built on it). Other lengths raise ValueError (R's factors 3, 5 and
 larger odd ones, with their rotation pass and square-free permutation, are not reproduced).
 
 Arrays: complex128 (n,) in and out (1-D, any layout); the njit kernel works on separate float64 real and
