@@ -3,10 +3,11 @@
 The heavy part of ``cpu.segment_columns_arrays`` is p_i, the largest -log t tail over ~38 growing
 windows, for every candidate position of every (chromosome, sample) vector. Here it runs on the GPU, one
 thread per candidate position, from the same ``register_jitable`` source as the CPU (segmentation/kernels.py:
-``prefix_sums``, ``is_candidate``, ``scan_position``; exact/tdist.py) compiled by numba.cuda. Everything else
-stays on the host (numba, parallel over vectors; segmentation/host.py's passes, as the CPU's): cleaning,
-eps (0.75 quantile of |diff|), the merge thresholds and the variance before the GPU pass; local maxima, the
-breakpoint threshold, merging, segment means and medians after it.
+``prefix_sums``, ``is_candidate``, ``scan_position``; exact/tdist.py) compiled by numba.cuda. The segments' means
+and medians (R's long double mean() and median(), exact/rstats.py) are computed on the GPU too, one thread per
+segment, from the vectors the statistic ran on. The rest stays on the host (numba, parallel over
+vectors; segmentation/host.py's passes, as the CPU's): cleaning, eps (0.75 quantile of |diff|), the merge thresholds
+and the variance before the GPU pass; local maxima, the breakpoint threshold and merging after it.
 
 Identical segments. The kernels ask NVVM for no FMA contraction (cuda/nofma.py; checked in the PTX
 locally) and the prefix sums run in the CPU's order, so the window arithmetic follows the CPU's; the t tail
@@ -48,9 +49,9 @@ from numba.extending import register_jitable
 
 from ..cuda.nofma import jit_nofma
 from ..errors import InputError
-from ..exact.rstats import quantile7_low_index
+from ..exact.rstats import ld_mean, median_inplace, quantile7_low_index
 from .host import (breakpoint_count, clean, fill_segments, has_neighbourhood, kth_pair, local_half_width,
-                   segment_ends_from_stat, task_rows, vector_constants, window_scratch)
+                   segment_bounds, segment_ends_from_stat, task_rows, vector_constants, window_scratch)
 from .interface import (checked_columns, label_tasks, output_arrays, report_cleaning, resolve_params,
                         segment_frame)
 from .kernels import exact_tail, is_candidate, prefix_sums, scan_position, window_count
@@ -94,8 +95,7 @@ def _prepare_all(values, firsts, ends, N, offs, eps_given, eps, default_t, t_hi,
                  vec_V, vec_thi, vec_tlo, dirty, ncand):
     """Per (block, sample) vector: the cleaned copy into xt[offs[task]:], eps, merge thresholds, variance
     (as cpu._final_ends computes them) and the number of candidate positions."""
-    ntask = offs.shape[0] - 1
-    for task in prange(ntask):
+    for task in prange(offs.shape[0] - 1):
         s, f, e = task_rows(task, N, firsts, ends)
         m = e - f
         o = offs[task]
@@ -480,8 +480,7 @@ def _scatter_candidates(x, p_c, j_c, c, min_seg, eps):
 @njit(parallel=True, cache=True, error_model="numpy", nogil=True)
 def _finish_all(xt, offs, coffs, p_c, j_c, full, vec_eps, vec_V, vec_thi, vec_tlo, alpha, no_merge, min_seg, delta,
                 max_int, w, tau, flags, counts, recomputed):
-    ntask = offs.shape[0] - 1
-    for task in prange(ntask):
+    for task in prange(offs.shape[0] - 1):
         o = offs[task]
         m = offs[task + 1] - o
         x = xt[o:o + m]
@@ -502,6 +501,57 @@ def _fill_all(xt, offs, flags, out_off, out_start, out_end, out_mean, out_median
         f = offs[task]
         e = offs[task + 1]
         fill_segments(xt[f:e], flags[f:e], out_off[task], out_start, out_end, out_mean, out_median)
+
+
+@njit(parallel=True, cache=True, error_model="numpy", nogil=True)
+def _bounds_all(offs, flags, out_off, out_start, out_end):
+    """Start and end (1-based, block-relative) of every final segment (host.segment_bounds per vector)."""
+    for task in prange(offs.shape[0] - 1):
+        segment_bounds(flags[offs[task]:offs[task + 1]], out_off[task], out_start, out_end)
+
+
+def _nofma_segment_values(xt, seg_first, seg_len, scratch, out_mean, out_median):
+    """Mean (R's long double mean()) and median (R's median()) of every final segment, one thread per segment:
+    segment k is xt[seg_first[k]:seg_first[k] + seg_len[k]]; ``scratch`` (like xt) holds the copies the median
+    selection reorders. The host's formulas (host.fill_segments), so the values are the host's bit for bit."""
+    start = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    for k in range(start, seg_first.shape[0], stride):
+        a = seg_first[k]
+        n = seg_len[k]
+        out_mean[k] = ld_mean(xt[a:a + n], n)
+        buf = scratch[a:a + n]
+        for r in range(n):
+            buf[r] = xt[a + r]
+        out_median[k] = median_inplace(buf, n)
+
+
+_VALUES_KERNEL: list = []
+
+
+def _segment_values_kernel():
+    with _LOCK:
+        if not _VALUES_KERNEL:
+            _VALUES_KERNEL.append(jit_nofma(_nofma_segment_values))
+        return _VALUES_KERNEL[0]
+
+
+def device_segment_values(d_x, vec: HostVectors, flags: np.ndarray, out_off: np.ndarray, out: dict,
+                          counts: np.ndarray) -> None:
+    """Fill out["start"], out["end"] on the host (a scan of ``flags``) and out["mean"], out["median"] on the device
+    from ``d_x``, the task-major vectors already there (``device_layout`` or the statistic's copy)."""
+    _bounds_all(vec.offs, flags, out_off, out["start"], out["end"])
+    seg_first = np.repeat(vec.offs[:-1], counts) + (out["start"] - 1)
+    seg_len = out["end"] - out["start"] + 1
+    n = seg_first.size
+    d_mean = cuda.device_array(n, np.float64)
+    d_median = cuda.device_array(n, np.float64)
+    tpb = 32 if simulating() else THREADS_PER_BLOCK
+    _segment_values_kernel()[_blocks_for(n, tpb, 1 << 16), tpb](
+        d_x, cuda.to_device(seg_first), cuda.to_device(seg_len), cuda.device_array(int(vec.offs[-1]), np.float64),
+        d_mean, d_median)
+    d_mean.copy_to_host(out["mean"])
+    d_median.copy_to_host(out["median"])
 
 
 def statistic_difference(values, blocks, min_seg=3, delta=20, max_int=40, cyber_weight=50) -> dict:
@@ -564,12 +614,16 @@ def segment_columns_arrays_gpu(values: np.ndarray, blocks, alpha=0.05, seg_media
     vec = prepare_vectors(values, firsts, ends, params)
     t["seg_prepare"] = time.perf_counter() - t0
     report_cleaning(vec.dirty)
+    d_x = None  # the vectors on the device, where the statistic and the segment values are computed
     if statistic is None:
-        statistic = gpu_statistic
+        t0 = time.perf_counter()
         if device_values is not None and not vec.dirty.any():
-            t0 = time.perf_counter()
-            statistic = partial(gpu_statistic, device_xt=device_layout(device_values, firsts, ends))
+            d_x = device_layout(device_values, firsts, ends)
             t["seg_device_layout"] = time.perf_counter() - t0
+        else:
+            d_x = _copy_in(vec.xt, None)
+            t["seg_copy_in"] = time.perf_counter() - t0
+        statistic = partial(gpu_statistic, device_xt=d_x)
     if vec.coffs[-1]:
         p, jstar = statistic(vec.xt, vec.offs, vec.coffs, vec.vec_eps, vec.vec_V, params["min_seg"], params["delta"],
                              params["max_int"], params["w"], timings=t)
@@ -581,7 +635,9 @@ def segment_columns_arrays_gpu(values: np.ndarray, blocks, alpha=0.05, seg_media
     t["seg_recomputed"] = int(recomputed.sum())
     t0 = time.perf_counter()
     out_off, out = output_arrays(counts)
-    if out_off[-1]:
+    if out_off[-1] and d_x is not None:
+        device_segment_values(d_x, vec, flags, out_off, out, counts)
+    elif out_off[-1]:  # a replaced statistic (tests): the vectors are on the host only
         _fill_all(vec.xt, vec.offs, flags, out_off, out["start"], out["end"], out["mean"], out["median"])
     label_tasks(out, counts, N)
     t["seg_fill"] = time.perf_counter() - t0

@@ -374,22 +374,33 @@ def _close_run(flags, s, e, min_seg):
 
 
 @njit(cache=True, error_model="numpy")
-def fill_segments(x, flags, o, out_start, out_end, out_mean, out_median):
-    """Start, end (1-based), mean (R's long-double mean) and median of every final segment of x (flags != 0 at
-    its end) into out_*[o:]."""
-    m = x.shape[0]
-    buf = np.empty(m)
+def segment_bounds(flags, o, out_start, out_end):
+    """Start and end (1-based) of every final segment of one vector (flags != 0 at its end) into out_*[o:];
+    returns the position after its last segment."""
     start = 0
-    for i in range(m):
+    for i in range(flags.shape[0]):
         if flags[i] != 0:
             out_start[o] = start + 1
             out_end[o] = i + 1
-            out_mean[o] = ld_mean(x[start:i + 1], i + 1 - start)
-            out_median[o] = median_of(x, start, i + 1, buf)
             o += 1
             start = i + 1
+    return o
 
 
-__all__ = ["VAR_FLOOR", "DIRTY_INF", "DIRTY_NAN", "task_rows", "local_half_width", "has_neighbourhood",
+@njit(cache=True, error_model="numpy")
+def fill_segments(x, flags, o, out_start, out_end, out_mean, out_median):
+    """Start, end (1-based), mean (R's long-double mean) and median of every final segment of x (flags != 0 at
+    its end) into out_*[o:]."""
+    buf = np.empty(x.shape[0])
+    for k in range(o, segment_bounds(flags, o, out_start, out_end)):
+        s = out_start[k] - 1
+        e = out_end[k]
+        out_mean[k] = ld_mean(x[s:e], e - s)
+        out_median[k] = median_of(x, s, e, buf)
+
+
+__all__ = ["VAR_FLOOR", "DIRTY_INF", "DIRTY_NAN", "task_rows", "local_half_width",
+           "has_neighbourhood",
            "breakpoint_count", "window_scratch", "clean", "sample_sd", "welford_var", "vector_constants",
-           "kth_pair", "quantile7_select", "median_of", "segment_ends_from_stat", "local_maxima", "fill_segments"]
+           "kth_pair", "quantile7_select", "median_of", "segment_ends_from_stat", "local_maxima", "segment_bounds",
+           "fill_segments"]
