@@ -124,6 +124,24 @@ def test_frozen_agrees_with_refit_on_a_simulated_cohort():
     assert frozen.params["caseMode"]["mode"] == "frozen" and frozen.sample_names == one.sample_names
 
 
+def test_frozen_calls_a_homozygous_deletion_no_reference_sample_has():
+    """The fit holds the CN0 weight at the likelihood floor where no cohort sample lacks both copies: the new
+    sample's weights are refitted from the EM's start (model/estep.py), so its zero counts are CN0 as in a refit,
+    not CN1 (a class weight at the floor times a likelihood e^-lambda/40 below CN1's)."""
+    _, _, ref_data, new, ref = _cohort()
+    rows = slice(1000, 1030)
+    assert (ref_data.counts[rows] > 5).all()  # every reference sample has reads there
+    x = new.counts[:, :1].copy(order="F")
+    x[rows] = 0.0
+    one = make_count_data(x, new.sample_names[:1], new.ranges, min_samples=1)
+    frozen = gcnmops.call_samples(one, ref, "frozen", backend="cpu")
+    refit = gcnmops.call_samples(one, ref, "refit", backend="cpu")
+    assert (frozen.cn_index[rows, 0] == 0).all() and (refit.cn_index[rows, 0] == 0).all()
+    assert np.allclose(frozen.local_assessments[rows, 0], np.log2(0.025))
+    hit = frozen.cnvs[(frozen.cnvs.start <= new.ranges.end.iat[1029]) & (frozen.cnvs.end >= new.ranges.start.iat[1000])]
+    assert len(hit) == 1 and hit["mean"].iat[0] < -5
+
+
 def test_frozen_integer_copy_numbers():
     _, _, _, new, ref = _cohort()
     with_int = gcnmops.call_samples(new, ref, "frozen", backend="cpu", integer=True)
