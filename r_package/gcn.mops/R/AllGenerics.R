@@ -46,6 +46,10 @@ setGeneric("calcIntegerCopyNumbers", function(object) standardGeneric("calcInteg
 
 setMethod("show", "CNVDetectionResult", function(object) .show_result(object))
 
+# BiocGenerics' updateObject(): a result saved by cn.mops (its class attribute names package "cn.mops")
+# as the portable result validObject() accepts where cn.mops is not installed (see AllClasses.R).
+setMethod("updateObject", "CNVDetectionResult", function(object, ..., verbose = FALSE) .portable(object))
+
 .show_result <- function(object) {
   cat("An object of class \"CNVDetectionResult\" (gcn.mops)\n")
   m <- length(object@gr)

@@ -64,7 +64,7 @@
   sINI <- env$localAssessments
   CN <- .Call(C_gm_labels, env$cn, classes)   # classes[idx + 1L], in C (the m x N label matrix)
   dimnames(CN) <- dimnames(sINI)
-  r <- new(.result_class())
+  r <- .portable(new(.result_class()))
   r@gr <- gr
   r@normalizedData <- env$normalizedData
   r@localAssessments <- sINI

@@ -123,6 +123,12 @@
 # The engine callback (an R function calling gcnmops.rbridge), set up once. Leaves R's random stream and
 # the search path as they were.
 .engine <- function() {
+  if (!is.null(.state$engine_pid) && .state$engine_pid != Sys.getpid())
+    stop(sprintf(paste("gcn.mops's engine was started in the parent R process (pid %d) and cannot run in a forked",
+                       "copy of it (future's plan(multicore), parallel::mclapply): its OpenMP threads do not survive",
+                       "fork(). Run the workers as separate R sessions (future::plan(multisession) or plan(cluster),",
+                       "as gcn.MOPS's multi_gpu.R does), or fork them before the first gcn.mops call."),
+                 .state$engine_pid), call. = FALSE)
   if (!is.null(.state$host_hook)) return(.state$host_hook)
   if (.python_host())
     stop(paste("gcn.mops runs inside a Python process (rpy2): call gcnmops.rbridge.attach() in Python",
@@ -166,6 +172,7 @@
   if (failed) .engine_error(sprintf("in %s: %s", cfg$python, msg))
   if (is.null(.state$host_hook)) .engine_error("gcnmops.rbridge.attach() did not register its callback.")
   .state$reticulate <- TRUE
+  .state$engine_pid <- Sys.getpid()
   .state$host_hook
 }
 

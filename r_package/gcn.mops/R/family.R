@@ -9,8 +9,12 @@
   a
 }
 
-.gcn_family <- function(fun, main, inputs, args, dots, backend, devices, min_samples = 2L,
+# dev: .gpu_devices()'s backend, devices and timing kind.
+.gcn_family <- function(fun, main, inputs, args, dots, dev, min_samples = 2L,
                         vector_is_sample = FALSE, prefixes = "Sample") {
+  mark <- .stopwatch()
+  backend <- dev$backend
+  devices <- dev$devices
   d <- .prepare_input(inputs[[1L]], min_samples = min_samples, vector_is_sample = vector_is_sample,
                       prefix = prefixes[[1L]])
   dc <- NULL
@@ -19,6 +23,7 @@
     dc <- .prepare_input(inputs[[2L]], min_samples = 1L, vector_is_sample = TRUE, prefix = prefixes[[2L]])
     .check_same_regions(d, dc)
   }
+  mark("input")
   norm <- .check_args(args, main = main)
   args$norm <- norm
   if (!(is.character(backend) && length(backend) == 1L && backend %in% c("auto", "cpu", "gpu")))
@@ -44,8 +49,9 @@
   env$args <- args
   env$backend <- backend
   env$devices <- if (is.null(devices)) NULL else as.integer(devices)
+  mark("call")
   res <- .call_engine("run_family_from_r", env, fun)
-  .state$last_run <- res
+  mark("returned")
   if (d$input_type == "GRanges") env$seqinfo <- d$seqinfo
   p <- env$params
   p$SegmentationParams <- .seg_params(user_dots)   # the user's extra arguments (not the seed drawn here)
@@ -53,6 +59,8 @@
   r <- .build_result(env)
   # singlecn.mops does not normalize: its normalizedData is the input as given (integer counts stay integer)
   if (fun == "single_cn_mops" && isTRUE(d$integer_counts)) storage.mode(r@normalizedData) <- "integer"
+  mark("built")
+  .record_run(res, dev$times, mark())
   r
 }
 
@@ -76,7 +84,7 @@ haplogcn.mops <- function(input, I = c(0.025, 1, 2, 3, 4, 5, 6, 7, 8),
                           returnPosterior = FALSE, ...,
                           backend = getOption("gcn.mops.backend", "auto"), devices = NULL, gpu = NULL) {
   dev <- .gpu_devices(gpu, backend, devices)
-  .gcn_family("haplo_cn_mops", "CN1", list(input), .family_args(environment()), list(...), dev$backend, dev$devices)
+  .gcn_family("haplo_cn_mops", "CN1", list(input), .family_args(environment()), list(...), dev)
 }
 
 referencegcn.mops <- function(cases, controls, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4, 8, 16, 32, 64),
@@ -88,7 +96,7 @@ referencegcn.mops <- function(cases, controls, I = c(0.025, 0.5, 1, 1.5, 2, 2.5,
                               backend = getOption("gcn.mops.backend", "auto"), devices = NULL, gpu = NULL) {
   dev <- .gpu_devices(gpu, backend, devices)
   .gcn_family("reference_cn_mops", "CN2", list(cases, controls), .family_args(environment()), list(...),
-              dev$backend, dev$devices, min_samples = 1L, vector_is_sample = TRUE, prefixes = c("Case", "Control"))
+              dev, min_samples = 1L, vector_is_sample = TRUE, prefixes = c("Case", "Control"))
 }
 
 singlegcn.mops <- function(x, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
@@ -99,6 +107,6 @@ singlegcn.mops <- function(x, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
                            returnPosterior = FALSE, ...,
                            backend = getOption("gcn.mops.backend", "auto"), devices = NULL, gpu = NULL) {
   dev <- .gpu_devices(gpu, backend, devices)
-  .gcn_family("single_cn_mops", "CN2", list(x), .family_args(environment()), list(...), dev$backend, dev$devices,
+  .gcn_family("single_cn_mops", "CN2", list(x), .family_args(environment()), list(...), dev,
               min_samples = 1L, vector_is_sample = TRUE)
 }

@@ -27,8 +27,7 @@ gcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
                quSizeFactor = quSizeFactor, upperThreshold = upperThreshold, lowerThreshold = lowerThreshold,
                minWidth = minWidth, segAlgorithm = segAlgorithm, minReadCount = minReadCount,
                useMedian = useMedian, returnPosterior = returnPosterior)
-  dev <- .gpu_devices(gpu, backend, devices)
-  .gcn_mops(input, args, list(...), dev$backend, dev$devices)
+  .gcn_mops(input, args, list(...), .gpu_devices(gpu, backend, devices))
 }
 
 exomegcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
@@ -177,10 +176,13 @@ exomegcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
   x
 }
 
-.gcn_mops <- function(input, args, dots, backend, devices, method = "cn.mops") {
-  tick <- function() proc.time()[["elapsed"]]
-  t0 <- tick()
+# dev: .gpu_devices()'s backend, devices and timing kind.
+.gcn_mops <- function(input, args, dots, dev, method = "cn.mops") {
+  mark <- .stopwatch()
   d <- .prepare_input(input)
+  mark("input")
+  backend <- dev$backend
+  devices <- dev$devices
   norm <- .check_args(args)
   args$norm <- norm
   if (!(is.character(backend) && length(backend) == 1L && backend %in% c("auto", "cpu", "gpu")))
@@ -236,9 +238,9 @@ exomegcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
 
   if (norm == 1) message("Normalizing...")
   message("Starting local modeling, please be patient...  ")
-  t1 <- tick()
+  mark("call")
   res <- .call_engine("run_from_r", env, method)
-  t2 <- tick()
+  mark("returned")
 
   if (norm == 0) {
     X <- env$X
@@ -256,9 +258,7 @@ exomegcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
   env$chr_index <- d$chr_index
   env$gr <- d$gr
   r <- .build_result(env)
-  t3 <- tick()
-  # seconds spent in R before the engine (input, checks, allocation), in the engine call, and after
-  res$r_timings <- list(prepare = t1 - t0, engine_call = t2 - t1, build = t3 - t2, total = t3 - t0)
-  .state$last_run <- res
+  mark("built")
+  .record_run(res, dev$times, mark())
   r
 }

@@ -3,6 +3,7 @@
 # are made here by indexing params$classes.
 
 .calc_integer <- function(object) {
+  object <- .portable(object)
   if (length(object@cnvr) == 0L || length(object@cnvs) == 0L)
     stop("No CNV regions in result object. Rerun cn.mops with different parameters!")
   # new samples called against a reference: their integer copy numbers need the model of the call (frozen: the

@@ -10,6 +10,7 @@ setMethod("makeRobustCNVR", "CNVDetectionResult", function(object, robust = 0.5,
   if (!is.numeric(robust) || length(robust) != 1L || !is.finite(robust))
     stop("\"robust\" must be numeric and of length 1.")
   if (!is.numeric(minWidth) || length(minWidth) != 1L) stop("\"minWidth\" must be numeric and of length 1.")
+  object <- .portable(object)
   env <- new.env(parent = emptyenv())
   env$object <- object
   env$robust <- robust
@@ -26,6 +27,7 @@ setMethod("makeRobustCNVR", "CNVDetectionResult", function(object, robust = 0.5,
 })
 
 setMethod("calcFractionalCopyNumbers", "CNVDetectionResult", function(object, segStat = "mean", ...) {
+  object <- .portable(object)
   env <- new.env(parent = emptyenv())
   env$object <- object
   env$segStat <- segStat

@@ -1,5 +1,7 @@
 .onLoad <- function(libname, pkgname) {
   # reticulate must not pick a Python before gcn.mops has chosen one (see .find_python()).
+  # The thesis's gpu.time.* / cpu.time.* (thesis.R): active bindings, made before the exports are processed.
+  .bind_thesis_timings(asNamespace(pkgname))
   invisible(NULL)
 }
 

@@ -84,15 +84,14 @@ test_that("the thesis interface: gpu = <device id>, gcn.mops::cn.mops() as the C
   }
 })
 
-test_that("results carry cn.mops's class attribute and survive saveRDS/readRDS", {
+test_that("results carry their class by name only and survive saveRDS/readRDS", {
   skip_if_no_engine()
   r <- suppressMessages(gcn.mops(small_counts()))
-  expect_identical(attr(class(r), "package"), "cn.mops")
+  expect_identical(class(r), "CNVDetectionResult")   # no "package" attribute (see ?CNVDetectionResult)
   f <- tempfile(fileext = ".rds")
   saveRDS(r, f)
   back <- readRDS(f)
-  # validObject() looks the class's package up: cn.mops (see ?CNVDetectionResult)
-  if (nzchar(system.file(package = "cn.mops"))) expect_true(validObject(back))
+  expect_true(validObject(back))
   expect_identical(back@cnvr, r@cnvr)
   expect_s4_class(makeRobustCNVR(back), "CNVDetectionResult")
 })
