@@ -18,6 +18,7 @@ the other result files (:meth:`ResultStore.publish`). :class:`StoredResult` read
 """
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
@@ -230,7 +231,11 @@ def checked_ranges(ranges: pd.DataFrame, m: int, where: str) -> pd.DataFrame:
 
 def _open_zarr(p: Path) -> CountStore:
     zarr = zarr_module()
-    node = zarr.open(str(p), mode="r")
+    try:
+        node = zarr.open(str(p), mode="r")
+    except Exception as e:  # zarr's PathNotFoundError, a damaged store
+        raise InputError(f"{p} holds no array 'counts' readable as Zarr ({type(e).__name__}: {e}): write the store "
+                         "with gcnmops convert or gcnmops.distributed.save_counts.") from None
     if hasattr(node, "shape"):
         raise InputError(f"{p} is a bare Zarr array: a count store is a group with an array 'counts' (write one "
                          "with gcnmops convert or gcnmops.distributed.save_counts).")
@@ -262,7 +267,13 @@ def _open_parquet(p: Path) -> CountStore:
     coords = [next((lower[a] for a in aliases if a in lower), None)
               for aliases in (SEQNAMES_ALIASES, START_ALIASES, END_ALIASES)]
     head = next(f.iter_batches(batch_size=min(1000, max(1, f.metadata.num_rows)), columns=names)).to_pandas()
-    probe = count_data_from_frame(head, min_samples=1, source=str(p))  # the column rules of read_counts
+    log = logging.getLogger("gcnmops")
+    silent = lambda record: False  # noqa: E731 - the probe's rows may be regrouped: said for the whole table below
+    log.addFilter(silent)
+    try:
+        probe = count_data_from_frame(head, min_samples=1, source=str(p))  # the column rules of read_counts
+    finally:
+        log.removeFilter(silent)
     samples = list(probe.sample_names)
     if any(s not in names for s in samples):
         raise InputError(f"{p}: the sample columns could not be named from the file's header; convert it with "
@@ -450,9 +461,10 @@ class ResultStore:
     """The matrices of a streamed result: a Zarr group written under a temporary name in ``outdir``.
 
     ``shapes``: name -> (shape, dtype) of each kept matrix (STREAM_MATRICES' names); rows are chunked by
-    about CHUNK_BYTES and samples by at most 256. ``write(name, a, b, value)`` stores rows a:b."""
+    about CHUNK_BYTES, at most ``max_rows`` (a chromosome's: a write then never holds a chunk larger than what it
+    writes), and samples by at most 256. ``write(name, a, b, value)`` stores rows a:b."""
 
-    def __init__(self, outdir: Path, shapes: dict, attrs: dict, gr: pd.DataFrame):
+    def __init__(self, outdir: Path, shapes: dict, attrs: dict, gr: pd.DataFrame, max_rows: int | None = None):
         self.outdir = Path(outdir)
         for entry in self.outdir.iterdir():  # of a streamed run killed outright
             if _TEMP_STORE.match(entry.name) and entry.is_dir():
@@ -465,7 +477,7 @@ class ResultStore:
         for name, (shape, dtype) in shapes.items():
             dtype = np.dtype(dtype)
             width = int(np.prod(shape[1:])) if len(shape) > 1 else 1
-            rows = min(shape[0], max(1024, CHUNK_BYTES // (dtype.itemsize * min(width, 256))))
+            rows = min(shape[0], max_rows or shape[0], max(1024, CHUNK_BYTES // (dtype.itemsize * min(width, 256))))
             chunks = (rows,) + tuple(min(s, 256) for s in shape[1:])
             compress = name in ("individual_call", "integer_copy_number")  # runs of equal values
             self.arrays[name] = create_array(str(self.tmp / name), shape, chunks, dtype, compress=compress)

@@ -200,7 +200,7 @@ def run_streaming(input, outdir, *, method: str = "cn.mops", keep=None, integer:
              "ranged": store.ranges is not None}
     rstore = sparse = None
     try:
-        rstore = ResultStore(Path(outdir), shapes, attrs, gr)
+        rstore = ResultStore(Path(outdir), shapes, attrs, gr, max_rows=max(b1 - b0 for _, b0, b1 in store.blocks))
         sparse = _SparseRows(Path(outdir), m, N, n, cparams.return_posterior) if {"bed", "vcf"} & set(formats) \
             else None
         tables = _stream(store, plan, kept, rstore, sparse, integer, timings, on_chromosome)

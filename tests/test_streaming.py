@@ -1,0 +1,293 @@
+"""Streaming (issue 18): ``run_streaming`` / ``gcnmops run --stream`` on a chunked count store gives the in-memory
+``cn_mops`` + integer copy numbers bit for bit, with the memory of one chromosome; ``gcnmops convert`` round trips;
+bad input is refused (``error:``, exit 2); an interrupted run leaves the folder as it was."""
+from __future__ import annotations
+
+import filecmp
+import gzip
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("zarr")
+
+import gcnmops  # noqa: E402
+from gcnmops.data import make_count_data  # noqa: E402
+from gcnmops.errors import InputError  # noqa: E402
+from gcnmops.example import example_cohort  # noqa: E402
+from gcnmops.io.store import convert_counts, open_count_store, save_count_data  # noqa: E402
+from gcnmops.pipeline.run import run_and_write  # noqa: E402
+from gcnmops.pipeline.streaming import run_streaming  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+MATRICES = ("normalized_data", "local_assessments", "individual_call", "ini_call", "cn_index")
+
+
+def cohort(sizes=(900, 1100, 700, 3), n=10, seed=3, zero_chromosome: bool = True, halves: bool = False):
+    """Chromosomes of ``sizes`` regions (the last tiny); with ``zero_chromosome`` one more without any read (cn.mops
+    skips it; checked against the genome's column sums, not its own); ``halves``: non-whole counts."""
+    m = sum(sizes)
+    data, _ = example_cohort(n_regions=m, n_samples=n, seed=seed, n_cnvs=12)
+    counts = data.counts.copy()
+    names = np.concatenate([np.full(s, f"chr{k + 1}", dtype=object) for k, s in enumerate(sizes)])
+    start = np.concatenate([np.arange(s) for s in sizes]) * 25_000 + 1
+    if zero_chromosome:
+        counts = np.vstack([counts, np.zeros((40, n))])
+        names = np.concatenate([names, np.full(40, "chrZ", dtype=object)])
+        start = np.concatenate([start, np.arange(40) * 25_000 + 1])
+    if halves:
+        counts = counts + 0.5 * (np.arange(counts.size).reshape(counts.shape) % 3 == 0)
+    ranges = pd.DataFrame({"seqnames": names, "start": start, "end": start + 24_999})
+    return make_count_data(counts, data.sample_names, ranges)
+
+
+def reference(data, **params):
+    """In memory: the method, then integer copy numbers (as gcnmops run)."""
+    method = params.pop("method", "cn.mops")
+    fn = {"cn.mops": gcnmops.cn_mops, "haplo": gcnmops.haplo_cn_mops}[method]
+    raw = fn(data, backend="cpu", **params)
+    return gcnmops.calc_integer_copy_numbers(raw) if len(raw.cnvr) else raw
+
+
+def assert_same(got: gcnmops.CNVDetectionResult, ref: gcnmops.CNVDetectionResult):
+    for name in MATRICES:
+        a, b = getattr(got, name), getattr(ref, name)
+        assert a.dtype == b.dtype and a.shape == b.shape, name
+        assert np.array_equal(a, b, equal_nan=True), name
+    for key in ("L", "A", "cov"):
+        assert np.array_equal(got.params[key], ref.params[key], equal_nan=True), key
+    if ref.posterior_probs is not None:
+        assert np.array_equal(got.posterior_probs, ref.posterior_probs, equal_nan=True)
+    for name in ("segmentation", "cnvs", "cnvr"):
+        pd.testing.assert_frame_equal(getattr(got, name).reset_index(drop=True),
+                                      getattr(ref, name).reset_index(drop=True), check_dtype=False)
+
+
+@pytest.mark.parametrize("params", [
+    {},
+    {"norm": 2},
+    {"norm": 0, "return_posterior": True},
+    {"norm_type": "quant", "size_factor": "mode", "use_median": True},
+    {"method": "haplo"},
+], ids=["default", "norm2", "norm0_posterior", "quant_mode_median", "haplo"])
+def test_streamed_equals_in_memory(tmp_path, params):
+    data = cohort()
+    store = save_count_data(data, tmp_path / "c.zarr", rows_per_chunk=500, samples_per_chunk=4)
+    assert open_count_store(store).dtype == np.int32  # whole numbers kept as integers
+    got = run_streaming(store, tmp_path / "out", backend="cpu", **params)
+    ref = reference(data, **params)
+    assert len(ref.cnvs) > 0 and ref.has_integer_copy_numbers()
+    assert_same(got.compute(), ref)
+    back = gcnmops.read_result(tmp_path / "out")  # the folder read back: the same
+    assert_same(back.compute(), ref)
+
+
+def test_streamed_files_equal_run_and_write(tmp_path):
+    """Call tables, BED, SEG and VCF as gcnmops run writes them (the VCF's qualities read sINI around the CNVs)."""
+    data = cohort()
+    store = save_count_data(data, tmp_path / "c.zarr")
+    run_streaming(store, tmp_path / "s", backend="cpu", keep="none")
+    run_and_write("cn.mops", data, tmp_path / "m", backend="cpu", formats=["bed", "vcf", "seg"])
+    for name in ("segmentation.tsv", "cnvs.tsv", "cnvr.tsv", "cnvs.bed", "cnvr.bed", "segmentation.seg"):
+        assert filecmp.cmp(tmp_path / "s" / name, tmp_path / "m" / name, shallow=False), name
+    vcf = [gzip.open(tmp_path / d / "cnvr.vcf.gz", "rt").read().splitlines() for d in ("s", "m")]
+    strip = [[x for x in v if not x.startswith("##fileDate")] for v in vcf]
+    assert strip[0] == strip[1] and len(strip[0]) > 20
+    params = json.loads((tmp_path / "s" / "params.json").read_text())
+    assert params["matrixStore"] == "matrices.zarr"
+    assert not [p for p in (tmp_path / "s").iterdir() if p.name.endswith(".tmp")]
+
+
+def test_non_whole_counts_and_parquet_input(tmp_path):
+    """float64 counts (column sums over whole columns, as numpy sums the matrix) and a Parquet table read by row
+    groups give the in-memory result."""
+    data = cohort(halves=True)
+    store = save_count_data(data, tmp_path / "c.zarr", rows_per_chunk=300)
+    assert open_count_store(store).dtype == np.float64 and open_count_store(store).col_sums is None
+    ref = reference(data, size_factor="mode")
+    assert_same(run_streaming(store, tmp_path / "a", backend="cpu", size_factor="mode").compute(), ref)
+    table = pd.concat([data.ranges, pd.DataFrame(data.counts, columns=data.sample_names)], axis=1)
+    table.to_parquet(tmp_path / "c.parquet", row_group_size=700)
+    assert_same(run_streaming(tmp_path / "c.parquet", tmp_path / "b", backend="cpu", size_factor="mode").compute(),
+                ref)
+
+
+def test_keep_chooses_the_matrices(tmp_path):
+    data = cohort(zero_chromosome=False)
+    store = save_count_data(data, tmp_path / "c.zarr")
+    got = run_streaming(store, tmp_path / "out", backend="cpu", keep="local_assessments")
+    assert got.kept == ["local_assessments", "integer_copy_number"]
+    assert sorted(p.name for p in (tmp_path / "out" / "matrices.zarr").iterdir() if not p.name.startswith(".")) == \
+        ["integer_copy_number", "local_assessments", "ranges.parquet"]
+    ref = reference(data)
+    assert np.array_equal(got.matrix("local_assessments")[:], ref.local_assessments)
+    with pytest.raises(InputError, match="not kept"):
+        got.matrix("normalized_data")
+    with pytest.raises(InputError, match="needs every matrix"):
+        got.compute()
+
+
+def _table(data) -> pd.DataFrame:
+    return pd.concat([data.ranges, pd.DataFrame(data.counts.astype(np.int64), columns=data.sample_names)], axis=1)
+
+
+@pytest.mark.parametrize("fmt", ["tsv", "parquet"])
+def test_convert_round_trip(tmp_path, fmt):
+    data = cohort(zero_chromosome=False)
+    path = tmp_path / f"c.{fmt}"
+    table = _table(data)
+    table.to_csv(path, sep="\t", index=False) if fmt == "tsv" else table.to_parquet(path)
+    out, in_parts = convert_counts(path, tmp_path / "c.zarr", rows=500)
+    store = open_count_store(out)
+    assert in_parts and store.dtype == np.int32 and store.shape == data.counts.shape
+    assert np.array_equal(store.rows(0, store.shape[0]), data.counts)
+    assert store.sample_names == data.sample_names and store.ranges.equals(data.ranges)
+    assert np.array_equal(store.col_sums, data.counts.sum(axis=0))
+    # an unsorted table: read whole and sorted as read_counts sorts it
+    table.sample(frac=1, random_state=2).to_csv(tmp_path / "u.tsv", sep="\t", index=False)
+    out, in_parts = convert_counts(tmp_path / "u.tsv", tmp_path / "u.zarr", rows=500)
+    again = gcnmops.read_counts(tmp_path / "u.tsv")
+    assert not in_parts and np.array_equal(open_count_store(out).rows(0, again.n_regions), again.counts)
+    # a later part with non-whole counts widens the store to float64
+    mixed = table.copy()
+    mixed[data.sample_names[0]] = mixed[data.sample_names[0]].astype(float)
+    mixed.loc[len(mixed) - 1, data.sample_names[0]] = 2.5
+    mixed.to_csv(tmp_path / "f.tsv", sep="\t", index=False)
+    out, _ = convert_counts(tmp_path / "f.tsv", tmp_path / "f.zarr", rows=500)
+    assert open_count_store(out).dtype == np.float64
+    assert np.array_equal(open_count_store(out).rows(0, len(mixed)), gcnmops.read_counts(tmp_path / "f.tsv").counts)
+
+
+def test_memory_scales_with_the_largest_chromosome(tmp_path):
+    """The traced peak of a streamed run grows with the largest chromosome, not with the genome: 4x the
+    chromosomes (4x the cells) adds little (the regions' coordinates, ~100 bytes a region); the in-memory run of the
+    larger cohort needs several times more."""
+    peaks = {}
+    for k in (6, 24):
+        data = cohort(sizes=(500,) * k, n=200, seed=k, zero_chromosome=False)
+        store = save_count_data(data, tmp_path / f"c{k}.zarr", rows_per_chunk=500)  # chunks within a chromosome
+        run_streaming(store, tmp_path / f"warm{k}", backend="cpu", keep="none")  # compiled, caches warm
+        tracemalloc.start()
+        run_streaming(store, tmp_path / f"o{k}", backend="cpu", keep="all")
+        peaks[k] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    tracemalloc.start()
+    reference(data)
+    in_memory = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    chromosome = 500 * 200 * 8
+    assert peaks[24] < 1.5 * peaks[6], peaks
+    assert peaks[24] < 40 * chromosome and in_memory > 3 * peaks[24], (peaks, in_memory)
+
+
+def test_interrupted_run_leaves_the_folder(tmp_path, monkeypatch):
+    data = cohort()
+    store = save_count_data(data, tmp_path / "c.zarr")
+    out = tmp_path / "out"
+    run_streaming(store, out, backend="cpu", keep="none")
+    before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    from gcnmops.pipeline import streaming
+
+    real, calls = streaming._chromosome, []
+
+    def failing(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(streaming, "_chromosome", failing)
+    with pytest.raises(KeyboardInterrupt):
+        run_streaming(store, out, backend="cpu")
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before  # nothing new, nothing left over
+    assert gcnmops.read_result(out).kept == ["integer_copy_number"]
+
+
+def _cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "gcnmops", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd or REPO, env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=600)
+
+
+def test_cli_convert_and_stream(tmp_path):
+    data = cohort(zero_chromosome=False)
+    _table(data).to_csv(tmp_path / "c.tsv", sep="\t", index=False)
+    done = _cli("convert", tmp_path / "c.tsv", "-o", tmp_path / "c.zarr", "--rows", 400)
+    assert done.returncode == 0 and "int32, read in parts" in done.stdout, done.stderr
+    done = _cli("run", tmp_path / "c.zarr", "-o", tmp_path / "out", "--backend", "cpu", "--keep", "local_assessments")
+    assert done.returncode == 0, done.stderr
+    lines = [x for x in done.stderr.splitlines() if x.startswith("gcnmops stream: ")]
+    assert len(lines) == 4 and "(4/4)" in lines[-1] and "100% of regions" in lines[-1]
+    ref = reference(data)
+    back = gcnmops.read_result(tmp_path / "out")
+    assert np.array_equal(back.matrix("local_assessments")[:], ref.local_assessments)
+    pd.testing.assert_frame_equal(back.cnvs, ref.cnvs.reset_index(drop=True), check_dtype=False)
+
+
+def test_bad_input(tmp_path):
+    data = cohort(zero_chromosome=False)
+    _table(data).to_csv(tmp_path / "c.tsv", sep="\t", index=False)
+    store = save_count_data(data, tmp_path / "c.zarr")
+    _table(data).sample(frac=1, random_state=1).to_parquet(tmp_path / "u.parquet")
+    (tmp_path / "empty.zarr").mkdir()
+    cases = [
+        (("run", tmp_path / "c.tsv", "--stream"), "convert it first"),
+        (("run", store, "--keep", "sini"), "Unknown matrix 'sini'"),
+        (("run", store, "--formats", "parquet"), "matrices.zarr"),
+        (("run", store, "--method", "single"), "cohort methods"),
+        (("run", store, "--seg-algorithm", "DNAcopy"), "fast"),
+        (("run", store, "--plots"), "--plots"),
+        (("run", tmp_path / "u.parquet", "--stream"), "contiguous"),
+        (("run", tmp_path / "empty.zarr"), "no array 'counts'"),
+        (("run", tmp_path / "nothere.zarr"), "not found"),
+        (("run", tmp_path / "c.tsv", "--keep", "all"), "--stream only"),
+        (("convert", tmp_path / "nothere.tsv", "-o", tmp_path / "x.zarr"), "not found"),
+        (("convert", tmp_path / "c.tsv", "-o", tmp_path / "c.tsv"), "not a Zarr store"),
+    ]
+    for args, message in cases:
+        if args[0] == "run":
+            args = args + ("-o", tmp_path / "out", "--backend", "cpu")
+        done = _cli(*args)
+        assert done.returncode == 2 and done.stderr.startswith("error: ") and message in done.stderr, (args, done.stderr)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "x.zarr").exists()
+
+
+GPU_CHILD = textwrap.dedent(r'''
+    import json, sys, tempfile
+    import numpy as np
+    sys.path.insert(0, sys.argv[1])
+    import gcnmops
+    from test_streaming import MATRICES, cohort
+    from gcnmops.cuda import probe
+    from gcnmops.io.store import save_count_data
+    from gcnmops.pipeline.streaming import run_streaming
+    probe.gpu_available = lambda: True  # the simulator is no usable GPU to the probe
+    data = cohort(sizes=(60, 50, 3), n=4, zero_chromosome=True)
+    d = tempfile.mkdtemp()
+    got = run_streaming(save_count_data(data, d + "/c.zarr"), d + "/gpu", backend="gpu").compute()
+    ref = gcnmops.cn_mops(data, backend="gpu")
+    ref = gcnmops.calc_integer_copy_numbers(ref, backend="gpu") if len(ref.cnvr) else ref
+    same = all(np.array_equal(getattr(ref, k), getattr(got, k), equal_nan=True) for k in MATRICES)
+    same = same and all(getattr(ref, k).reset_index(drop=True).equals(getattr(got, k))
+                        for k in ("segmentation", "cnvs", "cnvr"))
+    print(json.dumps({"same": bool(same), "cnvs": len(got.cnvs)}))
+''')
+
+
+def test_gpu_backend_in_the_cuda_simulator(tmp_path):
+    """The GPU backend per chromosome (GPU normalization, model from host memory, segmentation, integer copy
+    numbers) under numba's CUDA simulator, tiny: the in-memory GPU pipeline's result (the simulator's model sums in
+    another order than the CPU's, so the comparison is GPU with GPU)."""
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=str(REPO))
+    done = subprocess.run([sys.executable, "-c", GPU_CHILD, str(Path(__file__).parent)], env=env, cwd=REPO,
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["same"] and out["cnvs"] > 0
