@@ -14,6 +14,8 @@ from .calls.integer import calc_integer_copy_numbers
 from .io import read_counts
 from .io.results import read_result
 from .pipeline.cnmops import cn_mops
+from .pipeline.streaming import run_streaming
+from .io.store import convert_counts
 from .normalization.cpu import normalize_chromosomes, normalize_genome
 from .result import CNVDetectionResult
 from .calls.robust import calc_fractional_copy_numbers, make_robust_cnvr
@@ -41,5 +43,6 @@ __all__ = [
     "cn_mops", "exome_cn_mops", "haplo_cn_mops", "reference_cn_mops", "single_cn_mops",
     "calc_integer_copy_numbers", "calc_fractional_copy_numbers", "make_robust_cnvr", "normalize_chromosomes", "normalize_genome",
     "segment", "read_counts", "read_result", "count_reads", "run_many", "CNVDetectionResult", "CountData", "InputError",
-    "build_reference", "call_samples", "load_reference", "Reference", "sex_aware_cn_mops",
+    "build_reference", "call_samples", "load_reference", "Reference", "sex_aware_cn_mops", "run_streaming",
+    "convert_counts",
 ]
