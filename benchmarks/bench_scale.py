@@ -8,6 +8,9 @@ Usage:
   python benchmarks/bench_scale.py gpu   [--regions 5000000] [--samples 50] [--gpus 1,2,4] [--threads 1]
                                          [--repeat 2] [--no-verify]
   python benchmarks/bench_scale.py batch [--experiments 20] [--regions 20000] [--samples 20] [--workers 1,2]
+  python benchmarks/bench_scale.py gpu-stream [--regions 1000000] [--samples 400] [--backend gpu|cpu]
+                                         [--keep local_assessments] [--verify-rows 200000] [--input STORE]
+                                         [--store DIR]      (issue 18's second shape: --regions 3000000 --samples 1000)
   common: [--json PATH] [--seed 11]
 
 The cohort: Poisson counts on 22 chromosomes of 25-kb windows (gamma-distributed region means, sample
@@ -25,6 +28,14 @@ except for the single-process reference.
   on the first g GPUs (one worker per GPU with t task threads, backend "gpu"), g in ``--gpus``, t in
   ``--threads``; each run compared with the single-process result. Needs GPUs and ``pip install dask-cuda``.
 - ``batch``: ``gcnmops batch`` on ``--experiments`` count files with 1..k CPU worker processes.
+- ``gpu-stream``: ``gcnmops.run_streaming`` (one process, one GPU or the CPU: ``--backend``) from a count store
+  on disk (the cohort simulated into it chunk by chunk as int32, ``--input`` an existing one) to an output folder
+  on disk (call tables, BED/VCF/SEG, integer_copy_number and the ``--keep`` matrices in matrices.zarr), after a
+  warm-up run on a 3,000-row store. Reports the seconds per stage, the peak host RSS of the streamed run (a thread
+  reading /proc/self/status every 20 ms; VmHWM too), the device memory pool's peak (GPU), and checks the result
+  against the in-memory ``cn_mops`` + integer copy numbers on the first whole chromosomes of about
+  ``--verify-rows`` regions (each chromosome's answer depends on the others only through the samples' totals
+  and, norm=2, coverages); a short table at the end.
 """
 from __future__ import annotations
 
@@ -324,9 +335,144 @@ def run_batch_bench(args) -> dict:
     return out
 
 
+# ------------------------------------------------------------------------------------------------ gpu-stream
+class PeakSampler:
+    """Peak resident memory of this process (and of the device memory pool, when cupy is in use) from now until
+    ``stop()``: a thread reading /proc/self/status every 20 ms."""
+
+    def __init__(self, device: bool):
+        import threading
+
+        self.host = self.device = 0
+        self._pool = None
+        if device:
+            import cupy
+
+            self._pool = cupy.get_default_memory_pool()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def status(key: str) -> int:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+        return 0
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.host = max(self.host, self.status("VmRSS"))
+            if self._pool is not None:
+                self.device = max(self.device, self._pool.total_bytes())
+            time.sleep(0.02)
+
+    def stop(self) -> "PeakSampler":
+        self._stop.set()
+        self._thread.join()
+        return self
+
+
+def write_int_cohort(path: Path, m: int, n: int, seed: int, rows: int = 100_000) -> Path:
+    """The cohort as a count store (int32 counts, the samples' totals, ranges), chunk by chunk."""
+    from gcnmops.io.store import CountStoreWriter
+
+    ranges = cohort_ranges(m)
+    writer = CountStoreWriter(path, n, [f"S{k + 1}" for k in range(n)], m_hint=m)
+    try:
+        for a in range(0, m, rows):
+            b = min(m, a + rows)
+            writer.append(cohort_chunk(a, b, n, seed), ranges.iloc[a:b])
+        return writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def run_gpu_stream(args) -> dict:
+    from gcnmops.io.store import open_count_store
+
+    tmp = Path(args.store or tempfile.mkdtemp(prefix="gcnmops-stream-"))
+    tmp.mkdir(parents=True, exist_ok=True)
+    out: dict = {"backend": args.backend, "keep": args.keep}
+    t0 = time.perf_counter()
+    if args.input:
+        z = Path(args.input)
+    else:
+        z = write_int_cohort(tmp / "cohort.zarr", args.regions, args.samples, args.seed)
+        out["simulate_write_s"] = time.perf_counter() - t0
+    store = open_count_store(z)
+    m, n = store.shape
+    out.update(regions=m, samples=n, chromosomes=len(store.blocks), store_dtype=str(store.dtype))
+    warm = write_int_cohort(tmp / "warm.zarr", 3000, n, args.seed)
+    gcnmops.run_streaming(warm, tmp / "warm-out", backend=args.backend, keep=args.keep)
+    sampler = PeakSampler(device=args.backend == "gpu")
+    t0 = time.perf_counter()
+    res = gcnmops.run_streaming(z, tmp / "out", backend=args.backend, keep=args.keep)
+    whole = time.perf_counter() - t0
+    sampler.stop()
+    out.update(whole_s=whole, stages_s=dict(res.timings), peak_rss_gb=sampler.host / 1e9,
+               vmhwm_gb=PeakSampler.status("VmHWM") / 1e9, device_pool_peak_gb=sampler.device / 1e9,
+               cnvs=len(res.cnvs), cnv_regions=len(res.cnvr), Mcells_s=throughput(m * n, whole))
+    if args.verify_rows:
+        out["verify"] = verify_slice(store, res, args.verify_rows, args.backend)
+    if not args.store:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print_stream_table(out)
+    return out
+
+
+def verify_slice(store, res, rows: int, backend: str) -> dict:
+    """The streamed result on the first whole chromosomes of about ``rows`` regions against the in-memory run of
+    that slice (cn_mops + integer copy numbers): differing values per kept matrix, equality of the tables."""
+    blocks = [blk for blk in store.blocks if blk[2] <= max(rows, store.blocks[0][2])]
+    end = blocks[-1][2]
+    data = gcnmops.CountData(np.asfortranarray(store.rows(0, end), dtype=np.float64), store.sample_names,
+                             store.ranges.iloc[:end].reset_index(drop=True))
+    ref = gcnmops.cn_mops(data, backend=backend)
+    if len(ref.cnvr):
+        ref = gcnmops.calc_integer_copy_numbers(ref, backend=backend)
+    names = {blk[0] for blk in blocks}
+    out = {"rows": end, "chromosomes": len(blocks)}
+    for name in res.kept:
+        ours = np.asarray(res.matrix(name)[:end])
+        theirs = ref.cn_index if name == "integer_copy_number" else (
+            ref.params[name[7:]] if name.startswith("params_") else getattr(ref, name))
+        out[name] = _differ(ours, np.asarray(theirs))
+    for name in ("segmentation", "cnvs", "cnvr"):
+        ours = getattr(res, name)
+        ours = ours[ours["seqnames"].isin(names)].reset_index(drop=True)
+        try:
+            pd.testing.assert_frame_equal(ours, getattr(ref, name).reset_index(drop=True), check_dtype=False)
+            out[name] = "equal"
+        except AssertionError as err:
+            out[name] = f"DIFFERENT: {str(err)[:200]}"
+    out["identical"] = all(v in (0, "equal") for k, v in out.items() if k not in ("rows", "chromosomes"))
+    return out
+
+
+def print_stream_table(out: dict) -> None:
+    """The short table printed at the end of gpu-stream."""
+    st = out["stages_s"]
+    rows = [("shape", f"{out['regions']:,} x {out['samples']:,} ({out['chromosomes']} chromosomes, "
+                      f"{out['store_dtype']} store)"),
+            ("backend / kept", f"{out['backend']} / integer_copy_number, {out['keep']}"),
+            ("whole (store -> folder)", f"{out['whole_s']:.1f} s ({out['Mcells_s']:.0f} Mcells/s)")]
+    rows += [(f"  {k}", f"{v:.1f} s") for k, v in st.items() if k != "total"]
+    rows += [("peak host RSS", f"{out['peak_rss_gb']:.2f} GB (VmHWM {out['vmhwm_gb']:.2f} GB)"),
+             ("device pool peak", f"{out['device_pool_peak_gb']:.2f} GB"),
+             ("CNVs / CNV regions", f"{out['cnvs']:,} / {out['cnv_regions']:,}")]
+    if "verify" in out:
+        v = out["verify"]
+        rows.append(("verify (in-memory slice)", f"{'identical' if v['identical'] else 'DIFFERENT'} on "
+                                                 f"{v['rows']:,} rows, {v['chromosomes']} chromosomes"))
+    width = max(len(k) for k, _ in rows)
+    print("\n".join(f"{k:<{width}}  {v}" for k, v in rows))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", choices=["cpu", "big", "gpu", "batch"])
+    ap.add_argument("mode", choices=["cpu", "big", "gpu", "batch", "gpu-stream"])
     ap.add_argument("--regions", type=int)
     ap.add_argument("--samples", type=int)
     ap.add_argument("--workers", type=lambda s: [int(v) for v in s.split(",")])
@@ -341,18 +487,24 @@ def main() -> None:
     ap.add_argument("--store", default=None, help="big: keep the input and the store here")
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--backend", choices=["gpu", "cpu"], default="gpu", help="gpu-stream: where each chromosome runs")
+    ap.add_argument("--keep", default="local_assessments", help="gpu-stream: matrices kept besides integer_copy_number")
+    ap.add_argument("--verify-rows", type=int, default=200_000,
+                    help="gpu-stream: check the first whole chromosomes of about this many rows in memory (0: no)")
     args = ap.parse_args()
     defaults = {"cpu": (400_000, 50, [1, 2]), "big": (5_000_000, 50, [2]), "gpu": (5_000_000, 50, None),
-                "batch": (20_000, 20, [1, 2])}[args.mode]
+                "batch": (20_000, 20, [1, 2]), "gpu-stream": (1_000_000, 400, None)}[args.mode]
     args.regions = args.regions or defaults[0]
     args.samples = args.samples or defaults[1]
     if args.workers is None:
         args.workers = defaults[2]
     if args.mode == "big":
         args.workers = args.workers[0]
-    result = {"cpu": run_cpu, "big": run_big, "gpu": run_gpu, "batch": run_batch_bench}[args.mode](args)
+    result = {"cpu": run_cpu, "big": run_big, "gpu": run_gpu, "batch": run_batch_bench,
+              "gpu-stream": run_gpu_stream}[args.mode](args)
     result.update(mode=args.mode, date=time.strftime("%Y-%m-%d %H:%M"), load=os.getloadavg())
-    print(json.dumps(result, indent=1, default=str))
+    if args.mode != "gpu-stream":  # it prints its own table
+        print(json.dumps(result, indent=1, default=str))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1, default=str))
 
