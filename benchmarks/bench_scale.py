@@ -406,12 +406,13 @@ def run_gpu_stream(args) -> dict:
     out.update(regions=m, samples=n, chromosomes=len(store.blocks), store_dtype=str(store.dtype))
     warm = write_int_cohort(tmp / "warm.zarr", 3000, n, args.seed)
     gcnmops.run_streaming(warm, tmp / "warm-out", backend=args.backend, keep=args.keep)
+    base = PeakSampler.status("VmRSS")
     sampler = PeakSampler(device=args.backend == "gpu")
     t0 = time.perf_counter()
     res = gcnmops.run_streaming(z, tmp / "out", backend=args.backend, keep=args.keep)
     whole = time.perf_counter() - t0
     sampler.stop()
-    out.update(whole_s=whole, stages_s=dict(res.timings), peak_rss_gb=sampler.host / 1e9,
+    out.update(whole_s=whole, stages_s=dict(res.timings), rss_before_gb=base / 1e9, peak_rss_gb=sampler.host / 1e9,
                vmhwm_gb=PeakSampler.status("VmHWM") / 1e9, device_pool_peak_gb=sampler.device / 1e9,
                cnvs=len(res.cnvs), cnv_regions=len(res.cnvr), Mcells_s=throughput(m * n, whole))
     if args.verify_rows:
@@ -457,9 +458,10 @@ def print_stream_table(out: dict) -> None:
     rows = [("shape", f"{out['regions']:,} x {out['samples']:,} ({out['chromosomes']} chromosomes, "
                       f"{out['store_dtype']} store)"),
             ("backend / kept", f"{out['backend']} / integer_copy_number, {out['keep']}"),
-            ("whole (store -> folder)", f"{out['whole_s']:.1f} s ({out['Mcells_s']:.0f} Mcells/s)")]
+            ("whole (store -> folder)", f"{out['whole_s']:.1f} s ({out['Mcells_s']:.2f} Mcells/s)")]
     rows += [(f"  {k}", f"{v:.1f} s") for k, v in st.items() if k != "total"]
-    rows += [("peak host RSS", f"{out['peak_rss_gb']:.2f} GB (VmHWM {out['vmhwm_gb']:.2f} GB)"),
+    rows += [("peak host RSS", f"{out['peak_rss_gb']:.2f} GB (before the run {out['rss_before_gb']:.2f} GB; VmHWM "
+                               f"{out['vmhwm_gb']:.2f} GB)"),
              ("device pool peak", f"{out['device_pool_peak_gb']:.2f} GB"),
              ("CNVs / CNV regions", f"{out['cnvs']:,} / {out['cnv_regions']:,}")]
     if "verify" in out:
