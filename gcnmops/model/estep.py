@@ -8,7 +8,8 @@ of sum_i |log2 I_i| p_ik. A region whose lambda of the main class is not positiv
 (cn.mops's minReadCount short-cut writes lambda 0): every sample gets the main class for certain, sINI 0.
 
 With the parameters an EM used in its last E-step (those after cycle cyc - 1) this reproduces that EM's sINI,
-labels and posteriors bit for bit (tests/test_casemode.py).
+labels and posteriors bit for bit (tests/test_casemode.py). New samples against a fitted cohort (``n_fit`` > 0)
+first refit the class weights with the cohort, as a refit would, lambda staying the fit's (``estep_region``).
 
 ``estep_region`` is ``register_jitable`` and allocation-free: the CPU driver (numba, parallel over blocks of
 regions) and the CUDA kernel (one thread per region, grid-stride, no FMA contraction) run the same source.
