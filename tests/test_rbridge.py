@@ -1,13 +1,15 @@
-"""The R bridge: the R package gcn.mops (installed into a temporary library; its testthat suite run by
-R, through gcnmops.rbridge) and R from Python (gcnmops.io.rsession's zero-copy views, gcnmops.io.robject's
+"""The R bridge: the R package gcn.mops (R CMD check --as-cran of its tarball, which runs its testthat suite
+and examples through gcnmops.rbridge; GCNMOPS_R_CHECK=0: the testthat suite alone) and R from Python (gcnmops.io.rsession's zero-copy views, gcnmops.io.robject's
 to_r, gcnmops.io.rresult's from_r, .rds results).
 
 Skipped cleanly when R, the R packages the bridge needs, or rpy2 are missing.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -33,11 +35,20 @@ def _have_r() -> bool:
     return bool(shutil.which("R") and shutil.which("Rscript"))
 
 
-def _missing_r_packages() -> list[str]:
+@functools.lru_cache(maxsize=None)
+def _missing_r_packages() -> tuple[str, ...]:
     code = ("pk <- commandArgs(TRUE); ok <- vapply(pk, requireNamespace, TRUE, quietly = TRUE); "
             "cat(pk[!ok], sep = '\\n')")
     proc = subprocess.run(["Rscript", "-e", code, *R_DEPENDS], capture_output=True, text=True, timeout=300)
-    return [line for line in proc.stdout.split() if line]
+    return tuple(line for line in proc.stdout.split() if line)
+
+
+def _skip_without_r() -> None:
+    if not _have_r():
+        pytest.skip("R is not installed (scripts/setup.sh installs it)")
+    missing = _missing_r_packages()
+    if missing:
+        pytest.skip(f"R packages missing: {', '.join(missing)}")
 
 
 def _have_rpy2() -> bool:
@@ -48,14 +59,26 @@ def _have_rpy2() -> bool:
     return True
 
 
+def _skip_without_engine() -> None:
+    """R's gcn.mops runs the engine in this Python: numpy < 2 (Debian's reticulate 1.28) and rpy2."""
+    if int(np.__version__.split(".")[0]) >= 2:
+        pytest.skip("reticulate 1.28 (Debian) needs numpy < 2 in the Python R uses (scripts/setup.sh pins it)")
+    if not _have_rpy2():
+        pytest.skip("rpy2 is not installed in this Python")
+
+
+# The package R CMD check installed (test_r_package), which r_lib then uses instead of installing it again.
+_CHECKED: dict[str, Path] = {}
+
+
 @pytest.fixture(scope="session")
 def r_lib(tmp_path_factory) -> Path:
-    """A temporary R library holding the freshly installed gcn.mops."""
-    if not _have_r():
-        pytest.skip("R is not installed (scripts/setup.sh installs it)")
-    missing = _missing_r_packages()
-    if missing:
-        pytest.skip(f"R packages missing: {', '.join(missing)}")
+    """A temporary R library holding the freshly installed gcn.mops: the one test_r_package's R CMD check
+    installed when it ran in this session, else one installed here."""
+    _skip_without_r()
+    checked = _CHECKED.get("lib")
+    if checked is not None and (checked / "gcn.mops" / "R").is_dir():
+        return checked
     lib = tmp_path_factory.mktemp("rlib")
     proc = subprocess.run(["R", "CMD", "INSTALL", "--no-test-load", "-l", str(lib), str(PKG)], capture_output=True,
                           text=True, timeout=600)
@@ -73,12 +96,29 @@ def _r_env(r_lib: Path) -> dict:
     return env
 
 
-def test_r_package_testthat(r_lib):
-    """The R package's own tests: golden cases slot by slot, accessors, errors, zero copy."""
-    if int(np.__version__.split(".")[0]) >= 2:
-        pytest.skip("reticulate 1.28 (Debian) needs numpy < 2 in the Python R uses (scripts/setup.sh pins it)")
-    if not _have_rpy2():
-        pytest.skip("rpy2 is not installed in this Python")
+def test_r_package(request, tmp_path_factory):
+    """The R package's own tests: golden cases slot by slot, the vignette, messages, accessors, the thesis
+    script, one class across cn.mops/gcn.mops sessions, zero copy. By default inside ``R CMD check --as-cran``
+    of the built tarball with the engine and the golden data reachable (scripts/check_r_package.sh: no ERROR,
+    no WARNING, every test and runnable example run; ~2.3 minutes on 2 idle cores); with GCNMOPS_R_CHECK=0
+    the testthat suite alone against an installed package (~1 minute)."""
+    _skip_without_r()
+    _skip_without_engine()
+    if os.environ.get("GCNMOPS_R_CHECK", "1") != "0":
+        out = tmp_path_factory.mktemp("rcheck")
+        env = dict(os.environ, GCNMOPS_PYTHON=sys.executable)
+        if SHARED.is_dir():
+            env.setdefault("GCNMOPS_SHARED_DIR", str(SHARED))
+        proc = subprocess.run(["bash", str(REPO / "scripts" / "check_r_package.sh"), str(out)], env=env,
+                              capture_output=True, text=True, timeout=900)
+        _CHECKED["lib"] = out / "gcn.mops.Rcheck"
+        text = proc.stdout + proc.stderr
+        assert proc.returncode == 0, text[-8000:]
+        assert "R CMD check passed" in text, text[-4000:]
+        summary = re.findall(r"\[ FAIL (\d+) \| WARN \d+ \| SKIP (\d+) \| PASS (\d+) \]", text)
+        assert summary and int(summary[-1][0]) == 0 and int(summary[-1][2]) > 0, text[-4000:]
+        return
+    r_lib = request.getfixturevalue("r_lib")
     code = (
         "res <- as.data.frame(testthat::test_dir('tests/testthat', package = 'gcn.mops', "
         "load_package = 'installed', reporter = 'summary', stop_on_failure = FALSE)); "
@@ -95,29 +135,6 @@ def test_r_package_testthat(r_lib):
     assert res["passed"] > 0, out[-3000:]
     if GOLDEN_DIR.is_dir() and (SHARED / "data" / "cn.mops.RData").exists():
         assert res["skipped"] == 0, f"R tests skipped (engine or data not found): {res}\n{out[-4000:]}"
-
-
-@pytest.mark.slow
-def test_r_cmd_check(tmp_path):
-    """``R CMD check --as-cran`` of the built tarball with the engine reachable (scripts/check_r_package.sh): no
-    ERROR, no WARNING, every test run. ~2.5-3 minutes on 2 cores, so only with GCNMOPS_R_CHECK=1."""
-    if os.environ.get("GCNMOPS_R_CHECK") != "1":
-        pytest.skip("R CMD check takes ~3 minutes: set GCNMOPS_R_CHECK=1 (or run scripts/check_r_package.sh)")
-    if not _have_r():
-        pytest.skip("R is not installed (scripts/setup.sh installs it)")
-    missing = _missing_r_packages()
-    if missing:
-        pytest.skip(f"R packages missing: {', '.join(missing)}")
-    if int(np.__version__.split(".")[0]) >= 2 or not _have_rpy2():
-        pytest.skip("the engine needs numpy < 2 and rpy2 in this Python (scripts/setup.sh)")
-    env = dict(os.environ, GCNMOPS_PYTHON=sys.executable)
-    if SHARED.is_dir():
-        env.setdefault("GCNMOPS_SHARED_DIR", str(SHARED))
-    proc = subprocess.run(["bash", str(REPO / "scripts" / "check_r_package.sh"), str(tmp_path)], env=env,
-                          capture_output=True, text=True, timeout=900)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-8000:]
-    assert "R CMD check passed" in out, out[-4000:]
 
 
 # ---------------------------------------------------------------------------------------------
