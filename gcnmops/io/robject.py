@@ -3,8 +3,8 @@
 :func:`to_r` fills an R environment with the result's matrices (each copied once, into memory allocated
 by R), its parameters and its tables (as plain integer/double vectors) and has the R package gcn.mops
 build the object from it (``.build_result``, the very builder ``gcn.mops()`` uses in R, so both
-directions give the same object; cn.mops's class when cn.mops is installed). :func:`write_rds` saves it
-(the ``rds`` output format). The engine side of the R package (``gcnmops.rbridge``) fills its bridge
+directions give the same object, of the class cn.mops and gcn.mops share by name). :func:`write_rds` saves
+it (the ``rds`` output format). The engine side of the R package (``gcnmops.rbridge``) fills its bridge
 environments with the same :func:`result_into_env` / :func:`tables_into_env`. The way back (R object ->
 Python result) is :mod:`gcnmops.io.rresult`.
 
@@ -206,8 +206,8 @@ def to_r(result):
     """The R ``CNVDetectionResult`` S4 object (an rpy2 object) of a Python result (a CNVDetectionResult).
 
     Built by the R package gcn.mops's builder, so it is the very object ``gcn.mops()`` returns in R
-    (cn.mops's class when cn.mops is installed). Each matrix is copied once, into memory allocated by
-    R. Needs R, rpy2 and the installed R package (``R CMD INSTALL r_package/gcn.mops``).
+    (its class by name only: it loads and validates with cn.mops or gcn.mops). Each matrix is copied once,
+    into memory allocated by R. Needs R, rpy2 and the installed R package (``R CMD INSTALL r_package/gcn.mops``).
     """
     fns = _helpers()
     with r_session().conversion():
