@@ -1,6 +1,6 @@
 """The R bridge: the R package gcn.mops (R CMD check --as-cran of its tarball, which runs its testthat suite
-and examples through gcnmops.rbridge; GCNMOPS_R_CHECK=0: the testthat suite alone) and R from Python (gcnmops.io.rsession's zero-copy views, gcnmops.io.robject's
-to_r, gcnmops.io.rresult's from_r, .rds results).
+and examples through gcnmops.rbridge; GCNMOPS_R_CHECK=0: the testthat suite alone) and R from Python
+(gcnmops.io.rsession's zero-copy views, gcnmops.io.robject's to_r, gcnmops.io.rresult's from_r, .rds results).
 
 Skipped cleanly when R, the R packages the bridge needs, or rpy2 are missing.
 """
