@@ -13,7 +13,7 @@ Usage:
                                          [--store DIR]      (issue 18's second shape: --regions 3000000 --samples 1000)
   common: [--json PATH] [--seed 11]
 
-The cohort: Poisson counts on 22 chromosomes of 25-kb windows (gamma-distributed region means, sample
+The cohort: Poisson counts on 22 chromosomes of 25-kb windows (1-kb ones above 220,000 regions) (gamma-distributed region means, sample
 coverages 0.8-1.2, 0.5x / 1.5x dosage blocks of 5-40 windows: the EM runs on every region), simulated chunk
 by chunk (seeded per chunk) into a Zarr store, so a cohort larger than memory never exists as one array
 except for the single-process reference.
@@ -73,10 +73,13 @@ def cohort_chunk(a: int, b: int, n: int, seed: int) -> np.ndarray:
 
 
 def cohort_ranges(m: int) -> pd.DataFrame:
+    """25-kb windows, or 1-kb windows where 25-kb ones would make chromosomes longer than chr1 (3M regions: a
+    1,000-genomes cohort of 1-kb bins; VCF positions must stay below 2^31)."""
     per = -(-m // N_CHROM)
+    width = 25_000 if per * 25_000 <= 250_000_000 else 1_000
     chrom = np.repeat([f"chr{i}" for i in range(1, N_CHROM + 1)], per)[:m]
-    start = (np.arange(m) % per) * 25_000 + 1
-    return pd.DataFrame({"seqnames": chrom, "start": start, "end": start + 24_999})
+    start = (np.arange(m) % per) * width + 1
+    return pd.DataFrame({"seqnames": chrom, "start": start, "end": start + width - 1})
 
 
 def write_cohort(path: Path, m: int, n: int, seed: int, rows: int = 100_000) -> Path:
@@ -377,12 +380,17 @@ def write_int_cohort(path: Path, m: int, n: int, seed: int, rows: int = 100_000)
     """The cohort as a count store (int32 counts, the samples' totals, ranges), chunk by chunk."""
     from gcnmops.io.store import CountStoreWriter
 
+    from concurrent.futures import ProcessPoolExecutor
+
     ranges = cohort_ranges(m)
     writer = CountStoreWriter(path, n, [f"S{k + 1}" for k in range(n)], m_hint=m)
-    try:
-        for a in range(0, m, rows):
-            b = min(m, a + rows)
-            writer.append(cohort_chunk(a, b, n, seed), ranges.iloc[a:b])
+    starts = list(range(0, m, rows))
+    ends = [min(m, a + rows) for a in starts]
+    try:  # chunks simulated in parallel processes (3e9 Poisson draws take minutes on one core), appended in order
+        with ProcessPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
+            for a, b, chunk in zip(starts, ends, pool.map(cohort_chunk, starts, ends, [n] * len(starts),
+                                                          [seed] * len(starts))):
+                writer.append(chunk, ranges.iloc[a:b])
         return writer.close()
     except BaseException:
         writer.abort()

@@ -291,3 +291,25 @@ def test_gpu_backend_in_the_cuda_simulator(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["same"] and out["cnvs"] > 0
+
+
+def test_regions_beyond_vcf_positions_refused_before_the_store_is_read(tmp_path, monkeypatch):
+    """A 3M-region cohort of 25-kb windows has chromosomes of 3.4 Gb: the VCF cannot hold them. That is said before
+    the counts are read (it used to come after the whole run, at writing), and nothing is written."""
+    data = cohort(zero_chromosome=False)
+    ranges = data.genomic_ranges().copy()
+    ranges["start"] = ranges["start"] * 4_000
+    ranges["end"] = ranges["start"] + 24_999
+    store = save_count_data(make_count_data(data.counts, data.sample_names, ranges), tmp_path / "c.zarr")
+    import gcnmops.pipeline.streaming as streaming
+
+    def no_read(*args, **kwargs):
+        raise AssertionError("the store was read")
+
+    monkeypatch.setattr(streaming, "_prepare", no_read)
+    with pytest.raises(gcnmops.InputError, match="VCF positions are 32-bit"):
+        gcnmops.run_streaming(store, tmp_path / "out", backend="cpu")
+    assert not (tmp_path / "out").exists()
+    monkeypatch.undo()
+    res = gcnmops.run_streaming(store, tmp_path / "out", backend="cpu", formats=["bed", "seg"])
+    assert len(res.segmentation) and not (tmp_path / "out" / "cnvr.vcf.gz").exists()

@@ -188,12 +188,14 @@ def run_streaming(input, outdir, *, method: str = "cn.mops", keep=None, integer:
     store = open_count_store(input)
     m, N = store.shape
     warn_few_regions(m, stacklevel=2)
+    gr = store.genomic_ranges()
+    if "vcf" in formats:  # before the store is read: a VCF holds the regions, the reference every chromosome
+        vcf = (vcf or VcfOptions()).checked(gr)
     budget = max(64 << 20, max(b1 - b0 for _, b0, b1 in store.blocks) * N * 8)
     plan = _prepare(store, row, cparams, backend, budget)
     timings["prepare"] = time.perf_counter() - t_start
 
     writer = ResultWriter(outdir, formats)
-    gr = store.genomic_ranges()
     n = len(cparams.classes)
     shapes = _shapes(kept, m, N, n)
     attrs = {"sample_names": list(store.sample_names), "classes": list(cparams.classes), "kept": kept,
