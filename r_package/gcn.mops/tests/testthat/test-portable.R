@@ -1,5 +1,5 @@
 # One result class whose saved objects load, validate and work in a session with cn.mops alone, gcn.mops alone,
-# or both (AllClasses.R). cn.mops is not installed here: a stub package "cn.mops" defining CNVDetectionResult
+# or both (AllClasses.R); results saved by the gcn.MOPS thesis package (class of package "gcn.mops") too. cn.mops is not installed here: a stub package "cn.mops" defining CNVDetectionResult
 # with cn.mops's slots (and a function that assigns a slot and validates, as cn.mops's makeRobustCNVR and
 # calcIntegerCopyNumbers do) stands for it, installed in a temporary library. Each session is a new R process
 # whose library path holds only the packages it is meant to have.
@@ -100,6 +100,8 @@ test_that("a result validates and works with gcn.mops alone, cn.mops alone, or b
     'found$c_show <- capture.output(show(cm))',
     'found$c_same <- identical(integerCopyNumber(cm), integerCopyNumber(r)) &&',
     '  identical(as.data.frame(cnvr(calcIntegerCopyNumbers(cm))), found$cnvr)',
+    'th <- r', 'attr(th, "class") <- structure("CNVDetectionResult", package = "gcn.mops")',   # as the thesis saved it
+    'found$thesis <- c(isTRUE(validObject(th)), isTRUE(validObject(calcIntegerCopyNumbers(th))))',
     'saveRDS(r, "gcn2.rds")'), root)
   expect_identical(found$installed, c(cn.mops = FALSE, gcn.mops = TRUE))
   expect_identical(found$valid, c(TRUE, TRUE))
@@ -109,6 +111,7 @@ test_that("a result validates and works with gcn.mops alone, cn.mops alone, or b
   expect_identical(found$c_valid, c(TRUE, TRUE, TRUE))
   expect_identical(found$c_show, capture.output(show(r)))
   expect_true(found$c_same)
+  expect_identical(found$thesis, c(TRUE, TRUE))   # results saved by the gcn.MOPS thesis package (package "gcn.mops")
 
   # both, in either order: every saved result validates, under either package's functions
   for (pkgs in list(c("gcn.mops", "cn.mops"), c("cn.mops", "gcn.mops"))) {
