@@ -7,7 +7,7 @@
 # Environment: GCNMOPS_PYTHON (default: .venv/bin/python of this repository), GCNMOPS_SHARED_DIR (default:
 # ../shared; the golden cases and cn.mops.RData the tests compare with), R_CHECK_ARGS (default:
 # "--as-cran --no-manual"). Takes ~2 minutes on an idle 2-core machine (the check's own steps ~65 s, examples
-# ~12 s, the testthat suite ~41 s in 2 parallel workers). tests/test_rbridge.py::test_r_package runs it.
+# ~11 s, the testthat suite ~36 s in 2 parallel workers). tests/test_rbridge.py::test_r_package runs it.
 #
 # Exit status 0 when the check has no ERROR and no WARNING and no test was skipped; the NOTEs left are
 # printed (expected ones: "unable to verify current time" offline, the first example that starts the engine

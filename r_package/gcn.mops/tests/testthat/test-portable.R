@@ -20,7 +20,8 @@
     'setMethod("show", "CNVDetectionResult", function(object) cat("cn.mops stand-in result\\n"))',
     'touch <- function(object) { object@cnvr <- object@cnvr; validObject(object); object }'),
     file.path(src, "R", "class.R"))
-  out <- system2(file.path(R.home("bin"), "R"), c("CMD", "INSTALL", "--no-test-load", "-l", shQuote(lib), shQuote(src)),
+  out <- system2(file.path(R.home("bin"), "R"), c("CMD", "INSTALL", "--no-test-load", "--no-docs", "--no-byte-compile", "-l", shQuote(lib),
+                                                 shQuote(src)),
                  stdout = TRUE, stderr = TRUE)
   if (!dir.exists(file.path(lib, "cn.mops"))) stop(paste(out, collapse = "\n"))
 }
