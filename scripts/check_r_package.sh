@@ -30,6 +30,9 @@ if [[ -z "${GCNMOPS_SHARED_DIR:-}" && -d "$repo/../shared" ]]; then
     export GCNMOPS_SHARED_DIR
 fi
 export _R_CHECK_FORCE_SUGGESTS_="${_R_CHECK_FORCE_SUGGESTS_:-false}"
+# --as-cran's incoming-feasibility step would download CRAN's and Bioconductor's package lists: the check (run by
+# the default test suite) gives the same answer with or without network
+export _R_CHECK_CRAN_INCOMING_REMOTE_="${_R_CHECK_CRAN_INCOMING_REMOTE_:-false}"
 
 cd "$out"
 R CMD build --no-build-vignettes "$pkg" >build.log 2>&1 || { cat build.log; exit 1; }
