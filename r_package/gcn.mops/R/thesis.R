@@ -49,7 +49,8 @@
 # exported): reading one gives that stage's seconds in the last run of its kind (.gpu_devices()), NA
 # before one; gcn.mops writes nothing into the user's workspace. Stages, as measured here:
 #   chkX            R: reading and checking the counts (.prepare_input)
-#   formChkInput    R: input, argument checks, result allocation; plus the engine's view of the counts
+#   formChkInput    R: input, argument checks, result allocation (a session's first run: engine start);
+#                   plus the engine's view of the counts
 #   normalization   engine: normalizeChromosomes
 #   modeling        engine: the local models (EM), incl. the L, A, CN, sINI, INI matrices
 #   postprocessing  engine: the rest of its call (handing the results to R)
