@@ -20,10 +20,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..data import (CountData, check_names, chromosome_blocks, make_count_data, rows_grouped, unsorted_rows,
-                    validate_ranges)
+from ..data import CountData, make_count_data
 from ..errors import InputError
-from ..io.store import RANGES_FILE, create_array, save_count_data
+from ..io.store import RANGES_FILE, checked_ranges, create_array, save_count_data
 
 
 def _zarr():
@@ -120,20 +119,8 @@ def _checked(values, names_found, ranges_found, sample_names, ranges, min_sample
                            min_samples=min_samples, what=what)  # sample count and names, cn.mops's messages
     ranges = ranges if ranges is not None else ranges_found
     if ranges is not None:
-        ranges = validate_ranges(pd.DataFrame(ranges), m)
-        blocks = chromosome_blocks(ranges["seqnames"])
-        check_names([name for name, _, _ in blocks], kind="Chromosome name")
-        if not rows_grouped(blocks):
-            raise InputError(f"The rows of each chromosome must be contiguous in the {what} (sort it by "
-                             "chromosome, then start, before the distributed run).")
-        drops = unsorted_rows(ranges, blocks)
-        if drops.size:  # would give segments ending before they start; a lazy matrix is not reordered here
-            i = int(drops[0])
-            raise InputError(f"The regions of the {what} are not in increasing start order within their chromosome "
-                             f"({drops.size} row(s) start before the row above, the first: row {i + 1}, "
-                             f"{ranges['seqnames'][i]}:{ranges['start'][i]} after {ranges['start'][i - 1]}): sort the "
-                             "rows by chromosome, then start, before the distributed run (gcnmops.read_counts sorts "
-                             "a table file).")
+        ranges = checked_ranges(ranges, m, f"the {what}", "sort the rows by chromosome, then start, before the "
+                                "distributed run (gcnmops.read_counts sorts a table file)")
     if source is not None and values.ndim != 2:
         source = None
     return Matrix(values, stub.sample_names, ranges, source)

@@ -211,21 +211,22 @@ def open_count_store(path, *, min_samples: int = 2) -> CountStore:
     return store
 
 
-def checked_ranges(ranges: pd.DataFrame, m: int, where: str) -> pd.DataFrame:
+def checked_ranges(ranges: pd.DataFrame, m: int, where: str,
+                   fix: str = "convert the table with gcnmops convert (it sorts the rows)") -> pd.DataFrame:
     """``ranges`` validated, their chromosomes contiguous and each in increasing start order (a store is read a
-    chromosome at a time; ``gcnmops convert`` sorts a table)."""
+    chromosome at a time; ``gcnmops convert`` sorts a table). ``where`` names the input and ``fix`` says how to
+    sort it in the InputError."""
     ranges = validate_ranges(pd.DataFrame(ranges), m)
     blocks = chromosome_blocks(ranges["seqnames"])
     check_names([name for name, _, _ in blocks], kind="Chromosome name")
     if not rows_grouped(blocks):
-        raise InputError(f"The rows of each chromosome must be contiguous in {where}: convert the table with "
-                         "gcnmops convert (it sorts the rows as gcnmops.read_counts does).")
+        raise InputError(f"The rows of each chromosome must be contiguous in {where}: {fix}.")
     drops = unsorted_rows(ranges, blocks)
-    if drops.size:
+    if drops.size:  # would give segments ending before they start
         i = int(drops[0])
-        raise InputError(f"The regions of {where} are not in increasing start order within their chromosome (row "
-                         f"{i + 1}, {ranges['seqnames'][i]}:{ranges['start'][i]}, starts before the row above): "
-                         "convert the table with gcnmops convert (it sorts the rows).")
+        raise InputError(f"The regions of {where} are not in increasing start order within their chromosome "
+                         f"({drops.size} row(s) start before the row above, the first: row {i + 1}, "
+                         f"{ranges['seqnames'][i]}:{ranges['start'][i]} after {ranges['start'][i - 1]}): {fix}.")
     return ranges
 
 
