@@ -46,8 +46,11 @@ import itertools
 import json
 import os
 import re
+import signal
 import tempfile
+import threading
 from collections.abc import Callable, Iterable
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -79,6 +82,26 @@ GZIP_LEVEL = 1  # the TSVs compress ~3x at level 1; higher levels cost several t
 # -------------------------------------------------------------------------------------------------
 # atomic files
 # -------------------------------------------------------------------------------------------------
+
+@contextmanager
+def _signals_held():
+    """Ctrl-C and SIGTERM wait until the block has run (main thread only): a clean-up interrupted by a second
+    signal (a second Ctrl-C, a job scheduler's repeated SIGTERM) would leave files behind. A signal that came
+    meanwhile is raised again once the handlers are back."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    came: list[int] = []
+    held = (signal.SIGINT, signal.SIGTERM)
+    previous = {sig: signal.signal(sig, lambda sig, frame: came.append(sig)) for sig in held}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if came:
+            signal.raise_signal(came[0])
+
 
 def _umask() -> int:
     mask = os.umask(0)
@@ -199,11 +222,12 @@ class _Batch:
         if path.is_dir():
             raise InputError(f"{str(path)!r} is a folder, where gcnmops writes a file: move it away or write to "
                              "another folder (-o).")
-        if path.parent != self.outdir and not path.parent.is_dir():
-            path.parent.mkdir()
-            self.folders.append(path.parent)
-        tmp = _temp_beside(path)
-        self.staged.append((tmp, path))
+        with _signals_held():  # what is made on disk is recorded, for ``abort``, before a signal can unwind
+            if path.parent != self.outdir and not path.parent.is_dir():
+                path.parent.mkdir()
+                self.folders.append(path.parent)
+            tmp = _temp_beside(path)
+            self.staged.append((tmp, path))
 
         def write_and_report(t: Path) -> None:
             write(t)
@@ -225,19 +249,19 @@ class _Batch:
         return {path: tmp.stat().st_size for tmp, path in self.staged}
 
     def abort(self) -> None:
-        import threading
-
-        self.pool.shutdown(wait=True, cancel_futures=True)  # nothing may write after the clean-up
-        self.waiting.shutdown(wait=True, cancel_futures=True)
-        # a signal (Ctrl-C, SIGTERM) raised inside submit() can leave a started worker unknown to its pool
-        for thread in threading.enumerate():
-            if thread.name.startswith(("gcnmops-write", "gcnmops-join")) and thread is not threading.current_thread():
-                thread.join()
-        for tmp, _ in self.staged:
-            tmp.unlink(missing_ok=True)
-        for folder in reversed(self.folders):
-            if folder.is_dir() and not any(folder.iterdir()):
-                folder.rmdir()
+        with _signals_held():
+            self.pool.shutdown(wait=True, cancel_futures=True)  # nothing may write after the clean-up
+            self.waiting.shutdown(wait=True, cancel_futures=True)
+            # a signal (Ctrl-C, SIGTERM) raised inside submit() can leave a started worker unknown to its pool
+            for thread in threading.enumerate():
+                if thread.name.startswith(("gcnmops-write", "gcnmops-join")) and \
+                        thread is not threading.current_thread():
+                    thread.join()
+            for tmp, _ in self.staged:
+                tmp.unlink(missing_ok=True)
+            for folder in reversed(self.folders):
+                if folder.is_dir() and not any(folder.iterdir()):
+                    folder.rmdir()
 
     def commit(self) -> list[Path]:
         """Write the folder's manifest (this run's files), rename every file to its final name, then remove the
@@ -499,9 +523,10 @@ class ResultWriter:
 
     def abort(self) -> None:
         """Remove every file staged; the folder this writer made goes too when it is left empty."""
-        self.batch.abort()
-        if self.created and self.outdir.is_dir() and not any(self.outdir.iterdir()):
-            self.outdir.rmdir()
+        with _signals_held():
+            self.batch.abort()
+            if self.created and self.outdir.is_dir() and not any(self.outdir.iterdir()):
+                self.outdir.rmdir()
 
 
 def matrix_columns(result, names=MATRICES) -> dict[str, tuple[list[str], list]]:
