@@ -92,7 +92,8 @@ def _signals_held():
         yield
         return
     came: list[int] = []
-    held = (signal.SIGINT, signal.SIGTERM)
+    # a handler installed outside Python (e.g. R's, when R embeds the engine) cannot be put back: left alone
+    held = [sig for sig in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(sig) is not None]
     previous = {sig: signal.signal(sig, lambda sig, frame: came.append(sig)) for sig in held}
     try:
         yield
