@@ -132,6 +132,8 @@ def validate_counts(values: np.ndarray, what: str = "read count matrix", *, samp
 
 #: matrices of fewer cells are converted and checked in one go; larger ones in row blocks, on every core
 _PARALLEL_CELLS = 1 << 21
+#: (rows, columns) of the tiles a row block is converted in: 512 KB of float64
+_TILE = (512, 128)
 
 
 def _float64_if_clean(arr: np.ndarray) -> np.ndarray | None:
@@ -139,7 +141,7 @@ def _float64_if_clean(arr: np.ndarray) -> np.ndarray | None:
     finite, >= 0 and <= MAX_COUNT (integers compared before the conversion rounds them), else None: then
     ``validate_counts``' own checks find the first bad cell and say what is wrong.
 
-    One pass: row blocks of a few MB are converted column by column and their minimum and maximum taken while
+    One pass: row blocks of a few MB are converted tile by tile (_TILE) and their minimum and maximum taken while
     the block is in cache, the blocks in threads (numpy releases the GIL), instead of a conversion and four
     passes over the whole matrix."""
     m, n = arr.shape
@@ -158,12 +160,13 @@ def _float64_if_clean(arr: np.ndarray) -> np.ndarray | None:
     def block(i: int) -> bool:
         src = arr[i:i + rows]
         ok = clean(src) if ints else True
-        for k in range(n):
-            col = out[i:i + rows, k]
-            if copy:
-                col[...] = src[:, k]
-            if not ints:
-                ok = ok and clean(col)
+        for r in range(0, src.shape[0], _TILE[0]):  # tile by tile: a row-major source's transposing copy stays in
+            for c in range(0, n, _TILE[1]):          # cache (column by column, 1,000 samples: 5-7x slower)
+                tile = out[i + r:i + r + _TILE[0], c:c + _TILE[1]]
+                if copy:
+                    tile[...] = src[r:r + _TILE[0], c:c + _TILE[1]]
+                if not ints:
+                    ok = ok and clean(tile)
         return ok
 
     from concurrent.futures import ThreadPoolExecutor
