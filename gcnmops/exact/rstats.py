@@ -2,7 +2,10 @@
 arithmetic of R's mean(), colMeans/rowMeans and var(), emulated in double-double.
 
 The scalar kernels are ``register_jitable`` so the same source runs in plain Python,
-inside ``numba.njit`` code and inside ``numba.cuda`` kernels.
+inside ``numba.njit`` code and inside ``numba.cuda`` kernels. On an x86-64 CPU the long double functions are
+bound, for numba's CPU target only, to the x87 unit's own arithmetic (exact/x87.py: the hardware R itself uses,
+~20x faster than the emulation; the end of this file); numba.cuda and plain Python run the emulation, which equals
+it for every value within the double range.
 """
 from __future__ import annotations
 
@@ -10,7 +13,9 @@ import math
 
 import numpy as np
 from numba import njit
-from numba.extending import register_jitable
+from numba.extending import overload, register_jitable
+
+from . import x87
 
 
 @register_jitable
@@ -269,6 +274,91 @@ def ld_div(hi, lo, n):
     q2 = (c2 + (d + d2)) / n
     h, l = _two_sum(q1, q2)
     return round64(h, l, 0.0)
+
+
+# ------------------------------------------------------------------- the same functions in the x87 unit (CPU)
+# Each is the emulation's formula with every long double operation done by the x87 unit: R's own rounding.
+# (hi, lo) pairs are the emulation's representation, kept at the functions' boundaries. They call only the
+# module's public functions (a CPU form that fails to compile would silently leave the emulation in place:
+# tests/test_x87.py checks that each one is the form compiled).
+def _ld_add_x87(hi, lo, v):
+    return x87.split(x87.add(x87.join(hi, lo), x87.ld(v)))
+
+
+def _ld_add_ld_x87(ahi, alo, bhi, blo):
+    return x87.split(x87.add(x87.join(ahi, alo), x87.join(bhi, blo)))
+
+
+def _mean_deviation_add_x87(t_hi, t_lo, x, s_hi, s_lo):
+    return x87.split(x87.add(x87.join(t_hi, t_lo), x87.sub(x87.ld(x), x87.join(s_hi, s_lo))))
+
+
+def _mean_finish_x87(s_hi, s_lo, t_hi, t_lo, n):
+    return x87.to_double(x87.add(x87.join(s_hi, s_lo), x87.div(x87.join(t_hi, t_lo), x87.ld(float(n)))))
+
+
+def _ld_sum_x87(v, n):
+    s = x87.ld(0.0)
+    for k in range(n):
+        s = x87.add(s, x87.ld(v[k]))
+    return x87.split(s)
+
+
+def _ld_mean_x87(v, n):
+    s = x87.ld(0.0)
+    for k in range(n):
+        s = x87.add(s, x87.ld(v[k]))
+    s = x87.div(s, x87.ld(float(n)))
+    if not math.isfinite(x87.to_double(s)):
+        return x87.to_double(s)
+    t = x87.ld(0.0)
+    for k in range(n):
+        t = x87.add(t, x87.sub(x87.ld(v[k]), s))
+    return x87.to_double(x87.add(s, x87.div(t, x87.ld(float(n)))))
+
+
+def _mean_of_two_x87(a, b):
+    s = x87.div(x87.add(x87.ld(a), x87.ld(b)), x87.ld(2.0))
+    if not math.isfinite(x87.to_double(s)):
+        return x87.to_double(s)
+    t = x87.add(x87.sub(x87.ld(a), s), x87.sub(x87.ld(b), s))
+    return x87.to_double(x87.add(s, x87.div(t, x87.ld(2.0))))
+
+
+def _ld_square_x87(hi, lo):
+    a = x87.join(hi, lo)
+    return x87.split(x87.mul(a, a))
+
+
+def _squared_deviation_add_x87(a_hi, a_lo, x, m):
+    d = x87.sub(x87.ld(x), x87.ld(m))
+    return x87.split(x87.add(x87.join(a_hi, a_lo), x87.mul(d, d)))
+
+
+def _r_var_x87(v, n):
+    if n < 2:
+        return math.nan
+    m = x87.ld(ld_mean(v, n))
+    a = x87.ld(0.0)
+    for k in range(n):
+        d = x87.sub(x87.ld(v[k]), m)
+        a = x87.add(a, x87.mul(d, d))
+    return x87.to_double(x87.div(a, x87.ld(float(n - 1))))
+
+
+def _ld_div_x87(hi, lo, n):
+    return x87.split(x87.div(x87.join(hi, lo), x87.ld(float(n))))
+
+
+#: emulated function -> its x87 form, bound for numba's CPU target where the x87 unit is usable
+X87_FORMS = {ld_add: _ld_add_x87, ld_add_ld: _ld_add_ld_x87, mean_deviation_add: _mean_deviation_add_x87,
+             mean_finish: _mean_finish_x87, ld_sum: _ld_sum_x87, ld_mean: _ld_mean_x87, mean_of_two: _mean_of_two_x87,
+             ld_square: _ld_square_x87, squared_deviation_add: _squared_deviation_add_x87, r_var: _r_var_x87,
+             ld_div: _ld_div_x87}
+
+if x87.AVAILABLE:
+    for _emulated, _hardware in X87_FORMS.items():
+        overload(_emulated, target="cpu", strict=False)(lambda *args, _impl=_hardware: _impl)
 
 
 def r_quantile(x: np.ndarray, p: float) -> float:
