@@ -161,10 +161,11 @@ def _float64_if_clean(arr: np.ndarray) -> np.ndarray | None:
         src = arr[i:i + rows]
         ok = clean(src) if ints else True
         for r in range(0, src.shape[0], _TILE[0]):  # tile by tile: a row-major source's transposing copy stays in
-            for c in range(0, n, _TILE[1]):          # cache (column by column, 1,000 samples: 5-7x slower)
-                tile = out[i + r:i + r + _TILE[0], c:c + _TILE[1]]
+            r1 = min(src.shape[0], r + _TILE[0])     # cache (column by column, 1,000 samples: 5-7x slower)
+            for c in range(0, n, _TILE[1]):
+                tile = out[i + r:i + r1, c:c + _TILE[1]]
                 if copy:
-                    tile[...] = src[r:r + _TILE[0], c:c + _TILE[1]]
+                    tile[...] = src[r:r1, c:c + _TILE[1]]
                 if not ints:
                     ok = ok and clean(tile)
         return ok
