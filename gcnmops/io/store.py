@@ -23,6 +23,8 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,9 +32,10 @@ import numpy as np
 import pandas as pd
 
 from ..data import (CountData, check_names, chromosome_blocks, make_count_data, rows_grouped, unsorted_rows,
-                    validate_counts, validate_ranges)
+                    usable_cores, validate_counts, validate_ranges)
 from ..errors import InputError
 from ..result import CNVDetectionResult, ResultCounts
+from .writers import _signals_held
 
 #: the Zarr array of the counts in a count store, and the file of its regions beside it
 COUNTS = "counts"
@@ -128,9 +131,9 @@ class CountStore:
         return CountData(np.empty((self.shape[0], 0)), [], self.ranges).genomic_ranges()
 
     def rows(self, a: int, b: int) -> np.ndarray:
-        """Counts of rows a:b, (b - a, n), in the stored dtype."""
+        """Counts of rows a:b, (b - a, n), in the stored dtype (Zarr: the chunks read in threads, ``read_rows``)."""
         if self.kind == "zarr":
-            return np.asarray(zarr_module().open_array(str(self.path / COUNTS), mode="r")[a:b])
+            return read_rows(zarr_module().open_array(str(self.path / COUNTS), mode="r"), a, b)
         import pyarrow.parquet as pq
 
         f = pq.ParquetFile(self.path)
@@ -186,6 +189,28 @@ class CountStore:
         m, n = self.shape
         k = max(1, min(n, group_bytes // max(1, 8 * m)))
         return [(c, min(n, c + k)) for c in range(0, n, k)]
+
+
+def read_rows(array, a: int, b: int) -> np.ndarray:
+    """Rows a:b of a 2-D Zarr ``array`` (C order, its dtype), its chunks read and decompressed in threads, one chunk a
+    task: zarr 2 reads a selection's chunks one after another, and decompresses with blosc's own threads only in
+    the main thread (a read-ahead thread would decompress on one core). File reads, blosc and the copies release
+    the GIL. Memory: the rows, plus a chunk per thread."""
+    r, c = array.chunks
+    n = array.shape[1]
+    cuts = [a] + list(range((a // r + 1) * r, b, r)) + [b]
+    tasks = [(r0, r1, c0, min(n, c0 + c)) for r0, r1 in zip(cuts, cuts[1:]) for c0 in range(0, n, c)]
+    if len(tasks) < 2 or usable_cores() < 2:
+        return np.asarray(array[a:b])
+    out = np.empty((b - a, n), dtype=array.dtype)
+
+    def read(task: tuple[int, int, int, int]) -> None:
+        r0, r1, c0, c1 = task
+        array.get_basic_selection((slice(r0, r1), slice(c0, c1)), out=out[r0 - a:r1 - a, c0:c1])
+
+    with ThreadPoolExecutor(max_workers=min(usable_cores(), len(tasks)), thread_name_prefix="gcnmops-read") as pool:
+        list(pool.map(read, tasks))
+    return out
 
 
 def open_count_store(path, *, min_samples: int = 2) -> CountStore:
@@ -463,7 +488,9 @@ class ResultStore:
 
     ``shapes``: name -> (shape, dtype) of each kept matrix (STREAM_MATRICES' names); rows are chunked by
     about CHUNK_BYTES, at most ``max_rows`` (a chromosome's: a write then never holds a chunk larger than what it
-    writes), and samples by at most 256. ``write(name, a, b, value)`` stores rows a:b."""
+    writes), and samples by at most 256. ``write(name, a, b, value)`` stores rows a:b; ``write_behind(writes)``
+    runs a chromosome's writes on a background thread, one chromosome at a time (``wait``); ``publish`` and
+    ``abort`` wait for them first (nothing is written into the store after either)."""
 
     def __init__(self, outdir: Path, shapes: dict, attrs: dict, gr: pd.DataFrame, max_rows: int | None = None):
         self.outdir = Path(outdir)
@@ -472,6 +499,8 @@ class ResultStore:
                 shutil.rmtree(entry, ignore_errors=True)
         self.tmp = Path(tempfile.mkdtemp(prefix=f".{MATRIX_STORE}.", suffix=".tmp", dir=self.outdir))
         self.old: Path | None = None
+        self._pool: ThreadPoolExecutor | None = None  # the background writer (write_behind)
+        self._behind: Future | None = None
         zarr = zarr_module()
         group = zarr.open_group(str(self.tmp), mode="w")
         self.arrays = {}
@@ -488,8 +517,31 @@ class ResultStore:
     def write(self, name: str, a: int, b: int, value: np.ndarray) -> None:
         self.arrays[name][a:b] = value
 
+    def write_behind(self, writes: Callable[[], None]) -> None:
+        """Run ``writes`` (a chromosome's ``write`` calls) on the background writer once the writes handed over
+        before are done (waited for here: one chromosome in flight at most); their error is raised here."""
+        self.wait()
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gcnmops-store")
+        self._behind = self._pool.submit(writes)
+
+    def wait(self) -> None:
+        """Wait for the background writes; raise their error."""
+        behind, self._behind = self._behind, None
+        if behind is not None:
+            behind.result()
+
+    def _stop(self) -> None:
+        """The background writer ended (its running writes finished, the others dropped)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
     def publish(self) -> None:
-        """Rename the store to ``matrices.zarr`` (an earlier one is moved aside; ``drop_old`` removes it)."""
+        """Rename the store to ``matrices.zarr`` (an earlier one is moved aside; ``drop_old`` removes it), once
+        the background writes are done."""
+        self.wait()
+        self._stop()
         final = self.outdir / MATRIX_STORE
         if final.exists():
             self.old = Path(tempfile.mkdtemp(prefix=f".{MATRIX_STORE}.", suffix=".old.tmp", dir=self.outdir))
@@ -511,7 +563,10 @@ class ResultStore:
             shutil.rmtree(self.old, ignore_errors=True)
 
     def abort(self) -> None:
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        """Remove the store, once the background writer has stopped (Ctrl-C and SIGTERM held meanwhile)."""
+        with _signals_held():
+            self._stop()
+            shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 @dataclass
@@ -577,6 +632,7 @@ def open_stored_result(folder: Path, params: dict, tables: dict, sample_names: l
 
 
 __all__ = ["CountStore", "open_count_store", "checked_ranges", "CountStoreWriter", "write_count_store",
-           "save_count_data", "convert_counts", "ResultStore", "StoredResult", "open_stored_result", "create_array", "is_zarr_path",
+           "save_count_data", "convert_counts", "read_rows", "ResultStore", "StoredResult", "open_stored_result",
+           "create_array", "is_zarr_path",
            "store_chunks", "integral_dtype", "counts_kind", "zarr_module", "COUNTS", "RANGES_FILE", "MATRIX_STORE",
            "STREAM_MATRICES", "ALWAYS_KEPT"]

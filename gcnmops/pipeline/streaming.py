@@ -11,14 +11,20 @@ chromosome; what crosses chromosomes is taken from the whole store first:
   sample columns (each group as large as the largest chromosome);
 - whether cn.mops segments at all (six regions or more in the whole matrix), and its "No CNVs" message.
 
-Per chromosome the counts (stored dtype, often int32) are read, validated and converted to float64, then
-normalized (``normalization.cpu.normalize_chromosomes`` with the genome's column sums; on the GPU backend
-``normalization.gpu.normalize_chromosomes_gpu`` where its answer cannot depend on them), fitted
-(``model.fit``), segmented and called (``calls.cnvs.calls_from_segments``; the GPU segmentation on the GPU
-backend), labelled with integer copy numbers (``calls.integer.calc_integer_copy_numbers``: every CNV lies
-in one chromosome) and its matrices written into the result store (io.store.ResultStore). The call tables
-are written at the end as by ``gcnmops run`` (``io.writers.ResultWriter``; BED/VCF qualities read sINI only
-around the CNV regions, kept in a sparse temporary file). All or nothing, as the other writers.
+Per chromosome the counts (stored dtype, often int32) are read (the chunks in threads), validated and converted
+to float64 (``CountStore.chromosome``), then normalized (``normalization.cpu.normalize_chromosomes`` with the
+genome's column sums; on the GPU backend ``normalization.gpu.normalize_chromosomes_gpu`` where its answer cannot
+depend on them), fitted (``model.fit``), segmented and called (``calls.cnvs.calls_from_segments``; the GPU
+segmentation on the GPU backend), labelled with integer copy numbers (``calls.integer.calc_integer_copy_numbers``:
+every CNV lies in one chromosome) and its matrices written into the result store (io.store.ResultStore).
+
+Reading, computing and writing overlap: while chromosome k is computed (in the calling thread), chromosome k + 1
+is read on a read-ahead thread and chromosome k - 1's matrices are written by the result store's background
+writer (``ResultStore.write_behind``). Memory: the counts of two chromosomes (k and k + 1) and the results of
+two (k and k - 1). A failure of either thread is the run's error; the clean-up waits for the writer.
+
+The call tables are written at the end as by ``gcnmops run`` (``io.writers.ResultWriter``; BED/VCF qualities read
+sINI only around the CNV regions, kept in a sparse temporary file). All or nothing, as the other writers.
 
 Out of scope: a single chromosome larger than memory (its counts and results are held at once); the
 methods without a cohort EM (referencecn.mops, singlecn.mops) and the DNAcopy segmentation (its random
@@ -32,6 +38,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -46,7 +53,7 @@ from ..errors import InputError
 from ..io.callfiles import VcfOptions
 from ..io.store import (ALWAYS_KEPT, MATRIX_STORE, STREAM_MATRICES, CountStore, ResultStore, StoredResult,
                         open_count_store)
-from ..io.writers import ResultWriter, check_formats
+from ..io.writers import ResultWriter, check_formats, output_error
 from ..model import fit
 from ..model.spec import ModelSpec
 from ..normalization.factors import coverage_ratios
@@ -55,7 +62,7 @@ from ..normalization.cpu import normalize_chromosomes
 from ..params import CnMopsParams, Method, method_spec
 from ..progress import tick
 from ..result import CNVDetectionResult, empty_cnvr, empty_segments
-from ..data import validate_counts
+from ..data import CountData, validate_counts
 from .cnmops import check_segment_args, warn_few_regions
 from .family import method_cnvr
 from .methods import build_params
@@ -64,13 +71,17 @@ log = logging.getLogger("gcnmops")
 
 #: formats a streamed run writes besides matrices.zarr (the matrix formats hold every matrix in one file)
 STREAM_FORMATS = ("bed", "vcf", "seg")
-#: the stages of a streamed run's timings, in order
+#: the stages of a streamed run's timings, in order: each one's own seconds (read and write on their threads,
+#: overlapping the others)
 STAGES = ("prepare", "read", "normalize", "model", "segment_call", "integer", "write", "finish")
+#: the seconds the computing thread waited for the read-ahead and for the background writer (in the wall time)
+WAITS = ("read_wait", "write_wait")
 #: what a chromosome reports to ``on_chromosome``
 @dataclass(frozen=True)
 class ChromosomeDone:
     """One chromosome streamed: its name, its index (from 0) of ``total``, its regions, the regions done so
-    far of ``regions`` in all, and its seconds."""
+    far of ``regions`` in all, and its seconds (waiting for its counts, computing it; its matrices are then
+    written in the background)."""
 
     name: str
     index: int
@@ -162,7 +173,9 @@ def run_streaming(input, outdir, *, method: str = "cn.mops", keep=None, integer:
     Returns
     -------
     StoredResult
-        the tables in memory, the matrices in the store (``matrix(name)``, ``compute()``); ``timings``.
+        the tables in memory, the matrices in the store (``matrix(name)``, ``compute()``); ``timings``: the
+        seconds of each of STAGES (its own: read and write run beside the others), the computing thread's
+        waits (WAITS) and ``total``, the wall time.
 
     Raises
     ------
@@ -170,7 +183,7 @@ def run_streaming(input, outdir, *, method: str = "cn.mops", keep=None, integer:
         bad parameters or input, before any work where they can be seen then.
     """
     t_start = time.perf_counter()
-    timings = {stage: 0.0 for stage in STAGES}
+    timings = {stage: 0.0 for stage in STAGES + WAITS}
     row = method_spec(method)
     if row.model != "em":
         raise InputError(f"Streaming runs the cohort methods (cn.mops, exome, haplo), not {row.name}: run "
@@ -205,7 +218,7 @@ def run_streaming(input, outdir, *, method: str = "cn.mops", keep=None, integer:
         rstore = ResultStore(Path(outdir), shapes, attrs, gr, max_rows=max(b1 - b0 for _, b0, b1 in store.blocks))
         sparse = _SparseRows(Path(outdir), m, N, n, cparams.return_posterior) if {"bed", "vcf"} & set(formats) \
             else None
-        tables = _stream(store, plan, kept, rstore, sparse, integer, timings, on_chromosome)
+        tables = _stream(store, plan, kept, rstore, sparse, integer, timings, on_chromosome, Path(outdir))
         t0 = time.perf_counter()
         segmentation, cnvs, cnvr = tables
         result_params = cparams.r_params()
@@ -276,43 +289,48 @@ class _NoCnvFilter(logging.Filter):
 
 
 def _stream(store: CountStore, plan: _Plan, kept: list[str], rstore: ResultStore, sparse, integer: bool,
-            timings: dict, on_chromosome) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """Every chromosome through the pipeline; the call tables (integer labels where asked)."""
+            timings: dict, on_chromosome, outdir: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Every chromosome through the pipeline, the next one read ahead and the last one's matrices written behind
+    (see the module docstring); the call tables (integer labels where asked)."""
     names = list(store.sample_names)
     blocks = store.blocks
     m = store.shape[0]
     segs, cnvs, cnvrs, labelled = [], [], [], []
     quiet = _NoCnvFilter()
     log.addFilter(quiet)
+    reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gcnmops-readahead")
     try:
         done = 0
+        ahead = reader.submit(_read, store, blocks[0], timings)
         for k, (name, a, b) in enumerate(blocks):
             t0 = time.perf_counter()
-            values = store.rows(a, b)
-            data = store.chromosome(name, a, b, values)
-            del values
-            timings["read"] += time.perf_counter() - t0
+            data = ahead.result()
+            timings["read_wait"] += time.perf_counter() - t0
+            if k + 1 < len(blocks):  # one chromosome ahead: two chromosomes' counts at most
+                ahead = reader.submit(_read, store, blocks[k + 1], timings)
             result = _chromosome(data, plan, timings)
+            del data
             if integer and len(result.cnvr):
                 t1 = time.perf_counter()
                 result = calc_integer_copy_numbers(result, backend=plan.backend)
                 timings["integer"] += time.perf_counter() - t1
             t1 = time.perf_counter()
-            for key in kept:
-                rstore.write(key, a, b, _matrix(result, key))
-            if sparse is not None and len(result.cnvr):
-                sparse.keep(result, a)
-            timings["write"] += time.perf_counter() - t1
+            rstore.write_behind(partial(_write, rstore, sparse, kept, result, a, b, timings, outdir))
+            timings["write_wait"] += time.perf_counter() - t1
             segs.append(result.segmentation)
             cnvs.append(result.cnvs)
             cnvrs.append(result.cnvr)
             labelled.append(integer and len(result.cnvr) > 0)
-            del data, result
+            del result
             done += b - a
             tick(done, m)
             if on_chromosome is not None:
                 on_chromosome(ChromosomeDone(name, k, len(blocks), b - a, done, m, time.perf_counter() - t0))
+        t1 = time.perf_counter()
+        rstore.wait()
+        timings["write_wait"] += time.perf_counter() - t1
     finally:
+        reader.shutdown(wait=False, cancel_futures=True)  # after a failure: a read under way is left to end
         log.removeFilter(quiet)
     any_cnv = any(len(c) for c in cnvs)
     if not any_cnv and plan.segment:
@@ -328,6 +346,30 @@ def _stream(store: CountStore, plan: _Plan, kept: list[str], rstore: ResultStore
                 for s, done_ in zip(segs, labelled)]
     return (_concat(segs, empty_segments()), _concat(cnvs, empty_segments()),
             _concat(cnvrs, empty_cnvr(names)))
+
+
+def _read(store: CountStore, block: tuple[str, int, int], timings: dict) -> CountData:
+    """One chromosome's counts (the read-ahead thread)."""
+    t0 = time.perf_counter()
+    data = store.chromosome(*block)
+    timings["read"] += time.perf_counter() - t0
+    return data
+
+
+def _write(rstore: ResultStore, sparse, kept: list[str], result: CNVDetectionResult, a: int, b: int,
+           timings: dict, outdir: Path) -> None:
+    """One chromosome's kept matrices (rows a:b) into the result store, its rows around the CNVs into ``sparse`` (the
+    store's background writer); a full disk or an unwritable folder as the InputError saying so."""
+    t0 = time.perf_counter()
+    try:
+        for key in kept:
+            rstore.write(key, a, b, _matrix(result, key))
+        if sparse is not None and len(result.cnvr):
+            sparse.keep(result, a)
+    except OSError as err:
+        raise output_error(err, outdir) from None
+    finally:
+        timings["write"] += time.perf_counter() - t0
 
 
 def _concat(parts: list[pd.DataFrame], empty: pd.DataFrame) -> pd.DataFrame:
@@ -427,4 +469,4 @@ class _SparseRows:
             Path(path).unlink(missing_ok=True)
 
 
-__all__ = ["run_streaming", "kept_matrices", "stream_formats", "ChromosomeDone", "STREAM_FORMATS", "STAGES"]
+__all__ = ["run_streaming", "kept_matrices", "stream_formats", "ChromosomeDone", "STREAM_FORMATS", "STAGES", "WAITS"]
