@@ -3,6 +3,7 @@
 bad input is refused (``error:``, exit 2); an interrupted run leaves the folder as it was."""
 from __future__ import annotations
 
+import dataclasses
 import filecmp
 import gzip
 import json
@@ -10,7 +11,9 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import tracemalloc
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -209,6 +212,157 @@ def test_interrupted_run_leaves_the_folder(tmp_path, monkeypatch):
         run_streaming(store, out, backend="cpu")
     assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before  # nothing new, nothing left over
     assert gcnmops.read_result(out).kept == ["integer_copy_number"]
+
+
+def _threads(prefix: str) -> list:
+    return [t for t in threading.enumerate() if t.name.startswith(prefix)]
+
+
+def test_read_ahead_holds_two_chromosomes_and_overlaps(tmp_path, monkeypatch):
+    """While chromosome k is computed, k + 1 is read (each computation waits until the next read has started: a
+    stream without read-ahead would stop here); no read starts while two chromosomes' counts are alive (the
+    counts followed by weak references); the result is the in-memory one; timings give each stage's own seconds
+    and the waits."""
+    from gcnmops.io.store import CountStore
+    from gcnmops.pipeline import streaming
+
+    data = cohort()
+    path = save_count_data(data, tmp_path / "c.zarr", rows_per_chunk=300)
+    total = len(open_count_store(path).blocks)
+    cond = threading.Condition()
+    reads, live, in_flight = [], set(), []
+
+    class Watched(CountStore):
+        def chromosome(self, name, a, b, values=None):
+            with cond:
+                reads.append(name)
+                in_flight.append(len(live) + 1)  # this one and the counts still alive
+                cond.notify_all()
+            got = super().chromosome(name, a, b, values)
+            live.add(name)
+            weakref.finalize(got.counts, live.discard, name)
+            return got
+
+    opened = streaming.open_count_store
+    monkeypatch.setattr(streaming, "open_count_store",
+                        lambda p: Watched(**{f.name: getattr(opened(p), f.name) for f in dataclasses.fields(CountStore)}))
+    real, overlapped = streaming._chromosome, []
+
+    def computing(*args):
+        k = len(overlapped)
+        with cond:
+            overlapped.append(cond.wait_for(lambda: len(reads) >= min(total, k + 2), timeout=60))
+        return real(*args)
+
+    monkeypatch.setattr(streaming, "_chromosome", computing)
+    got = run_streaming(path, tmp_path / "out", backend="cpu")
+    assert len(reads) == total == len(overlapped) and all(overlapped)
+    assert max(in_flight) == 2, in_flight
+    assert_same(got.compute(), reference(data))
+    assert set(got.timings) == set(streaming.STAGES + streaming.WAITS) | {"total"}
+    assert got.timings["read"] > 0 and got.timings["write"] > 0
+    assert got.timings["read_wait"] <= got.timings["total"] and got.timings["write_wait"] <= got.timings["total"]
+    assert not _threads("gcnmops-store") and not _threads("gcnmops-readahead")
+
+
+@pytest.mark.parametrize("failing", [1, 4], ids=["second_chromosome", "last_chromosome"])  # of 5
+def test_background_writer_failure_ends_the_run(tmp_path, monkeypatch, failing):
+    """A write of the background writer failing (a full disk; any other error) is the run's error, raised while the
+    stream goes on (at the next chromosome's hand-over) or at its end (the last chromosome); nothing is left, not
+    even the output folder the run made."""
+    import errno
+
+    from gcnmops.io.store import ResultStore
+
+    data = cohort()
+    path = save_count_data(data, tmp_path / "c.zarr")
+    real, writes = ResultStore.write, []
+
+    def full(self, name, a, b, value):
+        writes.append(a)
+        if len(set(writes)) > failing:  # the (failing + 1)-th chromosome
+            raise OSError(errno.ENOSPC, "No space left on device", str(self.tmp / name))
+        return real(self, name, a, b, value)
+
+    monkeypatch.setattr(ResultStore, "write", full)
+    with pytest.raises(InputError, match="No space left on the device"):
+        run_streaming(path, tmp_path / "out", backend="cpu")
+    assert not (tmp_path / "out").exists()
+    assert not _threads("gcnmops-store")
+
+    def broken(self, name, a, b, value):
+        raise RuntimeError("the store broke")
+
+    monkeypatch.setattr(ResultStore, "write", broken)
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "mine.txt").write_text("x")
+    with pytest.raises(RuntimeError, match="the store broke"):
+        run_streaming(path, tmp_path / "kept", backend="cpu")
+    assert [p.name for p in (tmp_path / "kept").iterdir()] == ["mine.txt"]
+
+
+def test_interrupt_while_the_writer_writes(tmp_path, monkeypatch):
+    """Ctrl-C while a chromosome's matrices are being written in the background: the clean-up waits for the writer
+    (nothing is written after it), the folder stays as it was."""
+    import time
+
+    from gcnmops.io.store import ResultStore
+    from gcnmops.pipeline import streaming
+
+    data = cohort()
+    path = save_count_data(data, tmp_path / "c.zarr")
+    out = tmp_path / "out"
+    run_streaming(path, out, backend="cpu", keep="none")
+    before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    real_write, writing = ResultStore.write, threading.Event()
+
+    def slow(self, *args):
+        writing.set()
+        time.sleep(0.5)
+        return real_write(self, *args)
+
+    real, calls = streaming._chromosome, []
+
+    def interrupted(*args):
+        calls.append(1)
+        if len(calls) == 3:
+            assert writing.wait(30)  # chromosome 2's matrices are being written
+            raise KeyboardInterrupt
+        return real(*args)
+
+    monkeypatch.setattr(ResultStore, "write", slow)
+    monkeypatch.setattr(streaming, "_chromosome", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_streaming(path, out, backend="cpu")
+    assert not _threads("gcnmops-store")
+    time.sleep(0.6)
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before
+    assert gcnmops.read_result(out).kept == ["integer_copy_number"]
+
+
+def test_sigterm_while_the_writer_writes(tmp_path):
+    """gcnmops run on a store, SIGTERM sent while the background writer writes: exit 143, `error: terminated`,
+    no output folder."""
+    data = cohort(zero_chromosome=False)
+    path = save_count_data(data, tmp_path / "c.zarr")
+    out = tmp_path / "out"
+    script = f"""
+import os, signal, sys, time
+from gcnmops.io.store import ResultStore
+from gcnmops.cli import main
+real = ResultStore.write
+def slow(self, *args):
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(1)
+    return real(self, *args)
+ResultStore.write = slow
+sys.exit(main(["run", {str(path)!r}, "-o", {str(out)!r}, "--backend", "cpu", "--quiet"]))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=600,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert done.returncode == 143, done.stderr
+    assert done.stderr.startswith("error: terminated (SIGTERM)") and "Traceback" not in done.stderr
+    assert not out.exists()
 
 
 def _cli(*args, cwd=None):

@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -35,7 +36,7 @@ from ..data import (CountData, check_names, chromosome_blocks, make_count_data, 
                     usable_cores, validate_counts, validate_ranges)
 from ..errors import InputError
 from ..result import CNVDetectionResult, ResultCounts
-from .writers import _signals_held
+from .writers import signals_held
 
 #: the Zarr array of the counts in a count store, and the file of its regions beside it
 COUNTS = "counts"
@@ -500,6 +501,7 @@ class ResultStore:
         self.tmp = Path(tempfile.mkdtemp(prefix=f".{MATRIX_STORE}.", suffix=".tmp", dir=self.outdir))
         self.old: Path | None = None
         self._pool: ThreadPoolExecutor | None = None  # the background writer (write_behind)
+        self._thread_name = f"gcnmops-store-{id(self):x}"
         self._behind: Future | None = None
         zarr = zarr_module()
         group = zarr.open_group(str(self.tmp), mode="w")
@@ -522,7 +524,7 @@ class ResultStore:
         before are done (waited for here: one chromosome in flight at most); their error is raised here."""
         self.wait()
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gcnmops-store")
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self._thread_name)
         self._behind = self._pool.submit(writes)
 
     def wait(self) -> None:
@@ -536,6 +538,9 @@ class ResultStore:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+        for thread in threading.enumerate():  # a signal raised inside submit() can leave its worker unknown to the pool
+            if thread.name.startswith(self._thread_name + "_"):
+                thread.join()
 
     def publish(self) -> None:
         """Rename the store to ``matrices.zarr`` (an earlier one is moved aside; ``drop_old`` removes it), once
@@ -564,7 +569,7 @@ class ResultStore:
 
     def abort(self) -> None:
         """Remove the store, once the background writer has stopped (Ctrl-C and SIGTERM held meanwhile)."""
-        with _signals_held():
+        with signals_held():
             self._stop()
             shutil.rmtree(self.tmp, ignore_errors=True)
 

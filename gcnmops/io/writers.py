@@ -84,7 +84,7 @@ GZIP_LEVEL = 1  # the TSVs compress ~3x at level 1; higher levels cost several t
 # -------------------------------------------------------------------------------------------------
 
 @contextmanager
-def _signals_held():
+def signals_held():
     """Ctrl-C and SIGTERM wait until the block has run (main thread only): a clean-up interrupted by a second
     signal (a second Ctrl-C, a job scheduler's repeated SIGTERM) would leave files behind. A signal that came
     meanwhile is raised again once the handlers are back."""
@@ -223,7 +223,7 @@ class _Batch:
         if path.is_dir():
             raise InputError(f"{str(path)!r} is a folder, where gcnmops writes a file: move it away or write to "
                              "another folder (-o).")
-        with _signals_held():  # what is made on disk is recorded, for ``abort``, before a signal can unwind
+        with signals_held():  # what is made on disk is recorded, for ``abort``, before a signal can unwind
             if path.parent != self.outdir and not path.parent.is_dir():
                 path.parent.mkdir()
                 self.folders.append(path.parent)
@@ -250,7 +250,7 @@ class _Batch:
         return {path: tmp.stat().st_size for tmp, path in self.staged}
 
     def abort(self) -> None:
-        with _signals_held():
+        with signals_held():
             self.pool.shutdown(wait=True, cancel_futures=True)  # nothing may write after the clean-up
             self.waiting.shutdown(wait=True, cancel_futures=True)
             # a signal (Ctrl-C, SIGTERM) raised inside submit() can leave a started worker unknown to its pool
@@ -524,7 +524,7 @@ class ResultWriter:
 
     def abort(self) -> None:
         """Remove every file staged; the folder this writer made goes too when it is left empty."""
-        with _signals_held():
+        with signals_held():
             self.batch.abort()
             if self.created and self.outdir.is_dir() and not any(self.outdir.iterdir()):
                 self.outdir.rmdir()

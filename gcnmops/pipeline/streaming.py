@@ -53,7 +53,7 @@ from ..errors import InputError
 from ..io.callfiles import VcfOptions
 from ..io.store import (ALWAYS_KEPT, MATRIX_STORE, STREAM_MATRICES, CountStore, ResultStore, StoredResult,
                         open_count_store)
-from ..io.writers import ResultWriter, check_formats, output_error
+from ..io.writers import ResultWriter, check_formats, output_error, signals_held
 from ..model import fit
 from ..model.spec import ModelSpec
 from ..normalization.factors import coverage_ratios
@@ -242,9 +242,12 @@ def run_streaming(input, outdir, *, method: str = "cn.mops", keep=None, integer:
         rstore.drop_old()
         timings["finish"] = time.perf_counter() - t0
     except BaseException:
-        writer.abort()
-        if rstore is not None:
-            rstore.abort()
+        with signals_held():  # a second Ctrl-C / SIGTERM would leave files behind
+            if rstore is not None:
+                rstore.abort()  # once its background writer has stopped
+            if sparse is not None:
+                sparse.close()
+            writer.abort()  # last: the folder this run made goes too, left empty
         raise
     finally:
         if sparse is not None:
@@ -462,11 +465,13 @@ class _SparseRows:
             self.post[a + rows] = result.posterior_probs[rows]
 
     def close(self) -> None:
+        """Unmap and remove the files (again: nothing)."""
         for array in (self.sini, self.post):
             if array is not None:
                 array._mmap.close()
         for path in self.paths:
             Path(path).unlink(missing_ok=True)
+        self.paths = []
 
 
 __all__ = ["run_streaming", "kept_matrices", "stream_formats", "ChromosomeDone", "STREAM_FORMATS", "STAGES", "WAITS"]
