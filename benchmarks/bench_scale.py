@@ -31,7 +31,9 @@ except for the single-process reference.
 - ``gpu-stream``: ``gcnmops.run_streaming`` (one process, one GPU or the CPU: ``--backend``) from a count store
   on disk (the cohort simulated into it chunk by chunk as int32, ``--input`` an existing one) to an output folder
   on disk (call tables, BED/VCF/SEG, integer_copy_number and the ``--keep`` matrices in matrices.zarr), after a
-  warm-up run on a 3,000-row store. Reports the seconds per stage, the peak host RSS of the streamed run (a thread
+  warm-up run on a 3,000-row store. Reports the seconds per stage (each stage's own: reading and writing run on
+  their own threads beside the compute, so they add up to more than the wall; and how long the compute waited
+  for them), the wall, the peak host RSS of the streamed run (a thread
   reading /proc/self/status every 20 ms; VmHWM too), the device memory pool's peak (GPU), and checks the result
   against the in-memory ``cn_mops`` + integer copy numbers on the first whole chromosomes of about
   ``--verify-rows`` regions (each chromosome's answer depends on the others only through the samples' totals
@@ -467,7 +469,12 @@ def print_stream_table(out: dict) -> None:
                       f"{out['store_dtype']} store)"),
             ("backend / kept", f"{out['backend']} / integer_copy_number, {out['keep']}"),
             ("whole (store -> folder)", f"{out['whole_s']:.1f} s ({out['Mcells_s']:.2f} Mcells/s)")]
-    rows += [(f"  {k}", f"{v:.1f} s") for k, v in st.items() if k != "total"]
+    waits = [k for k in st if k.endswith("_wait")]
+    stages = [k for k in st if k != "total" and k not in waits]
+    rows += [(f"  {k}", f"{st[k]:.1f} s") for k in stages]
+    if waits:  # read and write run on their own threads, beside the compute: the stages add up to more than the wall
+        rows += [("  stages' own seconds, summed", f"{sum(st[k] for k in stages):.1f} s (read, write overlapped)"),
+                 ("  compute waited for read / write", " / ".join(f"{st[k]:.1f}" for k in waits) + " s")]
     rows += [("peak host RSS", f"{out['peak_rss_gb']:.2f} GB (before the run {out['rss_before_gb']:.2f} GB; VmHWM "
                                f"{out['vmhwm_gb']:.2f} GB)"),
              ("device pool peak", f"{out['device_pool_peak_gb']:.2f} GB"),

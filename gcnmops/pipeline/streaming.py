@@ -20,8 +20,8 @@ every CNV lies in one chromosome) and its matrices written into the result store
 
 Reading, computing and writing overlap: while chromosome k is computed (in the calling thread), chromosome k + 1
 is read on a read-ahead thread and chromosome k - 1's matrices are written by the result store's background
-writer (``ResultStore.write_behind``). Memory: the counts of two chromosomes (k and k + 1) and the results of
-two (k and k - 1). A failure of either thread is the run's error; the clean-up waits for the writer.
+writer (``ResultStore.write_behind``). Memory: the counts of two chromosomes (k and k + 1), the result of k and
+the kept matrices of k - 1. A failure of either thread is the run's error; the clean-up waits for the writer.
 
 The call tables are written at the end as by ``gcnmops run`` (``io.writers.ResultWriter``; BED/VCF qualities read
 sINI only around the CNV regions, kept in a sparse temporary file). All or nothing, as the other writers.
@@ -74,7 +74,8 @@ STREAM_FORMATS = ("bed", "vcf", "seg")
 #: the stages of a streamed run's timings, in order: each one's own seconds (read and write on their threads,
 #: overlapping the others)
 STAGES = ("prepare", "read", "normalize", "model", "segment_call", "integer", "write", "finish")
-#: the seconds the computing thread waited for the read-ahead and for the background writer (in the wall time)
+#: the seconds the computing thread waited for the read-ahead and spent handing a chromosome to the background
+#: writer (waiting for the one before, copying the rows around the CNVs): in the wall time
 WAITS = ("read_wait", "write_wait")
 #: what a chromosome reports to ``on_chromosome``
 @dataclass(frozen=True)
@@ -317,8 +318,11 @@ def _stream(store: CountStore, plan: _Plan, kept: list[str], rstore: ResultStore
                 t1 = time.perf_counter()
                 result = calc_integer_copy_numbers(result, backend=plan.backend)
                 timings["integer"] += time.perf_counter() - t1
-            t1 = time.perf_counter()
-            rstore.write_behind(partial(_write, rstore, sparse, kept, result, a, b, timings, outdir))
+            t1 = time.perf_counter()  # the writer holds the kept matrices only, not the whole result
+            matrices = {key: _matrix(result, key) for key in kept}
+            around = sparse.around(result) if sparse is not None and len(result.cnvr) else None
+            rstore.write_behind(partial(_write, rstore, matrices, sparse, around, a, b, timings, outdir))
+            del matrices, around
             timings["write_wait"] += time.perf_counter() - t1
             segs.append(result.segmentation)
             cnvs.append(result.cnvs)
@@ -359,16 +363,16 @@ def _read(store: CountStore, block: tuple[str, int, int], timings: dict) -> Coun
     return data
 
 
-def _write(rstore: ResultStore, sparse, kept: list[str], result: CNVDetectionResult, a: int, b: int,
-           timings: dict, outdir: Path) -> None:
-    """One chromosome's kept matrices (rows a:b) into the result store, its rows around the CNVs into ``sparse`` (the
-    store's background writer); a full disk or an unwritable folder as the InputError saying so."""
+def _write(rstore: ResultStore, matrices: dict, sparse, around: tuple | None, a: int, b: int, timings: dict,
+           outdir: Path) -> None:
+    """One chromosome's kept ``matrices`` (rows a:b) into the result store, its rows ``around`` the CNVs into
+    ``sparse`` (on the store's background writer); a full disk or an unwritable folder as the InputError saying so."""
     t0 = time.perf_counter()
     try:
-        for key in kept:
-            rstore.write(key, a, b, _matrix(result, key))
-        if sparse is not None and len(result.cnvr):
-            sparse.keep(result, a)
+        for key, value in matrices.items():
+            rstore.write(key, a, b, value)
+        if around is not None:
+            sparse.keep(a, around)
     except OSError as err:
         raise output_error(err, outdir) from None
     finally:
@@ -453,16 +457,22 @@ class _SparseRows:
         self.paths.append(path)
         return np.lib.format.open_memmap(path, mode="w+", dtype=np.float64, shape=shape)
 
-    def keep(self, result: CNVDetectionResult, a: int) -> None:
-        """The chromosome's rows within two of its CNV regions (result rows start at global row ``a``)."""
+    def around(self, result: CNVDetectionResult) -> tuple:
+        """The chromosome's rows within two of its CNV regions (rows of ``result``), their sINI and posteriors
+        (copies: ``keep`` stores them while the result itself is let go)."""
         lo, hi = overlapping_rows(result.gr, result.cnvr)
         mark = np.zeros(len(result.gr) + 1, dtype=np.int64)
         np.add.at(mark, np.clip(lo - 2, 0, len(result.gr)), 1)
         np.add.at(mark, np.clip(hi + 2, 0, len(result.gr)), -1)
         rows = np.flatnonzero(np.cumsum(mark)[:-1] > 0)
-        self.sini[a + rows] = result.local_assessments[rows]
+        return rows, result.local_assessments[rows], None if self.post is None else result.posterior_probs[rows]
+
+    def keep(self, a: int, around: tuple) -> None:
+        """``around``'s rows stored (the chromosome's rows start at global row ``a``)."""
+        rows, sini, post = around
+        self.sini[a + rows] = sini
         if self.post is not None:
-            self.post[a + rows] = result.posterior_probs[rows]
+            self.post[a + rows] = post
 
     def close(self) -> None:
         """Unmap and remove the files (again: nothing)."""
