@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 import threading
 import tracemalloc
 import weakref
@@ -22,6 +21,7 @@ import pytest
 
 pytest.importorskip("zarr")
 
+import cudasim  # noqa: E402
 import gcnmops  # noqa: E402
 from gcnmops.data import make_count_data  # noqa: E402
 from gcnmops.errors import InputError  # noqa: E402
@@ -221,8 +221,8 @@ def _threads(prefix: str) -> list:
 def test_read_ahead_holds_two_chromosomes_and_overlaps(tmp_path, monkeypatch):
     """While chromosome k is computed, k + 1 is read (each computation waits until the next read has started: a
     stream without read-ahead would stop here); no read starts while two chromosomes' counts are alive (the
-    counts followed by weak references); the result is the in-memory one; timings give each stage's own seconds
-    and the waits."""
+    counts followed by weak references), and a chromosome's counts are gone once normalized; the result is the
+    in-memory one; timings give each stage's own seconds and the waits."""
     from gcnmops.io.store import CountStore
     from gcnmops.pipeline import streaming
 
@@ -254,10 +254,17 @@ def test_read_ahead_holds_two_chromosomes_and_overlaps(tmp_path, monkeypatch):
             overlapped.append(cond.wait_for(lambda: len(reads) >= min(total, k + 2), timeout=60))
         return real(*args)
 
+    real_fit, released = streaming.fit, []
+
+    def fitting(*args, **kwargs):  # norm=1: the model reads the normalized counts; the counts are gone
+        released.append(reads[len(released)] not in live)
+        return real_fit(*args, **kwargs)
+
     monkeypatch.setattr(streaming, "_chromosome", computing)
+    monkeypatch.setattr(streaming, "fit", fitting)
     got = run_streaming(path, tmp_path / "out", backend="cpu")
-    assert len(reads) == total == len(overlapped) and all(overlapped)
-    assert max(in_flight) == 2, in_flight
+    assert len(reads) == total == len(overlapped) == len(released) and all(overlapped) and all(released)
+    assert max(in_flight) <= 2, in_flight
     assert_same(got.compute(), reference(data))
     assert set(got.timings) == set(streaming.STAGES + streaming.WAITS) | {"total"}
     assert got.timings["read"] > 0 and got.timings["write"] > 0
@@ -413,10 +420,9 @@ def test_bad_input(tmp_path):
     assert not (tmp_path / "out").exists() and not (tmp_path / "x.zarr").exists()
 
 
-GPU_CHILD = textwrap.dedent(r'''
-    import json, sys, tempfile
+GPU_CHILD = r'''
+    import json, sys
     import numpy as np
-    sys.path.insert(0, sys.argv[1])
     import gcnmops
     from test_streaming import MATRICES, cohort
     from gcnmops.cuda import probe
@@ -424,26 +430,24 @@ GPU_CHILD = textwrap.dedent(r'''
     from gcnmops.pipeline.streaming import run_streaming
     probe.gpu_available = lambda: True  # the simulator is no usable GPU to the probe
     data = cohort(sizes=(60, 50, 3), n=4, zero_chromosome=True)
-    d = tempfile.mkdtemp()
+    d = sys.argv[1]
     got = run_streaming(save_count_data(data, d + "/c.zarr"), d + "/gpu", backend="gpu").compute()
     ref = gcnmops.cn_mops(data, backend="gpu")
     ref = gcnmops.calc_integer_copy_numbers(ref, backend="gpu") if len(ref.cnvr) else ref
     same = all(np.array_equal(getattr(ref, k), getattr(got, k), equal_nan=True) for k in MATRICES)
     same = same and all(getattr(ref, k).reset_index(drop=True).equals(getattr(got, k))
                         for k in ("segmentation", "cnvs", "cnvr"))
-    print(json.dumps({"same": bool(same), "cnvs": len(got.cnvs)}))
-''')
+    json.dump({"same": bool(same), "cnvs": len(got.cnvs)}, open(d + "/result.json", "w"))
+'''
+GPU_SCENARIO = cudasim.register(__name__, GPU_CHILD)
 
 
-def test_gpu_backend_in_the_cuda_simulator(tmp_path):
+def test_gpu_backend_in_the_cuda_simulator(cuda_simulator):
     """The GPU backend per chromosome (GPU normalization, model from host memory, segmentation, integer copy
-    numbers) under numba's CUDA simulator, tiny: the in-memory GPU pipeline's result (the simulator's model sums in
-    another order than the CPU's, so the comparison is GPU with GPU)."""
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=str(REPO))
-    done = subprocess.run([sys.executable, "-c", GPU_CHILD, str(Path(__file__).parent)], env=env, cwd=REPO,
-                          capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    numbers) under numba's CUDA simulator (in the session's simulator child, cudasim.py), tiny: the in-memory GPU
+    pipeline's result (the simulator's model sums in another order than the CPU's, so the comparison is GPU with
+    GPU)."""
+    out = cuda_simulator.result(GPU_SCENARIO)
     assert out["same"] and out["cnvs"] > 0
 
 

@@ -308,12 +308,11 @@ def _stream(store: CountStore, plan: _Plan, kept: list[str], rstore: ResultStore
         ahead = reader.submit(_read, store, blocks[0], timings)
         for k, (name, a, b) in enumerate(blocks):
             t0 = time.perf_counter()
-            data = ahead.result()
+            held = [ahead.result()]  # emptied by _chromosome: the counts go as soon as they are no longer needed
             timings["read_wait"] += time.perf_counter() - t0
-            if k + 1 < len(blocks):  # one chromosome ahead: two chromosomes' counts at most
-                ahead = reader.submit(_read, store, blocks[k + 1], timings)
-            result = _chromosome(data, plan, timings)
-            del data
+            # one chromosome ahead: two chromosomes' counts at most
+            ahead = reader.submit(_read, store, blocks[k + 1], timings) if k + 1 < len(blocks) else None
+            result = _chromosome(held, plan, timings)
             if integer and len(result.cnvr):
                 t1 = time.perf_counter()
                 result = calc_integer_copy_numbers(result, backend=plan.backend)
@@ -390,24 +389,30 @@ def _matrix(result: CNVDetectionResult, name: str) -> np.ndarray:
     return result.cn_index if name == "integer_copy_number" else getattr(result, name)
 
 
-def _chromosome(data, plan: _Plan, timings: dict) -> CNVDetectionResult:
-    """One chromosome (a CountData) normalized, fitted, segmented and called: its CNVDetectionResult."""
+def _chromosome(held: list, plan: _Plan, timings: dict) -> CNVDetectionResult:
+    """One chromosome normalized, fitted, segmented and called: its CNVDetectionResult. ``held``: a list holding
+    its CountData, emptied here, so that its counts go once the model no longer needs them (norm=1: after the
+    normalization, norm=2: after the fit; norm=0: they are the result's normalized data) while the read-ahead
+    holds the next chromosome's."""
+    data = held.pop()
     p = plan.params
+    gr, blocks, names, chrom = data.genomic_ranges(), data.blocks(), list(data.sample_names), data.chromosomes
+    m, N, ranged = data.n_regions, data.n_samples, data.ranges is not None
     x = data.counts
+    del data
     t0 = time.perf_counter()
     if p.norm == 0:
         normalized = model_input = x
     else:
-        normalized = _normalize(x, data.chromosomes, p, plan.colsums, plan.backend)
+        normalized = _normalize(x, chrom, p, plan.colsums, plan.backend)
         model_input = normalized if p.norm == 1 else x
+    del x
     t1 = time.perf_counter()
     timings["normalize"] += t1 - t0
     out = fit(model_input, plan.model_cov, plan.spec, keep_post=p.return_posterior, backend=plan.backend)
+    del model_input
     t2 = time.perf_counter()
     timings["model"] += t2 - t1
-    gr = data.genomic_ranges()
-    blocks = data.blocks()
-    names = list(data.sample_names)
     if plan.segment:
         if plan.backend == "gpu":
             from ..segmentation.gpu import segment_columns_gpu as segmenter
@@ -415,7 +420,7 @@ def _chromosome(data, plan: _Plan, timings: dict) -> CNVDetectionResult:
             from ..segmentation.cpu import segment_columns as segmenter
         seg = segmenter(out.sini, [(b0, b1) for _, b0, b1 in blocks], min_seg=p.min_width, **p.segment_args)
         calls = calls_from_segments(seg, gr, blocks, names, p.upper_threshold, p.lower_threshold, p.min_width,
-                                    p.use_median, m=data.n_regions, n_samples=data.n_samples)
+                                    p.use_median, m=m, n_samples=N)
         individual, segmentation, cnvs, cnvr = calls.individual_call, calls.segmentation, calls.cnvs, calls.cnvr
     else:  # fewer regions than cn.mops segments (in the whole matrix)
         individual, segmentation, cnvs, cnvr = np.array(out.sini, order="F"), empty_segments(), empty_segments(), \
@@ -426,7 +431,7 @@ def _chromosome(data, plan: _Plan, timings: dict) -> CNVDetectionResult:
     return CNVDetectionResult(gr=gr, normalized_data=normalized, local_assessments=out.sini, individual_call=individual,
                               ini_call=out.ini, cn_index=out.cn, posterior_probs=out.post, params=params,
                               segmentation=segmentation, cnvs=cnvs, cnvr=cnvr, sample_names=names,
-                              ranged=data.ranges is not None)
+                              ranged=ranged)
 
 
 def _normalize(x: np.ndarray, chrom: np.ndarray, p: CnMopsParams, colsums, backend: str) -> np.ndarray:
