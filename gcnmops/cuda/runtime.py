@@ -132,6 +132,9 @@ class NumbaBackend:
     def empty_out(self, shape, dtype) -> np.ndarray:
         return np.empty(shape, dtype=dtype, order="F")
 
+    def release_out(self) -> None:
+        """Nothing is page-locked here."""
+
     def copy_rows_to_host(self, host: np.ndarray, dev, r0: int, rows: int, s) -> None:
         """Rows r0:r0 + rows of the column-major device array ``dev`` into the same rows of ``host`` (same
         shape). Device-resident arrays are numpy arrays in the CUDA simulator, the only place this runs."""
@@ -153,6 +156,7 @@ class CupyBackend:
         self.rt = cupy.cuda.runtime
         self.device_id = device_id
         self._nb_streams: dict[int, object] = {}
+        self._landing = Landing()
 
     def activate(self):
         stack = ExitStack()
@@ -228,8 +232,12 @@ class CupyBackend:
         self.cp.cuda.Device(self.device_id).synchronize()
 
     def empty_out(self, shape, dtype) -> np.ndarray:
-        """A result array in pinned memory (from cupy's pinned pool), so results land in it directly."""
-        return pinned_empty(shape, dtype=dtype)
+        """A result array page-locked in place (``Landing``), so results land in it directly; ``release_out``
+        unlocks every such array once the copies into them are done."""
+        return self._landing.empty(shape, dtype=dtype)
+
+    def release_out(self) -> None:
+        self._landing.close()
 
     def is_pinned(self, a: np.ndarray) -> bool:
         try:
@@ -271,6 +279,59 @@ def kernel_arg(a):
 def is_device_array(a) -> bool:
     """True for arrays in device memory (cupy, numba.cuda, anything with ``__cuda_array_interface__``)."""
     return hasattr(a, "__cuda_array_interface__")
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _touch_pages(flat, step):
+    """Write one element per page of the 1-D byte view ``flat`` (every ``step`` bytes), on every core: the kernel
+    supplies fresh pages in parallel (one thread faults ~0.25 s per GB in)."""
+    for k in prange((flat.shape[0] + step - 1) // step):
+        flat[k * step] = 0
+
+
+_PAGE = 4096
+#: cudaHostRegisterPortable: page-locked for every device's context (several GPUs copy into one result)
+_REGISTER_PORTABLE = 1
+
+
+class Landing:
+    """Host result arrays that device copies land in, page-locked in place.
+
+    A fresh pinned allocation costs ~0.74 s per GB on an H100 machine (3.2 GB: 2.4 s); a plain array whose pages
+    are touched by every core and then registered (cudaHostRegister) costs ~0.07 s per GB and takes copies at the
+    same 55 GB/s. ``empty`` makes such an array; ``close`` (or leaving the ``with`` block) unregisters them all,
+    after the copies into them have completed: they are then ordinary numpy arrays that the caller keeps."""
+
+    def __init__(self) -> None:
+        self._registered: list[int] = []
+
+    def empty(self, shape, dtype=np.float64) -> np.ndarray:
+        a = np.empty(shape, dtype=dtype, order="F")
+        if simulating() or a.nbytes == 0:
+            return a
+        import cupy
+
+        flat = a.reshape(-1, order="A").view(np.uint8)
+        _touch_pages(flat, _PAGE)
+        try:
+            cupy.cuda.runtime.hostRegister(a.ctypes.data, a.nbytes, _REGISTER_PORTABLE)
+        except cupy.cuda.runtime.CUDARuntimeError:  # the system refuses to lock more: pageable copies (slower)
+            return a
+        self._registered.append(a.ctypes.data)
+        return a
+
+    def close(self) -> None:
+        if self._registered:
+            import cupy
+
+            while self._registered:
+                cupy.cuda.runtime.hostUnregister(self._registered.pop())
+
+    def __enter__(self) -> "Landing":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def pinned_empty(shape, dtype=np.float64) -> np.ndarray:

@@ -319,7 +319,12 @@ def fit_gpu(x: np.ndarray, cov: np.ndarray, spec: ModelSpec, keep_post: bool = F
     out, direct = _host_outputs(devs[0].backend, out, m, n, N, keep_post)
     if m == 0:
         return out
-    rows, chunks, plans, taken = _run_shared_queue(devs, x, out, direct, max_device_memory, chunk_rows)
+    try:
+        rows, chunks, plans, taken = _run_shared_queue(devs, x, out, direct, max_device_memory, chunk_rows)
+    finally:  # every copy has landed (or failed) before the outputs are unlocked
+        for d in devs:
+            d.backend.synchronize()
+        devs[0].backend.release_out()
     if stats is not None:
         stats.update(rows_per_chunk=rows, n_chunks=len(chunks), plans=plans, chunks=taken, direct=direct,
                      backend=devs[0].backend.name, variant=devs[0].variant, local_work=devs[0].nw,
@@ -404,7 +409,8 @@ def fit_gpu_device(x, cov: np.ndarray, spec: ModelSpec, keep_post: bool = False,
     (which first waits for the work already enqueued on the current stream, e.g. the normalization), and
     each launch's rows are copied into the host outputs on a second stream while the next launch computes.
     Host outputs: ``out`` (column-major arrays of ModelOutput's shapes; pinned ones are copied into
-    asynchronously) or new pinned arrays. Returns (host outputs, device outputs) once every copy is done.
+    asynchronously) or new arrays page-locked for the copies (cuda.runtime.Landing) and unlocked when they are
+    done. Returns (host outputs, device outputs) once every copy is done.
     """
     xp = device_module()
     m, N = x.shape
@@ -427,19 +433,23 @@ def fit_gpu_device(x, cov: np.ndarray, spec: ModelSpec, keep_post: bool = False,
         d = {name: xp.empty(shapes[name], dtype=dtype, order="F") for name, _, dtype in fields}
         resident = ModelOutput(**{"post": None, **d})
         if m == 0:
+            be.release_out()
             return out, resident
         rows = _plan.launch_rows(m, chunk_rows)
-        dev.allocate_work(rows, 1)
-        compute, copy = be.stream(), be.stream()
-        be.stream_wait_current(compute)
-        chunks = _plan.chunk_bounds(m, rows)
-        for r0, r1 in chunks:
-            views = {"x": kernel_arg(x[r0:r1]), **{name: kernel_arg(a[r0:r1]) for name, a in d.items()}}
-            dev.launch(views, be.launch_stream(compute), r1 - r0, 0)
-            be.stream_wait(copy, be.record(compute))
-            for name in d:
-                be.copy_rows_to_host(getattr(out, name), d[name], r0, r1 - r0, copy)
-        be.wait(be.record(copy))
+        try:
+            dev.allocate_work(rows, 1)
+            compute, copy = be.stream(), be.stream()
+            be.stream_wait_current(compute)
+            chunks = _plan.chunk_bounds(m, rows)
+            for r0, r1 in chunks:
+                views = {"x": kernel_arg(x[r0:r1]), **{name: kernel_arg(a[r0:r1]) for name, a in d.items()}}
+                dev.launch(views, be.launch_stream(compute), r1 - r0, 0)
+                be.stream_wait(copy, be.record(compute))
+                for name in d:
+                    be.copy_rows_to_host(getattr(out, name), d[name], r0, r1 - r0, copy)
+        finally:  # every copy has landed (or failed) before the outputs are unlocked
+            be.synchronize()
+            be.release_out()
     if stats is not None:
         stats.update(rows_per_chunk=rows, n_chunks=len(chunks), backend=be.name, variant=dev.variant,
                      local_work=dev.nw, resident=True)

@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from ..cuda.runtime import device_copy, device_module, pinned_empty, simulating
+from ..cuda.runtime import Landing, device_copy, device_module, simulating
 from .checks import check_norm_args, check_ploidy, chromosome_rows, count_matrix
 from .cpu import normalize_chromosomes
 from .factors import divided_by_mode, means_of_exact_sums, ratios_mode, scaling_factors
@@ -109,8 +109,9 @@ def normalize_chromosomes_gpu(X, chr=None, norm_type: str = "poisson", size_fact
     if xp is np:
         return Y
     t0 = time.perf_counter()
-    res = pinned_empty(Y.shape)
-    Y.get(out=res)
+    with Landing() as landing:
+        res = landing.empty(Y.shape)
+        Y.get(out=res)
     t["norm_d2h"] = time.perf_counter() - t0
     return res
 

@@ -30,7 +30,7 @@ from ..calls.cnvs import Calls, call_cnvs
 from ..data import CountData
 from ..cuda import plan as _plan
 from ..model.gpu import fit_gpu, fit_gpu_device
-from ..cuda.runtime import device_copy, device_module, pinned_empty, simulating
+from ..cuda.runtime import Landing, device_copy, device_module, simulating
 from ..model.spec import ModelOutput, ModelSpec
 from ..normalization.cpu import sample_coverage
 from ..progress import timed_stage
@@ -69,45 +69,50 @@ def normalize_and_fit_gpu(data: CountData, params: CnMopsParams, spec: ModelSpec
     if devices not in (None, 0, [0]) or need > _plan.memory_budget(free, max_device_memory):
         return _normalize_and_fit_host(data, params, spec, timings, model_cov_is_one, out, gpu_stats,
                                        devices=devices, max_device_memory=max_device_memory, **fit_options)
-    with timed_stage(timings, "normalize"):
-        t0 = time.perf_counter()
-        d_counts = device_copy(counts)
-        gpu_stats["norm_h2d"] = time.perf_counter() - t0
-        cov = np.ones(N)
-        normalized, d_model, copier = counts, d_counts, None
-        if params.norm != 0:
-            from ..normalization.gpu import normalize_on_device
+    copier = None
+    with Landing() as landing:
+        try:
+            with timed_stage(timings, "normalize"):
+                t0 = time.perf_counter()
+                d_counts = device_copy(counts)
+                gpu_stats["norm_h2d"] = time.perf_counter() - t0
+                cov = np.ones(N)
+                normalized, d_model = counts, d_counts
+                if params.norm != 0:
+                    from ..normalization.gpu import normalize_on_device
 
-            d_norm = d_counts if params.norm == 1 else d_counts.copy(order="F")
-            normalized = normalize_on_device(d_norm, counts, data.blocks(), norm_type=params.norm_type,
-                                             size_factor=params.size_factor, qu=params.norm_qu,
-                                             qu_size_factor=params.qu_size_factor, timings=gpu_stats)
-            if normalized is None:  # normalized on the device: copied back while the model runs
-                normalized, copier = _copy_back(d_norm)
-            if params.norm == 2:
-                cov = sample_coverage(counts)
-            else:
-                d_model = d_norm
-    with timed_stage(timings, "model"):
-        model_cov = np.ones(N) if model_cov_is_one else cov
-        stats = fit_options.get("stats", {})
-        options = {k: v for k, v in fit_options.items() if k in ("chunk_rows", "config")}
-        out, resident = fit_gpu_device(d_model, model_cov, spec, keep_post=params.return_posterior, out=out,
-                                       stats=stats, **options)
-        if copier is not None:
-            copier.synchronize()
-        gpu_stats.update(model_resident=True, model_launches=stats["n_chunks"])
+                    d_norm = d_counts if params.norm == 1 else d_counts.copy(order="F")
+                    normalized = normalize_on_device(d_norm, counts, data.blocks(), norm_type=params.norm_type,
+                                                     size_factor=params.size_factor, qu=params.norm_qu,
+                                                     qu_size_factor=params.qu_size_factor, timings=gpu_stats)
+                    if normalized is None:  # normalized on the device: copied back while the model runs
+                        normalized, copier = _copy_back(d_norm, landing)
+                    if params.norm == 2:
+                        cov = sample_coverage(counts)
+                    else:
+                        d_model = d_norm
+            with timed_stage(timings, "model"):
+                model_cov = np.ones(N) if model_cov_is_one else cov
+                stats = fit_options.get("stats", {})
+                options = {k: v for k, v in fit_options.items() if k in ("chunk_rows", "config")}
+                out, resident = fit_gpu_device(d_model, model_cov, spec, keep_post=params.return_posterior, out=out,
+                                               stats=stats, **options)
+                gpu_stats.update(model_resident=True, model_launches=stats["n_chunks"])
+        finally:  # the normalized matrix has landed (or failed) before it is unlocked
+            if copier is not None:
+                copier.synchronize()
     return normalized, cov, out, DeviceModel(sini=resident.sini)
 
 
-def _copy_back(d):
-    """(pinned host array, stream) with the device matrix ``d`` being copied into it on its own stream after
-    the work enqueued so far; synchronize the stream before reading the array. Synchronous in the simulator."""
+def _copy_back(d, landing: Landing):
+    """(host array, stream) with the device matrix ``d`` being copied into it on its own stream after the work
+    enqueued so far; the array comes from ``landing`` (page-locked until it is closed); synchronize the stream
+    before reading the array. Synchronous in the simulator."""
     if simulating():
         return np.asfortranarray(d).copy(order="F"), None
     import cupy as cp
 
-    host = pinned_empty(d.shape)
+    host = landing.empty(d.shape)
     stream = cp.cuda.Stream(non_blocking=True)
     stream.wait_event(cp.cuda.get_current_stream().record())
     d.get(out=host, stream=stream, blocking=False)

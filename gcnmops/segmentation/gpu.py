@@ -48,6 +48,7 @@ from numba import njit, prange
 from numba.extending import register_jitable
 
 from ..cuda.nofma import jit_nofma
+from ..cuda.runtime import Landing
 from ..errors import InputError
 from ..exact.rstats import ld_mean, median_inplace, quantile7_low_index
 from .host import (breakpoint_count, clean, fill_segments, has_neighbourhood, kth_pair, local_half_width,
@@ -255,9 +256,15 @@ def _compact(d_mask):
 
 
 def _copy_out(d_p, d_j, n_idx: int):
+    """The statistic's n_idx values and best windows on the host (arrays page-locked for the copy only)."""
     if simulating():
         return d_p.copy_to_host()[:n_idx], d_j.copy_to_host()[:n_idx]
-    return d_p[:n_idx].get(), d_j[:n_idx].get()
+    with Landing() as landing:
+        p = landing.empty(n_idx)
+        jstar = landing.empty(n_idx, JSTAR_DTYPE)
+        d_p[:n_idx].get(out=p)
+        d_j[:n_idx].get(out=jstar)
+    return p, jstar
 
 
 def gpu_statistic(xt: np.ndarray, offs: np.ndarray, coffs: np.ndarray, vec_eps: np.ndarray, vec_V: np.ndarray,
