@@ -394,13 +394,13 @@ def _chromosome(held: list, plan: _Plan, timings: dict) -> CNVDetectionResult:
     its CountData, emptied here, so that its counts go once the model no longer needs them (norm=1: after the
     normalization, norm=2: after the fit; norm=0: they are the result's normalized data) while the read-ahead
     holds the next chromosome's."""
+    t0 = time.perf_counter()
     data = held.pop()
     p = plan.params
     gr, blocks, names, chrom = data.genomic_ranges(), data.blocks(), list(data.sample_names), data.chromosomes
     m, N, ranged = data.n_regions, data.n_samples, data.ranges is not None
     x = data.counts
     del data
-    t0 = time.perf_counter()
     if p.norm == 0:
         normalized = model_input = x
     else:
