@@ -308,6 +308,18 @@ def test_background_writer_failure_ends_the_run(tmp_path, monkeypatch, failing):
     assert [p.name for p in (tmp_path / "kept").iterdir()] == ["mine.txt"]
 
 
+def test_bad_counts_found_by_the_read_ahead_end_the_run(tmp_path):
+    """A NaN in the third chromosome, found while the second is computed: the run's error names the chromosome and
+    the cell; no output folder is left."""
+    data = cohort(halves=True)
+    counts = data.counts.copy()
+    counts[2000 + 17, 3] = np.nan  # chr3 starts at row 2000
+    path = save_count_data(gcnmops.CountData(counts, data.sample_names, data.ranges), tmp_path / "c.zarr")
+    with pytest.raises(InputError, match=r"chromosome chr3.*NaN"):
+        run_streaming(path, tmp_path / "out", backend="cpu")
+    assert not (tmp_path / "out").exists()
+
+
 def test_interrupt_while_the_writer_writes(tmp_path, monkeypatch):
     """Ctrl-C while a chromosome's matrices are being written in the background: the clean-up waits for the writer
     (nothing is written after it), the folder stays as it was."""
