@@ -65,6 +65,10 @@ except Exception:  # noqa: BLE001 - numba without its CUDA target
 #: a GPU p stands for [p (1 - TAU), p (1 + TAU)]; measured GPU/CPU differences are ~1e-14 relative
 TAU = 1e-9
 THREADS_PER_BLOCK = 128
+#: the statistic comes back in this many parts (the host finishes one while the GPU computes the next) ...
+STATISTIC_GROUPS = 4
+#: ... where there are at least this many candidate positions
+GROUPED_MIN_CANDIDATES = 1_000_000
 #: the best window's half-width (max_int is checked against its range)
 JSTAR_DTYPE = np.int16
 
@@ -255,24 +259,43 @@ def _compact(d_mask):
     return idx, n_idx, cp.empty(max(n_idx, 1), dtype=cp.float64), cp.empty(max(n_idx, 1), dtype=JSTAR_DTYPE)
 
 
-def _copy_out(d_p, d_j, n_idx: int):
-    """The statistic's n_idx values and best windows on the host (arrays page-locked for the copy only)."""
-    if simulating():
-        return d_p.copy_to_host()[:n_idx], d_j.copy_to_host()[:n_idx]
-    with Landing() as landing:
-        p = landing.empty(n_idx)
-        jstar = landing.empty(n_idx, JSTAR_DTYPE)
-        d_p[:n_idx].get(out=p)
-        d_j[:n_idx].get(out=jstar)
-    return p, jstar
+class Statistic:
+    """The statistic of every candidate position (task-major order: the candidates of task t are entries
+    coffs[t]:coffs[t + 1] of ``p`` and ``jstar``), arriving on the host group by group: tasks
+    ``bounds[g]:bounds[g + 1]`` are there once ``wait(g)`` returns. ``close()`` waits for everything still in
+    flight and unlocks the host arrays; call it whatever happens."""
+
+    def __init__(self, p: np.ndarray, jstar: np.ndarray, bounds: np.ndarray, events=(), landing=None):
+        self.p, self.jstar, self.bounds = p, jstar, bounds
+        self._events = list(events)
+        self._landing = landing
+
+    def wait(self, g: int) -> None:
+        if self._events:
+            self._events[g].synchronize()
+
+    def close(self) -> None:
+        for e in self._events:
+            e.synchronize()
+        if self._landing is not None:
+            self._landing.close()
+
+
+def task_groups(coffs: np.ndarray, groups: int) -> np.ndarray:
+    """Task boundaries of up to ``groups`` consecutive groups of tasks with about equal candidate counts."""
+    ntask = coffs.size - 1
+    want = np.searchsorted(coffs, coffs[-1] * np.arange(1, groups) / groups, side="right") - 1
+    return np.unique(np.concatenate([[0], np.clip(want, 0, ntask), [ntask]])).astype(np.int64)
 
 
 def gpu_statistic(xt: np.ndarray, offs: np.ndarray, coffs: np.ndarray, vec_eps: np.ndarray, vec_V: np.ndarray,
-                  min_seg: int, delta: int, max_int: int, w: float, timings: dict | None = None, device_xt=None):
+                  min_seg: int, delta: int, max_int: int, w: float, timings: dict | None = None, device_xt=None,
+                  groups: int = 1) -> Statistic:
     """(p, jstar) of every candidate position in task-major order (``scan_position``), on the GPU; the
-    candidates of task t are entries coffs[t]:coffs[t + 1]. Only these come back (compacted). ``device_xt``:
-    xt already on the device (``device_layout``), used instead of copying ``xt`` in. ``timings`` (optional
-    dict) receives the stages' seconds and the candidate count."""
+    candidates of task t are entries coffs[t]:coffs[t + 1]. Only these come back (compacted), in ``groups`` parts
+    of about equal size (``task_groups``) computed and copied one after another, so that the host can finish a
+    part while the next is computed. ``device_xt``: xt already on the device (``device_layout``), used instead of
+    copying ``xt`` in. ``timings`` (optional dict) receives the stages' seconds and the candidate count."""
     prefix, mask_k, stat_k = kernels(window_count(min_seg, max_int))
     jinv, jnn, jc = window_scratch(min_seg, max_int, w)[:3]
     total = int(offs[-1])
@@ -299,18 +322,46 @@ def gpu_statistic(xt: np.ndarray, offs: np.ndarray, coffs: np.ndarray, vec_eps: 
     t["seg_compact"] = time.perf_counter() - t0
     if n_idx != int(coffs[-1]):
         raise RuntimeError(f"GPU candidates ({n_idx}) != host candidates ({int(coffs[-1])})")  # internal invariant
-    t0 = time.perf_counter()
-    if n_idx:
-        stat_k[_blocks_for(n_idx, tpb, 1 << 20), tpb](d_idx, n_idx, d_x, d_S, d_Q, d_offs, d_V, min_seg, delta,
-                                                      max_int, w, cuda.to_device(jinv), cuda.to_device(jnn),
-                                                      cuda.to_device(jc), d_p, d_j)
-    sync()
-    t["seg_kernel"] = time.perf_counter() - t0
     t["seg_candidates"] = n_idx
-    t0 = time.perf_counter()
-    p, jstar = _copy_out(d_p, d_j, n_idx)
-    t["seg_d2h"] = time.perf_counter() - t0
-    return p, jstar
+    bounds = task_groups(coffs, groups)
+    if simulating():
+        tables = [cuda.to_device(a) for a in (jinv, jnn, jc)]
+        p, jstar = np.empty(n_idx), np.empty(n_idx, dtype=JSTAR_DTYPE)
+        for g in range(bounds.size - 1):
+            a, b = int(coffs[bounds[g]]), int(coffs[bounds[g + 1]])
+            if b > a:
+                stat_k[_blocks_for(b - a, tpb, 1 << 20), tpb](d_idx[a:b], b - a, d_x, d_S, d_Q, d_offs, d_V, min_seg,
+                                                              delta, max_int, w, *tables, d_p[a:b], d_j[a:b])
+                p[a:b] = d_p[a:b].copy_to_host()
+                jstar[a:b] = d_j[a:b].copy_to_host()
+        return Statistic(p, jstar, bounds)
+    import cupy as cp
+
+    from ..cuda.runtime import kernel_arg
+
+    landing = Landing()
+    p = landing.empty(n_idx)
+    jstar = landing.empty(n_idx, JSTAR_DTYPE)
+    events = []
+    try:  # every part queued on the default stream (kernel, then its copy back), nothing waited for here
+        args = [kernel_arg(a) for a in (d_x, d_S, d_Q, d_offs, d_V)]
+        tables = [kernel_arg(cp.asarray(a)) for a in (jinv, jnn, jc)]
+        for g in range(bounds.size - 1):
+            a, b = int(coffs[bounds[g]]), int(coffs[bounds[g + 1]])
+            if b > a:
+                stat_k[_blocks_for(b - a, tpb, 1 << 20), tpb](kernel_arg(d_idx[a:b]), b - a, *args, min_seg, delta,
+                                                              max_int, w, *tables, kernel_arg(d_p[a:b]),
+                                                              kernel_arg(d_j[a:b]))
+                d_p[a:b].get(out=p[a:b], blocking=False)
+                d_j[a:b].get(out=jstar[a:b], blocking=False)
+            e = cp.cuda.Event(disable_timing=True)
+            e.record()
+            events.append(e)
+    except BaseException:
+        cp.cuda.Device().synchronize()
+        landing.close()
+        raise
+    return Statistic(p, jstar, bounds, events, landing)
 
 
 @njit(cache=True, error_model="numpy")
@@ -486,8 +537,9 @@ def _scatter_candidates(x, p_c, j_c, c, min_seg, eps):
 
 @njit(parallel=True, cache=True, error_model="numpy", nogil=True)
 def _finish_all(xt, offs, coffs, p_c, j_c, full, vec_eps, vec_V, vec_thi, vec_tlo, alpha, no_merge, min_seg, delta,
-                max_int, w, tau, flags, counts, recomputed):
-    for task in prange(offs.shape[0] - 1):
+                max_int, w, tau, flags, counts, recomputed, first_task, end_task):
+    """``_finish_one`` of tasks first_task:end_task."""
+    for task in prange(first_task, end_task):
         o = offs[task]
         m = offs[task + 1] - o
         x = xt[o:o + m]
@@ -571,7 +623,9 @@ def statistic_difference(values, blocks, min_seg=3, delta=20, max_int=40, cyber_
     args = (vec.xt, vec.offs, vec.coffs, vec.vec_eps, vec.vec_V, prm["min_seg"], prm["delta"], prm["max_int"],
             prm["w"])
     t: dict = {}
-    pg, jg = gpu_statistic(*args, timings=t)
+    stat = gpu_statistic(*args, timings=t)
+    stat.close()
+    pg, jg = stat.p, stat.jstar
     t0 = time.perf_counter()
     pc, jc = cpu_statistic(*args)
     t_cpu = time.perf_counter() - t0
@@ -581,23 +635,29 @@ def statistic_difference(values, blocks, min_seg=3, delta=20, max_int=40, cyber_
                 max_rel_p=float(rel.max()) if rel.size else 0.0,
                 p_bit_equal_fraction=float(np.mean(pg == pc)) if pc.size else 1.0,
                 best_window_equal_fraction=float(np.mean(jg == jc)) if pc.size else 1.0,
-                gpu_kernel_s=t.get("seg_kernel"), cpu_statistic_s=round(t_cpu, 3))
+                cpu_statistic_s=round(t_cpu, 3))
 
 
 # ---------------------------------------------------------------------------------------------------------
 # public API
 # ---------------------------------------------------------------------------------------------------------
 
-def _finish(vec: HostVectors, p, jstar, params: dict, full_recompute: bool):
-    """(flags, counts, recomputed) of every vector from its candidates' statistic (``_finish_one``)."""
+def _finish(vec: HostVectors, stat: Statistic, params: dict, full_recompute: bool, t: dict):
+    """(flags, counts, recomputed) of every vector from its candidates' statistic (``_finish_one``), group by
+    group as the statistic arrives (t["seg_wait"]: the seconds spent waiting for it)."""
     ntask = vec.offs.size - 1
     flags = np.zeros(vec.xt.size, dtype=np.int8)
     counts = np.zeros(ntask, dtype=np.int64)
     recomputed = np.zeros(ntask, dtype=np.int64)
-    if ntask:
-        _finish_all(vec.xt, vec.offs, vec.coffs, p, jstar, bool(full_recompute), vec.vec_eps, vec.vec_V,
+    t["seg_wait"] = 0.0
+    for g in range(stat.bounds.size - 1):
+        t0 = time.perf_counter()
+        stat.wait(g)
+        t["seg_wait"] += time.perf_counter() - t0
+        _finish_all(vec.xt, vec.offs, vec.coffs, stat.p, stat.jstar, bool(full_recompute), vec.vec_eps, vec.vec_V,
                     vec.vec_thi, vec.vec_tlo, params["alpha"], params["no_merge"], params["min_seg"],
-                    params["delta"], params["max_int"], params["w"], TAU, flags, counts, recomputed)
+                    params["delta"], params["max_int"], params["w"], TAU, flags, counts, recomputed,
+                    stat.bounds[g], stat.bounds[g + 1])
     return flags, counts, recomputed
 
 
@@ -630,14 +690,21 @@ def segment_columns_arrays_gpu(values: np.ndarray, blocks, alpha=0.05, seg_media
         else:
             d_x = _copy_in(vec.xt, None)
             t["seg_copy_in"] = time.perf_counter() - t0
-        statistic = partial(gpu_statistic, device_xt=d_x)
+        statistic = partial(gpu_statistic, device_xt=d_x,
+                            groups=STATISTIC_GROUPS if vec.coffs[-1] >= GROUPED_MIN_CANDIDATES else 1)
+    ntask = vec.offs.size - 1
     if vec.coffs[-1]:
-        p, jstar = statistic(vec.xt, vec.offs, vec.coffs, vec.vec_eps, vec.vec_V, params["min_seg"], params["delta"],
-                             params["max_int"], params["w"], timings=t)
+        stat = statistic(vec.xt, vec.offs, vec.coffs, vec.vec_eps, vec.vec_V, params["min_seg"], params["delta"],
+                         params["max_int"], params["w"], timings=t)
+        if not isinstance(stat, Statistic):  # a replacement gives (p, jstar)
+            stat = Statistic(*stat, np.array([0, ntask]))
     else:
-        p, jstar = np.zeros(0), np.zeros(0, dtype=JSTAR_DTYPE)
+        stat = Statistic(np.zeros(0), np.zeros(0, dtype=JSTAR_DTYPE), np.array([0, ntask]))
     t0 = time.perf_counter()
-    flags, counts, recomputed = _finish(vec, p, jstar, params, full_recompute)
+    try:
+        flags, counts, recomputed = _finish(vec, stat, params, full_recompute, t)
+    finally:
+        stat.close()
     t["seg_finish"] = time.perf_counter() - t0
     t["seg_recomputed"] = int(recomputed.sum())
     t0 = time.perf_counter()
