@@ -30,3 +30,35 @@ def results():
     raw = gcnmops.cn_mops(data, backend="cpu")
     assert len(raw.cnvs) > 0
     return raw, gcnmops.calc_integer_copy_numbers(raw)
+
+
+# ------------------------------------------------------------------------------------------ background jobs
+_JOBS = pytest.StashKey()
+
+
+def pytest_collection_finish(session):
+    """Start the background jobs (background.py) of the selected tests once they are collected."""
+    import background
+
+    if not session.config.option.collectonly:
+        session.config.stash[_JOBS] = background.start_for(session.items)
+
+
+def pytest_sessionfinish(session):
+    for job in session.config.stash.get(_JOBS, {}).values():
+        job.stop()
+
+
+@pytest.fixture(scope="session")
+def background_jobs(request) -> dict:
+    """The session's started background jobs: the name of the fixture that asked for each -> the job."""
+    return request.config.stash.get(_JOBS, {})
+
+
+@pytest.fixture(scope="session")
+def cuda_simulator(background_jobs):
+    """The session's CUDA-simulator child (cudasim.Simulator): ``cuda_simulator.wait(__name__)`` is the folder
+    where the calling test module's scenario wrote its results."""
+    simulator = background_jobs.get("cuda_simulator")
+    assert simulator is not None, "the CUDA-simulator child was not started (is the scenario registered?)"
+    return simulator

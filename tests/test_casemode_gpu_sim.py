@@ -1,30 +1,21 @@
 """The frozen E-step's CUDA kernel (model/estep.py) without a GPU: numba's CUDA simulator runs it, and call_samples
 with backend="gpu" (E-step kernel + GPU segmentation) must give what backend="cpu" gives.
 
-The simulator must be switched on before numba is imported, so the GPU runs happen in a subprocess
-(NUMBA_ENABLE_CUDASIM=1) that compares them with the CPU there and reports JSON. In the simulator no device is
-probed (cuda.probe.gpu_available() is False), so the child marks the probe as done with a device: the simulator
-stands in for it.
+The simulator must be switched on before numba is imported, so the GPU runs happen in the session's simulator
+child (cudasim.py), which compares them with the CPU there and writes JSON. In the simulator no device is probed
+(cuda.probe.gpu_available() is False), so the scenario marks the probe as done with a device: the simulator stands
+in for it.
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
-
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+import cudasim
 
-CHILD = textwrap.dedent(r'''
-    import json
+CHILD = r'''
+    import json, sys
     import numpy as np
     from gcnmops.cuda import probe
-    from gcnmops.cuda.runtime import simulating
-    assert simulating(), "the CUDA simulator is not on"
     probe._PROBED[:] = [True]  # the simulator stands in for a device
 
     import gcnmops
@@ -57,7 +48,7 @@ CHILD = textwrap.dedent(r'''
     # the kernel alone: more samples than a thread's local INI buffer (global scratch), unmodelled regions,
     # n_fit 0 (the plain E-step) and > 0 (the samples join the class weights), posteriors kept
     rng = np.random.default_rng(3)
-    m, J = 30, es.GPU_LOCAL_WORK_MAX + 6
+    m, J = 12, es.GPU_LOCAL_WORK_MAX + 6
     folds = np.array([0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4])
     spec = ModelSpec.build(folds, [f"CN{i}" for i in range(9)], "CN2", 1.0, 20, 1.0)
     mu = rng.uniform(20, 150, m)
@@ -72,19 +63,14 @@ CHILD = textwrap.dedent(r'''
         out[f"kernel_n_fit_{n_fit}"] = {f: bool(np.array_equal(getattr(a, f), getattr(b, f)))
                                         for f in ("sini", "cn", "ini", "post")}
         out[f"kernel_n_fit_{n_fit}"]["labels_used"] = sorted(set(np.unique(a.cn).tolist()))
-    print("RESULT" + json.dumps(out))
-''')
+    json.dump(out, open(f"{sys.argv[1]}/result.json", "w"))
+'''
+SCENARIO = cudasim.register(__name__, CHILD)
 
 
 @pytest.fixture(scope="module")
-def sim_result():
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=str(REPO) + os.pathsep + os.environ.get(
-        "PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-c", CHILD], env=env, cwd=REPO, capture_output=True, text=True,
-                          timeout=900)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    line = [s for s in proc.stdout.splitlines() if s.startswith("RESULT")][-1]
-    return json.loads(line[len("RESULT"):])
+def sim_result(cuda_simulator):
+    return cuda_simulator.result(SCENARIO)
 
 
 def test_frozen_call_on_the_simulated_gpu_equals_the_cpu(sim_result):

@@ -1,36 +1,32 @@
 """GPU backend without a GPU: the kernel, chunking, ordering and the pipeline in numba's CUDA simulator.
 
-The simulator must be switched on before numba is imported, so the GPU runs happen in a subprocess
-(NUMBA_ENABLE_CUDASIM=1) that saves its outputs; this process compares them with the CPU backend.
+The simulator must be switched on before numba is imported, so the GPU runs happen in the session's simulator
+child (cudasim.py), which saves their outputs; this process compares them with the CPU backend. The simulator runs
+each GPU thread as a Python thread (~50 ms a region): 100 regions, of which 35 take the special paths, in 2 to 4
+chunks per case.
 """
 from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+import cudasim
 from gcnmops.cuda import plan
 from gcnmops.model.cpu import fit_cpu
 from gcnmops.model.spec import ModelSpec
 
-REPO = Path(__file__).resolve().parents[1]
 FIELDS = ("lam", "alpha", "sini", "ini")
 
-CHILD = textwrap.dedent(r'''
+CHILD = r'''
     import json, sys
     import numpy as np
     from gcnmops.model.gpu import fit_gpu, KernelConfig
-    from gcnmops.cuda.runtime import NumbaBackend, simulating
+    from gcnmops.cuda.runtime import NumbaBackend
     from gcnmops.model.spec import ModelOutput, ModelSpec
 
-    assert simulating(), "the CUDA simulator is not on"
     work = sys.argv[1]
     inp = np.load(f"{work}/input.npz")
     x = np.asfortranarray(inp["x"])
@@ -41,8 +37,9 @@ CHILD = textwrap.dedent(r'''
         return ModelSpec.build(folds, [f"CN{i}" for i in range(len(folds))], "CN2", 1.0, int(inp["cyc"]), 1.0)
 
     class FlakyBackend(NumbaBackend):
-        """Refuses device allocations above a size, as a full GPU would (tests the OOM retry)."""
-        limit = 150 * 6 * 8
+        """Refuses device allocations above a size, as a full GPU would (tests the OOM retry): the lambdas of 40
+        regions; the 100-region chunk is halved twice."""
+        limit = 40 * 9 * 8
         def device_array(self, size, dtype):
             if size * np.dtype(dtype).itemsize > self.limit:
                 raise RuntimeError("CUDA_ERROR_OUT_OF_MEMORY (simulated)")
@@ -59,7 +56,7 @@ CHILD = textwrap.dedent(r'''
         "two_devices": (inp["folds9"], False, dict(chunk_rows=25, devices=[0, 0],
                                                     config=KernelConfig(threads_per_block=32))),
         "oom_retry": (inp["folds9"], False, dict(backend=FlakyBackend, config=KernelConfig(threads_per_block=64))),
-        "user_out": (inp["folds9"], False, dict(chunk_rows=100, config=KernelConfig(threads_per_block=64))),
+        "user_out": (inp["folds9"], False, dict(chunk_rows=40, config=KernelConfig(threads_per_block=64))),
     }
     only = sys.argv[2:] or list(cases)
     meta = {}
@@ -83,14 +80,14 @@ CHILD = textwrap.dedent(r'''
                           chunks={str(k): v for k, v in stats["chunks"].items()},
                           variant=stats["variant"], local_work=stats["local_work"], backend=stats["backend"])
     json.dump(meta, open(f"{work}/meta.json", "w"))
-''')
+'''
 
 FOLDS9 = np.array([0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4])
 FOLDS5 = np.array([0.025, 0.5, 1, 1.5, 2])
 CYC = 20
 
 
-def _input(m=300, N=6, seed=7):
+def _input(m=100, N=6, seed=7):
     rng = np.random.default_rng(seed)
     base = rng.uniform(0, 80, m)
     fold = rng.choice([0.0, 0.5, 1, 1, 1, 1, 1.5, 2], size=(m, N))
@@ -102,15 +99,18 @@ def _input(m=300, N=6, seed=7):
     return np.asfortranarray(x), cov
 
 
-@pytest.fixture(scope="module")
-def sim_run(tmp_path_factory):
-    work = tmp_path_factory.mktemp("gpu_sim")
+def _write_input(work) -> None:
     x, cov = _input()
     np.savez(work / "input.npz", x=x, cov=cov, folds9=FOLDS9, folds5=FOLDS5, cyc=CYC)
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(work)], env=env, capture_output=True, text=True,
-                          timeout=1200, cwd=str(REPO))
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-6000:]
+
+
+SCENARIO = cudasim.register(__name__, CHILD, prepare=_write_input)
+
+
+@pytest.fixture(scope="module")
+def sim_run(cuda_simulator):
+    work = cuda_simulator.wait(SCENARIO)
+    x, cov = _input()
     meta = json.loads((work / "meta.json").read_text())
     return work, x, cov, meta
 

@@ -2,30 +2,23 @@
 that turns GPU statistics into CPU-identical segments (with perturbed statistics standing in for the GPU's
 last-bit differences).
 
-The simulator must be switched on before numba is imported, so the kernel runs happen in a subprocess
-(NUMBA_ENABLE_CUDASIM=1) that compares with the CPU segmentation itself and reports as JSON.
+The simulator must be switched on before numba is imported, so the kernel runs happen in the session's simulator
+child (cudasim.py), which compares with the CPU segmentation itself and writes the comparisons as JSON.
 """
 from __future__ import annotations
 
 import importlib
-import json
-import os
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+import cudasim
 
-CHILD = textwrap.dedent(r'''
+CHILD = r'''
     import importlib, json, sys
     import numpy as np
     sg = importlib.import_module("gcnmops.segmentation.cpu")
     sgg = importlib.import_module("gcnmops.segmentation.gpu")
-    assert sgg.simulating(), "the CUDA simulator is not on"
 
     def cohort(m, n, seed):
         rng = np.random.default_rng(seed)
@@ -92,14 +85,14 @@ CHILD = textwrap.dedent(r'''
     from gcnmops.model.spec import ModelSpec
     from gcnmops.pipeline.cnmops import assemble_result, run_mops
     from gcnmops.params import CnMopsParams
-    m = 240
+    m = 120
     mu = rng.gamma(8.0, 12.0, size=(m, 1)) * rng.uniform(0.8, 1.2, size=(1, 4))
     dose = np.ones((m, 4))
-    dose[30:45, 1] = 0.25
-    dose[150:170, 3] = 2.5
+    dose[15:25, 1] = 0.25
+    dose[75:88, 3] = 2.5
     y = rng.poisson(mu * dose).astype(float)
-    y[200:206] = 0.0
-    ranges = pd.DataFrame({"seqnames": ["chr1"] * 120 + ["chr2"] * 120, "start": np.arange(m) * 100 + 1,
+    y[100:104] = 0.0
+    ranges = pd.DataFrame({"seqnames": ["chr1"] * 60 + ["chr2"] * 60, "start": np.arange(m) * 100 + 1,
                            "end": np.arange(m) * 100 + 100})
     data = make_count_data(y, None, ranges)
     for name, kw in (("resident_norm1", {}), ("resident_norm2_quant", {"norm": 2, "norm_type": "quant"}),
@@ -109,10 +102,10 @@ CHILD = textwrap.dedent(r'''
                                params.min_read_count)
         cpu = run_mops(data, params, backend="cpu")
         timings, gpu_stats = {}, {}
-        normalized, cov, res_out, device = normalize_and_fit_gpu(data, params, spec, timings, chunk_rows=70,
+        normalized, cov, res_out, device = normalize_and_fit_gpu(data, params, spec, timings, chunk_rows=35,
                                                                  gpu_stats=gpu_stats)
         host = fit_gpu(np.asfortranarray(cpu.normalized_data if params.norm != 2 else data.counts), cov, spec,
-                       chunk_rows=70)
+                       chunk_rows=35)
         res = assemble_result(data, params, res_out, normalized, cov, timings, backend="gpu", device=device)
         cols = ["seqnames", "start", "end", "sampleName"]
         out[name] = {
@@ -127,19 +120,14 @@ CHILD = textwrap.dedent(r'''
             "normalize_path": gpu_stats.get("normalize_path"),
             "stages": sorted(timings),
         }
-    print("RESULT" + json.dumps(out))
-''')
+    json.dump(out, open(f"{sys.argv[1]}/result.json", "w"))
+'''
+SCENARIO = cudasim.register(__name__, CHILD)
 
 
 @pytest.fixture(scope="module")
-def sim_result():
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=str(REPO) + os.pathsep + os.environ.get(
-        "PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-c", CHILD], env=env, cwd=REPO, capture_output=True, text=True,
-                          timeout=900)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")][-1]
-    return json.loads(line[len("RESULT"):])
+def sim_result(cuda_simulator):
+    return cuda_simulator.result(SCENARIO)
 
 
 @pytest.mark.parametrize("name", ["default", "alpha_count", "no_merge_minseg5", "short_blocks_nonfinite"])
@@ -170,7 +158,7 @@ def test_sim_device_resident_pipeline(sim_result, name, path):
     assert r["normalized_identical"] and r["model_equals_host_path"] and r["device_sini_equals_host"], r
     assert r["sini_max_abs_vs_cpu"] < 1e-9, r
     assert r["segment_rows_identical"] and r["cnvs_rows_identical"] and r["cnvs"] > 0, r
-    assert r["resident"] is True and r["launches"] == 4, r  # 240 rows in launches of 70
+    assert r["resident"] is True and r["launches"] == 4, r  # 120 rows in launches of 35
     assert r["stages"] == ["model", "normalize", "segment_call"], r
     if path is None:
         assert r["normalize_path"] is None, r

@@ -1,5 +1,6 @@
 """The R bridge: the R package gcn.mops (R CMD check --as-cran of its tarball, which runs its testthat suite
-and examples through gcnmops.rbridge; GCNMOPS_R_CHECK=0: the testthat suite alone) and R from Python
+and examples through gcnmops.rbridge, in the background from the session's start: background.py;
+GCNMOPS_R_CHECK=0: the testthat suite alone) and R from Python
 (gcnmops.io.rsession's zero-copy views, gcnmops.io.robject's to_r, gcnmops.io.rresult's from_r, .rds results).
 
 Skipped cleanly when R, the R packages the bridge needs, or rpy2 are missing.
@@ -7,6 +8,7 @@ Skipped cleanly when R, the R packages the bridge needs, or rpy2 are missing.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
 import os
 import re
@@ -19,6 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import background
 import gcnmops
 from golden import GOLDEN_DIR, array, call_kwargs, manifest, table
 
@@ -71,6 +74,29 @@ def _skip_without_engine() -> None:
 _CHECKED: dict[str, Path] = {}
 
 
+def _start_r_check(items) -> background.Job | None:
+    """scripts/check_r_package.sh as a background job, when test_r_package will run it: R with the packages the
+    bridge needs, rpy2 (not imported here: that would embed R in the session's process) and numpy < 2."""
+    if os.environ.get("GCNMOPS_R_CHECK", "1") == "0" or not _have_r() or _missing_r_packages():
+        return None
+    if int(np.__version__.split(".")[0]) >= 2 or importlib.util.find_spec("rpy2") is None:
+        return None
+    env = dict(os.environ, GCNMOPS_PYTHON=sys.executable)
+    if SHARED.is_dir():
+        env.setdefault("GCNMOPS_SHARED_DIR", str(SHARED))
+    return background.Job(lambda out: ["bash", str(REPO / "scripts" / "check_r_package.sh"), str(out)], env,
+                          prefix="rcheck")
+
+
+background.register("r_check", _start_r_check)
+
+
+@pytest.fixture(scope="module")
+def r_check(background_jobs) -> background.Job | None:
+    """The R CMD check started in the background when the tests were collected (None: not started)."""
+    return background_jobs.get("r_check")
+
+
 @pytest.fixture(scope="session")
 def r_lib(tmp_path_factory) -> Path:
     """A temporary R library holding the freshly installed gcn.mops: the one test_r_package's R CMD check
@@ -96,24 +122,21 @@ def _r_env(r_lib: Path) -> dict:
     return env
 
 
-def test_r_package(request, tmp_path_factory):
+def test_r_package(request, r_check):
     """The R package's own tests: golden cases slot by slot, the vignette, messages, accessors, the thesis
     script, one class across cn.mops/gcn.mops sessions, zero copy. By default inside ``R CMD check --as-cran``
     of the built tarball with the engine and the golden data reachable (scripts/check_r_package.sh: no ERROR,
-    no WARNING, every test and runnable example run; ~2.3 minutes on 2 idle cores); with GCNMOPS_R_CHECK=0
-    the testthat suite alone against an installed package (~1 minute)."""
+    no WARNING, every test and runnable example run; ~2.3 minutes on 2 idle cores, run in the background from
+    the session's start); with GCNMOPS_R_CHECK=0 the testthat suite alone against an installed package
+    (~1 minute)."""
     _skip_without_r()
     _skip_without_engine()
     if os.environ.get("GCNMOPS_R_CHECK", "1") != "0":
-        out = tmp_path_factory.mktemp("rcheck")
-        env = dict(os.environ, GCNMOPS_PYTHON=sys.executable)
-        if SHARED.is_dir():
-            env.setdefault("GCNMOPS_SHARED_DIR", str(SHARED))
-        proc = subprocess.run(["bash", str(REPO / "scripts" / "check_r_package.sh"), str(out)], env=env,
-                              capture_output=True, text=True, timeout=900)
-        _CHECKED["lib"] = out / "gcn.mops.Rcheck"
-        text = proc.stdout + proc.stderr
-        assert proc.returncode == 0, text[-8000:]
+        assert r_check is not None, "the R CMD check was not started with the session (see _start_r_check)"
+        returncode = r_check.wait(900)
+        _CHECKED["lib"] = r_check.folder / "gcn.mops.Rcheck"
+        text = r_check.output()
+        assert returncode == 0, text[-8000:]
         assert "R CMD check passed" in text, text[-4000:]
         summary = re.findall(r"\[ FAIL (\d+) \| WARN \d+ \| SKIP (\d+) \| PASS (\d+) \]", text)
         assert summary and int(summary[-1][0]) == 0 and int(summary[-1][2]) > 0, text[-4000:]
