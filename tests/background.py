@@ -24,16 +24,23 @@ NICE = 10
 
 
 class Job:
-    """A child process (its own process group) started in ``folder``, output in ``folder / "output.log"``."""
+    """A child process (its own process group) run in a new folder ``folder``, output in ``folder / "output.log"``.
+
+    ``make_args(folder)`` writes the job's inputs there and returns its command line; ``env`` (default os.environ)
+    gets this interpreter's library folder first in LD_LIBRARY_PATH (batch.python_process_env: R embedded in the
+    session, e.g. at collection, leaves R's library paths there, which can hold the system's libpython).
+    """
 
     def __init__(self, make_args: Callable[[Path], list[str]], env: dict | None = None, prefix: str = "job"):
+        from gcnmops.batch import python_process_env
+
         self.folder = Path(tempfile.mkdtemp(prefix=f"gcnmops-{prefix}-"))
         args = make_args(self.folder)
         if shutil.which("nice"):
             args = ["nice", "-n", str(NICE), *args]
         with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen(args, env=env, cwd=str(REPO), stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
+            self.proc = subprocess.Popen(args, env=python_process_env(env), cwd=str(self.folder), stdout=log,
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
 
     @property
     def log(self) -> Path:
@@ -74,6 +81,13 @@ class Job:
                 pass
             self.proc.wait()
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def python_env(**extra: str) -> dict:
+    """os.environ with this repository and its tests/ first in PYTHONPATH (a job's Python imports gcnmops and the
+    test modules' helpers from here), and ``extra``."""
+    path = os.pathsep.join(p for p in (str(REPO), str(REPO / "tests"), os.environ.get("PYTHONPATH", "")) if p)
+    return dict(os.environ, PYTHONPATH=path, **extra)
 
 
 class Stoppable(Protocol):

@@ -12,7 +12,6 @@ fails its tests with the scenario's traceback if it raised.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import textwrap
 from pathlib import Path
@@ -58,13 +57,8 @@ class Simulator:
     """The child running the scenarios ``names`` (module names), each in ``job.folder / name``."""
 
     def __init__(self, names: list[str]):
-        from gcnmops.batch import python_process_env
-
         self.names = list(names)
-        env = python_process_env()
-        env.update(NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=os.pathsep.join(
-            p for p in (str(background.REPO), str(background.REPO / "tests"), env.get("PYTHONPATH", "")) if p))
-        self.job = background.Job(self._prepare, env, prefix="cudasim")
+        self.job = background.Job(self._prepare, background.python_env(NUMBA_ENABLE_CUDASIM="1"), prefix="cudasim")
 
     def _prepare(self, work: Path) -> list[str]:
         for name in self.names:

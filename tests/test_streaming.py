@@ -174,7 +174,7 @@ def test_memory_scales_with_the_largest_chromosome(tmp_path):
     chromosomes (4x the cells) adds little (the regions' coordinates, ~100 bytes a region); the in-memory run of the
     larger cohort needs several times more."""
     peaks = {}
-    for k in (6, 24):
+    for k in (4, 16):
         data = cohort(sizes=(500,) * k, n=200, seed=k, zero_chromosome=False)
         store = save_count_data(data, tmp_path / f"c{k}.zarr", rows_per_chunk=500)  # chunks within a chromosome
         run_streaming(store, tmp_path / f"warm{k}", backend="cpu", keep="none")  # compiled, caches warm
@@ -187,8 +187,8 @@ def test_memory_scales_with_the_largest_chromosome(tmp_path):
     in_memory = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     chromosome = 500 * 200 * 8
-    assert peaks[24] < 1.5 * peaks[6], peaks
-    assert peaks[24] < 40 * chromosome and in_memory > 3 * peaks[24], (peaks, in_memory)
+    assert peaks[16] < 1.5 * peaks[4], peaks
+    assert peaks[16] < 40 * chromosome and in_memory > 3 * peaks[16], (peaks, in_memory)
 
 
 def test_interrupted_run_leaves_the_folder(tmp_path, monkeypatch):
