@@ -39,26 +39,9 @@ def _vectors(rng: np.random.Generator, count: int):
         yield np.ascontiguousarray(v, dtype=np.float64)
 
 
-@njit(cache=False)
-def _compiled(v):
-    n = v.shape[0]
-    out = np.empty(12)
-    out[0], out[1] = rstats.ld_sum(v, n)
-    out[2] = rstats.ld_mean(v, n)
-    out[3] = rstats.r_var(v, n)
-    out[4] = rstats.mean_of_two(v[0], v[n - 1])
-    out[5], out[6] = rstats.ld_div(out[0], out[1], float(n))
-    out[7], out[8] = rstats.ld_square(out[5], out[6])
-    out[9], out[10] = rstats.squared_deviation_add(out[7], out[8], v[0], out[2])
-    t_hi, t_lo = 0.0, 0.0
-    for k in range(n):
-        t_hi, t_lo = rstats.mean_deviation_add(t_hi, t_lo, v[k], out[5], out[6])
-    out[11] = rstats.mean_finish(out[5], out[6], t_hi, t_lo, n)
-    return out
-
-
 def _emulated(v):
-    """The same computations by the emulation in plain Python."""
+    """Every long double function on v: the emulation in plain Python; ``_compiled`` (numba's CPU target) runs
+    the x87 forms."""
     n = v.shape[0]
     out = np.empty(12)
     out[0], out[1] = rstats.ld_sum(v, n)
@@ -73,6 +56,9 @@ def _emulated(v):
         t_hi, t_lo = rstats.mean_deviation_add(t_hi, t_lo, float(v[k]), out[5], out[6])
     out[11] = rstats.mean_finish(out[5], out[6], t_hi, t_lo, n)
     return out
+
+
+_compiled = njit(cache=False)(_emulated)
 
 
 def test_x87_forms_equal_the_emulation_bit_for_bit():
