@@ -17,7 +17,8 @@ import math
 import platform
 
 import llvmlite.ir as ir
-from numba import njit, types
+import numpy as np
+from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic, models, register_model
 
@@ -121,23 +122,17 @@ def join(typingctx, hi, lo):
     return LONGDOUBLE(hi, lo), codegen
 
 
-@njit(cache=True)
-def _rounding_probe():
-    """1 + 2^-60 - 1 (kept by a 64-bit significand, lost by a 53-bit one) and 1 + 2^-64 + 2^-64 (a tie to even
-    at 64 bits: 1)."""
-    one = ld(1.0)
-    a = to_double(sub(add(one, ld(2.0 ** -60)), one))
-    b = to_double(sub(add(add(one, ld(2.0 ** -64)), ld(2.0 ** -64)), one))
-    return a, b
-
-
 def _available() -> bool:
-    if platform.machine().lower() not in ("x86_64", "amd64"):
+    """An x86-64 CPU whose x87 unit rounds to a 64-bit significand in this process (the precision control set
+    to extended, as on Linux): numpy's longdouble runs in that same unit, so it is probed without compiling
+    anything. 1 + 2^-60 - 1 is kept by a 64-bit significand (lost by a 53-bit one); 1 + 2^-64 + 2^-64 ties to even
+    at 64 bits (1)."""
+    if platform.machine().lower() not in ("x86_64", "amd64") or np.finfo(np.longdouble).nmant != 63:
         return False
-    try:
-        return _rounding_probe() == (2.0 ** -60, 0.0)
-    except Exception:  # noqa: BLE001 - an LLVM without x86_fp80 lowering: the emulation is used
-        return False
+    one = np.longdouble(1.0)
+    kept = (one + np.longdouble(2.0 ** -60)) - one
+    tie = ((one + np.longdouble(2.0 ** -64)) + np.longdouble(2.0 ** -64)) - one
+    return kept == np.longdouble(2.0 ** -60) and tie == 0
 
 
 AVAILABLE = _available()
