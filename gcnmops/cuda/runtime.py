@@ -295,27 +295,34 @@ _REGISTER_PORTABLE = 1
 
 
 class Landing:
-    """Host result arrays that device copies land in, page-locked in place.
+    """Host arrays that device copies land in (or leave from), page-locked in place.
 
     A fresh pinned allocation costs ~0.74 s per GB on an H100 machine (3.2 GB: 2.4 s); a plain array whose pages
     are touched by every core and then registered (cudaHostRegister) costs ~0.07 s per GB and takes copies at the
-    same 55 GB/s. ``empty`` makes such an array; ``close`` (or leaving the ``with`` block) unregisters them all,
-    after the copies into them have completed: they are then ordinary numpy arrays that the caller keeps."""
+    same 55 GB/s. ``empty`` makes such an array, ``lock`` locks an existing one (``device_copy``'s source);
+    ``close`` (or leaving the ``with`` block) unregisters them all, after the copies into or out of them have
+    completed: they are then ordinary numpy arrays that the caller keeps."""
 
     def __init__(self) -> None:
         self._registered: list[int] = []
 
     def empty(self, shape, dtype=np.float64) -> np.ndarray:
+        """A new column-major array, its fresh pages supplied by every core, then locked (``lock``)."""
         a = np.empty(shape, dtype=dtype, order="F")
+        if not simulating() and a.nbytes:
+            _touch_pages(a.reshape(-1, order="A").view(np.uint8), _PAGE)
+        return self.lock(a)
+
+    def lock(self, a: np.ndarray) -> np.ndarray:
+        """Page-lock the contiguous array ``a`` in place until ``close``; where it is already locked or the
+        system refuses to lock more, it stays as it is (copies are then pageable: slower, still correct)."""
         if simulating() or a.nbytes == 0:
             return a
         import cupy
 
-        flat = a.reshape(-1, order="A").view(np.uint8)
-        _touch_pages(flat, _PAGE)
         try:
             cupy.cuda.runtime.hostRegister(a.ctypes.data, a.nbytes, _REGISTER_PORTABLE)
-        except cupy.cuda.runtime.CUDARuntimeError:  # the system refuses to lock more: pageable copies (slower)
+        except cupy.cuda.runtime.CUDARuntimeError:
             return a
         self._registered.append(a.ctypes.data)
         return a
@@ -357,21 +364,11 @@ def device_copy(host: np.ndarray):
         return host.copy(order="F")
     import cupy
 
-    host = np.asfortranarray(host)
-    runtime = cupy.cuda.runtime
-    registered = False
-    if host.nbytes:
+    with Landing() as landing:
         try:
-            runtime.hostRegister(host.ctypes.data, host.nbytes, 0)
-            registered = True
-        except cupy.cuda.runtime.CUDARuntimeError:  # already page-locked, or the system refuses: copy as it is
-            pass
-    try:
-        return cupy.asarray(host, order="F")
-    finally:
-        if registered:
+            return cupy.asarray(landing.lock(np.asfortranarray(host)), order="F")
+        finally:
             cupy.cuda.get_current_stream().synchronize()  # the copy has read the pages before they are released
-            runtime.hostUnregister(host.ctypes.data)
 
 
 def make_backend(device_id: int = 0, prefer: str = "auto"):

@@ -433,7 +433,6 @@ def fit_gpu_device(x, cov: np.ndarray, spec: ModelSpec, keep_post: bool = False,
         d = {name: xp.empty(shapes[name], dtype=dtype, order="F") for name, _, dtype in fields}
         resident = ModelOutput(**{"post": None, **d})
         if m == 0:
-            be.release_out()
             return out, resident
         rows = _plan.launch_rows(m, chunk_rows)
         try:
