@@ -192,9 +192,9 @@ def _radix4(re, im, span, sign):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _butterfly4(re, im, i0, q, rot, c1, s1, c2, s2, c3, s3):
-    """R's radix-4 butterfly on i0, i0 + q, i0 + 2q, i0 + 3q, the last three rotated by (c1, s1), (c2, s2),
-    (c3, s3)."""
+def _butterfly4_sums(re, im, i0, q):
+    """What both radix-4 butterflies start from on i0, i0 + q, i0 + 2q, i0 + 3q: R's sums and differences of the
+    four points; the first output (at i0) is written. Returns (i1, i2, i3, akp, akm, ajp, ajm, bkp, bkm, bjp, bjm)."""
     i1 = i0 + q
     i2 = i1 + q
     i3 = i2 + q
@@ -208,6 +208,14 @@ def _butterfly4(re, im, i0, q, rot, c1, s1, c2, s2, c3, s3):
     bjm = im[i1] - im[i3]
     re[i0] = akp + ajp
     im[i0] = bkp + bjp
+    return i1, i2, i3, akp, akm, ajp, ajm, bkp, bkm, bjp, bjm
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _butterfly4(re, im, i0, q, rot, c1, s1, c2, s2, c3, s3):
+    """R's radix-4 butterfly on i0, i0 + q, i0 + 2q, i0 + 3q, the last three rotated by (c1, s1), (c2, s2),
+    (c3, s3)."""
+    i1, i2, i3, akp, akm, ajp, ajm, bkp, bkm, bjp, bjm = _butterfly4_sums(re, im, i0, q)
     ajp = akp - ajp
     bjp = bkp - bjp
     u = rot * bjm
@@ -227,19 +235,7 @@ def _butterfly4(re, im, i0, q, rot, c1, s1, c2, s2, c3, s3):
 @njit(cache=True, nogil=True, inline="always")
 def _butterfly4_plain(re, im, i0, q, rot):
     """_butterfly4 where R multiplies nothing (s == 0)."""
-    i1 = i0 + q
-    i2 = i1 + q
-    i3 = i2 + q
-    akp = re[i0] + re[i2]
-    akm = re[i0] - re[i2]
-    ajp = re[i1] + re[i3]
-    ajm = re[i1] - re[i3]
-    bkp = im[i0] + im[i2]
-    bkm = im[i0] - im[i2]
-    bjp = im[i1] + im[i3]
-    bjm = im[i1] - im[i3]
-    re[i0] = akp + ajp
-    im[i0] = bkp + bjp
+    i1, i2, i3, akp, akm, ajp, ajm, bkp, bkm, bjp, bjm = _butterfly4_sums(re, im, i0, q)
     u = rot * bjm
     v = rot * ajm
     re[i1] = akm + u
