@@ -74,12 +74,21 @@ def quantile7_low_index(n, p):
 def quantile7_sorted(xs, n, p):
     """R's ``quantile(x, p, type=7)`` of ``xs[0:n]``, whose positions ``quantile7_low_index`` and the next
     hold the right order statistics (e.g. sorted); R's 1-based index arithmetic, bit for bit."""
+    lo = quantile7_low_index(n, p)
+    return quantile7_pair(n, p, xs[lo], xs[lo + 1] if lo + 1 < n else math.nan)
+
+
+@register_jitable
+def quantile7_pair(n, p, low, high):
+    """R's ``quantile(x, p, type=7)`` of n values from ``low`` and ``high``, their order statistics at
+    ``quantile7_low_index(n, p)`` and the next position (``high`` unused where there is none); R's 1-based index
+    arithmetic, bit for bit."""
     index = 1.0 + (n - 1) * p
     lo = quantile7_low_index(n, p)
     h = index - (lo + 1)
-    q = xs[lo]
-    if h > 0.0 and lo + 1 < n and xs[lo + 1] != q:
-        q = (1.0 - h) * q + h * xs[lo + 1]
+    q = low
+    if h > 0.0 and lo + 1 < n and high != q:
+        q = (1.0 - h) * q + h * high
     return q
 
 

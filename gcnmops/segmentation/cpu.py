@@ -33,8 +33,8 @@ from numba import get_num_threads, njit, prange
 
 from ..errors import InputError
 from ..progress import tick
-from .host import (clean, fill_segments, has_neighbourhood, kth_pair, local_half_width, segment_ends_from_stat,
-                   task_rows, vector_constants, window_scratch)
+from .host import (clean, fill_segments, has_neighbourhood, kth_pair, local_half_width, positive_support,
+                   segment_ends_sparse, task_rows, vector_constants, window_scratch)
 from .interface import (checked_columns, label_tasks, output_arrays, report_cleaning, resolve_params,
                         segment_frame)
 from .kernels import exact_tail, is_candidate, position_scan, position_stat_plain, prefix_sums
@@ -76,8 +76,9 @@ def _final_ends(x, alpha, t_hi, t_lo, default_t, no_merge, min_seg, eps, eps_giv
                       p, code, yv, ev)
     h = local_half_width(min_seg)
     _exact_where_needed(S, Q, w, V, alpha, h, code, yv, ev, p, work)
-    # local maxima, breakpoints, merging (S is free from here on)
-    return segment_ends_from_stat(x, p, S, work, flags, h, alpha, no_merge, t_hi, t_lo, min_seg)
+    # local maxima, breakpoints, merging on the statistic's support (code, yv, ev are free from here on)
+    n = positive_support(p, code, yv)
+    return segment_ends_sparse(x, code, yv, n, flags, h, alpha, no_merge, t_hi, t_lo, min_seg, ev, work)
 
 
 @njit(cache=True, error_model="numpy")

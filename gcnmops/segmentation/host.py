@@ -2,7 +2,8 @@
 side (segmentation/gpu.py): numba-compiled CPU code on one vector at a time.
 
 - before the statistic: ``clean`` (+-Inf, NaN), ``vector_constants`` (eps, merge thresholds, variance V);
-- after it: ``segment_ends_from_stat`` (local maxima, breakpoints, merging into final segment ends) and
+- after it: ``segment_ends_sparse`` (local maxima, breakpoints, merging into final segment ends; the statistic
+  given on its support, the positions where it can be positive) and
   ``fill_segments`` (start, end, mean and median of every final segment);
 - selection helpers (``kth_pair``, ``quantile7_select``, ``median_of``) and the scratch of the window loop
   (``window_scratch``).
@@ -15,7 +16,7 @@ import numpy as np
 from numba import njit
 from numba.extending import register_jitable
 
-from ..exact.rstats import ld_mean, mean_of_two, median_inplace, quantile7_low_index, quantile7_sorted, select_kth
+from ..exact.rstats import ld_mean, mean_of_two, median_inplace, quantile7_low_index, quantile7_pair, select_kth
 from .kernels import window_constants, window_count
 
 #: floor of the global variance
@@ -213,13 +214,25 @@ def quantile7_select(buf, n, p):
     """R's quantile(buf[0:n], p, type=7); reorders ``buf`` (selection instead of a full sort)."""
     if n == 0:
         return math.nan
-    lo = quantile7_low_index(n, p)
-    a, b = kth_pair(buf, n, lo)
-    # quantile7_sorted reads the two order statistics at lo and lo + 1
-    buf[lo] = a
-    if lo + 1 < n:
-        buf[lo + 1] = b
-    return quantile7_sorted(buf, n, p)
+    a, b = kth_pair(buf, n, quantile7_low_index(n, p))
+    return quantile7_pair(n, p, a, b)
+
+
+@njit(cache=True, error_model="numpy")
+def kth_pair_with_zeros(buf, n, zeros, k):
+    """``kth_pair`` of the multiset buf[0:n] (values >= 0) plus ``zeros`` more zeros, without the zeros being
+    stored: (x_(k), x_(k+1)), 0-based, NaN where k + 1 is past the end; reorders buf[0:n]."""
+    if k + 1 < zeros:
+        return 0.0, 0.0
+    if k < zeros:  # k == zeros - 1: the next one is buf's smallest
+        if n == 0:
+            return 0.0, math.nan
+        b = buf[0]
+        for r in range(1, n):
+            if buf[r] < b:
+                b = buf[r]
+        return 0.0, b
+    return kth_pair(buf, n, k - zeros)
 
 
 @njit(cache=True, error_model="numpy")
@@ -241,13 +254,26 @@ def median_of(x, s, e, buf):
 # ---------------------------------------------------------------------------------------------------------
 
 @njit(cache=True, error_model="numpy")
-def segment_ends_from_stat(x, p, stat, work, flags, h, alpha, no_merge, t_hi, t_lo, min_seg):
-    """From the per-position statistic ``p`` (m) of ``x`` (m >= 1): local maxima (into ``stat``), breakpoints
-    and merging; marks the final segment ends in ``flags`` (1) and returns their number. ``stat``, ``work``:
-    scratch (m)."""
+def positive_support(p, pos, pv):
+    """The positions with p > 0 (into pos) and their values (into pv), in increasing order; returns their number.
+    ``pos``, ``pv``: length >= len(p)."""
+    n = 0
+    for i in range(p.shape[0]):
+        v = p[i]
+        pos[n] = i
+        pv[n] = v
+        n += 1 if v > 0.0 else 0
+    return n
+
+
+@njit(cache=True, error_model="numpy")
+def segment_ends_sparse(x, pos, pv, n, flags, h, alpha, no_merge, t_hi, t_lo, min_seg, stat, work):
+    """From the statistic of ``x`` (m >= 1) given on its support, pv[c] at position pos[c] (c < n, increasing
+    positions; 0 everywhere else): local maxima, breakpoints and merging. Marks the final segment ends in
+    ``flags`` (m, zero on entry) with 1 and returns their number. ``stat`` (n), ``work`` (m): scratch."""
     m = x.shape[0]
-    local_maxima(p, h, stat)
-    _mark_breakpoints(stat, work, flags, alpha)
+    local_maxima(pos, pv, n, m, h, stat)
+    _mark_breakpoints(pos, stat, n, m, flags, alpha, work)
     flags[m - 1] = 2
     if no_merge:
         return _unmerged_ends(flags)
@@ -255,48 +281,70 @@ def segment_ends_from_stat(x, p, stat, work, flags, h, alpha, no_merge, t_hi, t_
 
 
 @njit(cache=True, error_model="numpy")
-def local_maxima(p, h, stat):
-    """stat[i] = p[i] where no neighbour within h has a larger p, else 0."""
-    m = p.shape[0]
-    for i in range(m):
-        v = p[i]
+def local_maxima(pos, pv, n, m, h, stat):
+    """stat[c] = pv[c] where no position within h of pos[c] has a larger statistic, else 0 (support as in
+    ``segment_ends_sparse``; positions off the support hold 0 and never exceed a value)."""
+    for c in range(n):
+        v = pv[c]
+        i = pos[c]
         if has_neighbourhood(i, h, m) and v > 0.0:
-            for r in range(i - h, i + h + 1):
-                if p[r] > v:
+            r = c - 1
+            while r >= 0 and pos[r] >= i - h:
+                if pv[r] > v:
                     v = 0.0
                     break
-        stat[i] = v
+                r -= 1
+            r = c + 1
+            while v > 0.0 and r < n and pos[r] <= i + h:
+                if pv[r] > v:
+                    v = 0.0
+                    break
+                r += 1
+        stat[c] = v
 
 
 @njit(cache=True, error_model="numpy")
-def _mark_breakpoints(stat, work, flags, alpha):
-    """flags[i] = 2 ("an initial segment ends at i") where stat is above the (1 - alpha) quantile (alpha < 1)
-    or among the floor(alpha) largest (ties taken by position)."""
-    m = stat.shape[0]
+def _mark_breakpoints(pos, stat, n, m, flags, alpha, work):
+    """flags[i] = 2 ("an initial segment ends at i") where the local-maximum statistic (``stat`` on the support,
+    0 elsewhere) is above the (1 - alpha) quantile of all m values (alpha < 1) or among the floor(alpha) largest
+    (ties taken by position)."""
+    for c in range(n):
+        work[c] = stat[c]
     if alpha < 1.0:
-        for i in range(m):
-            work[i] = stat[i]
-        thr = quantile7_select(work, m, 1.0 - alpha)
-        for i in range(m):
-            if stat[i] > thr:
-                flags[i] = 2
+        a, b = kth_pair_with_zeros(work, n, m - n, quantile7_low_index(m, 1.0 - alpha))
+        thr = quantile7_pair(m, 1.0 - alpha, a, b)
+        for c in range(n):
+            if stat[c] > thr:
+                flags[pos[c]] = 2
         return
     k = breakpoint_count(alpha, m)
-    if k > 0:
-        for i in range(m):
-            work[i] = -stat[i]
-        kth = -select_kth(work, m, k - 1)  # the k-th largest value
-        above = 0
-        for i in range(m):
-            if stat[i] > kth:
-                above += 1
-        ties = k - above  # ties with the k-th value are taken by position
-        for i in range(m):
-            if stat[i] > kth:
-                flags[i] = 2
-            elif stat[i] == kth and ties > 0:
-                flags[i] = 2
+    if k == 0:
+        return
+    kth = kth_pair_with_zeros(work, n, m - n, m - k)[0]  # the k-th largest value
+    above = 0
+    for c in range(n):
+        if stat[c] > kth:
+            above += 1
+    ties = k - above  # ties with the k-th value are taken by position
+    if kth > 0.0:  # every tie is on the support
+        for c in range(n):
+            if stat[c] > kth:
+                flags[pos[c]] = 2
+            elif stat[c] == kth and ties > 0:
+                flags[pos[c]] = 2
                 ties -= 1
+        return
+    c = 0
+    for i in range(m):  # kth == 0: the zeros off the support tie too
+        v = 0.0
+        if c < n and pos[c] == i:
+            v = stat[c]
+            c += 1
+        if v > kth:
+            flags[i] = 2
+        elif v == kth and ties > 0:
+            flags[i] = 2
+            ties -= 1
 
 
 @njit(cache=True, error_model="numpy")
@@ -402,5 +450,6 @@ def fill_segments(x, flags, o, out_start, out_end, out_mean, out_median):
 __all__ = ["VAR_FLOOR", "DIRTY_INF", "DIRTY_NAN", "task_rows", "local_half_width",
            "has_neighbourhood",
            "breakpoint_count", "window_scratch", "clean", "sample_sd", "welford_var", "vector_constants",
-           "kth_pair", "quantile7_select", "median_of", "segment_ends_from_stat", "local_maxima", "segment_bounds",
+           "kth_pair", "kth_pair_with_zeros", "quantile7_select", "median_of", "positive_support", "segment_ends_sparse",
+           "local_maxima", "segment_bounds",
            "fill_segments"]

@@ -39,10 +39,23 @@ def prefix_sums(x, S, Q):
 
 
 @register_jitable
+def candidate_range(m, min_seg):
+    """(lo, hi): the positions i with lo <= i < hi of a vector of length m have room for both min_seg-windows."""
+    return min_seg + 1, m - min_seg - 1
+
+
+@register_jitable
+def jump_exceeds(x, i, eps):
+    """Whether the jump |x[i+1] - x[i]| exceeds eps."""
+    return abs(x[i + 1] - x[i]) > eps
+
+
+@register_jitable
 def is_candidate(x, i, min_seg, eps):
-    """Whether position i of x (breakpoint between i and i+1) is a candidate: both min_seg-windows fit and the
-    jump |x[i+1] - x[i]| exceeds eps. Other positions have p_i = 0."""
-    return i > min_seg and i < x.shape[0] - min_seg - 1 and abs(x[i + 1] - x[i]) > eps
+    """Whether position i of x (breakpoint between i and i+1) is a candidate: both min_seg-windows fit
+    (``candidate_range``) and the jump |x[i+1] - x[i]| exceeds eps. Other positions have p_i = 0."""
+    lo, hi = candidate_range(x.shape[0], min_seg)
+    return i >= lo and i < hi and jump_exceeds(x, i, eps)
 
 
 @register_jitable
@@ -315,6 +328,6 @@ def scan_position(S, Q, i, m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf
     return val, js
 
 
-__all__ = ["T_VAR_EPS", "CANCELLATION_LIMIT", "prefix_sums", "is_candidate", "window_count", "window_t",
+__all__ = ["T_VAR_EPS", "CANCELLATION_LIMIT", "prefix_sums", "candidate_range", "jump_exceeds", "is_candidate", "window_count", "window_t",
            "window_fits", "window_limit", "window_constants", "window_deviates", "position_stat", "position_scan",
            "exact_tail", "position_stat_plain", "scan_position"]
