@@ -64,19 +64,21 @@ CHILD = r'''
         a = normalize_chromosomes(x, chrom, **kw)
         b = normalize_chromosomes_gpu(x, chrom, timings=t, **kw)
         out[name] = {"identical": bool(np.array_equal(a, b)), "path": t.get("normalize_path")}
-    # segmentation reading a device-resident matrix (numpy stands in for cupy): no copy of xt, identical
+    # segmentation reading a device-resident matrix (numpy stands in for cupy): the per-vector constants computed
+    # there and the matrix itself as the layout (blocks covering the rows); blocks with a gap: a layout made on the
+    # device; a vector to clean: the host's cleaned copy goes to the device instead. Identical in every case.
     x = cohort(90, 2, 6)
-    t = {}
-    got = sgg.segment_columns_arrays_gpu(x, [(0, 40), (40, 90)], timings=t, device_values=x.copy(order="F"))
-    ref = sg.segment_columns_arrays(x, [(0, 40), (40, 90)])
-    out["device_values"] = {"identical": all(np.array_equal(ref[k], got[k]) for k in ref),
-                            "layout_on_device": "seg_device_layout" in t}
-    x[7, 1] = np.inf  # a vector to clean: the host's cleaned copy goes to the device instead
-    t = {}
-    got = sgg.segment_columns_arrays_gpu(x, [(0, 40), (40, 90)], timings=t, device_values=x.copy(order="F"))
-    ref = sg.segment_columns_arrays(x, [(0, 40), (40, 90)])
-    out["device_values_dirty"] = {"identical": all(np.array_equal(ref[k], got[k]) for k in ref),
-                                  "layout_on_device": "seg_device_layout" in t}
+    for name, blocks in (("device_values", [(0, 40), (40, 90)]), ("device_values_gap", [(0, 40), (47, 90)]),
+                         ("device_values_dirty", [(0, 40), (40, 90)])):
+        if name == "device_values_dirty":
+            x[7, 1] = np.inf
+        t = {}
+        got = sgg.segment_columns_arrays_gpu(x, blocks, timings=t, device_values=x.copy(order="F"))
+        ref = sg.segment_columns_arrays(x, blocks)
+        out[name] = {"identical": all(np.array_equal(ref[k], got[k]) for k in ref),
+                     "where": ("prepared on the device" if "seg_device_prepare" in t else
+                               "layout on the device" if "seg_device_layout" in t else
+                               "copied in" if "seg_copy_in" in t else "?")}
     # the device-resident pipeline (normalize -> model -> segmentation) against the CPU pipeline
     import pandas as pd
     from gcnmops.data import make_count_data
@@ -143,10 +145,12 @@ def test_sim_normalization_identical(sim_result, name, path):
     assert r["identical"] and r["path"].startswith(path), r
 
 
-@pytest.mark.parametrize("name,on_device", [("device_values", True), ("device_values_dirty", False)])
-def test_sim_segmentation_of_device_values(sim_result, name, on_device):
+@pytest.mark.parametrize("name,where", [("device_values", "prepared on the device"),
+                                        ("device_values_gap", "layout on the device"),
+                                        ("device_values_dirty", "copied in")])
+def test_sim_segmentation_of_device_values(sim_result, name, where):
     r = sim_result[name]
-    assert r["identical"] and r["layout_on_device"] == on_device, r
+    assert r["identical"] and r["where"] == where, r
 
 
 @pytest.mark.parametrize("name,path", [("resident_norm1", "gpu"), ("resident_norm2_quant", "cpu"),

@@ -30,9 +30,13 @@ have tails within rounding of each other and that decides the window loop's stop
 GPU's best window can differ from the CPU's (``full_recompute=True`` re-runs the whole CPU scan instead of the
 tail of the GPU's window for every recomputed position).
 
-Host layout: every (block, sample) vector is copied once into a task-major flat array (vector after vector,
-task = block * N + sample), which the GPU works on directly (one contiguous H2D copy; p comes back the same
-way).
+Layout: the (block, sample) vectors one after the other in the column-major order of the matrix's columns cut
+at the blocks (vector v = sample * nblocks + block; ``HostVectors``), which is the (m, N) column-major matrix
+itself where the blocks cover its rows in order. With the sINI already on the device (the device-resident
+pipeline) and no vector to clean, the per-vector constants are computed there too (``device_prepare``, one
+thread per vector) and nothing is copied in or rearranged; otherwise the host cleans the vectors into that layout
+(``prepare_vectors``) and it is copied in once. p comes back in the same order; the segments are reported in
+the output order (task = block * N + sample).
 """
 from __future__ import annotations
 
@@ -48,11 +52,12 @@ from numba import njit, prange
 from numba.extending import register_jitable
 
 from ..cuda.nofma import jit_nofma
-from ..cuda.runtime import Landing, device_copy
+from ..cuda.runtime import Landing, device_copy, device_module, kernel_arg
 from ..errors import InputError
 from ..exact.rstats import ld_mean, median_inplace, quantile7_low_index
-from .host import (breakpoint_count, clean, fill_segments, has_neighbourhood, kth_pair_with_zeros, local_half_width,
-                   segment_bounds, segment_ends_sparse, task_rows, vector_constants, window_scratch)
+from .host import (EPS_QUANTILE, abs_diffs, breakpoint_count, clean, dirt, fill_segments, has_neighbourhood,
+                   kth_pair_with_zeros, local_half_width, quantile7_select_plain, segment_bounds, segment_ends_sparse,
+                   vector_constants, vector_scale, window_scratch)
 from .interface import (checked_columns, label_tasks, output_arrays, report_cleaning, resolve_params,
                         segment_frame)
 from ..exact.tdist import t_neglog_upper
@@ -86,10 +91,11 @@ def simulating() -> bool:
 # ---------------------------------------------------------------------------------------------------------
 
 class HostVectors(NamedTuple):
-    """The task-major layout of every cleaned (block, sample) vector and its per-vector constants."""
-    xt: np.ndarray        #: the vectors, one after the other (task = block * N + sample)
-    offs: np.ndarray      #: vector task is xt[offs[task]:offs[task + 1]]
-    coffs: np.ndarray     #: its candidate positions are entries coffs[task]:coffs[task + 1] of p
+    """Every cleaned (block, sample) vector one after the other in the column-major order of the matrix's columns
+    cut at the blocks (vector v = sample * nblocks + block), and the per-vector constants."""
+    xt: np.ndarray        #: the vectors, one after the other
+    offs: np.ndarray      #: vector v is xt[offs[v]:offs[v + 1]]
+    coffs: np.ndarray     #: its candidate positions are entries coffs[v]:coffs[v + 1] of p
     vec_eps: np.ndarray
     vec_V: np.ndarray
     vec_thi: np.ndarray
@@ -97,31 +103,51 @@ class HostVectors(NamedTuple):
     dirty: np.ndarray     #: host.clean's code per vector
 
 
+@register_jitable
+def vector_rows(v, nb, firsts, ends):
+    """(sample, first row, end row) of vector v = sample * nb + block."""
+    b = v % nb
+    return v // nb, firsts[b], ends[b]
+
+
+def vector_of_task(nb: int, N: int) -> np.ndarray:
+    """v[task]: the vector (sample * nb + block) of output task = block * N + sample."""
+    task = np.arange(nb * N, dtype=np.int64)
+    return (task % N) * nb + task // N
+
+
+@register_jitable
+def candidate_count(x, min_seg, eps):
+    """The number of candidate positions of x (``is_candidate``, without a branch)."""
+    nc = 0
+    lo, hi = candidate_range(x.shape[0], min_seg)
+    for i in range(lo, hi):
+        nc += jump_exceeds(x, i, eps)
+    return nc
+
+
 @njit(parallel=True, cache=True, error_model="numpy", nogil=True)
-def _prepare_all(values, firsts, ends, N, offs, eps_given, eps, default_t, t_hi, t_lo, min_seg, xt, vec_eps,
+def _prepare_all(values, firsts, ends, offs, eps_given, eps, default_t, t_hi, t_lo, min_seg, xt, vec_eps,
                  vec_V, vec_thi, vec_tlo, dirty, ncand):
-    """Per (block, sample) vector: the cleaned copy into xt[offs[task]:], eps, merge thresholds, variance
-    (as cpu._final_ends computes them) and the number of candidate positions."""
-    for task in prange(offs.shape[0] - 1):
-        s, f, e = task_rows(task, N, firsts, ends)
+    """Per vector: the cleaned copy into xt[offs[v]:], eps, merge thresholds, variance (as cpu._final_ends
+    computes them) and the number of candidate positions."""
+    nb = firsts.shape[0]
+    for v in prange(offs.shape[0] - 1):
+        s, f, e = vector_rows(v, nb, firsts, ends)
         m = e - f
-        o = offs[task]
+        o = offs[v]
         x = xt[o:o + m]
         for i in range(m):
             x[i] = values[f + i, s]
-        dirty[task] = clean(x)
+        dirty[v] = clean(x)
         ve, th, tl, V = eps, t_hi, t_lo, 0.0
         if m > 0:
             ve, th, tl, V = vector_constants(x, eps_given, eps, default_t, t_hi, t_lo, np.empty(m))
-        nc = 0
-        lo, hi = candidate_range(m, min_seg)
-        for i in range(lo, hi):  # is_candidate, without a branch
-            nc += jump_exceeds(x, i, ve)
-        ncand[task] = nc
-        vec_eps[task] = ve
-        vec_V[task] = V
-        vec_thi[task] = th
-        vec_tlo[task] = tl
+        ncand[v] = candidate_count(x, min_seg, ve)
+        vec_eps[v] = ve
+        vec_V[v] = V
+        vec_thi[v] = th
+        vec_tlo[v] = tl
 
 
 def task_offsets(counts: np.ndarray) -> np.ndarray:
@@ -132,22 +158,92 @@ def task_offsets(counts: np.ndarray) -> np.ndarray:
 
 
 def prepare_vectors(values: np.ndarray, firsts: np.ndarray, ends: np.ndarray, params: dict) -> HostVectors:
-    """Clean every (block, sample) vector of the (m, N) order-F ``values`` into the task-major layout, with
+    """Clean every (block, sample) vector of the (m, N) order-F ``values`` into the layout of ``HostVectors``, with
     its eps, merge thresholds, variance and candidate count (``params``: interface.resolve_params's)."""
     N = values.shape[1]
-    ntask = firsts.size * N
-    offs = task_offsets(np.repeat(ends - firsts, N))
+    nv = firsts.size * N
+    offs = task_offsets(np.tile(ends - firsts, N))
     # pageable on purpose: page-locked xt made the host passes over it 4-5x slower on the H100 machine
     # (prepare 0.25 -> 0.85 s, fill 0.16 -> 0.83 s at BM-A) for 0.1 s saved on the copy
     xt = np.empty(int(offs[-1]))
-    vec_eps, vec_V, vec_thi, vec_tlo = (np.empty(ntask) for _ in range(4))
-    dirty = np.zeros(ntask, dtype=np.int8)
-    ncand = np.zeros(ntask, dtype=np.int64)
-    if ntask:
-        _prepare_all(values, firsts, ends, N, offs, params["eps_given"], params["eps"], params["default_t"],
+    vec_eps, vec_V, vec_thi, vec_tlo = (np.empty(nv) for _ in range(4))
+    dirty = np.zeros(nv, dtype=np.int8)
+    ncand = np.zeros(nv, dtype=np.int64)
+    if nv:
+        _prepare_all(values, firsts, ends, offs, params["eps_given"], params["eps"], params["default_t"],
                      params["t_hi"], params["t_lo"], params["min_seg"], xt, vec_eps, vec_V, vec_thi, vec_tlo, dirty,
                      ncand)
     return HostVectors(xt, offs, task_offsets(ncand), vec_eps, vec_V, vec_thi, vec_tlo, dirty)
+
+
+def _nofma_prepare(x, offs, eps_given, eps, default_t, t_hi, t_lo, min_seg, work, dirty, vec_eps, vec_V, vec_thi,
+                   vec_tlo, ncand):
+    """``_prepare_all`` on the device, one thread per vector, for vectors that need no cleaning (dirty[v] != 0:
+    the others are left as they are); ``work``: scratch like x. The host's formulas, so the values are the
+    host's bit for bit (the selections return order statistics, which any selection finds alike)."""
+    start = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    for v in range(start, offs.shape[0] - 1, stride):
+        o = offs[v]
+        m = offs[v + 1] - o
+        xv = x[o:o + m]
+        d = dirt(xv)
+        dirty[v] = d
+        if d != 0 or m == 0:
+            continue
+        ve = eps
+        if not eps_given:
+            wv = work[o:o + m]
+            abs_diffs(xv, wv)
+            ve = quantile7_select_plain(wv, m - 1, EPS_QUANTILE)
+        th, tl, V = vector_scale(xv, default_t, t_hi, t_lo)
+        ncand[v] = candidate_count(xv, min_seg, ve)
+        vec_eps[v] = ve
+        vec_V[v] = V
+        vec_thi[v] = th
+        vec_tlo[v] = tl
+
+
+_PREPARE_KERNEL: list = []
+
+#: vectors up to this long are prepared on the GPU, one thread each; longer ones on the host, whose cores run the
+#: sequential sums (R's mean, Welford's variance) several times faster than one GPU thread
+DEVICE_PREPARE_MAX_ROWS = 200_000
+
+
+def _tiles(firsts: np.ndarray, ends: np.ndarray, m: int) -> bool:
+    """Whether the blocks cover rows 0..m-1 in order, each row once."""
+    return firsts.size > 0 and firsts[0] == 0 and ends[-1] == m and bool((firsts[1:] == ends[:-1]).all())
+
+
+def device_prepare(device_values, values: np.ndarray, firsts: np.ndarray, ends: np.ndarray, params: dict):
+    """(HostVectors, xt on the device) as ``prepare_vectors`` makes them, from the device-resident (m, N)
+    column-major ``device_values`` (equal to ``values``): the per-vector constants are computed on the device and
+    the matrices themselves are the layout (vector v = sample * nb + block is a column cut at a block), so
+    nothing is copied. None where this does not apply (``prepare_vectors`` then): blocks that do not cover the
+    rows in order, vectors longer than DEVICE_PREPARE_MAX_ROWS, or some vector needs cleaning (Inf, NaN)."""
+    M, N = values.shape
+    if not _tiles(firsts, ends, M) or int((ends - firsts).max()) > DEVICE_PREPARE_MAX_ROWS or not values.flags.f_contiguous:
+        return None
+    nv = firsts.size * N
+    offs = task_offsets(np.tile(ends - firsts, N))
+    with _LOCK:
+        if not _PREPARE_KERNEL:
+            _PREPARE_KERNEL.append(jit_nofma(_nofma_prepare))
+    xp = device_module()
+    d_x = device_layout(device_values, firsts, ends)
+    out = [np.zeros(nv, dtype=np.int8)] + [np.zeros(nv) for _ in range(4)] + [np.zeros(nv, dtype=np.int64)]
+    d_out = [xp.asarray(a) for a in out]
+    tpb = 32 if simulating() else THREADS_PER_BLOCK
+    _PREPARE_KERNEL[0][_blocks_for(nv, tpb, 1 << 16), tpb](
+        kernel_arg(d_x), kernel_arg(xp.asarray(offs)), params["eps_given"], params["eps"], params["default_t"],
+        params["t_hi"], params["t_lo"], params["min_seg"], kernel_arg(xp.empty(d_x.size)),
+        *(kernel_arg(d) for d in d_out))
+    dirty, vec_eps, vec_V, vec_thi, vec_tlo, ncand = (a if xp is np else xp.asnumpy(a) for a in d_out)
+    if dirty.any():
+        return None
+    return HostVectors(values.reshape(-1, order="F"), offs, task_offsets(ncand), vec_eps, vec_V, vec_thi, vec_tlo,
+                       dirty), d_x
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -156,7 +252,7 @@ def prepare_vectors(values: np.ndarray, firsts: np.ndarray, ends: np.ndarray, pa
 
 @register_jitable
 def locate(offs, k):
-    """(task, o, m, i): the vector holding flat position k of the task-major layout (binary search in
+    """(task, o, m, i): the vector holding flat position k of the layout (binary search in
     ``offs``), its offset and length, and k's position in it."""
     lo = 0
     hi = offs.shape[0] - 2
@@ -204,7 +300,7 @@ def _build_kernels(NW: int):
             mask[k] = 1 if is_candidate(xt[o:o + m], i, min_seg, vec_eps[task]) else 0
 
     def _nofma_stat(idx, n_idx, xt, St, Qt, offs, vec_V, min_seg, delta, max_int, w, jinv, jnn, jc, p, jstar):
-        """p[r], jstar[r] = scan_position of candidate position idx[r] (r-th candidate, task-major order)."""
+        """p[r], jstar[r] = scan_position of candidate position idx[r] (r-th candidate, in layout order)."""
         ybuf = cuda.local.array(NW, float64)
         ebuf = cuda.local.array(NW, float64)
         qbuf = cuda.local.array(NW, float64)
@@ -221,13 +317,13 @@ def _build_kernels(NW: int):
 
 
 def device_layout(device_values, firsts: np.ndarray, ends: np.ndarray):
-    """The task-major layout xt (task = block * N + sample; vector after vector) of a device-resident (m, N)
-    column-major matrix, made on the device (one concatenation of the vectors' column slices)."""
-    from ..cuda.runtime import device_module
-
+    """xt (``HostVectors``'s layout) of a device-resident (m, N) column-major matrix: the matrix itself where the
+    blocks cover its rows in order, else a concatenation of the vectors' column slices, made on the device."""
+    if _tiles(firsts, ends, device_values.shape[0]):
+        return device_values.reshape(-1, order="F")
     xp = device_module()
     N = device_values.shape[1]
-    parts = [device_values[f:e, k] for f, e in zip(firsts.tolist(), ends.tolist()) for k in range(N)]
+    parts = [device_values[f:e, k] for k in range(N) for f, e in zip(firsts.tolist(), ends.tolist())]
     return xp.concatenate(parts) if parts else xp.empty(0)
 
 
@@ -260,7 +356,7 @@ def _compact(d_mask):
 
 
 class Statistic:
-    """The statistic of every candidate position (task-major order: the candidates of task t are entries
+    """The statistic of every candidate position (layout order: the candidates of vector t are entries
     coffs[t]:coffs[t + 1] of ``p`` and ``jstar``), arriving on the host group by group: tasks
     ``bounds[g]:bounds[g + 1]`` are there once ``wait(g)`` returns. ``close()`` waits for everything still in
     flight and unlocks the host arrays; call it whatever happens."""
@@ -291,7 +387,7 @@ def task_groups(coffs: np.ndarray, groups: int) -> np.ndarray:
 def gpu_statistic(xt: np.ndarray, offs: np.ndarray, coffs: np.ndarray, vec_eps: np.ndarray, vec_V: np.ndarray,
                   min_seg: int, delta: int, max_int: int, w: float, timings: dict | None = None, device_xt=None,
                   groups: int = 1) -> Statistic:
-    """(p, jstar) of every candidate position in task-major order (``scan_position``), on the GPU; the
+    """(p, jstar) of every candidate position in layout order (``scan_position``), on the GPU; the
     candidates of task t are entries coffs[t]:coffs[t + 1]. Only these come back (compacted), in ``groups`` parts
     of about equal size (``task_groups``) computed and copied one after another, so that the host can finish a
     part while the next is computed. ``device_xt``: xt already on the device (``device_layout``), used instead of
@@ -336,8 +432,6 @@ def gpu_statistic(xt: np.ndarray, offs: np.ndarray, coffs: np.ndarray, vec_eps: 
                 jstar[a:b] = d_j[a:b].copy_to_host()
         return Statistic(p, jstar, bounds)
     import cupy as cp
-
-    from ..cuda.runtime import kernel_arg
 
     landing = Landing()
     p = landing.empty(n_idx)
@@ -566,8 +660,8 @@ def _finish_one(x, pos, p, js, n, full, V, t_hi, t_lo, alpha, no_merge, min_seg,
 @njit(parallel=True, cache=True, error_model="numpy", nogil=True)
 def _finish_all(xt, offs, coffs, p_c, j_c, full, vec_eps, vec_V, vec_thi, vec_tlo, alpha, no_merge, min_seg, delta,
                 max_int, w, tau, flags, counts, recomputed, first_task, end_task):
-    """``_finish_one`` of tasks first_task:end_task (p_c modified in place where recomputed; flags zero on
-    entry)."""
+    """``_finish_one`` of vectors first_task:end_task (``HostVectors``'s order; p_c modified in place where
+    recomputed; flags zero on entry)."""
     for task in prange(first_task, end_task):
         o = offs[task]
         m = offs[task + 1] - o
@@ -587,8 +681,8 @@ def _finish_all(xt, offs, coffs, p_c, j_c, full, vec_eps, vec_V, vec_thi, vec_tl
 
 @njit(parallel=True, cache=True, error_model="numpy", nogil=True)
 def _fill_all(xt, offs, flags, out_off, out_start, out_end, out_mean, out_median):
-    """Start, end (1-based, block-relative), mean and median of every final segment (host.fill_segments on the
-    task-major layout)."""
+    """Start, end (1-based, block-relative), mean and median of every final segment (host.fill_segments on
+    ``HostVectors``'s layout; vector v's segments go to out_off[v]:)."""
     for task in prange(offs.shape[0] - 1):
         f = offs[task]
         e = offs[task + 1]
@@ -597,7 +691,8 @@ def _fill_all(xt, offs, flags, out_off, out_start, out_end, out_mean, out_median
 
 @njit(parallel=True, cache=True, error_model="numpy", nogil=True)
 def _bounds_all(offs, flags, out_off, out_start, out_end):
-    """Start and end (1-based, block-relative) of every final segment (host.segment_bounds per vector)."""
+    """Start and end (1-based, block-relative) of every final segment (host.segment_bounds per vector; vector v's
+    segments go to out_off[v]:)."""
     for task in prange(offs.shape[0] - 1):
         segment_bounds(flags[offs[task]:offs[task + 1]], out_off[task], out_start, out_end)
 
@@ -628,12 +723,14 @@ def _segment_values_kernel():
         return _VALUES_KERNEL[0]
 
 
-def device_segment_values(d_x, vec: HostVectors, flags: np.ndarray, out_off: np.ndarray, out: dict,
-                          counts: np.ndarray) -> None:
-    """Fill out["start"], out["end"] on the host (a scan of ``flags``) and out["mean"], out["median"] on the device
-    from ``d_x``, the task-major vectors already there (``device_layout`` or the statistic's copy)."""
-    _bounds_all(vec.offs, flags, out_off, out["start"], out["end"])
-    seg_first = np.repeat(vec.offs[:-1], counts) + (out["start"] - 1)
+def device_segment_values(d_x, vec: HostVectors, flags: np.ndarray, out_off_v: np.ndarray, out: dict,
+                          task_first: np.ndarray, counts: np.ndarray) -> None:
+    """Fill out["start"], out["end"] on the host (a scan of ``flags``; vector v's segments go to out_off_v[v]:)
+    and out["mean"], out["median"] on the device from ``d_x``, the vectors already there (``HostVectors``'s
+    layout). ``task_first``, ``counts``: where each output task's vector starts in that layout, and its number of
+    segments."""
+    _bounds_all(vec.offs, flags, out_off_v, out["start"], out["end"])
+    seg_first = np.repeat(task_first, counts) + (out["start"] - 1)
     seg_len = out["end"] - out["start"] + 1
     n = seg_first.size
     d_mean = cuda.device_array(n, np.float64)
@@ -711,41 +808,51 @@ def segment_columns_arrays_gpu(values: np.ndarray, blocks, alpha=0.05, seg_media
         raise InputError(f"max_int must be at most {np.iinfo(JSTAR_DTYPE).max} for the GPU segmentation.")
     t = {} if timings is None else timings
     t0 = time.perf_counter()
-    vec = prepare_vectors(values, firsts, ends, params)
-    t["seg_prepare"] = time.perf_counter() - t0
-    report_cleaning(vec.dirty)
-    d_x = None  # the vectors on the device, where the statistic and the segment values are computed
+    prepared = None if device_values is None else device_prepare(device_values, values, firsts, ends, params)
+    if prepared is not None:
+        vec, d_x = prepared  # d_x: the vectors on the device, where the statistic and the segment values are computed
+        t["seg_device_prepare"] = time.perf_counter() - t0
+    else:
+        vec = prepare_vectors(values, firsts, ends, params)
+        t["seg_prepare"] = time.perf_counter() - t0
+        report_cleaning(vec.dirty)
+        d_x = None
+        if statistic is None:
+            t0 = time.perf_counter()
+            if device_values is not None and not vec.dirty.any():
+                d_x = device_layout(device_values, firsts, ends)
+                t["seg_device_layout"] = time.perf_counter() - t0
+            else:
+                d_x = _copy_in(vec.xt, None)
+                t["seg_copy_in"] = time.perf_counter() - t0
     if statistic is None:
-        t0 = time.perf_counter()
-        if device_values is not None and not vec.dirty.any():
-            d_x = device_layout(device_values, firsts, ends)
-            t["seg_device_layout"] = time.perf_counter() - t0
-        else:
-            d_x = _copy_in(vec.xt, None)
-            t["seg_copy_in"] = time.perf_counter() - t0
         statistic = partial(gpu_statistic, device_xt=d_x,
                             groups=STATISTIC_GROUPS if vec.coffs[-1] >= GROUPED_MIN_CANDIDATES else 1)
-    ntask = vec.offs.size - 1
+    nv = vec.offs.size - 1
     if vec.coffs[-1]:
         stat = statistic(vec.xt, vec.offs, vec.coffs, vec.vec_eps, vec.vec_V, params["min_seg"], params["delta"],
                          params["max_int"], params["w"], timings=t)
         if not isinstance(stat, Statistic):  # a replacement gives (p, jstar)
-            stat = Statistic(*stat, np.array([0, ntask]))
+            stat = Statistic(*stat, np.array([0, nv]))
     else:
-        stat = Statistic(np.zeros(0), np.zeros(0, dtype=JSTAR_DTYPE), np.array([0, ntask]))
+        stat = Statistic(np.zeros(0), np.zeros(0, dtype=JSTAR_DTYPE), np.array([0, nv]))
     t0 = time.perf_counter()
     try:
-        flags, counts, recomputed = _finish(vec, stat, params, full_recompute, t)
+        flags, counts_v, recomputed = _finish(vec, stat, params, full_recompute, t)
     finally:
         stat.close()
     t["seg_finish"] = time.perf_counter() - t0
     t["seg_recomputed"] = int(recomputed.sum())
     t0 = time.perf_counter()
+    vt = vector_of_task(firsts.size, N)
+    counts = counts_v[vt]  # output order: task = block * N + sample
     out_off, out = output_arrays(counts)
+    out_off_v = np.empty(nv, dtype=np.int64)
+    out_off_v[vt] = out_off[:-1]  # where each vector's segments go
     if out_off[-1] and d_x is not None:
-        device_segment_values(d_x, vec, flags, out_off, out, counts)
+        device_segment_values(d_x, vec, flags, out_off_v, out, vec.offs[:-1][vt], counts)
     elif out_off[-1]:  # a replaced statistic (tests): the vectors are on the host only
-        _fill_all(vec.xt, vec.offs, flags, out_off, out["start"], out["end"], out["mean"], out["median"])
+        _fill_all(vec.xt, vec.offs, flags, out_off_v, out["start"], out["end"], out["mean"], out["median"])
     label_tasks(out, counts, N)
     t["seg_fill"] = time.perf_counter() - t0
     return out

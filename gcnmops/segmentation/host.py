@@ -21,6 +21,8 @@ from .kernels import window_constants, window_count
 
 #: floor of the global variance
 VAR_FLOOR = 1e-15
+#: the default eps is this quantile of |diff(x)|
+EPS_QUANTILE = 0.75
 #: vectors at least this long are selected through a sample: two pivots bracketing the wanted rank leave a
 #: small middle part for the exact selection (about three times faster than quickselect on everything)
 SAMPLED_SELECT_MIN = 4096
@@ -78,38 +80,44 @@ def window_scratch(min_seg, max_int, w):
 # before the statistic
 # ---------------------------------------------------------------------------------------------------------
 
+@register_jitable
+def dirt(x):
+    """DIRTY_INF | DIRTY_NAN as found in x (0: every value finite)."""
+    code = 0
+    for i in range(x.shape[0]):
+        v = x[i]
+        if not math.isfinite(v):
+            code |= DIRTY_NAN if math.isnan(v) else DIRTY_INF
+    return code
+
+
 @njit(cache=True, error_model="numpy")
 def clean(x):
-    """In place: +Inf -> max finite, -Inf -> min finite, NaN -> 0. Returns DIRTY_INF | DIRTY_NAN as found."""
-    n = x.shape[0]
-    had_inf = False
-    had_nan = False
+    """In place: +Inf -> max finite, -Inf -> min finite, NaN -> 0. Returns ``dirt(x)`` as found."""
+    code = dirt(x)
+    if code == 0:
+        return 0
     lo = math.inf
     hi = -math.inf
-    for i in range(n):
+    for i in range(x.shape[0]):
         v = x[i]
-        if math.isnan(v):
-            had_nan = True
-        elif math.isinf(v):
-            had_inf = True
-        else:
+        if math.isfinite(v):
             if v < lo:
                 lo = v
             if v > hi:
                 hi = v
-    if had_inf or had_nan:
-        for i in range(n):
-            v = x[i]
-            if math.isnan(v):
-                x[i] = 0.0
-            elif v == math.inf:
-                x[i] = hi if hi > -math.inf else 0.0
-            elif v == -math.inf:
-                x[i] = lo if lo < math.inf else 0.0
-    return (DIRTY_INF if had_inf else 0) + (DIRTY_NAN if had_nan else 0)
+    for i in range(x.shape[0]):
+        v = x[i]
+        if math.isnan(v):
+            x[i] = 0.0
+        elif v == math.inf:
+            x[i] = hi if hi > -math.inf else 0.0
+        elif v == -math.inf:
+            x[i] = lo if lo < math.inf else 0.0
+    return code
 
 
-@njit(cache=True, error_model="numpy")
+@register_jitable
 def sample_sd(x):
     """R's sd(x) (n - 1 denominator); NaN for fewer than two values."""
     n = x.shape[0]
@@ -123,7 +131,7 @@ def sample_sd(x):
     return math.sqrt(acc / (n - 1))
 
 
-@njit(cache=True, error_model="numpy")
+@register_jitable
 def welford_var(x):
     """Sample variance of x by Welford's running update, floored at VAR_FLOOR."""
     mean = 0.0
@@ -139,29 +147,41 @@ def welford_var(x):
     return v
 
 
-@njit(cache=True, error_model="numpy")
-def vector_constants(x, eps_given, eps, default_t, t_hi, t_lo, work):
-    """(eps, t_hi, t_lo, V) of one clean vector x (length >= 1): eps = the 0.75 quantile of |diff(x)| unless
-    given, the merge thresholds +-2 sd(x) where ``default_t``, else as given, and the global variance V.
-    ``work``: scratch of length >= len(x) - 1."""
-    m = x.shape[0]
-    if not eps_given:
-        for i in range(m - 1):
-            work[i] = abs(x[i + 1] - x[i])
-        eps = quantile7_select(work, m - 1, 0.75)
+@register_jitable
+def abs_diffs(x, work):
+    """work[i] = |x[i+1] - x[i]| (i < len(x) - 1), whose EPS_QUANTILE quantile is the default eps."""
+    for i in range(x.shape[0] - 1):
+        work[i] = abs(x[i + 1] - x[i])
+
+
+@register_jitable
+def vector_scale(x, default_t, t_hi, t_lo):
+    """(t_hi, t_lo, V) of one clean vector x: the merge thresholds +-2 sd(x) where ``default_t``, else as given,
+    and the global variance V."""
     if default_t:
         sd = sample_sd(x)
         t_hi = 2.0 * sd
         t_lo = -2.0 * sd
-    return eps, t_hi, t_lo, welford_var(x)
+    return t_hi, t_lo, welford_var(x)
+
+
+@njit(cache=True, error_model="numpy")
+def vector_constants(x, eps_given, eps, default_t, t_hi, t_lo, work):
+    """(eps, t_hi, t_lo, V) of one clean vector x (length >= 1): eps = the EPS_QUANTILE quantile of |diff(x)|
+    unless given, and ``vector_scale``. ``work``: scratch of length >= len(x) - 1."""
+    if not eps_given:
+        abs_diffs(x, work)
+        eps = quantile7_select(work, x.shape[0] - 1, EPS_QUANTILE)
+    t_hi, t_lo, V = vector_scale(x, default_t, t_hi, t_lo)
+    return eps, t_hi, t_lo, V
 
 
 # ---------------------------------------------------------------------------------------------------------
 # selection
 # ---------------------------------------------------------------------------------------------------------
 
-@njit(cache=True, error_model="numpy")
-def _pair_select(buf, n, k):
+@register_jitable
+def pair_select(buf, n, k):
     """(x_(k), x_(k+1)): the k-th and (k+1)-th smallest (0-based) of buf[0:n], NaN for a missing second."""
     a = select_kth(buf, n, k)
     if k + 1 >= n:
@@ -204,17 +224,26 @@ def kth_pair(buf, n, k):
                 if v >= lo_v and v <= hi_v:
                     buf[wpos] = v
                     wpos += 1
-            return _pair_select(buf, c_mid, k - c_lo)
+            return pair_select(buf, c_mid, k - c_lo)
         # an unlucky sample (buf is untouched): plain selection
-    return _pair_select(buf, n, k)
+    return pair_select(buf, n, k)
 
 
 @njit(cache=True, error_model="numpy")
 def quantile7_select(buf, n, p):
-    """R's quantile(buf[0:n], p, type=7); reorders ``buf`` (selection instead of a full sort)."""
+    """R's quantile(buf[0:n], p, type=7); reorders ``buf`` (selection instead of a full sort: ``kth_pair``)."""
     if n == 0:
         return math.nan
     a, b = kth_pair(buf, n, quantile7_low_index(n, p))
+    return quantile7_pair(n, p, a, b)
+
+
+@register_jitable
+def quantile7_select_plain(buf, n, p):
+    """``quantile7_select`` by plain quickselect (``pair_select``, no sample: CUDA kernels allocate nothing)."""
+    if n == 0:
+        return math.nan
+    a, b = pair_select(buf, n, quantile7_low_index(n, p))
     return quantile7_pair(n, p, a, b)
 
 
@@ -447,9 +476,9 @@ def fill_segments(x, flags, o, out_start, out_end, out_mean, out_median):
         out_median[k] = median_of(x, s, e, buf)
 
 
-__all__ = ["VAR_FLOOR", "DIRTY_INF", "DIRTY_NAN", "task_rows", "local_half_width",
-           "has_neighbourhood",
-           "breakpoint_count", "window_scratch", "clean", "sample_sd", "welford_var", "vector_constants",
-           "kth_pair", "kth_pair_with_zeros", "quantile7_select", "median_of", "positive_support", "segment_ends_sparse",
+__all__ = ["VAR_FLOOR", "EPS_QUANTILE", "DIRTY_INF", "DIRTY_NAN", "task_rows", "local_half_width",
+           "has_neighbourhood", "breakpoint_count", "window_scratch", "dirt", "clean", "sample_sd", "welford_var",
+           "abs_diffs", "vector_scale", "vector_constants", "pair_select", "quantile7_select_plain", "kth_pair",
+           "kth_pair_with_zeros", "quantile7_select", "median_of", "positive_support", "segment_ends_sparse",
            "local_maxima", "segment_bounds",
            "fill_segments"]
