@@ -10,8 +10,7 @@ import time
 from pathlib import Path
 
 from .errors import InputError
-from .io.callfiles import VcfOptions
-from .io.writers import DEFAULT_FORMATS, FORMATS, check_formats, check_output_folder
+from .io.formats import DEFAULT_FORMATS, FORMATS, check_formats
 from .params import METHODS
 
 #: sample counts whose GPU kernels ``gcnmops warmup`` compiles besides the example's 40 (one per work-buffer size)
@@ -196,6 +195,7 @@ def _add_casemode(sub, run) -> None:
 
 
 def _reference_build(args) -> int:
+    gpu = _gpu_warmup(args)
     from .casemode import build_reference
     from .pipeline.methods import RUN_ARGS, build_params
 
@@ -204,6 +204,8 @@ def _reference_build(args) -> int:
     build_params(method.name, kwargs)  # before reading the input
     _set_threads(args.threads)
     t0 = time.perf_counter()
+    if gpu is not None:
+        gpu.wait()
     ref = build_reference(args.input, method.name, keep_counts=not args.no_counts, sex_aware=args.sex_aware,
                           sex=args.sex, genome=None if args.genome == "none" else args.genome, backend=args.backend,
                           **kwargs)
@@ -217,8 +219,9 @@ def _reference_build(args) -> int:
 
 
 def _call(args) -> int:
+    gpu = _gpu_warmup(args)
     from .casemode import call_samples, load_reference
-    from .io.writers import write_result
+    from .io.writers import check_output_folder, write_result
     from .pipeline.family import cnvr_per_sample
 
     formats = check_formats(args.formats)
@@ -226,6 +229,8 @@ def _call(args) -> int:
     _set_threads(args.threads)
     t0 = time.perf_counter()
     ref = load_reference(args.reference)
+    if gpu is not None:
+        gpu.wait()
     result = call_samples(args.input, ref, args.mode, sex=args.sex, integer=not args.no_integer, backend=args.backend)
     written = write_result(result.replace(cnvr=cnvr_per_sample(result)), args.outdir, formats=formats)
     s = result.summary()
@@ -245,14 +250,28 @@ def _sexes(info: list[dict]) -> str:
                                   f"{ratio(d['x_ratio'])}, y {ratio(d['y_ratio'])})" for d in info)
 
 
+def _gpu_warmup(args):
+    """For a command that may run on a GPU (--backend auto or gpu): the CUDA driver and the devices' contexts
+    started on a background thread while the command imports its modules and reads its input
+    (cuda.probe.warm_up_gpu), or None. The command waits for it before its first GPU work."""
+    if args.backend == "cpu":
+        return None
+    from .cuda.probe import warm_up_gpu
+
+    return warm_up_gpu(getattr(args, "devices", None))
+
+
 def _run(args) -> int:
+    method = METHODS[args.method]
+    gpu = _gpu_warmup(args)
+    if args.stream or (args.input and _is_store(args.input)):
+        return _run_streaming(args, method, gpu)
+    from .io.callfiles import VcfOptions
+    from .io.writers import check_output_folder
     from .pipeline.methods import RUN_ARGS, build_params
     from .pipeline.run import run_and_write
     from .progress import Progress
 
-    method = METHODS[args.method]
-    if args.stream or (args.input and _is_store(args.input)):
-        return _run_streaming(args, method)
     if args.keep is not None:
         raise InputError("--keep applies with --stream only")
     if args.example == bool(args.input):
@@ -281,6 +300,8 @@ def _run(args) -> int:
             vcf.checked(data.genomic_ranges())  # a VCF holds the regions, the reference every chromosome
         read_s = time.perf_counter() - t0
         progress.advance("read")
+        if gpu is not None:
+            gpu.wait()
         if sex_kwargs is not None:
             result, written = _sex_aware_run(args, method, data, kwargs, sex_kwargs, formats, vcf, progress, read_s)
         else:
@@ -444,8 +465,11 @@ def _is_store(path: str) -> bool:
     return is_zarr_path(Path(path))
 
 
-def _run_streaming(args, method) -> int:
-    """run --stream: gcnmops.run_streaming with a progress line per chromosome on stderr."""
+def _run_streaming(args, method, gpu) -> int:
+    """run --stream: gcnmops.run_streaming with a progress line per chromosome on stderr (``gpu``: _gpu_warmup's,
+    waited for before the run)."""
+    from .io.callfiles import VcfOptions
+    from .io.writers import check_output_folder
     from .pipeline.streaming import kept_matrices, run_streaming, stream_formats
 
     given = [o for o, v in (("--example", args.example), ("--controls", args.controls), ("--plots", args.plots),
@@ -472,6 +496,8 @@ def _run_streaming(args, method) -> int:
               f"{done.seconds:.1f} s; {100 * done.rows_done / done.regions:.0f}% of regions, {elapsed:.0f} s elapsed, "
               f"~{left:.0f} s to go", file=sys.stderr, flush=True)
 
+    if gpu is not None:
+        gpu.wait()
     result = run_streaming(args.input, args.outdir, method=method.name, keep=args.keep, integer=not args.no_integer,
                            formats=formats, backend=args.backend, vcf=vcf, on_chromosome=line, **kwargs)
     s = result.summary()
@@ -500,6 +526,7 @@ def _convert(args) -> int:
 def _batch(args) -> int:
     """Exit status 0 when every experiment is done, 1 when some failed, 130 when interrupted."""
     from .batch import format_summary, read_manifest, run_batch
+    from .io.writers import check_output_folder
 
     if args.devices is not None and args.workers is not None:
         raise InputError("give --devices (GPU workers) or --workers (CPU workers), not both")

@@ -1,10 +1,16 @@
-"""Gaps between the libraries we run on, closed once at import (before numba-cuda is loaded).
+"""Gaps between the libraries we run on, closed once at import (before numba-cuda is loaded), and the lazy
+exports of the packages whose public names pull in heavy libraries.
 
 - numba-cuda 0.30 registers an overload of ``np.row_stack`` when its numpy support loads; NumPy 2.5 removed
   ``row_stack`` (deprecated alias of ``vstack`` since 2.0), so loading numba.cuda fails there with an
   AttributeError. The alias is restored when missing; numpy's own ``vstack`` is what it always meant.
+- ``lazy_exports``: a package's public names imported from their modules on first use (PEP 562), so that
+  ``import gcnmops`` (and ``python -m gcnmops --help``) does not load pandas, numba or numba-cuda up front.
 """
 from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -12,3 +18,31 @@ import numpy as np
 def patch_numpy_for_numba_cuda() -> None:
     if not hasattr(np, "row_stack"):
         np.row_stack = np.vstack
+
+
+def lazy_exports(package: str, exports: Mapping[str, str], submodules: bool = False
+                 ) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
+    """(``__getattr__``, ``__dir__``) for the package named ``package``: ``exports`` maps each public name to the
+    module (relative to the package, e.g. ``".io.readers"``) that defines it; a name is imported on first access
+    and then kept in the package's namespace. ``submodules``: other public names are the package's submodules
+    (``gcnmops.io`` after a bare ``import gcnmops``), imported on first access as well."""
+    namespace = importlib.import_module(package).__dict__
+
+    def __getattr__(name: str):
+        where = exports.get(name)
+        if where is not None:
+            value = getattr(importlib.import_module(where, package), name)
+            namespace[name] = value
+            return value
+        if submodules and not name.startswith("_"):
+            try:
+                return importlib.import_module(f"{package}.{name}")
+            except ModuleNotFoundError as err:
+                if err.name != f"{package}.{name}":  # the submodule exists but one of its imports is missing
+                    raise
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    def __dir__() -> list[str]:
+        return sorted(set(namespace) | set(exports))
+
+    return __getattr__, __dir__

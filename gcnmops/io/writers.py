@@ -59,13 +59,10 @@ import pandas as pd
 from ..data import usable_cores
 from ..errors import InputError
 from ..progress import ticker
+from .formats import DEFAULT_FORMATS, FORMATS, check_formats
 from .callfiles import (VcfOptions, bed_cnvr, bed_cnvs, bed_max_position, bgzip, have_pysam, index_suffix,
                         sample_vcf_name, seg_table, tabix, vcf_max_position, write_vcf)
 
-#: every output format (the module docstring says what each writes)
-FORMATS = ("parquet", "tsv", "tsv.gz", "bed", "vcf", "seg", "rds")
-#: written when no formats are named
-DEFAULT_FORMATS = ("parquet", "bed", "vcf", "seg")
 #: the per-region matrices (file stems), written by "parquet", "tsv" and "tsv.gz"
 MATRICES = ("normalized_data", "local_assessments", "individual_call", "integer_copy_number", "ini_call",
             "params_L", "params_A")
@@ -398,23 +395,6 @@ def _label_columns(cn_index: np.ndarray, classes: list[str]) -> list:
 # -------------------------------------------------------------------------------------------------
 # write_result
 # -------------------------------------------------------------------------------------------------
-
-def check_formats(formats) -> tuple[str, ...]:
-    """The formats to write (``DEFAULT_FORMATS`` for None), validated: an InputError names unknown ones."""
-    if formats is None:
-        return DEFAULT_FORMATS
-    formats = tuple(dict.fromkeys(str(f).strip().lower() for f in formats if str(f).strip()))
-    unknown = [f for f in formats if f not in FORMATS]
-    if unknown:
-        import difflib
-
-        hints = [f"'{u}' (did you mean '{m[0]}'?)" if (m := difflib.get_close_matches(u, FORMATS, n=1)) else f"'{u}'"
-                 for u in unknown]
-        raise InputError(f"Unknown output format {', '.join(hints)}; choose from {', '.join(FORMATS)}.")
-    if not formats:
-        raise InputError(f"No output format named; choose from {', '.join(FORMATS)}.")
-    return formats
-
 
 def check_output_folder(outdir) -> Path:
     """``outdir`` as a Path, if results can be written there: an existing folder, or one that can be created
