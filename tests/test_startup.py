@@ -119,86 +119,106 @@ def test_submodules_are_attributes_and_unknown_names_are_attribute_errors():
 
 
 # ------------------------------------------------------------------------------------------- GPU warm-up
+class FakeDriver:
+    """cuda-python's ``cuda.bindings.driver`` as the warm-up uses it: each call returns (CUresult, value...) and is
+    recorded with its thread; ``fail``: the call that returns an error."""
+
+    class CUresult:
+        CUDA_SUCCESS = 0
+        CUDA_ERROR_NO_DEVICE = 100
+
+    def __init__(self, n_devices: int = 3, fail: str | None = None):
+        self.n, self.fail, self.calls = n_devices, fail, []
+
+    def _call(self, name, *args, value=None):
+        self.calls.append((name, args, threading.get_ident()))
+        if name == "cuInit":
+            time.sleep(0.1)  # the driver's start takes a while: the caller goes on meanwhile
+        if name == self.fail:
+            return (self.CUresult.CUDA_ERROR_NO_DEVICE,) + (() if value is None else (None,))
+        return (self.CUresult.CUDA_SUCCESS,) + (() if value is None else (value,))
+
+    def cuDriverGetVersion(self):
+        return self._call("cuDriverGetVersion", value=13000)
+
+    def cuInit(self, flags):
+        return self._call("cuInit", flags)
+
+    def cuDeviceGetCount(self):
+        return self._call("cuDeviceGetCount", value=self.n)
+
+    def cuDeviceGet(self, ordinal):
+        return self._call("cuDeviceGet", ordinal, value=f"dev{ordinal}")
+
+    def cuDevicePrimaryCtxRetain(self, dev):
+        return self._call("cuDevicePrimaryCtxRetain", dev, value=f"ctx-{dev}")
+
+
 @pytest.fixture
-def fake_gpu(monkeypatch):
-    """A GPU as far as the probe knows: a driver library, no simulator, not probed yet; the probe and the context
-    opening replaced by slow fakes that record their thread. Returns the record."""
-    calls: list[tuple[str, object, int]] = []
-
-    def slow_probe():
-        calls.append(("probe", None, threading.get_ident()))
-        time.sleep(0.1)
-        return True
-
-    def open_contexts(devices):
-        time.sleep(0.2)
-        calls.append(("contexts", devices, threading.get_ident()))
-
+def fake_driver(monkeypatch):
+    """A machine with a GPU driver as far as warm_up_gpu can tell, its binding replaced by a FakeDriver."""
+    driver = FakeDriver()
     monkeypatch.setattr(probe, "simulating", lambda: False)
     monkeypatch.setattr(probe, "driver_library_loads", lambda: True)
     monkeypatch.setattr(probe, "_PROBED", [])
-    monkeypatch.setattr(probe, "_probe_gpu", slow_probe)
-    monkeypatch.setattr(probe, "_open_contexts", open_contexts)
-    return calls
+    monkeypatch.setitem(sys.modules, "cuda.bindings", type(sys)("cuda.bindings"))
+    sys.modules["cuda.bindings"].driver = driver
+    return driver
 
 
-def test_warm_up_probes_and_opens_contexts_on_another_thread_and_the_backend_waits_for_it(fake_gpu):
-    warm = probe.warm_up_gpu([1])
-    assert warm is not None and warm.thread.is_alive()
-    assert probe.resolve_backend("gpu") == "gpu"  # waits for the warm-up's lock: the contexts are open now
-    assert [c[:2] for c in fake_gpu] == [("probe", None), ("contexts", [1])]
-    assert {c[2] for c in fake_gpu} == {warm.thread.ident} != {threading.get_ident()}
+def test_warm_up_starts_the_driver_and_retains_the_named_contexts_on_another_thread(fake_driver):
+    t0 = time.perf_counter()
+    warm = probe.warm_up_gpu([2, 0, 2, 9])
+    assert time.perf_counter() - t0 < 0.1 and warm.thread.is_alive()  # cuInit (0.1 s) runs on the thread
     warm.wait()
-    assert probe.gpu_available() and len(fake_gpu) == 2  # probed once
-    assert probe.warm_up_gpu() is None  # probed already: nothing started again
+    names = [c[0] for c in fake_driver.calls]
+    assert names == ["cuDriverGetVersion", "cuInit", "cuDeviceGetCount", "cuDeviceGet", "cuDevicePrimaryCtxRetain",
+                     "cuDeviceGet", "cuDevicePrimaryCtxRetain"]
+    retained = [c[1] for c in fake_driver.calls if c[0] == "cuDevicePrimaryCtxRetain"]
+    assert retained == [("dev2",), ("dev0",)]  # each existing device named, once; 9 is the run's to refuse
+    main, thread = threading.get_ident(), warm.thread.ident
+    assert fake_driver.calls[0][2] == main  # the library is loaded on the calling thread, before the thread starts
+    assert {c[2] for c in fake_driver.calls[1:]} == {thread} != {main}
+    assert probe._PROBED == []  # the probe is not made: numba-cuda makes it on the run's thread, as before
 
 
-def test_warm_up_failing_to_open_a_context_is_dropped_and_releases_the_lock(fake_gpu, monkeypatch, caplog):
-    def broken(devices):
-        raise RuntimeError("CUDA_ERROR_OUT_OF_MEMORY")
-
-    monkeypatch.setattr(probe, "_open_contexts", broken)
+@pytest.mark.parametrize("fail", ["cuInit", "cuDeviceGetCount", "cuDevicePrimaryCtxRetain"])
+def test_a_failing_driver_call_ends_the_warm_up_quietly(fake_driver, fail, caplog):
+    fake_driver.fail = fail
     with caplog.at_level("DEBUG", logger="gcnmops"):
-        warm = probe.warm_up_gpu()
-        warm.wait()
-    assert "CUDA_ERROR_OUT_OF_MEMORY" in caplog.text  # logged, not raised: the run's own first use raises it
-    assert probe._PROBE_LOCK.acquire(blocking=False)
-    probe._PROBE_LOCK.release()
-    assert probe.gpu_available()
+        probe.warm_up_gpu("all").wait()  # no exception: the run's own first GPU use meets the error, reports it
+    assert f"GPU warm-up stopped: {fail}" in caplog.text
+    names = [c[0] for c in fake_driver.calls]
+    assert names[-1] == fail and names.count(fail) == 1  # nothing after the failing call
 
 
-def test_no_warm_up_while_another_thread_probes_or_without_a_gpu(fake_gpu, monkeypatch):
-    with probe._PROBE_LOCK:  # a probe in progress elsewhere: left to it
-        assert probe.warm_up_gpu() is None
-    monkeypatch.setattr(probe, "driver_library_loads", lambda: False)
+def test_no_warm_up_without_a_usable_driver_binding_or_in_the_simulator(fake_driver, monkeypatch):
+    fake_driver.fail = "cuDriverGetVersion"
     assert probe.warm_up_gpu() is None
-    monkeypatch.setattr(probe, "driver_library_loads", lambda: True)
     monkeypatch.setattr(probe, "simulating", lambda: True)
     assert probe.warm_up_gpu() is None
-    assert fake_gpu == []
+    monkeypatch.setattr(probe, "simulating", lambda: False)
+    monkeypatch.setattr(probe, "driver_library_loads", lambda: False)
+    assert probe.warm_up_gpu() is None
+    assert [c[0] for c in fake_driver.calls] == ["cuDriverGetVersion"]  # nothing started
+    monkeypatch.setitem(sys.modules, "cuda.bindings", None)  # numba-cuda without cuda-python
+    monkeypatch.setattr(probe, "driver_library_loads", lambda: True)
+    assert probe.warm_up_gpu() is None
 
 
-def test_no_context_opened_where_the_probe_finds_no_gpu(fake_gpu, monkeypatch):
-    monkeypatch.setattr(probe, "_probe_gpu", lambda: False)
-    probe.warm_up_gpu().wait()
-    assert fake_gpu == [] and not probe.gpu_available()
+def test_the_real_binding_without_a_driver_ends_quietly(caplog):
+    driver = pytest.importorskip("cuda.bindings.driver")
+    if probe.driver_library_loads():
+        pytest.skip("a CUDA driver is installed here")
+    with caplog.at_level("DEBUG", logger="gcnmops"):
+        probe._start_driver(driver, None)
+    assert "GPU warm-up stopped" in caplog.text
 
 
-def test_open_contexts_retains_each_named_existing_device_once(monkeypatch):
-    from numba import cuda
-
-    class Device:
-        def __init__(self, k):
-            self.k = k
-
-        def get_primary_context(self):
-            opened.append(self.k)
-
-    monkeypatch.setattr(cuda, "gpus", [Device(k) for k in range(3)], raising=False)
-    for devices, expected in ((None, [0]), ("all", [0, 1, 2]), (2, [2]), ([1, 1, 7, 0], [1, 0])):
-        opened: list[int] = []
-        probe._open_contexts(devices)
-        assert opened == expected, devices
+def test_device_ids():
+    assert probe._device_ids(None, 2) == [0] and probe._device_ids(None, 0) == []
+    assert probe._device_ids("all", 3) == [0, 1, 2] and probe._device_ids(1, 3) == [1]
+    assert probe._device_ids([1, 1, 7, 0], 3) == [1, 0]
 
 
 def test_run_waits_for_the_warm_up_after_reading_and_before_the_run(monkeypatch, tmp_path):

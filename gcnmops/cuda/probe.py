@@ -1,5 +1,5 @@
 """Is there a usable CUDA GPU, and which backend a call runs on ("cpu", "gpu", or "auto"); the CUDA driver and the
-devices' contexts started on a background thread while a command reads its input (``warm_up_gpu``)."""
+devices' primary contexts started on a background thread while a command imports and reads (``warm_up_gpu``)."""
 from __future__ import annotations
 
 import ctypes
@@ -24,17 +24,11 @@ def gpu_available() -> bool:
     """True when a real CUDA device can run the model here (numba-cuda and a driver); never raises.
 
     Probed once per process, under a lock: numba-cuda's driver initialization is not thread-safe, and
-    several task threads of one Dask worker asking at once saw no GPU (seen on an H100 with 8 threads).
-    While ``warm_up_gpu``'s thread holds the lock (the probe, then the devices' contexts), this waits for it."""
+    several task threads of one Dask worker asking at once saw no GPU (seen on an H100 with 8 threads)."""
     with _PROBE_LOCK:
-        return _probed()
-
-
-def _probed() -> bool:
-    """The probe's answer, probing once; the caller holds _PROBE_LOCK."""
-    if not _PROBED:
-        _PROBED.append(_probe_gpu())
-    return _PROBED[0]
+        if not _PROBED:
+            _PROBED.append(_probe_gpu())
+        return _PROBED[0]
 
 
 def _probe_gpu() -> bool:
@@ -101,55 +95,60 @@ class GpuWarmup:
 
 
 def warm_up_gpu(devices: int | Sequence[int] | str | None = None) -> GpuWarmup | None:
-    """Start the GPU probe (cuInit, the device list) and the primary contexts of ``devices`` (None: device 0;
-    "all"; an id or a list of ids, as the model's ``devices``) on a background thread, and return it; None where
-    no GPU can be there (no driver library, the CUDA simulator), or the probe has already answered.
+    """Start the CUDA driver (cuInit) and create the primary context of each of ``devices`` (None: device 0;
+    "all"; an id or a list of ids, as the model's ``devices``) on a background thread, and return it; None where no
+    GPU can be there (no driver library, the CUDA simulator) or cuda-python's driver binding is missing.
 
-    What the thread does is what the run's first GPU use does anyway (``resolve_backend``, then the first context
-    on each device: ~0.5 s on an H100), moved to overlap with the imports and the input read of a command; the
-    driver calls release the GIL. Safe by construction:
+    This is the costly part of the run's first GPU use (~0.5 s on an H100: the probe and the first context), moved
+    to overlap with the imports and the input read of a command. Safe by construction:
 
-    - numba-cuda is imported here, on the calling thread, before the thread starts: the thread imports nothing
-      that the caller might be importing at the same time (imports racing on two threads can deadlock);
-    - the probe's lock is taken here and released by the thread after the last context, so ``gpu_available``
-      (which every backend resolution, hence every GPU path, goes through) waits for it: no CUDA call runs on two
-      threads at once during the driver's start. Callers also ``wait()`` before their first GPU work;
-    - a failure to open a context is logged (debug) and dropped: the contexts are retained by numba-cuda only
-      when opened, so the run's own first use opens it again and raises its error where it did before.
+    - the thread makes raw driver calls only (cuda-python's ``cuda.bindings.driver``, which releases the GIL): it
+      creates no numba-cuda or cupy object, so numba-cuda's own start (the probe, its Device and Context objects)
+      runs on the caller's threads exactly as without the warm-up, and finds the driver started and the contexts
+      made (the driver counts the thread's retain: the contexts stay until the process ends);
+    - it imports nothing: the binding and the driver library are loaded here, on the calling thread, before it
+      starts (imports racing on two threads can deadlock);
+    - the CUDA driver API is thread-safe, and callers ``wait()`` before their first GPU work anyway;
+    - a failure is logged (debug) and dropped: the run's own first use meets it again and reports it as before
+      (no GPU for ``--backend auto``, the InputError of ``--backend gpu``, a context that cannot be created).
     """
-    if simulating() or not driver_library_loads() or not _PROBE_LOCK.acquire(blocking=False):
+    if not driver_library_loads() or simulating():
         return None
-    thread = None  # the lock passes to the thread, which releases it when done: nothing probes in between
     try:
-        if not _PROBED:  # else probed before: the run's contexts may be in use already
-            from numba import cuda  # noqa: F401 - see above: imported before the thread starts
-            thread = threading.Thread(target=_warm_up, args=(devices,), name="gcnmops-gpu-warmup", daemon=True)
-            thread.start()
-    except Exception:  # noqa: BLE001 - numba without its CUDA target, or no thread to be had
-        thread = None
-    if thread is None:
-        _PROBE_LOCK.release()
+        from cuda.bindings import driver
+
+        _driver_call(driver, "cuDriverGetVersion")  # loads the driver library and its entry points here
+    except Exception as err:  # noqa: BLE001 - no binding, or a driver it cannot use: the run's probe decides
+        log.debug("GPU warm-up not started: %s", err)
         return None
+    thread = threading.Thread(target=_start_driver, args=(driver, devices), name="gcnmops-gpu-warmup", daemon=True)
+    thread.start()
     return GpuWarmup(thread)
 
 
-def _warm_up(devices) -> None:
-    """The thread of ``warm_up_gpu``: it starts holding _PROBE_LOCK and releases it when done."""
+def _start_driver(driver, devices) -> None:
+    """The thread of ``warm_up_gpu``: cuInit, then cuDevicePrimaryCtxRetain for each device named that exists."""
     try:
-        if _probed():
-            _open_contexts(devices)
-    except Exception as err:  # noqa: BLE001 - the run's own first use raises it where it did before
-        log.debug("GPU warm-up: a device context could not be opened (%s); the run opens it itself", err)
-    finally:
-        _PROBE_LOCK.release()
+        _driver_call(driver, "cuInit", 0)
+        n = _driver_call(driver, "cuDeviceGetCount")
+        for d in _device_ids(devices, n):
+            _driver_call(driver, "cuDevicePrimaryCtxRetain", _driver_call(driver, "cuDeviceGet", d))
+    except Exception as err:  # noqa: BLE001 - the run's own first use meets it again and reports it
+        log.debug("GPU warm-up stopped: %s", err)
 
 
-def _open_contexts(devices) -> None:
-    """Retain (create) the primary context of each device named by ``devices`` that exists (not made current on
-    this thread: numba-cuda and cupy make it current on the run's threads as they use it)."""
-    from numba import cuda
+def _driver_call(driver, name: str, *args):
+    """``driver.<name>(*args)`` of cuda-python (which returns (CUresult, value...)): the value, or None; a
+    RuntimeError naming the call and the CUresult when it failed."""
+    err, *values = getattr(driver, name)(*args)
+    if err != driver.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"{name}: {err!r}")
+    return values[0] if values else None
 
-    n = len(cuda.gpus)
+
+def _device_ids(devices, n: int) -> list[int]:
+    """The ids of the ``n`` devices that ``devices`` names (None: 0; "all"; an id; a list), each once, in order;
+    ids that do not exist are left to the run to refuse."""
     if devices is None:
         ids = [0]
     elif isinstance(devices, str):
@@ -158,6 +157,4 @@ def _open_contexts(devices) -> None:
         ids = [devices]
     else:
         ids = [int(d) for d in devices]
-    for d in dict.fromkeys(ids):
-        if 0 <= d < n:
-            cuda.gpus[d].get_primary_context()
+    return [d for d in dict.fromkeys(ids) if 0 <= d < n]
