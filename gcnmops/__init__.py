@@ -46,7 +46,7 @@ _EXPORTS = {
     "convert_counts": ".io.store",
 }
 __all__ = list(_EXPORTS)
-__getattr__, __dir__ = compat.lazy_exports(__name__, _EXPORTS, submodules=True)
+__getattr__, __dir__ = compat.lazy_exports(globals(), _EXPORTS, submodules=True)
 
 if TYPE_CHECKING:  # what type checkers and editors see: the same names, imported eagerly
     from .calls.integer import calc_integer_copy_numbers

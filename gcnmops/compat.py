@@ -20,13 +20,13 @@ def patch_numpy_for_numba_cuda() -> None:
         np.row_stack = np.vstack
 
 
-def lazy_exports(package: str, exports: Mapping[str, str], submodules: bool = False
+def lazy_exports(namespace: dict, exports: Mapping[str, str], submodules: bool = False
                  ) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
-    """(``__getattr__``, ``__dir__``) for the package named ``package``: ``exports`` maps each public name to the
-    module (relative to the package, e.g. ``".io.readers"``) that defines it; a name is imported on first access
-    and then kept in the package's namespace. ``submodules``: other public names are the package's submodules
-    (``gcnmops.io`` after a bare ``import gcnmops``), imported on first access as well."""
-    namespace = importlib.import_module(package).__dict__
+    """(``__getattr__``, ``__dir__``) for the package whose ``globals()`` is ``namespace``: ``exports`` maps each
+    public name to the module (relative to the package, e.g. ``".io.readers"``) that defines it; a name is
+    imported on first access and then kept in the package's namespace. ``submodules``: other public names are
+    the package's submodules (``gcnmops.io`` after a bare ``import gcnmops``), imported on first access as well."""
+    package = namespace["__name__"]
 
     def __getattr__(name: str):
         where = exports.get(name)

@@ -18,7 +18,7 @@ _EXPORTS = {
     "count_data_from_frame": ".columns",
 }
 __all__ = list(_EXPORTS)
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)
 
 if TYPE_CHECKING:
     from .columns import count_data_from_array, count_data_from_frame
