@@ -106,8 +106,8 @@ def warm_up_gpu(devices: int | Sequence[int] | str | None = None) -> GpuWarmup |
       creates no numba-cuda or cupy object, so numba-cuda's own start (the probe, its Device and Context objects)
       runs on the caller's threads exactly as without the warm-up, and finds the driver started and the contexts
       made (the driver counts the thread's retain: the contexts stay until the process ends);
-    - it imports nothing: the binding and the driver library are loaded here, on the calling thread, before it
-      starts (imports racing on two threads can deadlock);
+    - it imports nothing: the binding, the driver library and its entry points are loaded here (the first driver
+      call loads them all), on the calling thread, before it starts (imports racing on two threads can deadlock);
     - the CUDA driver API is thread-safe, and callers ``wait()`` before their first GPU work anyway;
     - a failure is logged (debug) and dropped: the run's own first use meets it again and reports it as before
       (no GPU for ``--backend auto``, the InputError of ``--backend gpu``, a context that cannot be created).
