@@ -72,6 +72,9 @@ except Exception:  # noqa: BLE001 - numba without its CUDA target
 #: a GPU p stands for [p (1 - TAU), p (1 + TAU)]; measured GPU/CPU differences are ~1e-14 relative
 TAU = 1e-9
 THREADS_PER_BLOCK = 128
+#: kernels with one thread per vector or per segment (few threads, long sequential loops) use small blocks, so that
+#: they spread over every multiprocessor
+SPREAD_THREADS_PER_BLOCK = 32
 #: the statistic comes back in this many parts (the host finishes one while the GPU computes the next) ...
 STATISTIC_GROUPS = 4
 #: ... where there are at least this many candidate positions
@@ -234,7 +237,7 @@ def device_prepare(device_values, values: np.ndarray, firsts: np.ndarray, ends: 
     d_x = device_layout(device_values, firsts, ends)
     out = [np.zeros(nv, dtype=np.int8)] + [np.zeros(nv) for _ in range(4)] + [np.zeros(nv, dtype=np.int64)]
     d_out = [xp.asarray(a) for a in out]
-    tpb = 32 if simulating() else THREADS_PER_BLOCK
+    tpb = SPREAD_THREADS_PER_BLOCK
     _PREPARE_KERNEL[0][_blocks_for(nv, tpb, 1 << 16), tpb](
         kernel_arg(d_x), kernel_arg(xp.asarray(offs)), params["eps_given"], params["eps"], params["default_t"],
         params["t_hi"], params["t_lo"], params["min_seg"], kernel_arg(xp.empty(d_x.size)),
@@ -735,7 +738,7 @@ def device_segment_values(d_x, vec: HostVectors, flags: np.ndarray, out_off_v: n
     n = seg_first.size
     d_mean = cuda.device_array(n, np.float64)
     d_median = cuda.device_array(n, np.float64)
-    tpb = 32 if simulating() else THREADS_PER_BLOCK
+    tpb = SPREAD_THREADS_PER_BLOCK
     _segment_values_kernel()[_blocks_for(n, tpb, 1 << 16), tpb](
         d_x, cuda.to_device(seg_first), cuda.to_device(seg_len), cuda.device_array(int(vec.offs[-1]), np.float64),
         d_mean, d_median)
