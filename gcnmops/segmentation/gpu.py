@@ -226,7 +226,8 @@ def device_prepare(device_values, values: np.ndarray, firsts: np.ndarray, ends: 
     nothing is copied. None where this does not apply (``prepare_vectors`` then): blocks that do not cover the
     rows in order, vectors longer than DEVICE_PREPARE_MAX_ROWS, or some vector needs cleaning (Inf, NaN)."""
     M, N = values.shape
-    if not _tiles(firsts, ends, M) or int((ends - firsts).max()) > DEVICE_PREPARE_MAX_ROWS or not values.flags.f_contiguous:
+    if (not _tiles(firsts, ends, M) or int((ends - firsts).max()) > DEVICE_PREPARE_MAX_ROWS
+            or not values.flags.f_contiguous):
         return None
     nv = firsts.size * N
     offs = task_offsets(np.tile(ends - firsts, N))

@@ -480,5 +480,4 @@ __all__ = ["VAR_FLOOR", "EPS_QUANTILE", "DIRTY_INF", "DIRTY_NAN", "task_rows", "
            "has_neighbourhood", "breakpoint_count", "window_scratch", "dirt", "clean", "sample_sd", "welford_var",
            "abs_diffs", "vector_scale", "vector_constants", "pair_select", "quantile7_select_plain", "kth_pair",
            "kth_pair_with_zeros", "quantile7_select", "median_of", "positive_support", "segment_ends_sparse",
-           "local_maxima", "segment_bounds",
-           "fill_segments"]
+           "local_maxima", "segment_bounds", "fill_segments"]

@@ -328,6 +328,6 @@ def scan_position(S, Q, i, m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf
     return val, js
 
 
-__all__ = ["T_VAR_EPS", "CANCELLATION_LIMIT", "prefix_sums", "candidate_range", "jump_exceeds", "is_candidate", "window_count", "window_t",
-           "window_fits", "window_limit", "window_constants", "window_deviates", "position_stat", "position_scan",
-           "exact_tail", "position_stat_plain", "scan_position"]
+__all__ = ["T_VAR_EPS", "CANCELLATION_LIMIT", "prefix_sums", "candidate_range", "jump_exceeds", "is_candidate",
+           "window_count", "window_t", "window_fits", "window_limit", "window_constants", "window_deviates",
+           "position_stat", "position_scan", "exact_tail", "position_stat_plain", "scan_position"]
