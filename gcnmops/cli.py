@@ -302,6 +302,7 @@ def _run(args) -> int:
         progress.advance("read")
         if gpu is not None:
             gpu.wait()
+        data, controls = _handed_over(data), _handed_over(controls)
         if sex_kwargs is not None:
             result, written = _sex_aware_run(args, method, data, kwargs, sex_kwargs, formats, vcf, progress, read_s)
         else:
@@ -433,6 +434,14 @@ def _read_input(args, method):
     return data, None
 
 
+def _handed_over(obj):
+    """``obj`` (what ``_read_input`` returned) for the method's entry point: a CountData it read, and so validated,
+    is handed over as such (``data.Validated``: not validated a second time); a path or None as it is."""
+    from .data import CountData, Validated
+
+    return Validated(obj) if isinstance(obj, CountData) else obj
+
+
 def _summary(result, outdir: Path, n_files: int) -> str:
     s = result.summary()
     lines = [
@@ -557,13 +566,16 @@ def _info() -> int:
 
 
 def _warmup(args) -> int:
-    """Run the example cohort through every stage (and writer) once, so that every kernel is compiled and cached."""
+    """Byte-compile the package, then run the example cohort through every stage (and writer) once, so that every
+    kernel is compiled and cached."""
     import tempfile
 
     from .cuda.probe import gpu_available
     from .example import example_cohort
+    from .jitcache import compile_bytecode
     from .pipeline.run import run_and_write
 
+    compile_bytecode()
     backends = ["cpu", "gpu"] if args.backend == "auto" and gpu_available() else [
         "cpu" if args.backend == "auto" else args.backend]
     for backend in backends:

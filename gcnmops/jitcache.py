@@ -99,6 +99,18 @@ def caching() -> bool:
     return _CACHING
 
 
+def compile_bytecode() -> int:
+    """Byte-compile the package's modules into its ``__pycache__`` folders where that is writable, as ``pip
+    install`` does; ``gcnmops warmup`` calls it for a source checkout run where Python writes no bytecode
+    (``PYTHONDONTWRITEBYTECODE``): each process would compile ~190 modules from source (0.5 s on the H100
+    machine). Returns how many files were compiled; a read-only install compiles none (never an error)."""
+    import compileall
+
+    before = sum(1 for _ in PACKAGE_DIR.rglob("__pycache__/*.pyc"))
+    compileall.compile_dir(str(PACKAGE_DIR), quiet=2)  # quiet=2: not even the files it cannot write
+    return sum(1 for _ in PACKAGE_DIR.rglob("__pycache__/*.pyc")) - before
+
+
 def _without_cache() -> None:
     """No folder can be written: ``cache=True`` kernels are compiled in every process instead of failing."""
     from numba.core import caching, dispatcher

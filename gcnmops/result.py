@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from .data import region_names as row_names_of
+from .data import chromosome_blocks, region_names as row_names_of
 from .errors import InputError
 
 SEGMENT_COLUMNS = ["seqnames", "start", "end", "sampleName", "median", "mean", "CN"]
@@ -52,7 +52,7 @@ class ResultCounts:
         return {
             "regions": int(self.local_assessments.shape[0]),
             "samples": len(self.sample_names),
-            "chromosomes": int(self.gr["seqnames"].nunique()),
+            "chromosomes": len({name for name, _, _ in chromosome_blocks(self.gr["seqnames"])}),
             "segments": len(self.segmentation),
             "cnvs": len(self.cnvs),
             "cnv_regions": len(self.cnvr),

@@ -148,3 +148,23 @@ def test_a_read_only_install_used_by_an_unprivileged_user():
         for folder, _, _ in os.walk(install):
             os.chmod(folder, 0o755)
         shutil.rmtree(scratch)
+
+
+def test_compile_bytecode_writes_the_missing_pyc_files_once(monkeypatch, tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "a.py").write_text("X = 1\n")
+    (pkg / "sub" / "b.py").write_text("Y = 2\n")
+    monkeypatch.setattr(jitcache, "PACKAGE_DIR", pkg)
+    assert jitcache.compile_bytecode() == 2
+    assert len(list(pkg.rglob("__pycache__/*.pyc"))) == 2
+    assert jitcache.compile_bytecode() == 0  # up to date: nothing compiled again
+
+
+def test_compile_bytecode_of_an_unwritable_package_is_not_an_error(monkeypatch, tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "a.py").write_text("X = 1\n")
+    (pkg / "__pycache__").write_text("a file where the folder should be\n")  # no folder can be made there
+    monkeypatch.setattr(jitcache, "PACKAGE_DIR", pkg)
+    assert jitcache.compile_bytecode() == 0
