@@ -580,14 +580,24 @@ def _warmup(args) -> int:
         "cpu" if args.backend == "auto" else args.backend]
     for backend in backends:
         t0 = time.perf_counter()
-        # GPU kernels are compiled per work-buffer size (model.gpu.local_work_size): one cohort per size
-        cohorts = [example_cohort()[0]] + ([example_cohort(n_regions=2000, n_samples=n)[0] for n in WARMUP_SAMPLES]
+        # GPU kernels are compiled per work-buffer size (model.gpu.local_work_size): one cohort per size; the
+        # first one's chromosomes are longer than the GPU segmentation prepares on the device (its host pass)
+        cohorts = [example_cohort()[0]] + ([example_cohort(n_regions=n_regions, n_samples=n)[0]
+                                            for n_regions, n in zip(_warmup_regions(), WARMUP_SAMPLES)]
                                            if backend == "gpu" else [])
         for data in cohorts:
             with tempfile.TemporaryDirectory(prefix="gcnmops-warmup-") as folder:
                 run_and_write("cn.mops", data, folder, backend=backend, formats=[f for f in FORMATS if f != "rds"])
         print(f"gcnmops warmup: {backend} kernels compiled and cached ({time.perf_counter() - t0:.1f} s)")
     return 0
+
+
+def _warmup_regions() -> list[int]:
+    """Regions of the GPU warm-up cohorts (one per WARMUP_SAMPLES): the first with two chromosomes too long to be
+    prepared on the device (segmentation.gpu.DEVICE_PREPARE_MAX_ROWS), so that the host pass is compiled too."""
+    from .segmentation.gpu import DEVICE_PREPARE_MAX_ROWS
+
+    return [2 * DEVICE_PREPARE_MAX_ROWS + 2] + [2000] * (len(WARMUP_SAMPLES) - 1)
 
 
 def _configure_logging(verbose: bool) -> None:

@@ -76,6 +76,16 @@ class CountData:
         return pd.DataFrame({"seqnames": UNDEF_CHROMOSOME, "start": idx, "end": idx})
 
 
+@dataclass(frozen=True)
+class Validated:
+    """A CountData as :func:`make_count_data` returned it, unchanged since, that our own code (the command line)
+    hands to an entry point: ``read_counts`` takes it as it is instead of validating every count and region again
+    (~0.4 s at 7 M regions). Not for users: a CountData built or changed by hand is validated by every entry
+    point."""
+
+    data: CountData
+
+
 def region_names(gr: pd.DataFrame) -> list[str]:
     """cn.mops's row names of ranged input: "chr_start_end" for every row of ``gr``."""
     return (gr["seqnames"].astype(str) + "_" + gr["start"].astype(str) + "_" + gr["end"].astype(str)).tolist()
@@ -130,47 +140,74 @@ def validate_counts(values: np.ndarray, what: str = "read count matrix", *, samp
     return arr
 
 
-#: matrices of fewer cells are converted and checked in one go; larger ones in row blocks, on every core
+#: matrices of fewer cells are converted and checked in one go; larger ones in blocks, on every core
 _PARALLEL_CELLS = 1 << 21
-#: (rows, columns) of the tiles a row block is converted in: 512 KB of float64
+#: (rows, columns) of the tiles a row block is converted in: 512 KB of float64 (more rows for fewer columns)
 _TILE = (512, 128)
+#: cells of the pieces a float64 column-major matrix (used as it is, not converted) is checked in: 32 MB
+_PIECE_CELLS = 1 << 22
+#: the bits of float64 2^53 (MAX_COUNT) read as an unsigned integer: a float64 lies in [+0, 2^53] exactly when its
+#: bits, so read, are at most this (the sign bit makes every negative number and -0.0 larger, and +inf and NaN lie
+#: above every finite number)
+_MAX_COUNT_BITS = int(np.array(float(MAX_COUNT)).view(np.uint64))
+
+
+def _within_limits(values: np.ndarray) -> bool:
+    """True if every value of ``values`` (any shape and strides; native float64, or integers compared before any
+    conversion) lies in [0, MAX_COUNT]: one reduction (a maximum of the values read as unsigned integers), not a
+    minimum and a maximum. A -0.0 fails here (validate_counts' own checks accept it: the answer is the same)."""
+    if values.size == 0:
+        return True
+    if values.dtype.kind == "u":
+        return int(values.max()) <= MAX_COUNT
+    unsigned = values.view(values.dtype.str.replace("f", "u").replace("i", "u"))  # byte order kept
+    if values.dtype.kind == "f":
+        return int(unsigned.max()) <= _MAX_COUNT_BITS
+    signed_max = (1 << (8 * values.dtype.itemsize - 1)) - 1  # negative integers read as unsigned lie above it
+    return int(unsigned.max()) <= min(signed_max, MAX_COUNT)
 
 
 def _float64_if_clean(arr: np.ndarray) -> np.ndarray | None:
     """``np.asarray(arr, dtype=np.float64, order="F")`` (``arr`` itself when it is one already) if every count is
     finite, >= 0 and <= MAX_COUNT (integers compared before the conversion rounds them), else None: then
-    ``validate_counts``' own checks find the first bad cell and say what is wrong.
+    ``validate_counts``' own checks find the first bad cell and say what is wrong (a -0.0 also takes that way).
 
-    One pass: row blocks of a few MB are converted tile by tile (_TILE) and their minimum and maximum taken while
-    the block is in cache, the blocks in threads (numpy releases the GIL), instead of a conversion and four
-    passes over the whole matrix."""
+    One pass, on every core (numpy releases the GIL): a native float64 column-major matrix is checked in pieces of
+    _PIECE_CELLS of its memory, one reduction each (``_within_limits``); any other is converted in row blocks of a
+    few MB, tile by tile, each float tile checked while it is in cache (integers: each block before it is
+    converted), instead of a conversion and four passes over the whole matrix."""
     m, n = arr.shape
     ints = arr.dtype.kind in "iu"
-
-    def clean(values: np.ndarray) -> bool:
-        return bool(values.min() >= 0 and values.max() <= MAX_COUNT)  # NaN fails both comparisons
-
     if arr.size < _PARALLEL_CELLS:
         out = np.asarray(arr, dtype=np.float64, order="F")
-        return out if arr.size == 0 or clean(arr if ints else out) else None
-    copy = not (arr.dtype == np.float64 and arr.flags.f_contiguous)
-    out = np.empty((m, n), dtype=np.float64, order="F") if copy else arr
+        return out if _within_limits(arr if ints else out) else None
+    from concurrent.futures import ThreadPoolExecutor
+
+    if arr.dtype == np.float64 and arr.dtype.isnative and arr.flags.f_contiguous:
+        flat = arr.ravel(order="F")  # a view: its memory in order
+
+        def piece(a: int) -> bool:
+            return _within_limits(flat[a:a + _PIECE_CELLS])
+
+        starts = range(0, flat.size, _PIECE_CELLS)
+        with ThreadPoolExecutor(max_workers=max(1, min(usable_cores(), len(starts)))) as pool:
+            return arr if all(list(pool.map(piece, starts))) else None
+    out = np.empty((m, n), dtype=np.float64, order="F")
     rows = max(4096, (1 << 20) // n)
+    tile_rows = max(_TILE[0], (_TILE[0] * _TILE[1]) // n)
 
     def block(i: int) -> bool:
         src = arr[i:i + rows]
-        ok = clean(src) if ints else True
-        for r in range(0, src.shape[0], _TILE[0]):  # tile by tile: a row-major source's transposing copy stays in
-            r1 = min(src.shape[0], r + _TILE[0])     # cache (column by column, 1,000 samples: 5-7x slower)
+        if ints and not _within_limits(src):
+            return False
+        for r in range(0, src.shape[0], tile_rows):  # tile by tile: a row-major source's transposing copy stays
+            r1 = min(src.shape[0], r + tile_rows)      # in cache (column by column, 1,000 samples: 5-7x slower)
             for c in range(0, n, _TILE[1]):
                 tile = out[i + r:i + r1, c:c + _TILE[1]]
-                if copy:
-                    tile[...] = src[r:r1, c:c + _TILE[1]]
-                if not ints:
-                    ok = ok and clean(tile)
-        return ok
-
-    from concurrent.futures import ThreadPoolExecutor
+                tile[...] = src[r:r1, c:c + _TILE[1]]
+                if not ints and not _within_limits(tile):
+                    return False
+        return True
 
     with ThreadPoolExecutor(max_workers=max(1, min(usable_cores(), -(-m // rows)))) as pool:
         ok = all(list(pool.map(block, range(0, m, rows))))
@@ -262,12 +299,15 @@ def make_count_data(
     *,
     min_samples: int = 2,
     what: str = "read count matrix",
+    owned_ranges: bool = False,
 ) -> CountData:
     """Validate counts, names and ranges and bring the rows of each chromosome together.
 
     Rows of one chromosome must be contiguous (cn.mops cuts the matrix per chromosome); if they are
     not, rows are stably regrouped by chromosome in order of first appearance, with a warning. Rows whose
     starts decrease within a chromosome are sorted by start (:func:`sorted_within_chromosomes`).
+    ``owned_ranges``: ``ranges`` was made for this call (by a reader) and nothing else holds it: its columns may
+    become the data's without a copy (:func:`validate_ranges`).
     """
     arr = validate_counts(counts, what, sample_names=sample_names, ranges=ranges)
     m, n = arr.shape
@@ -291,7 +331,7 @@ def make_count_data(
         check_names(names)
     blocks = None
     if ranges is not None:
-        ranges = validate_ranges(ranges, m)
+        ranges = validate_ranges(ranges, m, owned=owned_ranges)
         blocks = chromosome_blocks(ranges["seqnames"])
         if not rows_grouped(blocks):
             log.warning("Rows of a chromosome were not contiguous: regrouping rows by chromosome.")
@@ -307,17 +347,20 @@ def make_count_data(
     return data
 
 
-def validate_ranges(ranges: pd.DataFrame, m: int) -> pd.DataFrame:
+def validate_ranges(ranges: pd.DataFrame, m: int, *, owned: bool = False) -> pd.DataFrame:
     """seqnames (strings), start and end (int64) of m regions: whole numbers in [0, 2^53], end >= start.
-    Overlapping and identical regions are kept, as cn.mops keeps them (each is a row of its own)."""
+    Overlapping and identical regions are kept, as cn.mops keeps them (each is a row of its own).
+
+    The result shares no memory with ``ranges`` unless ``owned``: the caller made ``ranges`` for this call and
+    keeps nothing of it (a reader), so its seqnames column is taken as it is (a copy costs ~50 ms per 7 M rows)."""
     missing = [c for c in ("seqnames", "start", "end") if c not in ranges.columns]
     if missing:
         raise InputError(f"Region table lacks column(s) {', '.join(missing)} (need seqnames, start, end).")
     if len(ranges) != m:
         raise InputError(f"{len(ranges)} regions given for a count matrix of {m} rows; they must match.")
-    out = pd.DataFrame({"seqnames": _seqnames(ranges["seqnames"])})
-    for col in ("start", "end"):
-        out[col] = coordinates(ranges[col], col)
+    out = pd.DataFrame({"seqnames": _seqnames(ranges["seqnames"], copy=not owned),
+                        **{col: coordinates(ranges[col], col) for col in ("start", "end")}},
+                       copy=False)  # each column made here: no copy into one block
     ends_early = (out["end"] < out["start"]).to_numpy()
     if ends_early.any():
         i = int(np.argmax(ends_early))
@@ -399,16 +442,20 @@ def sorted_within_chromosomes(ranges: pd.DataFrame, arr: np.ndarray, blocks):
     return ranges, np.asarray(arr[order], order="F"), chromosome_blocks(ranges["seqnames"])
 
 
-def _seqnames(col: pd.Series) -> pd.Series:
+def _seqnames(col: pd.Series, copy: bool = True) -> pd.Series:
     """Chromosome names as Python strings in an object column (also where pandas would infer Arrow strings:
     the engine reads them as an object array). Strings are not converted again (Arrow's astype(str) costs
-    ~2 s per 7M rows)."""
-    if isinstance(col.dtype, pd.StringDtype) or (
-            col.dtype == object and pd.api.types.infer_dtype(col, skipna=False) == "string"):
+    ~2 s per 7M rows); a column of runs of one string object (as the readers make it) is known to hold strings
+    from the first object of each run (``object_changes``). ``copy``: a new column even where ``col`` holds the
+    strings already (as :func:`validate_ranges` wants it)."""
+    if col.dtype == object and (object_changes(col.to_numpy()) is not None or
+                                pd.api.types.infer_dtype(col, skipna=False) == "string"):
+        names = col.to_numpy(dtype=object, copy=copy)
+    elif isinstance(col.dtype, pd.StringDtype):
         names = col.to_numpy(dtype=object)
     else:
         names = col.astype(str).to_numpy(dtype=object)
-    return pd.Series(names, dtype=object)
+    return pd.Series(names, dtype=object, copy=False)
 
 
 def rows_grouped(blocks: list[tuple[str, int, int]]) -> bool:
@@ -432,7 +479,12 @@ def chromosome_blocks(chrom) -> list[tuple[str, int, int]]:
 
 
 def _name_changes(chrom) -> np.ndarray:
-    """(n - 1,) bool: row i + 1 names another chromosome than row i."""
+    """(n - 1,) bool: row i + 1 names another chromosome than row i.
+
+    Names in an object array are compared where the object changes only (``object_changes``): the readers make
+    one string object per chromosome's rows, so that is a comparison of pointers (not of 7 million strings under
+    the GIL); equal names in distinct objects are still compared as strings. Numpy string arrays are compared as
+    they are stored, not turned into Python strings."""
     values = chrom.array if isinstance(chrom, pd.Series) else chrom
     if isinstance(values, pd.Categorical):
         return values.codes[1:] != values.codes[:-1]
@@ -441,5 +493,38 @@ def _name_changes(chrom) -> np.ndarray:
 
         arr = values.__arrow_array__()
         return pc.not_equal(arr.slice(1), arr.slice(0, len(arr) - 1)).to_numpy(zero_copy_only=False)
+    if isinstance(values, np.ndarray) and values.dtype.kind in "US":
+        return values[1:] != values[:-1]
     values = np.asarray(values, dtype=object)
-    return values[1:] != values[:-1]
+    changes = object_changes(values)
+    if changes is None:
+        return values[1:] != values[:-1]
+    out = np.zeros(values.size - 1, dtype=bool)
+    out[changes - 1] = values[changes] != values[changes - 1]
+    return out
+
+
+def object_changes(values: np.ndarray) -> np.ndarray | None:
+    """Rows i >= 1 of the 1-D object array ``values`` whose object is not the one of row i - 1 (compared by address,
+    in bulk), if every object is a ``str`` (checked on the first of each run of one object): runs of one string
+    object then hold equal strings, so names can only change at these rows. None if ``values`` holds anything else
+    (a float NaN, for one, differs from itself)."""
+    if values.ndim != 1 or values.dtype != object:
+        raise TypeError("object_changes takes a 1-D object array")
+    if values.size < 2:
+        return np.zeros(0, dtype=np.intp) if all(type(v) is str for v in values) else None
+
+    class _Addresses:  # the array's pointers, seen as integers (numpy has no view of an object array as such)
+        __array_interface__ = {"shape": values.shape, "strides": values.strides, "typestr": np.dtype(np.uintp).str,
+                               "data": (values.__array_interface__["data"][0], True), "version": 3}
+
+    holder = _Addresses()
+    holder.values = values  # kept alive (and so its objects) while the addresses are read
+    address = np.asarray(holder)
+    changes = np.flatnonzero(address[1:] != address[:-1]) + 1
+    if changes.size > values.size // 4:  # mostly distinct objects: checking their types costs more than it saves
+        return None
+    firsts = values[np.concatenate([[0], changes])] if changes.size else values[:1]
+    if not all(type(v) is str for v in firsts):
+        return None
+    return changes

@@ -41,8 +41,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..data import (CountData, chromosome_blocks, coordinates, make_count_data, rows_grouped, unsorted_rows,
-                    usable_cores)
+from ..data import (CountData, Validated, chromosome_blocks, coordinates, make_count_data, rows_grouped,
+                    unsorted_rows, usable_cores)
 from ..errors import InputError
 from .columns import SEQNAMES_ALIASES, count_data_from_array, count_data_from_columns, count_data_from_frame
 
@@ -88,6 +88,10 @@ def read_counts(path_or_obj: Any, *, min_samples: int = 2) -> CountData:
     InputError
         with a message naming what to fix.
     """
+    if isinstance(path_or_obj, Validated):  # our own callers' data, validated as they read it
+        if path_or_obj.data.n_samples >= min_samples:
+            return path_or_obj.data
+        path_or_obj = path_or_obj.data  # too few samples: make_count_data says so
     if isinstance(path_or_obj, CountData):
         return make_count_data(path_or_obj.counts, path_or_obj.sample_names, path_or_obj.ranges,
                                min_samples=min_samples)
@@ -539,9 +543,10 @@ def _read_npz(path: Path, min_samples: int) -> CountData:
                 lack = ", ".join(k for k in ("seqnames", "start", "end") if k not in coords)
                 raise InputError(f"{path} has coordinate array(s) {', '.join(coords)} but lacks {lack}; give all three "
                                  "or none.")
-            ranges = pd.DataFrame({k: (_seqname_objects(v) if k == "seqnames" else np.array(v).ravel())
-                                   for k, v in coords.items()})
-        data = make_count_data(counts, names, ranges, min_samples=min_samples, what=f"read count matrix of {path}")
+            ranges = pd.DataFrame({k: (_seqname_objects(v) if k == "seqnames" else np.asarray(v).ravel())
+                                   for k, v in coords.items()}, copy=False)  # the coordinates copied once, checked
+        data = make_count_data(counts, names, ranges, min_samples=min_samples, what=f"read count matrix of {path}",
+                               owned_ranges=True)
     except InputError:
         crc.check()  # a damaged archive explains a bad value: say that first
         raise
