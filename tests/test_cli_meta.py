@@ -259,3 +259,17 @@ def test_write_errors_name_the_folder_and_the_cause():
     failed = output_error(OSError(errno.EIO, "Input/output error", "out/.cnvs.tsv.abcd1234.tmp"), "out")
     assert str(failed) == "Writing into the output folder 'out' failed at 'cnvs.tsv': Input/output error. Nothing " \
                           "was written."
+
+
+def test_gpu_warmup_cohorts_reach_both_segmentation_prepare_paths():
+    """One GPU warm-up cohort has chromosomes longer than the device prepare takes (the host pass, compiled on
+    the first BM-A-sized run otherwise: 5.4 s), the others short ones (the device kernel)."""
+    from gcnmops import cli
+    from gcnmops.example import example_cohort
+    from gcnmops.segmentation.gpu import DEVICE_PREPARE_MAX_ROWS
+
+    regions = cli._warmup_regions()
+    assert len(regions) == len(cli.WARMUP_SAMPLES)
+    longest = [max(e - f for _, f, e in example_cohort(n_regions=r, n_samples=2)[0].blocks()) for r in regions]
+    assert longest[0] > DEVICE_PREPARE_MAX_ROWS
+    assert all(n <= DEVICE_PREPARE_MAX_ROWS for n in longest[1:])
