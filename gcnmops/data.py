@@ -446,9 +446,9 @@ def _seqnames(col: pd.Series, copy: bool = True) -> pd.Series:
     """Chromosome names as Python strings in an object column (also where pandas would infer Arrow strings:
     the engine reads them as an object array). Strings are not converted again (Arrow's astype(str) costs
     ~2 s per 7M rows); a column of runs of one string object (as the readers make it) is known to hold strings
-    from the first object of each run (``object_changes``). ``copy``: a new column even where ``col`` holds the
+    from the first object of each run (``_object_changes``). ``copy``: a new column even where ``col`` holds the
     strings already (as :func:`validate_ranges` wants it)."""
-    if col.dtype == object and (object_changes(col.to_numpy()) is not None or
+    if col.dtype == object and (_object_changes(col.to_numpy()) is not None or
                                 pd.api.types.infer_dtype(col, skipna=False) == "string"):
         names = col.to_numpy(dtype=object, copy=copy)
     elif isinstance(col.dtype, pd.StringDtype):
@@ -481,7 +481,7 @@ def chromosome_blocks(chrom) -> list[tuple[str, int, int]]:
 def _name_changes(chrom) -> np.ndarray:
     """(n - 1,) bool: row i + 1 names another chromosome than row i.
 
-    Names in an object array are compared where the object changes only (``object_changes``): the readers make
+    Names in an object array are compared where the object changes only (``_object_changes``): the readers make
     one string object per chromosome's rows, so that is a comparison of pointers (not of 7 million strings under
     the GIL); equal names in distinct objects are still compared as strings. Numpy string arrays are compared as
     they are stored, not turned into Python strings."""
@@ -496,7 +496,7 @@ def _name_changes(chrom) -> np.ndarray:
     if isinstance(values, np.ndarray) and values.dtype.kind in "US":
         return values[1:] != values[:-1]
     values = np.asarray(values, dtype=object)
-    changes = object_changes(values)
+    changes = _object_changes(values)
     if changes is None:
         return values[1:] != values[:-1]
     out = np.zeros(values.size - 1, dtype=bool)
@@ -504,13 +504,11 @@ def _name_changes(chrom) -> np.ndarray:
     return out
 
 
-def object_changes(values: np.ndarray) -> np.ndarray | None:
+def _object_changes(values: np.ndarray) -> np.ndarray | None:
     """Rows i >= 1 of the 1-D object array ``values`` whose object is not the one of row i - 1 (compared by address,
     in bulk), if every object is a ``str`` (checked on the first of each run of one object): runs of one string
     object then hold equal strings, so names can only change at these rows. None if ``values`` holds anything else
     (a float NaN, for one, differs from itself)."""
-    if values.ndim != 1 or values.dtype != object:
-        raise TypeError("object_changes takes a 1-D object array")
     if values.size < 2:
         return np.zeros(0, dtype=np.intp) if all(type(v) is str for v in values) else None
 
