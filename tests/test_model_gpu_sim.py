@@ -333,12 +333,12 @@ def test_nofma_kernels_link_without_lto():
         version("numba-cuda")
     except PackageNotFoundError:
         pytest.skip("numba-cuda not installed")
-    from gcnmops.normalization import gpu as normalize_gpu
+    from gcnmops.normalization import device_kernels as normalize_kernels
     from gcnmops.segmentation import gpu as segment_gpu
     from gcnmops.cuda.nofma import jit_nofma
     from gcnmops.model.gpu import get_kernel
 
-    built = [get_kernel(3, 5, False, "unroll", None), *segment_gpu.kernels(4), normalize_gpu.variance_kernel()]
+    built = [get_kernel(3, 5, False, "unroll", None), *segment_gpu.kernels(4), *normalize_kernels.kernels()]
     for kernel in built:
         assert kernel.targetoptions.get("lto") is False, kernel.py_func.__name__
 

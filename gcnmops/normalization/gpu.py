@@ -11,7 +11,8 @@ each column; for whole numbers below 2^52 every partial sum is exact, so the sum
 double-double sums and the host divides them with the CPU's ``ld_div``. The poisson mode's
 variance-to-mean ratios run in a kernel with the CPU's operation order and no FMA contraction (IEEE-identical);
 their 95% quantile and the density mode, and every scaling factor, are computed on the host by factors.py, the
-CPU's own code. Scaling is one IEEE multiply per value.
+CPU's own code. Scaling is one IEEE multiply per value. The kernels and their launches: device_kernels.py (one
+launch each for the sums and checks, the ratios and the scaling, whatever the number of chromosomes).
 
 Two entry points: ``normalize_chromosomes_gpu`` (host matrix in, host matrix out) and ``normalize_on_device``
 (the device-resident pipeline's stage: normalizes the device copy of the counts in place, nothing comes back).
@@ -19,47 +20,23 @@ Stage seconds and the path taken go into the caller's ``timings`` dict.
 """
 from __future__ import annotations
 
-import threading
 import time
 
 import numpy as np
 
-from ..cuda.runtime import Landing, device_copy, device_module, simulating
+from ..cuda.runtime import Landing, device_copy, device_module
+from . import device_kernels
 from .checks import check_norm_args, check_ploidy, chromosome_rows, count_matrix
 from .cpu import normalize_chromosomes
 from .factors import divided_by_mode, means_of_exact_sums, ratios_mode, scaling_factors
-from .kernels import SILENT_BELOW
 
-try:  # module level: the kernel's ``cuda`` must be a global (the CUDA simulator swaps module globals)
+try:
     from numba import cuda
-except Exception:  # noqa: BLE001
+except Exception:  # noqa: BLE001 - numba without its CUDA target
     cuda = None
 
 #: column sums of |counts| below this keep every partial sum exact in float64
 EXACT_SUM_LIMIT = 2.0 ** 52
-
-_KERNEL = None
-_LOCK = threading.Lock()
-
-
-def variance_kernel():
-    """The CUDA kernel ``(Y, rows, f, out)``: out[j] = the variance-to-mean ratio of row rows[j] of Y scaled by
-    f, as kernels.variance_to_mean computes it (same operation order, no FMA); one thread per row."""
-    global _KERNEL
-    with _LOCK:
-        if _KERNEL is None:
-            from ..cuda.nofma import jit_nofma
-            from .kernels import row_variance_to_mean
-
-            def _nofma_var_to_mean(Y, rows, f, out):
-                """kernels.row_variance_to_mean of each row, one thread per row (no FMA)."""
-                start = cuda.grid(1)
-                stride = cuda.gridsize(1)
-                for j in range(start, rows.shape[0], stride):
-                    out[j] = row_variance_to_mean(Y, rows[j], f)
-
-            _KERNEL = jit_nofma(_nofma_var_to_mean)
-        return _KERNEL
 
 
 def supported(X, chr=None, norm_type="poisson", size_factor="mean", ploidy=None) -> bool:
@@ -163,98 +140,88 @@ def _checked_args(norm_type, size_factor, qu, qu_size_factor, ploidy) -> dict:
 
 def normalize_device(Y, blocks: list[tuple[str, slice]], norm_type: str, t: dict) -> None:
     """The GPU normalization of the device matrix Y (m, N) float64 column-major, in place; ``blocks``: (name,
-    contiguous row slice) per chromosome. Raises Fallback, leaving Y unmodified, for what the CPU code decides
-    (non-finite or non-whole counts, zero columns, chromosomes with at most one non-silent row, zero/NaN size
-    factors, non-finite factors). Stage seconds go into ``t``."""
+    contiguous row slice) per chromosome, covering rows 0..m-1 in order. Raises Fallback, leaving Y unmodified, for
+    what the CPU code decides (non-finite or non-whole counts, zero columns, chromosomes with at most one non-silent
+    row, zero/NaN size factors, non-finite factors). Three kernel launches (device_kernels.py); the host waits
+    twice: for the sums and, with normType "poisson", for the variance-to-mean ratios. Stage seconds go into ``t``:
+    norm_checks (the sums and the checks), norm_reduce (size and scaling factors), norm_mode (poisson: the ratios
+    and their modes), norm_scale (the scaling launched; the device has not necessarily finished it)."""
     xp = device_module()
-    variance_kernel()  # compiled (first call) before the timed stages
+    m = Y.shape[0]
+    firsts, ends = _block_rows(blocks, m)
     t0 = time.perf_counter()
-    silent_all = _checked_silent_rows(xp, Y)
+    silent = xp.empty(m, dtype=np.uint8)
+    sums = device_kernels.block_sums(Y, firsts, ends, silent)
+    _check_counts(sums)
     t["norm_checks"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    factors, pending = _reduce_blocks(xp, Y, blocks, silent_all, norm_type)
+    chosen, F = _block_factors(sums, [name for name, _ in blocks], norm_type)
+    sel = device_kernels.selected(firsts[chosen], ends[chosen])
     t["norm_reduce"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    factors += _poisson_factors(xp, pending)
-    for chrom, _, _, f in factors:
+    if norm_type == "poisson" and chosen.size:
+        t0 = time.perf_counter()
+        F = _divided_by_modes(device_kernels.ratios(Y, sel, F, silent), sel.host_offs, F)
+        t["norm_mode"] = time.perf_counter() - t0
+    for b, f in zip(chosen, F):
         if not np.isfinite(f).all():
-            raise Fallback(f"chromosome {chrom}: non-finite factors")
-    t["norm_mode"] = time.perf_counter() - t0
+            raise Fallback(f"chromosome {blocks[b][0]}: non-finite factors")
     t0 = time.perf_counter()
-    _scale_device(xp, Y, factors, silent_all)
+    device_kernels.scale(Y, sel, F, silent)
     t["norm_scale"] = time.perf_counter() - t0
 
 
-def _checked_silent_rows(xp, Y):
-    """The rows of Y whose every count is below 1 ((m,) bool, on the device), after the checks of the data
-    the GPU version covers (finite whole numbers, column sums of |counts| below 2^52, no zero column)."""
-    if not bool(xp.isfinite(Y).all()):
+def _block_rows(blocks, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """(firsts, ends) int64 of the blocks' row slices; ValueError unless they cover rows 0..m-1 in order."""
+    firsts = np.array([rows.start for _, rows in blocks], dtype=np.int64)
+    ends = np.array([rows.stop for _, rows in blocks], dtype=np.int64)
+    if not blocks or firsts[0] != 0 or ends[-1] != m or (firsts[1:] != ends[:-1]).any() or (ends < firsts).any():
+        raise ValueError("the chromosome blocks must cover the matrix's rows in order")
+    return firsts, ends
+
+
+def _check_counts(sums: device_kernels.BlockSums) -> None:
+    """The data the GPU version covers (finite whole numbers, column sums of |counts| below 2^52, no zero column),
+    in the CPU's order of checks; Fallback otherwise. Sums of the blocks' exact sums are exact (whole numbers below
+    2^52), and reach 2^52 whenever the exact sums do."""
+    if sums.nonfinite:
         raise Fallback("non-finite counts")  # the CPU code raises its InputError
-    colsum_abs = xp.abs(Y).sum(axis=0)
-    whole = bool(xp.all(Y == xp.floor(Y)))
-    if not whole or float(colsum_abs.max()) >= EXACT_SUM_LIMIT:
+    if sums.fractional or float(sums.abs_sums.sum(axis=0).max()) >= EXACT_SUM_LIMIT:
         raise Fallback("counts not whole numbers below 2^52")
-    if bool((Y.sum(axis=0) == 0).any()):
+    if (sums.sums.sum(axis=0) == 0).any():
         raise Fallback("zero column")  # the CPU code raises its InputError
-    return Y.max(axis=1) < SILENT_BELOW
 
 
-def _reduce_blocks(xp, Y, blocks, silent_all, norm_type) -> tuple[list, list]:
-    """Per chromosome block with a non-zero count: the size factors from the column sums of its kept rows and
-    the scaling factors from them. Returns (factors [(chrom, r0, r1, f)] of normType "mean", pending
-    [(chrom, r0, r1, f, ratios on the device)] of "poisson": the ratios' kernel launched, its mode to come)."""
-    factors, pending = [], []
-    for chrom, rows in blocks:
-        r0, r1 = rows.start, rows.stop
-        Yb = Y[r0:r1]
-        if not bool((Yb != 0).any()):
-            continue
-        keep_idx = xp.flatnonzero(~silent_all[r0:r1])
-        n_keep = int(keep_idx.size)
+def _block_factors(sums: device_kernels.BlockSums, names: list[str], norm_type: str) -> tuple[np.ndarray,
+                                                                                                np.ndarray]:
+    """(chosen, F): the blocks with a non-zero count (int64 indices, ascending) and their scaling factors (nsel, N)
+    from the column sums of their kept rows (for "poisson", before the division by the mode). Fallback for a block
+    with at most one kept row or a size factor 0 or NaN (the first such block)."""
+    chosen = np.flatnonzero(sums.nonzero)
+    F = np.empty((chosen.size, sums.sums.shape[1]))
+    for j, b in enumerate(chosen):
+        n_keep = int(sums.kept_rows[b])
         if n_keep <= 1:
-            raise Fallback(f"chromosome {chrom}: at most one non-silent row")
-        sums = xp.asarray(Yb[keep_idx].sum(axis=0))
-        sf = means_of_exact_sums(sums.get() if xp is not np else np.asarray(sums), n_keep)
+            raise Fallback(f"chromosome {names[b]}: at most one non-silent row")
+        sf = means_of_exact_sums(sums.kept_sums[b], n_keep)
         if (sf == 0).any() or np.isnan(sf).any():
             raise Fallback("size factor 0 or NaN")
-        f = scaling_factors(sf, norm_type)
-        if norm_type == "poisson":
-            pending.append((chrom, r0, r1, f, _launch_ratios(xp, Y, (keep_idx + r0).astype(xp.int64), f)))
-        else:
-            factors.append((chrom, r0, r1, f))
-    return factors, pending
+        F[j] = scaling_factors(sf, norm_type)
+    return chosen, F
 
 
-def _launch_ratios(xp, Y, rows, f):
-    """The variance-to-mean ratios of rows ``rows`` of Y scaled by f: a device array, filled asynchronously."""
-    v = xp.empty(int(rows.size), dtype=xp.float64)
-    tpb = 32 if simulating() else 256
-    variance_kernel()[max(1, min(4096, (v.size + tpb - 1) // tpb)), tpb](Y, rows, xp.asarray(f), v)
-    return v
-
-
-def _poisson_factors(xp, pending: list) -> list:
-    """The pending poisson blocks' factors divided by the density modes of their ratios: [(chrom, r0, r1, f)].
-    The modes run on the host, in parallel over chromosomes (numpy releases the GIL)."""
-    if not pending:
-        return []
+def _divided_by_modes(d_ratios, offs: np.ndarray, F: np.ndarray) -> np.ndarray:
+    """normType "poisson": each selected block's factors divided by the density mode of its rows' ratios (the
+    device array ``d_ratios``, block j's at offs[j]:offs[j + 1], NaN for silent rows: ratios_mode drops them, as
+    it drops NaN ratios). The modes run on the host, in
+    parallel over chromosomes (numpy and the exact/ kernels release the GIL)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    ratios = [(c, r0, r1, f, v.get() if xp is not np else v) for c, r0, r1, f, v in pending]
-    with ThreadPoolExecutor(max_workers=min(16, len(ratios))) as ex:
-        modes = list(ex.map(lambda item: ratios_mode(item[4]), ratios))
-    return [(c, r0, r1, divided_by_mode(f, mode)) for (c, r0, r1, f, _), mode in zip(ratios, modes)]
-
-
-def _scale_device(xp, Y, factors: list, silent_all) -> None:
-    """In place: each block's columns times its factors, its silent rows 0; waits for the device."""
-    for _, r0, r1, f in factors:
-        Yb = Y[r0:r1]
-        Yb *= xp.asarray(f)[None, :]
-        Yb[silent_all[r0:r1]] = 0.0
-    if xp is not np:
-        xp.cuda.get_current_stream().synchronize()
+    v = d_ratios if device_module() is np else d_ratios.get()
+    parts = [v[offs[j]:offs[j + 1]] for j in range(F.shape[0])]
+    with ThreadPoolExecutor(max_workers=min(16, len(parts))) as ex:
+        modes = list(ex.map(ratios_mode, parts))
+    return np.array([divided_by_mode(f, mode) for f, mode in zip(F, modes)]).reshape(F.shape)
 
 
 __all__ = ["normalize_chromosomes_gpu", "normalize_on_device", "normalize_device", "supported", "Fallback",
-           "variance_kernel", "EXACT_SUM_LIMIT"]
+           "EXACT_SUM_LIMIT"]
