@@ -212,15 +212,16 @@ def _block_factors(sums: device_kernels.BlockSums, names: list[str], norm_type: 
 def _divided_by_modes(d_ratios, offs: np.ndarray, F: np.ndarray) -> np.ndarray:
     """normType "poisson": each selected block's factors divided by the density mode of its rows' ratios (the
     device array ``d_ratios``, block j's at offs[j]:offs[j + 1], NaN for silent rows: ratios_mode drops them, as
-    it drops NaN ratios). The modes run on the host, in
-    parallel over chromosomes (numpy and the exact/ kernels release the GIL)."""
+    it drops NaN ratios). The modes run on the host, in parallel over chromosomes (numpy and the exact/ kernels
+    release the GIL)."""
     from concurrent.futures import ThreadPoolExecutor
 
     v = d_ratios if device_module() is np else d_ratios.get()
     parts = [v[offs[j]:offs[j + 1]] for j in range(F.shape[0])]
     with ThreadPoolExecutor(max_workers=min(16, len(parts))) as ex:
         modes = list(ex.map(ratios_mode, parts))
-    return np.array([divided_by_mode(f, mode) for f, mode in zip(F, modes)]).reshape(F.shape)
+    with np.errstate(divide="ignore", invalid="ignore"):  # a mode 0: Fallback, and the CPU code warns
+        return np.array([divided_by_mode(f, mode) for f, mode in zip(F, modes)]).reshape(F.shape)
 
 
 __all__ = ["normalize_chromosomes_gpu", "normalize_on_device", "normalize_device", "supported", "Fallback",
