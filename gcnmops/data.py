@@ -174,8 +174,8 @@ def _float64_if_clean(arr: np.ndarray) -> np.ndarray | None:
 
     One pass, on every core (numpy releases the GIL): a native float64 column-major matrix is checked in pieces of
     _PIECE_CELLS of its memory, one reduction each (``_within_limits``); any other is converted in row blocks of a
-    few MB, tile by tile, each float tile checked while it is in cache (integers: each block before it is
-    converted), instead of a conversion and four passes over the whole matrix."""
+    few MB, a row-major one tile by tile, each float tile checked while it is in cache (integers: each block before
+    it is converted), instead of a conversion and four passes over the whole matrix."""
     m, n = arr.shape
     ints = arr.dtype.kind in "iu"
     if arr.size < _PARALLEL_CELLS:
@@ -194,7 +194,8 @@ def _float64_if_clean(arr: np.ndarray) -> np.ndarray | None:
             return arr if all(list(pool.map(piece, starts))) else None
     out = np.empty((m, n), dtype=np.float64, order="F")
     rows = max(4096, (1 << 20) // n)
-    tile_rows = max(_TILE[0], (_TILE[0] * _TILE[1]) // n)
+    # a column-major source is copied in whole columns of the block (nothing to transpose)
+    tile_rows = rows if arr.flags.f_contiguous else max(_TILE[0], (_TILE[0] * _TILE[1]) // n)
 
     def block(i: int) -> bool:
         src = arr[i:i + rows]
