@@ -75,6 +75,51 @@ def _records(path):
         return vcf.header.copy(), list(vcf)
 
 
+# ------------------------------------------------------------------------------------------------ window index
+def _random_regions(rng) -> pd.DataFrame:
+    """Regions of five kinds of chromosome: a tiling in order (kept as views), windows in start order whose ends
+    step back (nested ones, equal starts), windows in no order, a chromosome in two blocks of rows, one window."""
+    parts = []
+    n = int(rng.integers(20, 60))
+    s = np.arange(n) * 1000 + 1
+    parts.append(("tiled", s, s + 999))
+    s = np.sort(rng.integers(1, 30_000, n))
+    s[5:8] = s[5]  # equal starts
+    parts.append(("nested", s, s + rng.integers(0, 4000, n)))
+    s = rng.integers(1, 30_000, n)
+    parts.append(("shuffled", s, s + rng.integers(0, 4000, n)))
+    s = np.arange(n) * 700 + 1
+    parts.append(("split", s[: n // 2], s[: n // 2] + 999))
+    parts.append(("single", np.array([500]), np.array([1499])))
+    parts.append(("split", s[n // 2:], s[n // 2:] + 999))
+    return pd.DataFrame({"seqnames": np.concatenate([[c] * len(a) for c, a, _ in parts]),
+                         "start": np.concatenate([a for _, a, _ in parts]),
+                         "end": np.concatenate([b for _, _, b in parts])})
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_window_index_matches_a_scan_of_every_window(seed):
+    """The windows overlapping a range (rows by start, ties by row; counts), from the index of the BED, VCF and SEG
+    writers, equal a scan of every window, whatever the windows' order, nesting and blocks."""
+    rng = np.random.default_rng(seed)
+    gr = _random_regions(rng)
+    index = callfiles._Windows(gr)
+    chrom, start, end = gr["seqnames"].to_numpy(), gr["start"].to_numpy(), gr["end"].to_numpy()
+    assert index.by_chrom["tiled"].rows is None and index.by_chrom["nested"].rows is None  # views of gr's rows
+    assert index.by_chrom["shuffled"].rows is not None and index.by_chrom["split"].rows is not None
+    assert index.lengths() == {c: int(end[chrom == c].max()) for c in pd.unique(chrom)}
+    for c in [*pd.unique(chrom), "absent"]:
+        q_start = rng.integers(-2000, 40_000, 200)
+        q_end = q_start + rng.integers(0, 6000, 200)
+        q_end[:20] = q_start[:20]  # single bases
+        counts = index.overlap_counts(c, q_start, q_end)
+        for a, b, k in zip(q_start, q_end, counts):
+            hit = np.flatnonzero((chrom == c) & (start <= b) & (end >= a))
+            expect = hit[np.argsort(start[hit], kind="stable")]
+            assert k == hit.size
+            assert np.array_equal(index.rows(c, int(a), int(b)), expect)
+
+
 # ------------------------------------------------------------------------------------------------ BED
 def test_bed_files_are_bed9_sorted_with_the_plots_colours(written, results):
     r = results[1]

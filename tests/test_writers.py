@@ -324,3 +324,38 @@ def test_a_run_failing_after_the_model_leaves_nothing(tmp_path, monkeypatch):
         run.run_and_write("cn.mops", gcnmops.example.example_cohort(n_regions=600, n_samples=6, seed=1)[0], out,
                           backend="cpu")
     assert not out.exists()
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "tsv"])
+def test_staged_and_final_matrices_share_one_copy_of_the_coordinates(results, tmp_path, monkeypatch, fmt):
+    """The coordinates (seqnames, start, end) of the staged matrices serve the files of ``finish`` too (the same
+    regions): made once per batch, and the files are those of write_result."""
+    built = []
+    shared = writers._Batch.shared
+    monkeypatch.setattr(writers._Batch, "shared",
+                        lambda self, key, source, build: shared(self, key, source,
+                                                                lambda: built.append(key) or build()))
+    raw = results[1]
+    writer = writers.ResultWriter(tmp_path / "steps", formats=[fmt])
+    writer.stage_model_matrices(raw)
+    writer.finish(raw.replace(cnvr=raw.cnvr))
+    assert built == [{"parquet": "parquet coordinates", "tsv": "text coordinates"}[fmt]]
+    write_result(raw, tmp_path / "once", formats=[fmt])
+    for path in sorted((tmp_path / "once").iterdir()):
+        if path.name != "params.json":
+            assert path.read_bytes() == (tmp_path / "steps" / path.name).read_bytes(), path.name
+
+
+def test_label_columns_refuse_indices_outside_the_classes():
+    """Copy-number labels from class indices; an index outside the classes is Arrow's IndexError, as ever."""
+    import pyarrow as pa
+
+    classes = ["CN0", "CN1", "CN2"]
+    cn = np.asfortranarray(np.array([[0, 2], [1, 1], [2, 0]], dtype=np.int8))
+    assert [c.to_pylist() for c in writers._label_columns(cn, classes)] == [["CN0", "CN1", "CN2"],
+                                                                           ["CN2", "CN1", "CN0"]]
+    for bad in (3, -1):
+        wrong = cn.copy()
+        wrong[1, 1] = bad
+        with pytest.raises(pa.ArrowIndexError):
+            writers._label_columns(wrong, classes)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import datetime
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,8 +95,18 @@ def _chromosome_order(result) -> list[str]:
     return list(_windows(result).by_chrom)
 
 
+def _derived(result, name: str, build):
+    """``result.derived(name, build)``, built by one thread at a time: the call files are made on several threads
+    at once, and each would otherwise build the same index (Python work, serialized by the GIL)."""
+    with _BUILDING:
+        return result.derived(name, build)
+
+
+_BUILDING = threading.RLock()
+
+
 def _windows(result) -> "_Windows":
-    return result.derived("callfiles.windows", lambda: _Windows(result.gr))
+    return _derived(result, "callfiles.windows", lambda: _Windows(result.gr))
 
 
 def _chrom_rank(result, seqnames) -> np.ndarray:
@@ -144,43 +155,73 @@ def cnv_region_pairs(cnvr: pd.DataFrame, cnvs: pd.DataFrame) -> tuple[np.ndarray
     return np.concatenate(regions), np.concatenate(cnv_idx)
 
 
+class _Chrom:
+    """One chromosome's windows by start: ``rows`` (None: the rows ``first``, ``first`` + 1, ... in order),
+    their ``starts``, ``reach`` (the running maximum of their ends) and ``sorted_ends`` (the ends in
+    increasing order; None until first asked for)."""
+
+    __slots__ = ("rows", "first", "starts", "reach", "sorted_ends")
+
+    def __init__(self, rows: np.ndarray | None, first: int, starts: np.ndarray, reach: np.ndarray,
+                 sorted_ends: np.ndarray | None):
+        self.rows, self.first, self.starts, self.reach, self.sorted_ends = rows, first, starts, reach, sorted_ends
+
+    def take(self, lo: int, hi: int) -> np.ndarray:
+        """The rows at positions [lo, hi) of the start order."""
+        return self.rows[lo:hi] if self.rows is not None else np.arange(self.first + lo, self.first + max(lo, hi))
+
+
+def _drop_within(drops: np.ndarray, first: int, stop: int) -> bool:
+    """True when a row of (first, stop) is in ``drops`` (sorted row numbers)."""
+    return bool(np.searchsorted(drops, first, side="right") < np.searchsorted(drops, stop, side="left"))
+
+
 class _Windows:
     """The windows (rows of ``gr``) of each chromosome (order of first appearance), by start, to find those
-    overlapping a range; built once per result (``_windows``)."""
+    overlapping a range; built once per result (``_windows``). A chromosome whose rows are one block with
+    starts in order (any genome's windows) is kept as views of ``start``/``end``; others as sorted copies."""
 
     def __init__(self, gr: pd.DataFrame):
         self.start = gr["start"].to_numpy(np.int64)
         self.end = gr["end"].to_numpy(np.int64)
-        parts: dict[str, list] = {}
-        for name, first, end in chromosome_blocks(gr["seqnames"]):
-            parts.setdefault(str(name), []).append(np.arange(first, end))
-        self.by_chrom = {}
-        self._sorted_ends: dict[str, np.ndarray] = {}
-        for name, rows in parts.items():
-            rows = np.concatenate(rows)
+        spans: dict[str, list[tuple[int, int]]] = {}
+        for name, first, stop in chromosome_blocks(gr["seqnames"]):
+            spans.setdefault(str(name), []).append((first, stop))
+        # the rows whose start / end is below the previous row's (none within a chromosome of ordered windows)
+        start_drops = np.flatnonzero(self.start[1:] < self.start[:-1]) + 1
+        end_drops = np.flatnonzero(self.end[1:] < self.end[:-1]) + 1
+        self.by_chrom: dict[str, _Chrom] = {}
+        for name, parts in spans.items():
+            (first, stop) = parts[0]
+            if len(parts) == 1 and not _drop_within(start_drops, first, stop):
+                starts, ends = self.start[first:stop], self.end[first:stop]
+                if _drop_within(end_drops, first, stop):
+                    self.by_chrom[name] = _Chrom(None, first, starts, np.maximum.accumulate(ends), None)
+                else:
+                    self.by_chrom[name] = _Chrom(None, first, starts, ends, ends)
+                continue
+            rows = np.concatenate([np.arange(a, b) for a, b in parts])
             rows = rows[np.argsort(self.start[rows], kind="stable")]
-            self.by_chrom[name] = (rows, self.start[rows], np.maximum.accumulate(self.end[rows]))
+            self.by_chrom[name] = _Chrom(rows, 0, self.start[rows], np.maximum.accumulate(self.end[rows]), None)
 
     def overlap_counts(self, chrom: str, start: np.ndarray, end: np.ndarray) -> np.ndarray:
         """How many windows of ``chrom`` overlap each range [start, end] (any windows, nested or not)."""
-        chrom = str(chrom)
-        entry = self.by_chrom.get(chrom)
+        entry = self.by_chrom.get(str(chrom))
         if entry is None:
             return np.zeros(len(start), np.int64)
-        rows, starts, _ = entry
-        ends = self._sorted_ends.get(chrom)
-        if ends is None:
-            ends = self._sorted_ends[chrom] = np.sort(self.end[rows])
+        if entry.sorted_ends is None:
+            entry.sorted_ends = np.sort(self.end[entry.take(0, len(entry.starts))])
         # windows overlapping [s, e]: start <= e, minus those ending before s (which all start before e)
-        return np.searchsorted(starts, end, side="right") - np.searchsorted(ends, start, side="left")
+        return (np.searchsorted(entry.starts, end, side="right")
+                - np.searchsorted(entry.sorted_ends, start, side="left"))
 
     def rows(self, chrom: str, start: int, end: int) -> np.ndarray:
         """Rows of the windows overlapping [start, end], by start."""
         entry = self.by_chrom.get(str(chrom))
         if entry is None:
             return np.zeros(0, np.int64)
-        rows, starts, ends = entry
-        cand = rows[np.searchsorted(ends, start, side="left"):np.searchsorted(starts, end, side="right")]
+        cand = entry.take(int(np.searchsorted(entry.reach, start, side="left")),
+                          int(np.searchsorted(entry.starts, end, side="right")))
         return cand[(self.end[cand] >= start) & (self.start[cand] <= end)]
 
     def width(self, row: int) -> int:
@@ -188,7 +229,7 @@ class _Windows:
 
     def lengths(self) -> dict[str, int]:
         """Each chromosome's last window end (its known length)."""
-        return {name: int(ends[-1]) for name, (_, _, ends) in self.by_chrom.items()}
+        return {name: int(entry.reach[-1]) for name, entry in self.by_chrom.items()}
 
 
 # -------------------------------------------------------------------------------------------------
@@ -303,6 +344,14 @@ def _cnv_qualities(result, cnvs: pd.DataFrame, windows: _Windows, evidence: _Evi
     return q, directions
 
 
+def _call_qualities(result) -> tuple[np.ndarray, list]:
+    """``_cnv_qualities`` of ``result.cnvs`` (in its order), computed once per result (both BEDs use them)."""
+    cnvs = result.cnvs
+    # keyed by the frame, which the value holds: another frame cannot take its id while it is cached
+    return _derived(result, f"callfiles.cnv_qualities.{id(cnvs)}",
+                    lambda: (cnvs, *_cnv_qualities(result, cnvs, _windows(result), _Evidence(result))))[1:]
+
+
 # -------------------------------------------------------------------------------------------------
 # BED
 # -------------------------------------------------------------------------------------------------
@@ -317,8 +366,10 @@ def bed_cnvs(result) -> pd.DataFrame:
     thickStart/thickEnd: the CNV; itemRgb: losses blue, gains red (the plots' colours), grey where the
     integer copy number is the normal one. Mean, median and CN are in cnvs.tsv (no extra BED columns).
     """
-    cnvs = result.cnvs.iloc[_sorted_positions(result, result.cnvs)].reset_index(drop=True)
-    q, directions = _cnv_qualities(result, cnvs, _windows(result), _Evidence(result))
+    order = _sorted_positions(result, result.cnvs)
+    cnvs = result.cnvs.iloc[order].reset_index(drop=True)
+    q, directions = _call_qualities(result)
+    q, directions = q[order], [directions[i] for i in order]
     start0 = cnvs["start"].to_numpy(np.int64) - 1
     end = cnvs["end"].to_numpy(np.int64)
     return pd.DataFrame({
@@ -337,7 +388,7 @@ def bed_cnvr(result) -> pd.DataFrame:
     """
     cnvr = result.cnvr.reset_index(drop=True)
     cnvs = result.cnvs.reset_index(drop=True)
-    q, directions = _cnv_qualities(result, cnvs, _windows(result), _Evidence(result))
+    q, directions = _call_qualities(result)
     region, cnv = cnv_region_pairs(cnvr, cnvs)
     sample_rank = pd.Index(result.sample_names).get_indexer(cnvs["sampleName"].to_numpy()[cnv])
     order = np.lexsort((sample_rank, region))

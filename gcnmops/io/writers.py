@@ -177,10 +177,12 @@ class _Batch:
 
     Files are written by one thread per core (Arrow's writers and zlib release the GIL), except those staged
     with ``inline=True`` (anything calling into R: the embedded R must stay on the calling thread). Parts of
-    a file (``submit``) run in the same pool; the job that writes the parts into the file as they come
-    (``waits=True``) has a thread of its own, beside the pool, so that the file is written while the rest is
-    encoded. A name may hold one folder (``plots/overview.png``): the folder is made, and removed again by
-    ``abort`` when this batch made it."""
+    a file (``submit``) run in the same pool. Jobs staged with ``waits=True`` have threads of their own, beside
+    the pool: the job that writes a file's parts into it as they come (the file is written while the rest is
+    encoded), and the call files (BED, VCF, SEG, the call tables: small files, made mostly in Python), which
+    would otherwise queue behind every part of the matrices instead of being made while those are encoded.
+    A name may hold one folder (``plots/overview.png``): the folder is made, and removed again by ``abort``
+    when this batch made it."""
 
     def __init__(self, outdir: Path, workers: int | None = None, progress: bool = True):
         from concurrent.futures import ThreadPoolExecutor
@@ -195,6 +197,7 @@ class _Batch:
         self.workers = max(1, workers if workers is not None else usable_cores())
         self.pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="gcnmops-write")
         self.waiting = ThreadPoolExecutor(max_workers=32, thread_name_prefix="gcnmops-join")
+        self.memo: dict[str, tuple[object, object]] = {}  # shared(): key -> (source, value)
 
     def follow_progress(self) -> None:
         """Files completed from now on move the progress bar's current stage (one step per file)."""
@@ -208,6 +211,15 @@ class _Batch:
         for tmp, final in [entry for entry in self.staged if entry[1] == path]:
             tmp.unlink(missing_ok=True)
             self.staged.remove((tmp, final))
+
+    def shared(self, key: str, source, build: Callable[[], object]):
+        """``build()``, made once per batch for the object ``source`` (held, so that no other object takes its id):
+        what the files staged early and those of ``finish`` share, e.g. the regions' coordinates as Arrow arrays.
+        Calling thread only."""
+        held = self.memo.get(key)
+        if held is None or held[0] is not source:
+            held = self.memo[key] = (source, build())
+        return held[1]
 
     def submit(self, fn: Callable, *args):
         """A job (a part of a file) in the batch's pool: its future."""
@@ -388,8 +400,11 @@ def _label_columns(cn_index: np.ndarray, classes: list[str]) -> list:
     import pyarrow as pa
 
     dictionary = pa.array([str(c) for c in classes], type=pa.string())
+    # Arrow checks each column's indices (a tenth of a second at 6.9M x 15) unless told they are valid: here
+    # one numpy pass over the matrix tells (invalid ones still get Arrow's check and its error)
+    valid = cn_index.size == 0 or (int(cn_index.min()) >= 0 and int(cn_index.max()) < min(len(classes), 128))
     return [pa.DictionaryArray.from_arrays(pa.array(np.ascontiguousarray(cn_index[:, k], dtype=np.int8)),
-                                           dictionary) for k in range(cn_index.shape[1])]
+                                           dictionary, safe=not valid) for k in range(cn_index.shape[1])]
 
 
 # -------------------------------------------------------------------------------------------------
@@ -479,9 +494,10 @@ class ResultWriter:
                     for fmt in self.formats:
                         if fmt in _MATRIX_FORMATS:
                             batch.drop(name + _MATRIX_SUFFIX[fmt])
-                for name in TABLES:
-                    batch.write(f"{name}.tsv", lambda t, n=name: write_frame(t, getattr(result, n)))
-                batch.write("params.json", lambda t: t.write_text(json.dumps(_params_json(result), indent=1)))
+                for name in TABLES:  # the call tables: own threads, as the call files
+                    batch.write(f"{name}.tsv", lambda t, n=name: write_frame(t, getattr(result, n)), waits=True)
+                batch.write("params.json", lambda t: t.write_text(json.dumps(_params_json(result), indent=1)),
+                            waits=True)
                 for fmt in self.formats:
                     if fmt in _MATRIX_FORMATS:
                         _MATRIX_WRITERS[fmt](result, batch, fresh)
@@ -540,9 +556,8 @@ def matrix_source(result, name: str):
 
 def _write_text_matrices(result, batch: _Batch, compress: bool, names=MATRICES) -> None:
     ext = ".tsv.gz" if compress else ".tsv"
-    coords = None
     for name, (names, columns) in matrix_columns(result, names).items():
-        coords = coords or [_arrow_column(c) for c in columns[:3]]  # once for every file
+        coords = batch.shared("text coordinates", result.gr, lambda: [_arrow_column(c) for c in columns[:3]])
         batch.write(name + ext, lambda t, n=names, c=coords + columns[3:]: write_columns(t, n, c, compress))
 
 
@@ -553,7 +568,11 @@ def _write_parquet_matrices(result, batch: _Batch, names=MATRICES) -> None:
 
     rows = len(result.gr)
     per = _part_rows(rows, batch.workers, len(MATRICES))
-    for name, table in _iter_parquet_tables(result, names):  # a table's parts are encoded while the next is made
+
+    def coords() -> list:  # once for every file of the batch (the staged ones and those of ``finish``)
+        return batch.shared("parquet coordinates", result.gr, lambda: parquet_coordinates(result.gr))
+
+    for name, table in _iter_parquet_tables(result, names, coords):  # parts encoded while the next table is made
         options = parquet_options(table)
         parts = [batch.submit(_encode_parquet, table.slice(a, per), options, per) for a in range(0, max(rows, 1), per)]
         batch.write(name + ".parquet", lambda t, j=(table, options, parts): _join_parts(t, *j), waits=True)
@@ -577,11 +596,18 @@ def parquet_tables(result) -> dict:
     return dict(_iter_parquet_tables(result))
 
 
-def _iter_parquet_tables(result, names=MATRICES):
-    """(name, table) of ``parquet_tables``, each table made when the iteration reaches it."""
+def parquet_coordinates(gr: pd.DataFrame) -> list:
+    """The columns seqnames, start, end of ``gr`` as Arrow arrays (``_parquet_array``), as every matrix file holds
+    them."""
+    return [_parquet_array(c) for c in _gr_columns(gr)]
+
+
+def _iter_parquet_tables(result, names=MATRICES, coordinates: Callable[[], list] | None = None):
+    """(name, table) of ``parquet_tables``, each table made when the iteration reaches it; ``coordinates()``:
+    the ``parquet_coordinates`` of ``result.gr`` (default: made here, once)."""
     coords = None
     for name, (names, columns) in matrix_columns(result, names).items():
-        coords = coords or [_parquet_array(c) for c in columns[:3]]
+        coords = coords or (coordinates or (lambda: parquet_coordinates(result.gr)))()
         yield name, _parquet_table(names, coords + columns[3:])
 
 
@@ -913,10 +939,10 @@ def _merge_footers(footers: list[bytes], shifts: list[int]) -> bytes:
 class _Staged:
     """A file of ``batch`` that later files of the same batch are made from (its compressed copy, its index).
 
-    The batch's pool takes jobs in submission order, so a job waiting on ``path()`` of a file staged before it
-    waits on a job that is running or done."""
+    The batch's pool and its own threads (``waits``, as ``_Batch.write``) take jobs in submission order, so a job
+    waiting on ``path()`` of a file staged before it in the same lane waits on a job that is running or done."""
 
-    def __init__(self, batch: _Batch, name: str, write: Callable[[Path], None]):
+    def __init__(self, batch: _Batch, name: str, write: Callable[[Path], None], waits: bool = False):
         import threading
 
         self.name = name
@@ -930,7 +956,7 @@ class _Staged:
             finally:
                 self._done.set()
 
-        batch.write(name, run)
+        batch.write(name, run, waits=waits)
 
     def path(self) -> Path:
         """The complete temporary file (waits for it)."""
@@ -940,27 +966,31 @@ class _Staged:
         return self._tmp
 
 
+# The call files are small and made mostly in Python: written on the batch's own threads (``_Batch``), beside
+# the matrices' parts.
+
 def _write_bed(result, batch: _Batch) -> None:
     ext = index_suffix(bed_max_position(result))
     for stem, frame in (("cnvs", bed_cnvs), ("cnvr", bed_cnvr)):
-        plain = _Staged(batch, f"{stem}.bed", lambda t, f=frame: write_frame(t, f(result), header=False))
+        plain = _Staged(batch, f"{stem}.bed", lambda t, f=frame: write_frame(t, f(result), header=False), waits=True)
         if have_pysam():
-            gz = _Staged(batch, f"{stem}.bed.gz", lambda t, p=plain: bgzip(p.path(), t))
-            batch.write(f"{stem}.bed.gz.{ext}", lambda t, g=gz: tabix(g.path(), "bed", t, csi=ext == "csi"))
+            gz = _Staged(batch, f"{stem}.bed.gz", lambda t, p=plain: bgzip(p.path(), t), waits=True)
+            batch.write(f"{stem}.bed.gz.{ext}", lambda t, g=gz: tabix(g.path(), "bed", t, csi=ext == "csi"), waits=True)
 
 
 def _write_vcf(result, batch: _Batch, options: VcfOptions = VcfOptions()) -> None:
     kw = options.vcf_kwargs()
     if not have_pysam():
-        batch.write("cnvr.vcf", lambda t: write_vcf(result, t, compress=False, **kw))
+        batch.write("cnvr.vcf", lambda t: write_vcf(result, t, compress=False, **kw), waits=True)
         return
     ext = index_suffix(vcf_max_position(result, **kw))
-    vcf = _Staged(batch, "cnvr.vcf.gz", lambda t: write_vcf(result, t, **kw))
-    batch.write(f"cnvr.vcf.gz.{ext}", lambda t: tabix(vcf.path(), "vcf", t, csi=ext == "csi"))
+    vcf = _Staged(batch, "cnvr.vcf.gz", lambda t: write_vcf(result, t, **kw), waits=True)
+    batch.write(f"cnvr.vcf.gz.{ext}", lambda t: tabix(vcf.path(), "vcf", t, csi=ext == "csi"), waits=True)
     for s in result.sample_names if options.per_sample else ():  # cnvr.<sample>.vcf.gz: its carried regions
         one = _Staged(batch, sample_vcf_name(s), lambda t, s=s: write_vcf(result, t, samples=[s], carriers_only=True,
-                                                                          **kw))
-        batch.write(f"{sample_vcf_name(s)}.{ext}", lambda t, one=one: tabix(one.path(), "vcf", t, csi=ext == "csi"))
+                                                                          **kw), waits=True)
+        batch.write(f"{sample_vcf_name(s)}.{ext}", lambda t, one=one: tabix(one.path(), "vcf", t, csi=ext == "csi"),
+                    waits=True)
 
 
 def _write_rds(result, batch: _Batch) -> None:
@@ -982,7 +1012,8 @@ _MATRIX_SUFFIX = {"parquet": ".parquet", "tsv": ".tsv", "tsv.gz": ".tsv.gz"}
 _WRITERS = {
     "bed": _write_bed,
     "vcf": _write_vcf,
-    "seg": lambda result, batch: batch.write("segmentation.seg", lambda t: write_frame(t, seg_table(result))),
+    "seg": lambda result, batch: batch.write("segmentation.seg", lambda t: write_frame(t, seg_table(result)),
+                                             waits=True),
     "rds": _write_rds,
 }
 
