@@ -124,12 +124,14 @@ CHILD = r'''
         "flags": [s.nonfinite, s.fractional], "Y_untouched": bool(np.array_equal(Y, x)),
         "kept_rows_per_block": s.kept_rows.tolist(),
     }
-    flags = {"flag_inf": (5, 1, np.inf), "flag_nan": (m - 1, n - 1, np.nan), "flag_fraction": (700, 9, 2.5),
+    # each flag, on one tile (the simulator runs a GPU thread as a Python thread: a tile takes a fraction of a second)
+    one = np.array([dk.TILE_ROWS], dtype=np.int64)
+    flags = {"flag_inf": (5, 1, np.inf), "flag_nan": (one[0] - 1, n - 1, np.nan), "flag_fraction": (200, 9, 2.5),
              "flag_negative_fraction": (0, 0, -0.5)}
     for name, (i, k, v) in flags.items():
-        z = x.copy(order="F")
+        z = x[:one[0]].copy(order="F")
         z[i, k] = v
-        r = dk.block_sums(z, firsts, ends, np.zeros(m, dtype=np.uint8))
+        r = dk.block_sums(z, one - one, one, np.zeros(one[0], dtype=np.uint8))
         out[name] = [r.nonfinite, r.fractional]
 
     # normalization against the CPU: many chromosomes, silent rows, an all-zero chromosome; poisson and mean
