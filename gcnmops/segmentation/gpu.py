@@ -55,9 +55,9 @@ from ..cuda.nofma import jit_nofma
 from ..cuda.runtime import Landing, device_copy, device_module, kernel_arg
 from ..errors import InputError
 from ..exact.rstats import ld_mean, median_inplace, quantile7_low_index
-from .host import (EPS_QUANTILE, abs_diffs, breakpoint_count, clean, dirt, fill_segments, has_neighbourhood,
-                   kth_pair_with_zeros, local_half_width, quantile7_select_plain, segment_bounds, segment_ends_sparse,
-                   vector_constants, vector_scale, window_scratch)
+from .host import (EPS_QUANTILE, SELECT_SAMPLE, abs_diffs, breakpoint_count, clean, dirt, fill_segments,
+                   has_neighbourhood, kth_pair_with_zeros, local_half_width, quantile7_sampled, segment_bounds,
+                   segment_ends_sparse, vector_constants, vector_scale, window_scratch)
 from .interface import (checked_columns, label_tasks, output_arrays, report_cleaning, resolve_params,
                         segment_frame)
 from ..exact.tdist import t_neglog_upper
@@ -179,11 +179,12 @@ def prepare_vectors(values: np.ndarray, firsts: np.ndarray, ends: np.ndarray, pa
     return HostVectors(xt, offs, task_offsets(ncand), vec_eps, vec_V, vec_thi, vec_tlo, dirty)
 
 
-def _nofma_prepare(x, offs, eps_given, eps, default_t, t_hi, t_lo, min_seg, work, dirty, vec_eps, vec_V, vec_thi,
-                   vec_tlo, ncand):
+def _nofma_prepare(x, offs, eps_given, eps, default_t, t_hi, t_lo, min_seg, work, sample, dirty, vec_eps, vec_V,
+                   vec_thi, vec_tlo, ncand):
     """``_prepare_all`` on the device, one thread per vector, for vectors that need no cleaning (dirty[v] != 0:
-    the others are left as they are); ``work``: scratch like x. The host's formulas, so the values are the
-    host's bit for bit (the selections return order statistics, which any selection finds alike)."""
+    the others are left as they are); ``work``: scratch like x; ``sample``: SELECT_SAMPLE values of scratch per
+    vector (the eps selection's sample). The host's formulas and selection, so the values are the host's bit for
+    bit."""
     start = cuda.grid(1)
     stride = cuda.gridsize(1)
     for v in range(start, offs.shape[0] - 1, stride):
@@ -198,7 +199,7 @@ def _nofma_prepare(x, offs, eps_given, eps, default_t, t_hi, t_lo, min_seg, work
         if not eps_given:
             wv = work[o:o + m]
             abs_diffs(xv, wv)
-            ve = quantile7_select_plain(wv, m - 1, EPS_QUANTILE)
+            ve = quantile7_sampled(wv, m - 1, EPS_QUANTILE, sample[v * SELECT_SAMPLE:(v + 1) * SELECT_SAMPLE])
         th, tl, V = vector_scale(xv, default_t, t_hi, t_lo)
         ncand[v] = candidate_count(xv, min_seg, ve)
         vec_eps[v] = ve
@@ -242,7 +243,7 @@ def device_prepare(device_values, values: np.ndarray, firsts: np.ndarray, ends: 
     _PREPARE_KERNEL[0][_blocks_for(nv, tpb, 1 << 16), tpb](
         kernel_arg(d_x), kernel_arg(xp.asarray(offs)), params["eps_given"], params["eps"], params["default_t"],
         params["t_hi"], params["t_lo"], params["min_seg"], kernel_arg(xp.empty(d_x.size)),
-        *(kernel_arg(d) for d in d_out))
+        kernel_arg(xp.empty(nv * SELECT_SAMPLE)), *(kernel_arg(d) for d in d_out))
     dirty, vec_eps, vec_V, vec_thi, vec_tlo, ncand = (a if xp is np else xp.asnumpy(a) for a in d_out)
     if dirty.any():
         return None
