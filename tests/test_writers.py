@@ -359,3 +359,30 @@ def test_label_columns_refuse_indices_outside_the_classes():
         wrong[1, 1] = bad
         with pytest.raises(pa.ArrowIndexError):
             writers._label_columns(wrong, classes)
+
+
+def test_joined_footer_moves_every_offset_of_each_part(tmp_path):
+    """The merged footer (one pass over each part's footer) holds each part's row group as pyarrow reads it,
+    with its page offsets moved by the part's place in the joined file: small moves and ones that need longer
+    varints (beyond 2^28 and 2^35 bytes)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({"seqnames": pa.array(["chr1", "chr2"] * 600).dictionary_encode(), "start": np.arange(1200),
+                      "x": np.random.default_rng(1).random(1200), "y": np.repeat([1.0, 2.0], 600)})
+    options = writers.parquet_options(table)
+    parts = [bytes(writers._encode_parquet(table.slice(a, 300), options, 300)) for a in range(0, 1200, 300)]
+    footers = [p[-8 - int.from_bytes(p[-8:-4], "little"):-8] for p in parts]
+    moved = ("data_page_offset", "dictionary_page_offset", "file_offset")
+    for shifts in ([0, 5, 300, 70_000], [0, 1 << 28, 3 << 34, (1 << 40) + 7]):
+        merged = writers._merge_footers(footers, shifts)
+        meta = pq.read_metadata(pa.BufferReader(b"PAR1" + merged + len(merged).to_bytes(4, "little") + b"PAR1"))
+        assert meta.num_rows == 1200 and meta.num_row_groups == 4
+        assert meta.schema.equals(pq.read_metadata(pa.BufferReader(parts[0])).schema)
+        for g, (part, shift) in enumerate(zip(parts, shifts)):
+            want = pq.read_metadata(pa.BufferReader(part)).row_group(0).to_dict()
+            for column in want["columns"]:
+                for key in moved:
+                    if column[key] is not None:  # no dictionary page in some columns
+                        column[key] += shift
+            assert meta.row_group(g).to_dict() == want

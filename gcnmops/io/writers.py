@@ -851,20 +851,30 @@ def _skip(buf: bytes, pos: int, kind: int, element: bool = False) -> int:
     raise _FooterError(f"unknown Thrift type {kind}")
 
 
+_STOP = -1  # ``_header``'s type at a struct's stop byte
+
+
+def _header(buf: bytes, pos: int, last: int) -> tuple[int, int, int]:
+    """(field id, type, position after the header) of the field header at ``pos`` of a struct (``last``: the
+    previous field's id); type _STOP at the struct's stop byte."""
+    b = buf[pos]
+    pos += 1
+    if b == 0:
+        return last, _STOP, pos
+    kind, delta = b & 0x0F, b >> 4
+    if delta:
+        return last + delta, kind, pos
+    raw, pos = _varint(buf, pos)
+    return _unzigzag(raw), kind, pos
+
+
 def _fields(buf: bytes, pos: int) -> tuple[list[tuple[int, int, int, int]], int]:
     """[(field id, type, value start, value end)] of the struct at ``pos``, and the position after it."""
     fields, last = [], 0
     while True:
-        b = buf[pos]
-        pos += 1
-        if b == 0:
+        field, kind, pos = _header(buf, pos, last)
+        if kind == _STOP:
             return fields, pos
-        kind, delta = b & 0x0F, b >> 4
-        if delta:
-            field = last + delta
-        else:
-            raw, pos = _varint(buf, pos)
-            field = _unzigzag(raw)
         end = _skip(buf, pos, kind)
         fields.append((field, kind, pos, end))
         last, pos = field, end
@@ -872,33 +882,66 @@ def _fields(buf: bytes, pos: int) -> tuple[list[tuple[int, int, int, int]], int]
 
 def _patched(buf: bytes, pos: int, rules: dict, shift: int, ordinal: int) -> tuple[bytes, int]:
     """The struct at ``pos`` with its offsets moved by ``shift`` and its ordinal set, by ``rules`` (field id ->
-    "offset", "ordinal", "refuse", the rules of a struct, or [the rules of a list's structs]); the position after it."""
-    fields, end = _fields(buf, pos)
-    out, copied = bytearray(), pos
-    for field, kind, start, stop in fields:
+    "offset", "ordinal", "refuse", the rules of a struct, or [the rules of a list's structs]); the position after it.
+    One pass: each value is read once."""
+    out, copied, last = bytearray(), pos, 0
+    while True:
+        field, kind, pos = _header(buf, pos, last)
+        if kind == _STOP:
+            out += buf[copied:pos]
+            return bytes(out), pos
+        last = field
         rule = rules.get(field)
         if rule is None:
+            pos = _skip(buf, pos, kind)
             continue
-        out += buf[copied:start]
+        out += buf[copied:pos]
         if rule == "offset" and kind == _T_I64:
-            out += _varint_bytes(_zigzag(_unzigzag(_varint(buf, start)[0]) + shift))
+            value, pos = _varint(buf, pos)
+            out += _varint_bytes(_zigzag(_unzigzag(value) + shift))
         elif rule == "ordinal" and kind == _T_I16:
+            pos = _varint(buf, pos)[1]
             out += _varint_bytes(_zigzag(ordinal))
         elif isinstance(rule, dict) and kind == _T_STRUCT:
-            out += _patched(buf, start, rule, shift, ordinal)[0]
+            patched, pos = _patched(buf, pos, rule, shift, ordinal)
+            out += patched
         elif isinstance(rule, list) and kind == _T_LIST:
-            size, item, p = _list_header(buf, start)
-            if item != _T_STRUCT:
-                raise _FooterError("a list of structs expected")
-            out += buf[start:p]
-            for _ in range(size):
-                patched, p = _patched(buf, p, rule[0], shift, ordinal)
-                out += patched
+            head, items, pos = _patched_list(buf, pos, rule[0], shift, ordinal, 0)
+            out += head + b"".join(items)
         else:
             raise _FooterError(f"field {field} (type {kind}) cannot be moved")
-        copied = stop
-    out += buf[copied:end]
-    return bytes(out), end
+        copied = pos
+
+
+def _patched_list(buf: bytes, pos: int, rules: dict, shift: int, ordinal: int, step: int
+                  ) -> tuple[bytes, list[bytes], int]:
+    """(header, structs, position after it) of the list of structs at ``pos``, each ``_patched`` (the i-th with
+    ordinal ``ordinal + i * step``)."""
+    size, item, p = _list_header(buf, pos)
+    if item != _T_STRUCT:
+        raise _FooterError("a list of structs expected")
+    items, end = [], p
+    for i in range(size):
+        patched, end = _patched(buf, end, rules, shift, ordinal + i * step)
+        items.append(patched)
+    return bytes(buf[pos:p]), items, end
+
+
+def _footer(meta: bytes, shift: int, ordinal: int) -> tuple[dict[int, tuple[int, int, int]], list[bytes], int]:
+    """The fields of the FileMetaData ``meta`` (field id -> (type, value start, value end)), its row groups with
+    their offsets moved by ``shift`` and ordinals from ``ordinal`` on (the structs, without the list's header),
+    and the position after it; one pass."""
+    fields, groups, pos, last = {}, [], 0, 0
+    while True:
+        field, kind, start = _header(meta, pos, last)
+        if kind == _STOP:
+            return fields, groups, start
+        if field == 4 and kind == _T_LIST:
+            _, groups, pos = _patched_list(meta, start, _ROW_GROUP, shift, ordinal, 1)
+        else:
+            pos = _skip(meta, start, kind)
+        fields[field] = (kind, start, pos)
+        last = field
 
 
 def _merge_footers(footers: list[bytes], shifts: list[int]) -> bytes:
@@ -906,25 +949,24 @@ def _merge_footers(footers: list[bytes], shifts: list[int]) -> bytes:
     file's, with num_rows the sum and row_groups all the files' row groups (offsets moved, ordinals renumbered).
     The files must agree on everything else (schema, key-value metadata, ...)."""
     try:
-        first, end = _fields(footers[0], 0)
+        first, groups, end = _footer(footers[0], shifts[0], 0)
         if end != len(footers[0]):
             raise _FooterError("trailing bytes after the footer")
-        same = {field: footers[0][start:stop] for field, _, start, stop in first if field not in (3, 4)}
-        groups, rows = [], 0
-        for meta, shift in zip(footers, shifts):
-            fields = {field: (kind, start, stop) for field, kind, start, stop in _fields(meta, 0)[0]}
+        same = {field: footers[0][start:stop] for field, (_, start, stop) in first.items() if field not in (3, 4)}
+        rows = 0
+        for k, (meta, shift) in enumerate(zip(footers, shifts)):
+            fields = first
+            if k:
+                fields, more, _ = _footer(meta, shift, len(groups))
+                groups = groups + more
             if {f: meta[a:b] for f, (_, a, b) in fields.items() if f not in (3, 4)} != same or \
                     fields.get(3, (0,))[0] != _T_I64 or fields.get(4, (0,))[0] != _T_LIST:
                 raise _FooterError("the parts differ in more than their row groups")
             rows += _unzigzag(_varint(meta, fields[3][1])[0])
-            size, item, p = _list_header(meta, fields[4][1])
-            for _ in range(size):
-                group, p = _patched(meta, p, _ROW_GROUP, shift, len(groups))
-                groups.append(group)
     except IndexError:
         raise _FooterError("a truncated footer") from None
     out, copied, meta = bytearray(), 0, footers[0]
-    for field, _, start, stop in first:
+    for field, (_, start, stop) in first.items():
         if field == 3:
             out += meta[copied:start] + _varint_bytes(_zigzag(rows))
         elif field == 4:
