@@ -43,8 +43,8 @@ class CountData:
     @property
     def chromosomes(self) -> np.ndarray:
         """Chromosome name of every row, shape (m,), dtype object."""
-        if self.ranges is None:
-            return np.full(self.n_regions, UNDEF_CHROMOSOME, dtype=object)
+        if self.ranges is None:  # one string object (np.full would make one per row): compared by object
+            return np.repeat(np.array([UNDEF_CHROMOSOME], dtype=object), self.n_regions)
         return self.ranges["seqnames"].to_numpy(dtype=object)
 
     def blocks(self) -> list[tuple[str, int, int]]:

@@ -149,6 +149,12 @@ def test_npz_seqnames_are_runs_of_one_object(tmp_path):
     assert d.blocks() == [("chr1", 0, 300), ("chr2", 300, 500), ("chrX", 500, 600)]
 
 
+def test_bare_matrix_chromosomes_are_one_object():
+    d = make_count_data(np.ones((1000, 2)))
+    assert list(D._object_changes(d.chromosomes)) == [] and set(d.chromosomes) == {"undef"}
+    assert d.blocks() == [("undef", 0, 1000)]
+
+
 def test_ranges_of_a_table_share_no_memory_with_it():
     """make_count_data's ranges are its own (a user changing the table afterwards changes nothing)."""
     ranges = pd.DataFrame({"seqnames": _shared_runs(["chr1", "chr2"], [3, 3]), "start": np.arange(1, 7) * 100,
