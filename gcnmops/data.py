@@ -509,17 +509,10 @@ def _object_changes(values: np.ndarray) -> np.ndarray | None:
     """Rows i >= 1 of the 1-D object array ``values`` whose object is not the one of row i - 1 (compared by address,
     in bulk), if every object is a ``str`` (checked on the first of each run of one object): runs of one string
     object then hold equal strings, so names can only change at these rows. None if ``values`` holds anything else
-    (a float NaN, for one, differs from itself)."""
+    (a float NaN, for one, differs from itself), or mostly distinct objects (then this saves nothing)."""
     if values.size < 2:
         return np.zeros(0, dtype=np.intp) if all(type(v) is str for v in values) else None
-
-    class _Addresses:  # the array's pointers, seen as integers (numpy has no view of an object array as such)
-        __array_interface__ = {"shape": values.shape, "strides": values.strides, "typestr": np.dtype(np.uintp).str,
-                               "data": (values.__array_interface__["data"][0], True), "version": 3}
-
-    holder = _Addresses()
-    holder.values = values  # kept alive (and so its objects) while the addresses are read
-    address = np.asarray(holder)
+    address = np.asarray(_Addresses(values))
     changes = np.flatnonzero(address[1:] != address[:-1]) + 1
     if changes.size > values.size // 4:  # mostly distinct objects: checking their types costs more than it saves
         return None
@@ -527,3 +520,15 @@ def _object_changes(values: np.ndarray) -> np.ndarray | None:
     if not all(type(v) is str for v in firsts):
         return None
     return changes
+
+
+class _Addresses:
+    """The object pointers of an object array as unsigned integers, same shape and strides (numpy has no view of an
+    object array as another dtype): ``np.asarray(_Addresses(values))``, read while ``values`` is alive (it is kept
+    here)."""
+
+    def __init__(self, values: np.ndarray):
+        self.values = values
+        self.__array_interface__ = {"shape": values.shape, "strides": values.strides,
+                                    "typestr": np.dtype(np.uintp).str,
+                                    "data": (values.__array_interface__["data"][0], True), "version": 3}
