@@ -182,6 +182,48 @@ def test_bed_is_bgzipped_and_tabix_indexed(written):
         assert got == (written / name).read_text().splitlines()  # same lines as the plain file, by region
 
 
+@needs_pysam
+def test_htslib_writes_through_a_pipe_the_same_bytes(written, results, tmp_path, monkeypatch):
+    """bgzip, tabix (.tbi and .csi) and the VCFs, written by htslib into a pipe (no fdatasync), are the bytes htslib
+    writes into the file itself (FD_FOLDER missing: the fallback)."""
+    def files(folder):
+        folder.mkdir()
+        callfiles.bgzip(written / "cnvs.bed", folder / "cnvs.bed.gz")
+        callfiles.tabix(folder / "cnvs.bed.gz", "bed", folder / "cnvs.bed.gz.tbi")
+        callfiles.tabix(folder / "cnvs.bed.gz", "bed", folder / "cnvs.bed.gz.csi", csi=True)
+        callfiles.write_vcf(results[1], folder / "cnvr.vcf.gz")
+        callfiles.write_vcf(results[0], folder / "raw.vcf", compress=False)
+        callfiles.write_sample_vcfs(results[1], folder, samples=results[1].sample_names[:2])
+        return {p.name: p.read_bytes() for p in folder.iterdir()}
+
+    piped = files(tmp_path / "piped")
+    monkeypatch.setattr(callfiles, "FD_FOLDER", tmp_path / "no-such-folder")
+    assert piped == files(tmp_path / "direct") and len(piped) == 9
+    assert piped["cnvs.bed.gz"] == (written / "cnvs.bed.gz").read_bytes()
+
+
+def test_a_failing_copy_or_writer_through_a_pipe_raises_its_error(tmp_path):
+    """The copy's own error (a folder that is missing: the full disk's case) is the one raised, and a writer's
+    error is raised as it is; neither waits forever."""
+    def write(name):
+        with open(name, "wb") as fh:
+            for _ in range(64):
+                fh.write(b"x" * (1 << 16))  # more than a pipe holds
+
+    callfiles.through_pipe(write, tmp_path / "ok")
+    assert (tmp_path / "ok").stat().st_size == 64 << 16
+    with pytest.raises(FileNotFoundError):
+        callfiles.through_pipe(write, tmp_path / "missing" / "file")
+
+    def broken(name):
+        with open(name, "wb") as fh:
+            fh.write(b"part")
+            raise ValueError("writer failed (test)")
+
+    with pytest.raises(ValueError, match="writer failed"):
+        callfiles.through_pipe(broken, tmp_path / "broken")
+
+
 @needs("tabix")
 def test_tabix_queries_the_bed(written, results):
     r = results[1]

@@ -26,8 +26,10 @@ min(99, round(-10 log10(1 - p))), p the probability of the stated copy number:
 from __future__ import annotations
 
 import datetime
+import os
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,14 +78,56 @@ def index_suffix(max_position: int) -> str:
 def bgzip(src, dst) -> None:
     """BGZF-compress the text file ``src`` into ``dst`` (what ``bgzip`` writes)."""
     _need_pysam("bgzip")
-    pysam.tabix_compress(str(src), str(dst), force=True)
+    through_pipe(lambda name: pysam.tabix_compress(str(src), name, force=True), dst)
 
 
 def tabix(path, preset: str, index, csi: bool = False) -> None:
     """Index the bgzipped, sorted file ``path`` (``preset`` "bed" or "vcf") into ``index`` (.tbi or .csi)."""
     _need_pysam("tabix")
-    pysam.tabix_index(str(path), preset=preset, index=str(index), force=True, csi=csi,
-                      min_shift=14 if csi else -1)
+    through_pipe(lambda name: pysam.tabix_index(str(path), preset=preset, index=name, force=True, csi=csi,
+                                                min_shift=14 if csi else -1), index)
+
+
+#: the folder whose entries name a process's open files (Linux, macOS): ``through_pipe`` passes htslib a pipe there
+FD_FOLDER = Path("/dev/fd")
+
+
+def through_pipe(write: Callable[[str], object], dst) -> None:
+    """``write(name)``, a call that has htslib write a file, with ``name`` the write end of a pipe whose bytes a
+    thread copies into ``dst``: the same bytes as ``write(str(dst))``, without the disk wait that htslib adds.
+
+    htslib ends every file it writes with fdatasync, which waits for the disk; after the gigabytes of a run's
+    matrices that is up to a second per file (the file system's journal commits what is pending first). On a pipe
+    fdatasync is refused and htslib goes on: the file is then written as every other file of a run (no sync; the
+    batch's renames make it appear). Where FD_FOLDER is missing, ``write(str(dst))``."""
+    if not FD_FOLDER.is_dir():
+        write(str(dst))
+        return
+    read_end, write_end = os.pipe()
+    failure: list[BaseException] = []
+
+    def copy() -> None:
+        try:
+            with open(read_end, "rb", buffering=0) as src, open(dst, "wb") as out:
+                while chunk := src.read(1 << 20):
+                    out.write(chunk)
+        except BaseException as err:  # noqa: BLE001 - re-raised by the writing thread
+            failure.append(err)
+
+    thread = threading.Thread(target=copy, name="gcnmops-pipe", daemon=True)
+    thread.start()
+    try:
+        write(f"{FD_FOLDER}/{write_end}")
+    except BaseException:
+        os.close(write_end)
+        thread.join(1.0)  # a copy that failed first (a full disk) is the cause; htslib may still hold the pipe
+        if failure:
+            raise failure[0] from None
+        raise
+    os.close(write_end)
+    thread.join()  # htslib closed its end: the copy reads to the end
+    if failure:
+        raise failure[0]
 
 
 # -------------------------------------------------------------------------------------------------
@@ -800,16 +844,21 @@ def write_vcf(result, path, reference_fai=None, samples=None, carriers_only: boo
         header.add_line(line)
     for s in table.samples:
         header.add_sample(s)
-    with pysam.VariantFile(str(path), "wz" if compress else "w", header=header) as vcf:
+    through_pipe(lambda name: _write_records(name, "wz" if compress else "w", header, table), path)
+    return path
+
+
+def _write_records(name: str, mode: str, header, table: VcfTable) -> None:
+    """The VCF ``table`` with its ``header`` (a pysam.VariantHeader) into the file ``name`` (pysam's ``mode``)."""
+    with pysam.VariantFile(name, mode, header=header) as vcf:
         for r in table.records:
             rec = vcf.new_record(contig=r.chrom, start=r.pos - 1, stop=r.end, alleles=(r.ref, r.alt), id=r.id,
                                  qual=r.qual, filter=r.filter, info=r.info)
-            for name, cell in zip(table.samples, r.samples):
-                sample = rec.samples[name]
+            for sample_name, cell in zip(table.samples, r.samples):
+                sample = rec.samples[sample_name]
                 for key in table.formats:
                     sample[key] = cell[key]
             vcf.write(rec)
-    return path
 
 
 def vcf_max_position(result, reference_fai=None, reference=None) -> int:
