@@ -460,6 +460,32 @@ def test_cnq_from_posteriors_and_from_sini(results, tmp_path):
         assert rec.samples[s]["CNQ"] == min(99, int(np.rint(-10 * np.log10(max(1 - p, 1e-10))))), s
 
 
+@pytest.mark.parametrize("posteriors", [False, True])
+def test_qualities_of_many_items_are_those_of_each_alone(results, posteriors):
+    """Q of many regions or CNVs at once (the BEDs' and the VCF's) equals Q of each alone: windows of every
+    length, no windows, NaN and infinite sINI, normal, non-normal and unknown classes, one sample or several."""
+    rng = np.random.default_rng(3)
+    r = results[1]
+    m, n, k = len(r.gr), len(r.sample_names), len(r.classes)
+    sini = np.asfortranarray(r.local_assessments.copy())
+    sini[rng.random(sini.shape) < 0.02] = np.nan
+    sini[rng.random(sini.shape) < 0.01] = np.inf
+    post = rng.dirichlet(np.full(k, 0.05), size=(m, n)).transpose(0, 2, 1) if posteriors else None
+    evidence = callfiles._Evidence(r.replace(local_assessments=sini, posterior_probs=post))
+    starts = rng.integers(0, m - 1, 300)
+    row_sets = [np.arange(a, min(m, a + w)) for a, w in zip(starts, rng.integers(0, 300, 300))]
+    for width in (1, 4):
+        cols = np.array([rng.choice(n, width, replace=False) for _ in row_sets])
+        cls = rng.integers(-1, k, cols.shape)
+        sign = rng.integers(-1, 2, cols.shape)
+        together = evidence.qualities(row_sets, cols, cls, sign)
+        alone = np.array([evidence.qualities([rows], c[None], k_[None], s_[None])[0]
+                          for rows, c, k_, s_ in zip(row_sets, cols, cls, sign)])
+        assert np.array_equal(together, alone)
+        assert (together[[i for i, rows in enumerate(row_sets) if rows.size == 0]] == 0).all()
+        assert len(np.unique(together)) > 3  # qualities of several values, not one
+
+
 @needs_pysam
 def test_reference_fai_gives_the_contig_lengths(results, tmp_path):
     r = results[1]

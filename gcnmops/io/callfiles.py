@@ -341,30 +341,40 @@ class _Evidence:
         post = result.posterior_probs
         self.post = None if post is None or self.main_idx < 0 else np.asarray(post, dtype=np.float64)
 
-    def quality(self, rows: np.ndarray, cols: np.ndarray, cls: np.ndarray, sign: np.ndarray) -> np.ndarray:
-        """Q of samples ``cols`` over windows ``rows``: ``sign`` -1/+1 non-normal (of class index ``cls``,
-        -1 unknown), 0 normal."""
+    def qualities(self, row_sets: list, cols: np.ndarray, cls: np.ndarray, sign: np.ndarray) -> np.ndarray:
+        """(n, k) Q of n items: item i's samples ``cols[i]`` over its windows ``row_sets[i]`` (Q 0 without
+        windows); ``sign`` -1/+1 non-normal (of class index ``cls``, -1 unknown), 0 normal; ``cols``, ``cls``,
+        ``sign`` (n, k). The means over an item's windows are taken item by item, the rest for all at once
+        (elementwise: the same values as item by item)."""
         cols, cls, sign = np.asarray(cols), np.asarray(cls), np.asarray(sign)
-        if rows.size == 0 or cols.size == 0:
-            return np.zeros(cols.size, np.int64)
+        q = np.zeros(cls.shape, np.int64)
+        full = [i for i, rows in enumerate(row_sets) if rows.size]
+        if not full or cls.shape[1] == 0:
+            return q
+        cls_f, sign_f = cls[full], sign[full]
         if self.post is not None:
-            pm = self.post[rows][:, :, cols].mean(axis=0)  # (classes, samples)
-            at = np.arange(cols.size)
-            p_main = pm[self.main_idx, at]
-            p_cls = pm[np.maximum(cls, 0), at]
-            p = np.where(sign == 0, p_main, np.where(cls >= 0, p_cls, 1.0 - p_main))
-            return _phred(p)
-        x = self.sini[rows][:, cols]
-        finite = np.isfinite(x)
-        s = np.where(finite, x, 0.0).sum(axis=0) / np.maximum(finite.sum(axis=0), 1)
-        e_cls = np.where(cls >= 0, self.log2fold[np.maximum(cls, 0)] if self.log2fold.size else np.nan, np.nan)
+            at = np.arange(cls.shape[1])
+            means = [self.post[row_sets[i]][:, :, cols[i]].mean(axis=0) for i in full]  # (classes, samples) each
+            p_main = np.array([pm[self.main_idx, at] for pm in means])
+            p_cls = np.array([pm[np.maximum(c, 0), at] for pm, c in zip(means, cls_f)])
+            q[full] = _phred(np.where(sign_f == 0, p_main, np.where(cls_f >= 0, p_cls, 1.0 - p_main)))
+            return q
+        s = np.array([self._mean_sini(row_sets[i], cols[i]) for i in full])
+        e_cls = np.where(cls_f >= 0, self.log2fold[np.maximum(cls_f, 0)] if self.log2fold.size else np.nan, np.nan)
         e_alt = np.where(np.isfinite(e_cls) & (e_cls != 0), e_cls,
-                         np.where(sign < 0, self.step[-1], self.step[1]))
+                         np.where(sign_f < 0, self.step[-1], self.step[1]))
         e_ref = np.where(s < 0, self.step[-1], self.step[1])
         with np.errstate(divide="ignore", invalid="ignore"):
             p_alt = np.clip(s / e_alt, 0.0, 1.0)
             p_ref = 1.0 - np.clip(np.abs(s) / np.abs(e_ref), 0.0, 1.0)
-        return _phred(np.where(sign == 0, p_ref, p_alt))
+        q[full] = _phred(np.where(sign_f == 0, p_ref, p_alt))
+        return q
+
+    def _mean_sini(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """(k,) mean sINI of samples ``cols`` over windows ``rows`` (finite values; 0 where none)."""
+        x = self.sini[rows][:, cols]
+        finite = np.isfinite(x)
+        return np.where(finite, x, 0.0).sum(axis=0) / np.maximum(finite.sum(axis=0), 1)
 
 
 def _cnv_qualities(result, cnvs: pd.DataFrame, windows: _Windows, evidence: _Evidence) -> tuple[np.ndarray, list]:
@@ -373,7 +383,7 @@ def _cnv_qualities(result, cnvs: pd.DataFrame, windows: _Windows, evidence: _Evi
     stat = "median" if result.params.get("useMedian", False) else "mean"
     sample_col = pd.Index(result.sample_names).get_indexer(cnvs["sampleName"].to_numpy())
     q = np.zeros(len(cnvs), np.int64)
-    directions = []
+    directions, items = [], []  # items: (CNV, its windows, sample column, class, sign)
     for i, (chrom, s, e, label, v, col) in enumerate(zip(cnvs["seqnames"], cnvs["start"], cnvs["end"], cnvs["CN"],
                                                          cnvs[stat].to_numpy(float), sample_col)):
         cn = _cn_value(label)
@@ -383,8 +393,11 @@ def _cnv_qualities(result, cnvs: pd.DataFrame, windows: _Windows, evidence: _Evi
         sign = {"loss": -1, "gain": 1}.get(d or _direction(None, float(v), None), 0)
         cls = evidence.class_idx.get(str(label), -1) if d is not None else -1
         if col >= 0:
-            q[i] = evidence.quality(windows.rows(chrom, int(s), int(e)), np.array([col]), np.array([cls]),
-                                    np.array([sign]))[0]
+            items.append((i, windows.rows(chrom, int(s), int(e)), col, cls, sign))
+    if items:
+        at, row_sets, cols, classes, signs = zip(*items)
+        q[list(at)] = evidence.qualities(list(row_sets), np.array(cols, np.int64)[:, None],
+                                         np.array(classes, np.int64)[:, None], np.array(signs, np.int64)[:, None])[:, 0]
     return q, directions
 
 
@@ -714,11 +727,10 @@ def vcf_table(result, reference_fai=None, samples=None, carriers_only: bool = Fa
     end = cnvr["end"].to_numpy(np.int64) if k else np.zeros(0, np.int64)
     formats = ["GT", "CN", "CNQ"] + (["FCN"] if fractional else [])
     records = []
-    for i in _sorted_positions(result, cnvr):
-        if carriers_only and not alt[i].any():
-            continue
-        rows = windows.rows(chrom[i], int(start[i]), int(end[i]))
-        q = evidence.quality(rows, cols, cls[i], sign[i])
+    order = [i for i in _sorted_positions(result, cnvr) if not carriers_only or alt[i].any()]
+    row_sets = [windows.rows(chrom[i], int(start[i]), int(end[i])) for i in order]
+    quals = evidence.qualities(row_sets, np.broadcast_to(cols, (len(order), len(cols))), cls[order], sign[order])
+    for i, rows, q in zip(order, row_sets, quals):
         loss, gain = (sign[i] < 0).any(), (sign[i] > 0).any()
         if not (loss or gain):
             loss, gain = call_loss[i], call_gain[i]
