@@ -445,18 +445,28 @@ def sorted_within_chromosomes(ranges: pd.DataFrame, arr: np.ndarray, blocks):
 
 def _seqnames(col: pd.Series, copy: bool = True) -> pd.Series:
     """Chromosome names as Python strings in an object column (also where pandas would infer Arrow strings:
-    the engine reads them as an object array). Strings are not converted again (Arrow's astype(str) costs
-    ~2 s per 7M rows); a column of runs of one string object (as the readers make it) is known to hold strings
-    from the first object of each run (``_object_changes``). ``copy``: a new column even where ``col`` holds the
-    strings already (as :func:`validate_ranges` wants it)."""
-    if col.dtype == object and (_object_changes(col.to_numpy()) is not None or
-                                pd.api.types.infer_dtype(col, skipna=False) == "string"):
-        names = col.to_numpy(dtype=object, copy=copy)
-    elif isinstance(col.dtype, pd.StringDtype):
+    the engine reads them as an object array), one string object per run of equal names, so that every later
+    ``chromosome_blocks`` compares them by object (``_object_changes``). Strings are not converted again
+    (Arrow's astype(str) costs ~2 s per 7M rows); a column of such runs already (as the .npz reader makes it) is
+    taken as it is, copied if ``copy`` (as :func:`validate_ranges` wants it)."""
+    values = col.to_numpy() if col.dtype == object else None
+    if values is not None and _object_changes(values) is not None:
+        return pd.Series(values.copy() if copy else values, dtype=object, copy=False)
+    if isinstance(col.dtype, pd.StringDtype) or (
+            values is not None and pd.api.types.infer_dtype(col, skipna=False) == "string"):
         names = col.to_numpy(dtype=object)
     else:
         names = col.astype(str).to_numpy(dtype=object)
-    return pd.Series(names, dtype=object, copy=False)
+    return pd.Series(_one_object_per_run(names), dtype=object, copy=False)
+
+
+def _one_object_per_run(names: np.ndarray) -> np.ndarray:
+    """A new object array of the strings ``names`` (1-D, objects) in which each run of equal strings is one object
+    (the run's first): equal values, compared once here."""
+    if names.size < 2:
+        return names.copy()
+    firsts = np.concatenate([[0], np.flatnonzero(names[1:] != names[:-1]) + 1])
+    return np.repeat(names[firsts], np.diff(np.append(firsts, names.size)))
 
 
 def rows_grouped(blocks: list[tuple[str, int, int]]) -> bool:

@@ -149,6 +149,37 @@ def test_npz_seqnames_are_runs_of_one_object(tmp_path):
     assert d.blocks() == [("chr1", 0, 300), ("chr2", 300, 500), ("chrX", 500, 600)]
 
 
+@pytest.mark.parametrize("fmt", ["tsv", "parquet", "frame", "arrow"])
+def test_every_readers_seqnames_are_runs_of_one_object(tmp_path, fmt):
+    """Names read as one string per row (text, Parquet, a DataFrame, Arrow strings) become one object per run."""
+    m = 3000
+    df = pd.DataFrame({"seqnames": np.repeat(["chr1", "chr2", "chr1"], m // 3), "start": np.arange(m) + 1,
+                       "end": np.arange(m) + 1, "a": 1, "b": 2})
+    if fmt == "arrow":
+        pytest.importorskip("pyarrow")
+        df["seqnames"] = df["seqnames"].astype("string[pyarrow]")
+    if fmt in ("tsv", "parquet"):
+        path = tmp_path / f"c.{fmt}"
+        df.to_csv(path, sep="\t", index=False) if fmt == "tsv" else df.to_parquet(path)
+        d = read_counts(path)
+    else:
+        assert D._object_changes(df["seqnames"].to_numpy(dtype=object)) is None  # one object per row
+        d = read_counts(df)
+    names = d.ranges["seqnames"].to_numpy()
+    assert list(names) == ["chr1"] * (2 * m // 3) + ["chr2"] * (m // 3)  # regrouped, values unchanged
+    changes = D._object_changes(names)  # chr1's two runs (two objects) brought together, then chr2
+    assert changes is not None and 2 * m // 3 in changes and len(changes) <= 2
+    assert d.blocks() == [("chr1", 0, 2 * m // 3), ("chr2", 2 * m // 3, m)]
+
+
+def test_one_object_per_run_keeps_the_values():
+    names = np.array(["".join(["c", s]) for s in "aabbbaac"], dtype=object)
+    out = D._one_object_per_run(names)
+    assert list(out) == list(names) and out is not names
+    assert out[0] is out[1] and out[2] is out[3] is out[4] and out[5] is not out[0]
+    assert list(D._one_object_per_run(np.array(["x"], dtype=object))) == ["x"]
+
+
 def test_bare_matrix_chromosomes_are_one_object():
     d = make_count_data(np.ones((1000, 2)))
     assert list(D._object_changes(d.chromosomes)) == [] and set(d.chromosomes) == {"undef"}
