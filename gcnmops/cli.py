@@ -580,11 +580,7 @@ def _warmup(args) -> int:
         "cpu" if args.backend == "auto" else args.backend]
     for backend in backends:
         t0 = time.perf_counter()
-        # GPU kernels are compiled per work-buffer size (model.gpu.local_work_size): one cohort per size; the
-        # first one's chromosomes are longer than the GPU segmentation prepares on the device (its host pass)
-        cohorts = [example_cohort()[0]] + ([example_cohort(n_regions=n_regions, n_samples=n)[0]
-                                            for n_regions, n in zip(_warmup_regions(), WARMUP_SAMPLES)]
-                                           if backend == "gpu" else [])
+        cohorts = [example_cohort()[0]] + (_gpu_warmup_cohorts() if backend == "gpu" else [])
         for data in cohorts:
             with tempfile.TemporaryDirectory(prefix="gcnmops-warmup-") as folder:
                 run_and_write("cn.mops", data, folder, backend=backend, formats=[f for f in FORMATS if f != "rds"])
@@ -592,12 +588,16 @@ def _warmup(args) -> int:
     return 0
 
 
-def _warmup_regions() -> list[int]:
-    """Regions of the GPU warm-up cohorts (one per WARMUP_SAMPLES): the first with two chromosomes too long to be
-    prepared on the device (segmentation.gpu.DEVICE_PREPARE_MAX_ROWS), so that the host pass is compiled too."""
+def _gpu_warmup_cohorts() -> list:
+    """The GPU warm-up's cohorts besides the example: one per WARMUP_SAMPLES, as GPU kernels are compiled per
+    work-buffer size (model.gpu.local_work_size); the first with two chromosomes too long to be prepared on the
+    device (segmentation.gpu.DEVICE_PREPARE_MAX_ROWS), so that the segmentation's host pass is compiled too, in
+    1-kb windows (a VCF holds positions below 2^31)."""
+    from .example import example_cohort
     from .segmentation.gpu import DEVICE_PREPARE_MAX_ROWS
 
-    return [2 * DEVICE_PREPARE_MAX_ROWS + 2] + [2000] * (len(WARMUP_SAMPLES) - 1)
+    long = example_cohort(n_regions=2 * DEVICE_PREPARE_MAX_ROWS + 2, n_samples=WARMUP_SAMPLES[0], window=1000)[0]
+    return [long] + [example_cohort(n_regions=2000, n_samples=n)[0] for n in WARMUP_SAMPLES[1:]]
 
 
 def _configure_logging(verbose: bool) -> None:

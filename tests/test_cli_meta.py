@@ -263,13 +263,16 @@ def test_write_errors_name_the_folder_and_the_cause():
 
 def test_gpu_warmup_cohorts_reach_both_segmentation_prepare_paths():
     """One GPU warm-up cohort has chromosomes longer than the device prepare takes (the host pass, compiled on
-    the first BM-A-sized run otherwise: 5.4 s), the others short ones (the device kernel)."""
+    the first BM-A-sized run otherwise: 5.4 s), the others short ones (the device kernel); every cohort can be
+    written in every format (a VCF holds positions below 2^31)."""
     from gcnmops import cli
-    from gcnmops.example import example_cohort
+    from gcnmops.io.callfiles import VcfOptions
     from gcnmops.segmentation.gpu import DEVICE_PREPARE_MAX_ROWS
 
-    regions = cli._warmup_regions()
-    assert len(regions) == len(cli.WARMUP_SAMPLES)
-    longest = [max(e - f for _, f, e in example_cohort(n_regions=r, n_samples=2)[0].blocks()) for r in regions]
+    cohorts = cli._gpu_warmup_cohorts()
+    assert [c.n_samples for c in cohorts] == list(cli.WARMUP_SAMPLES)
+    longest = [max(e - f for _, f, e in c.blocks()) for c in cohorts]
     assert longest[0] > DEVICE_PREPARE_MAX_ROWS
     assert all(n <= DEVICE_PREPARE_MAX_ROWS for n in longest[1:])
+    for c in cohorts:
+        VcfOptions().checked(c.genomic_ranges())
