@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gcnmops.model.gpu import KernelConfig, fit_gpu, get_kernel  # noqa: E402
+from gcnmops.model.gpu import WORK_BUFFERS, KernelConfig, fit_gpu, get_kernel  # noqa: E402
 from gcnmops.model.spec import ModelSpec  # noqa: E402
 
 SHAPES = {"A4": (4 * 6_904_726, 15), "A": (6_904_726, 15), "B": (481_299, 15), "C": (1_000_000, 100), "D": (200_000, 1000)}
@@ -81,7 +81,7 @@ def time_kernel(x, cov, spec, cfg: KernelConfig, repeat: int):
     if nw == 0:
         sm = cp.cuda.Device().attributes["MultiProcessorCount"]
         blocks = min(blocks, sm * 16)
-        work = cp.empty((blocks * tpb, N), order="F")
+        work = cp.empty((blocks * tpb, WORK_BUFFERS * N), order="F")  # the kernel's per-thread buffers
     else:
         work = cp.empty((1, 1), order="F")
     args = [cv(dx)] + [cv(c) for c in consts] + [float(spec.prior_sum), int(spec.cyc), float(spec.min_read_count),

@@ -1,9 +1,10 @@
 """GPU backend without a GPU: the kernel, chunking, ordering and the pipeline in numba's CUDA simulator.
 
 The simulator must be switched on before numba is imported, so the GPU runs happen in the session's simulator
-child (cudasim.py), which saves their outputs; this process compares them with the CPU backend. The simulator runs
-each GPU thread as a Python thread (~50 ms a region): 100 regions, of which 35 take the special paths, in 2 to 4
-chunks per case.
+child (cudasim.py), which saves their outputs; this process compares them with the CPU backend, bit for bit. The
+simulator runs each GPU thread as a Python thread (~0.1 s a region): 100 regions, of which 35 take the special
+paths, in 2 to 4 chunks per case; and 12 regions of 130 samples (more than LOCAL_WORK_MAX: the global work scratch
+chosen by itself).
 """
 from __future__ import annotations
 
@@ -29,12 +30,10 @@ CHILD = r'''
 
     work = sys.argv[1]
     inp = np.load(f"{work}/input.npz")
-    x = np.asfortranarray(inp["x"])
-    cov = inp["cov"]
 
-    def spec_of(folds):
+    def spec_of(folds, cyc):
         folds = list(folds)
-        return ModelSpec.build(folds, [f"CN{i}" for i in range(len(folds))], "CN2", 1.0, int(inp["cyc"]), 1.0)
+        return ModelSpec.build(folds, [f"CN{i}" for i in range(len(folds))], "CN2", 1.0, int(cyc), 1.0)
 
     class FlakyBackend(NumbaBackend):
         """Refuses device allocations above a size, as a full GPU would (tests the OOM retry): the lambdas of 40
@@ -46,12 +45,15 @@ CHILD = r'''
             return super().device_array(size, dtype)
 
     cases = {
-        # name: (folds, keep_post, kwargs)
+        # name: (folds, keep_post, kwargs); the wide input (N > LOCAL_WORK_MAX) where the name says so
         "unroll_local_post": (inp["folds9"], True, dict(chunk_rows=37, config=KernelConfig(threads_per_block=16))),
         "unroll_global_post": (inp["folds9"], True, dict(chunk_rows=50, config=KernelConfig(
             threads_per_block=16, work="global"))),
         "rolled_global": (inp["folds9"], False, dict(chunk_rows=64, config=KernelConfig(
             threads_per_block=32, variant="rolled", work="global"))),
+        "rolled_local_post": (inp["folds5"], True, dict(chunk_rows=50, config=KernelConfig(
+            threads_per_block=32, variant="rolled"))),
+        "wide_auto_global_post": (inp["folds9"], True, dict(chunk_rows=8, config=KernelConfig(threads_per_block=4))),
         "five_classes_one_chunk": (inp["folds5"], True, dict(config=KernelConfig(threads_per_block=64))),
         "two_devices": (inp["folds9"], False, dict(chunk_rows=25, devices=[0, 0],
                                                     config=KernelConfig(threads_per_block=32))),
@@ -62,7 +64,10 @@ CHILD = r'''
     meta = {}
     for name in only:
         folds, keep_post, kw = cases[name]
-        spec = spec_of(folds)
+        wide = name.startswith("wide")
+        x = np.asfortranarray(inp["x_wide" if wide else "x"])
+        cov = inp["cov_wide" if wide else "cov"]
+        spec = spec_of(folds, inp["cyc_wide" if wide else "cyc"])
         out = None
         if name == "user_out":
             out = ModelOutput.allocate(x.shape[0], spec.folds.size, x.shape[1], keep_post)
@@ -85,6 +90,8 @@ CHILD = r'''
 FOLDS9 = np.array([0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4])
 FOLDS5 = np.array([0.025, 0.5, 1, 1.5, 2])
 CYC = 20
+#: the wide input: 130 samples (the global work scratch), fewer cycles (the simulator's time)
+CYC_WIDE = 4
 
 
 def _input(m=100, N=6, seed=7):
@@ -99,9 +106,23 @@ def _input(m=100, N=6, seed=7):
     return np.asfortranarray(x), cov
 
 
+def _wide_input(m=12, N=130, seed=11):
+    """m regions of N samples: Poisson counts, a loss and a gain, one short-cut region, one sample far above its
+    region (every class at the likelihood floor), some coverages exactly 1 (the log-lambda short-cut)."""
+    rng = np.random.default_rng(seed)
+    x = rng.poisson(rng.uniform(5, 400, m)[:, None] * rng.choice([0.5, 1, 1, 1, 1.5], size=(m, N))).astype(float)
+    x[0] = rng.uniform(0, 1, N)
+    x[1, 7] = 1e7
+    cov = rng.uniform(0.6, 1.6, N)
+    cov[::3] = 1.0
+    return np.asfortranarray(x), cov
+
+
 def _write_input(work) -> None:
     x, cov = _input()
-    np.savez(work / "input.npz", x=x, cov=cov, folds9=FOLDS9, folds5=FOLDS5, cyc=CYC)
+    xw, cw = _wide_input()
+    np.savez(work / "input.npz", x=x, cov=cov, folds9=FOLDS9, folds5=FOLDS5, cyc=CYC, x_wide=xw, cov_wide=cw,
+             cyc_wide=CYC_WIDE)
 
 
 SCENARIO = cudasim.register(__name__, CHILD, prepare=_write_input)
@@ -115,27 +136,24 @@ def sim_run(cuda_simulator):
     return work, x, cov, meta
 
 
-def _spec(folds):
-    return ModelSpec.build(list(folds), [f"CN{i}" for i in range(len(folds))], "CN2", 1.0, CYC, 1.0)
+def _spec(folds, cyc=CYC):
+    return ModelSpec.build(list(folds), [f"CN{i}" for i in range(len(folds))], "CN2", 1.0, cyc, 1.0)
 
 
 def _assert_same(got, ref, keep_post):
-    """Labels identical; floats within 1e-12 relative, or 1e-12 of the array's largest magnitude.
-
-    The kernel runs em.fit_region with exact_order=False (samples streamed, sums in another order than the
-    CPU's cn.mops order: ~1e-16 relative apart), and the simulator runs it as plain Python (CPython's
-    exp/log). Values that cancel to ~0 (sINI near 0, alpha underflowing) are held to the absolute bound.
-    """
-    np.testing.assert_array_equal(got["cn"], ref.cn)
-    for f in FIELDS + (("post",) if keep_post else ()):
-        b = getattr(ref, f)
-        np.testing.assert_allclose(got[f], b, rtol=1e-12, atol=1e-12 * np.max(np.abs(b)), err_msg=f)
+    """Every output bit-identical: the kernel runs em.fit_region, whose sums run in cn.mops's order as the CPU
+    driver's (em.fit_lanes) do, with glibc's exp and log (exact/libm.py) on both."""
+    for f in FIELDS + ("cn",) + (("post",) if keep_post else ()):
+        a, b = got[f], getattr(ref, f)
+        assert a.dtype == b.dtype and a.shape == b.shape, f
+        np.testing.assert_array_equal(a, b, err_msg=f)
 
 
 @pytest.mark.parametrize("name,folds,keep_post", [
     ("unroll_local_post", FOLDS9, True),
     ("unroll_global_post", FOLDS9, True),
     ("rolled_global", FOLDS9, False),
+    ("rolled_local_post", FOLDS5, True),
     ("five_classes_one_chunk", FOLDS5, True),
     ("two_devices", FOLDS9, False),
     ("oom_retry", FOLDS9, False),
@@ -148,6 +166,18 @@ def test_simulated_kernel_equals_cpu(sim_run, name, folds, keep_post):
     _assert_same(got, ref, keep_post)
 
 
+def test_simulated_kernel_equals_cpu_beyond_local_work(sim_run):
+    """More samples than LOCAL_WORK_MAX: the per-sample buffers in the global scratch, chosen by the kernel
+    configuration itself; non-unit coverages, some exactly 1; bit for bit."""
+    work, _, _, meta = sim_run
+    x, cov = _wide_input()
+    got = np.load(work / "wide_auto_global_post.npz")
+    ref = fit_cpu(x, cov, _spec(FOLDS9, CYC_WIDE), keep_post=True)
+    _assert_same(got, ref, True)
+    assert meta["wide_auto_global_post"]["local_work"] == 0 and meta["wide_auto_global_post"]["variant"] == "unroll"
+    assert (ref.lam[:, 0] == 0).sum() == 1 and (ref.post[1, :, 7] == ref.post[1, 0, 7]).all()
+
+
 def test_simulated_chunking_and_order(sim_run):
     from gcnmops.model.gpu import local_work_size
 
@@ -158,6 +188,7 @@ def test_simulated_chunking_and_order(sim_run):
     assert tiny["chunks"]["0"] == [list(c) for c in plan.chunk_bounds(m, 37)]
     assert tiny["variant"] == "unroll" and tiny["local_work"] == local_work_size(x.shape[1]) >= x.shape[1]
     assert meta["rolled_global"]["variant"] == "rolled" and meta["rolled_global"]["local_work"] == 0
+    assert meta["rolled_local_post"]["variant"] == "rolled" and meta["rolled_local_post"]["local_work"] > 0
     assert meta["unroll_global_post"]["variant"] == "unroll" and meta["unroll_global_post"]["local_work"] == 0
     assert meta["five_classes_one_chunk"]["n_chunks"] == 1
     # two host threads pulled disjoint chunks that together cover every row once

@@ -4,8 +4,8 @@ Everything here is plain arithmetic on byte counts (no CUDA import), so it is te
 
 A chunk of ``rows`` regions needs, on the device, per pipeline slot: the input (rows x N float64) and
 every output (lambda and alpha rows x n, sINI rows x N float64, labels rows x N int8, INI rows, and the
-posteriors rows x n x N when kept). Per-thread scratch (the median work buffer when it lives in global
-memory) and the run constants are ``fixed_bytes``, paid once per device.
+posteriors rows x n x N when kept). Per-thread scratch (the EM's per-sample work buffers when they live in
+global memory) and the run constants are ``fixed_bytes``, paid once per device.
 """
 from __future__ import annotations
 

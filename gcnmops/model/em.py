@@ -4,10 +4,10 @@ Every function here is ``register_jitable``: it runs in plain Python (tests, CUD
 ``numba.njit`` drivers (model/cpu.py) and inside ``numba.cuda`` kernels (model/gpu.py). No
 allocation: callers hand in every scratch buffer.
 
-Two loop orders over the same formulas: ``fit_region`` fits one region (one GPU thread; or, with
-``exact_order``, the reference in cn.mops's order), ``fit_lanes`` fits a group of regions side by side,
-the region index fastest, so that the CPU vectorizes across regions (SIMD lanes) while every sum keeps
-cn.mops's order per region; with glibc's exp inlined (exact/libm.py) it is bit-identical to ``fit_region``.
+Two loop orders over the same formulas, both with every sum in cn.mops's order: ``fit_region`` fits one
+region (one GPU thread), streaming over the samples with O(N) scratch and no posterior matrix;
+``fit_lanes`` fits a group of regions side by side, the region index fastest, so that the CPU vectorizes
+across regions (SIMD lanes). With glibc's exp inlined (exact/libm.py) the two are bit-identical.
 
 Conventions: one region; ``x`` its N (normalized) counts; ``n`` classes with fold changes
 ``folds``; class labels are indices (int8) into the classes vector.
@@ -95,23 +95,28 @@ def alpha_update(prior, acc, N, prior_sum):
 
 
 @register_jitable
-def posterior_column(xk, ck, g, alpha, lam, log_lam, p, k, tables):
-    """E-step of sample k: p[i, k] = P(class i | x_k) for every class i.
+def unnormalized_posterior(xk, ck, g, alpha_i, lam_i, log_lam_i, tables):
+    """Class i's unnormalized posterior of sample k: a_ik = alpha_i exp(x_k log(cov_k lambda_i) - g - cov_k
+    lambda_i), g = lgamma(x_k + 1), floored at 1e-100. ``log_lam_i`` = log(lambda_i), used where cov_k == 1
+    (the same value, one log per class and cycle instead of one per sample). ``tables``: libm.TABLES or copies."""
+    lc = log_lam_i if ck == 1.0 else log_glibc(ck * lam_i, tables[2], tables[3])
+    e = xk * lc - g - ck * lam_i
+    return floored(e, alpha_i * exp_glibc(e, tables[0], tables[1]) if e > EXP_CUTOFF else 0.0)
 
-    Unnormalized a_i = alpha_i * exp(x_k log(cov_k lambda_i) - lgamma(x_k + 1) - cov_k lambda_i), floored
-    at 1e-100 before normalizing; ``log_lam`` holds log(lambda_i), used where cov_k == 1 (same value).
-    ``tables``: libm.TABLES or copies of them (glibc's exp and log).
-    """
+
+@register_jitable
+def posterior_column(xk, ck, g, alpha, lam, log_lam, p, k, tables):
+    """E-step of sample k: p[i, k] = P(class i | x_k) for every class i, the a_ik of
+    ``unnormalized_posterior`` (g = lgamma(x_k + 1)) over their sum; returns that sum (the normalizer s_k)."""
     n = lam.shape[0]
-    s = 0.0
     for i in range(n):
-        lc = log_lam[i] if ck == 1.0 else log_glibc(ck * lam[i], tables[2], tables[3])
-        e = xk * lc - g - ck * lam[i]
-        p[i, k] = floored(e, alpha[i] * exp_glibc(e, tables[0], tables[1]) if e > EXP_CUTOFF else 0.0)
+        p[i, k] = unnormalized_posterior(xk, ck, g, alpha[i], lam[i], log_lam[i], tables)
+    s = 0.0
     for i in range(n):
         s += p[i, k]
     for i in range(n):
         p[i, k] = p[i, k] / s
+    return s
 
 
 @register_jitable
@@ -140,19 +145,27 @@ def last_estep_outputs(p, c, log2_folds, keep_post, sini_out, cn_out, post_out, 
 @register_jitable
 def fit_region(
     x, cov, folds, log2_folds, alpha_init, alpha_prior, prior_sum, cyc, min_read_count, main_idx,
-    keep_post, exact_order, work, alpha, lam, log_lam, acc, p, lam_out, alpha_out, sini_out, cn_out, post_out,
+    keep_post, work, norm, terms, alpha, lam, log_lam, acc, p, lam_out, alpha_out, sini_out, cn_out, post_out,
     tables,
 ):
-    """cn.mops's model of one region; returns INI and writes the other outputs. The GPU kernel runs it
-    streaming (one region per thread); with ``exact_order`` it is the plain reference the tests hold
-    ``fit_lanes`` (the CPU's loop order) to, bit for bit.
+    """cn.mops's model of one region, streaming over the samples; returns INI and writes the other outputs.
+    Every sum runs in cn.mops's order, so that the results are bit-identical to cn.mops's (R's lgamma, glibc's
+    exp and log) and to ``fit_lanes``; the GPU kernel runs it (one region per thread).
+
+    Each cycle makes two passes over the n x N posteriors, none of which is kept: pass 1, sample by sample,
+    computes sample k's posterior column, adds it to the per-class sums of the M-step and keeps its normalizer
+    s_k; pass 2, class by class, recomputes each a_ik (``unnormalized_posterior``, the same roundings) and sums
+    T = sum_i sum_k I_i (a_ik / s_k) cov_k in cn.mops's class-major order. The outputs of the last E-step are
+    written in the last cycle's pass 1, the INI terms into a buffer of their own (``work`` still holds the
+    lgammas pass 2 needs). Cost: pass 2 repeats pass 1's n x N exps (and logs where cov_k != 1) each cycle,
+    twice the transcendental work of one streaming pass; the (n, N) posterior matrix it replaces made the GPU
+    kernel 4x slower.
 
     Inputs: ``x`` (N) counts, ``cov`` (N) coverages, ``folds`` and ``log2_folds`` (n),
     ``alpha_init``/``alpha_prior`` (n), ``prior_sum`` = sum(alpha_prior).
-    Scratch: ``work`` (>= N), ``alpha``, ``lam``, ``log_lam``, ``acc`` (n each) and the posteriors ``p``:
-    (n, N) with ``exact_order`` — every sum then runs in cn.mops's order and, with R's lgamma, the
-    results are bit-identical to cn.mops's — or (n, 1) without: the E- and M-steps stream over the
-    samples and no posterior is kept between them (sums in another order: ~1e-16 relative apart).
+    Scratch: ``work`` (>= N; the median's buffer, then lgamma(x_k + 1)), ``norm`` (>= N; the normalizers
+    s_k), ``terms`` (>= N; the last E-step's INI terms), ``alpha``, ``lam``, ``log_lam``, ``acc`` (n each)
+    and ``p`` (n, 1), one posterior column.
     ``tables``: libm.TABLES, or copies of them where loads from them are faster (a GPU block's shared memory).
     Outputs: ``lam_out``, ``alpha_out`` (n) after the last M-step; from the last E-step ``sini_out`` (N)
     sum_i log2(I_i) p_ik, ``cn_out`` (N) first class of maximal posterior, ``post_out`` (n, N) if
@@ -175,32 +188,25 @@ def fit_region(
         for i in range(n):
             log_lam[i] = log_glibc(lam[i], tables[2], tables[3])
             acc[i] = 0.0
+        for k in range(N):  # pass 1, sample-major: posterior column, normalizer, per-class sums
+            norm[k] = posterior_column(x[k], cov[k], work[k], alpha, lam, log_lam, p, 0, tables)
+            for i in range(n):
+                acc[i] += p[i, 0]
+            if last:
+                terms[k] = last_estep_outputs(p, 0, log2_folds, keep_post, sini_out, cn_out, post_out, k)
         t = 0.0
-        for k in range(N):
-            col = k if exact_order else 0
-            posterior_column(x[k], cov[k], work[k], alpha, lam, log_lam, p, col, tables)
-            for i in range(n):
-                acc[i] += p[i, col]
-            if not exact_order:
-                for i in range(n):
-                    t += folds[i] * p[i, 0] * cov[k]
-                if last:
-                    work[k] = last_estep_outputs(p, 0, log2_folds, keep_post, sini_out, cn_out, post_out, k)
-        if exact_order:
-            for i in range(n):
-                for k in range(N):
-                    t += folds[i] * p[i, k] * cov[k]
+        for i in range(n):  # pass 2, class-major: T in cn.mops's order, each posterior recomputed
+            for k in range(N):
+                a = unnormalized_posterior(x[k], cov[k], work[k], alpha[i], lam[i], log_lam[i], tables)
+                t += folds[i] * (a / norm[k]) * cov[k]
         ratio = total / t
         for i in range(n):
             lam[i] = ratio * folds[i]
             alpha[i] = alpha_update(alpha_prior[i], acc[i], N, prior_sum)
-    if exact_order:
-        for k in range(N):
-            work[k] = last_estep_outputs(p, k, log2_folds, keep_post, sini_out, cn_out, post_out, k)
     for i in range(n):
         lam_out[i] = lam[i]
         alpha_out[i] = alpha[i]
-    return ld_mean(work, N)  # R's mean()
+    return ld_mean(terms, N)  # R's mean()
 
 
 @register_jitable

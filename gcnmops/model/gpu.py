@@ -1,21 +1,22 @@
 """GPU driver of the per-region EM: the functions of em.py compiled by numba.cuda, one thread per region.
 
-The kernel calls ``em.fit_region`` (the same source the CPU driver runs) from a grid-stride loop with
-``exact_order=False``: the E- and M-steps stream over the samples, one posterior column (n x 1) at a time,
-and no posterior is kept between cycles (the CPU's exact-order (n, N) posterior scratch made the BM-A kernel
-4x slower). Every array is region-fastest (column-major), so thread r and thread r+1 touch neighbouring
-addresses and each warp's loads and stores coalesce. Per-thread state (alpha, lambda, log lambda, the
-M-step accumulators, the posterior column) lives in ``cuda.local.array``s sized by the number of classes, a
-compile-time constant of each specialization: with the fold changes copied into such an array ``n`` is
-known to the compiler, every class loop unrolls and the state stays in registers ("unroll" variant;
-"rolled" keeps the run-time class count, so the state goes to local memory; used for many classes). The
-one per-sample buffer, ``work`` (the median's buffer, then the per-sample INI terms), is a local array for
-N <= LOCAL_WORK_MAX (local memory is interleaved per thread by the hardware, so it coalesces like a
-column-major array) and a per-thread slice of a global thread-fastest scratch beyond. The minReadCount
-short-cut is decided per region inside the kernel. The likelihoods use glibc's exp and log (exact/libm.py), as on
-the CPU, from copies of their tables in each block's shared memory; the kernel is built without FMA contraction
-(cuda/nofma.py), so that fit_gpu computes what em.fit_region computes in its streaming order on the CPU, bit for
-bit (tests/test_model_gpu.py checks it on a GPU).
+The kernel calls ``em.fit_region`` (the formulas of the CPU's ``em.fit_lanes``, from the same helpers) from a
+grid-stride loop: the E- and M-steps stream over the samples, one posterior column (n x 1) at a time, and no posterior is
+kept (an (n, N) posterior scratch per thread made the BM-A kernel 4x slower); each cycle's posteriors are
+computed twice, sample by sample for the normalizers and the per-class sums, class by class for the M-step's
+T, so that every sum runs in cn.mops's order. Every array is region-fastest (column-major), so thread r and
+thread r+1 touch neighbouring addresses and each warp's loads and stores coalesce. Per-thread state (alpha,
+lambda, log lambda, the M-step accumulators, the posterior column) lives in ``cuda.local.array``s sized by the
+number of classes, a compile-time constant of each specialization: with the fold changes copied into such an
+array ``n`` is known to the compiler, every class loop unrolls and the state stays in registers ("unroll"
+variant; "rolled" keeps the run-time class count, so the state goes to local memory; used for many classes).
+The WORK_BUFFERS per-sample buffers (the median's buffer, then lgamma(x_k + 1); the normalizers; the INI terms)
+are local arrays for N <= LOCAL_WORK_MAX (local memory is interleaved per thread by the hardware, so it
+coalesces like a column-major array) and per-thread slices of a global thread-fastest scratch beyond. The
+minReadCount short-cut is decided per region inside the kernel. The likelihoods use glibc's exp and log
+(exact/libm.py), as on the CPU, from copies of their tables in each block's shared memory; the kernel is built
+without FMA contraction (cuda/nofma.py), so that fit_gpu computes what the CPU driver (model/cpu.py) computes,
+bit for bit (tests/test_model_gpu.py checks it on a GPU, tests/test_model_gpu_sim.py in the CUDA simulator).
 
 Host side: ``fit_gpu`` plans chunks from free device memory (plan.py), streams them through pinned
 double buffers on two streams (pipeline.py) and, with several devices, lets one host thread per device
@@ -45,8 +46,10 @@ log = logging.getLogger("gcnmops")
 
 #: the class loops are unrolled (state in registers) up to this many classes
 UNROLL_MAX_CLASSES = 16
-#: the per-sample work buffer is a per-thread local array up to this many samples (global scratch beyond)
+#: the per-sample work buffers are per-thread local arrays up to this many samples (global scratch beyond)
 LOCAL_WORK_MAX = 128
+#: per-sample buffers of em.fit_region per thread: lgamma(x_k + 1), the normalizers s_k, the INI terms
+WORK_BUFFERS = 3
 #: threads per block (H100, BM-A: 0.108 s at 256, 0.113 s at 128, 0.117 s at 64)
 THREADS_PER_BLOCK = 256
 #: resident blocks per SM assumed when sizing a global-memory work scratch
@@ -86,7 +89,7 @@ def _build_kernel(NC: int, NW: int, KEEP: bool, variant: str, max_registers):
         l_s = cuda.local.array(NC, float64)
         ll_s = cuda.local.array(NC, float64)
         acc = cuda.local.array(NC, float64)
-        p = cuda.local.array((NC, 1), float64)   # one posterior column: exact_order=False streams samples
+        p = cuda.local.array((NC, 1), float64)   # one posterior column: fit_region streams the samples
         if UNROLL:
             # the class count becomes a compile-time constant: loops unroll, state stays in registers
             folds = cuda.local.array(NC, float64)
@@ -104,13 +107,19 @@ def _build_kernel(NC: int, NW: int, KEEP: bool, variant: str, max_registers):
         stride = cuda.gridsize(1)
         if LOCAL_WORK:
             work = cuda.local.array(NW, float64)
-        else:
-            work = work_g[start]
+            norm = cuda.local.array(NW, float64)
+            terms = cuda.local.array(NW, float64)
+        else:  # this thread's row of the scratch: WORK_BUFFERS buffers of N values side by side
+            N = x.shape[1]
+            work = work_g[start, :N]
+            norm = work_g[start, N:2 * N]
+            terms = work_g[start, 2 * N:3 * N]
         for r in range(start, x.shape[0], stride):
             post_r = post[r] if KEEP else post[0]
             ini[r] = fit_region(
                 x[r], cov, folds, log2_folds, alpha_init, alpha_prior, prior_sum, cyc, min_read_count,
-                main_idx, KEEP, False, work, a_s, l_s, ll_s, acc, p, lam[r], alpha[r], sini[r], cn[r], post_r, tabs,
+                main_idx, KEEP, work, norm, terms, a_s, l_s, ll_s, acc, p, lam[r], alpha[r], sini[r], cn[r], post_r,
+                tabs,
             )
 
     opts = {}
@@ -190,8 +199,9 @@ class _Device:
             free, _total = self.backend.mem_info()
             fixed = 0
             if self.nw == 0:
-                # per-thread work buffer (N values), one scratch per slot (the slots' kernels may overlap)
-                fixed = slots * self.scratch_threads(m) * self.N * 8
+                # per-thread work buffers (WORK_BUFFERS x N values), one scratch per slot (the slots' kernels
+                # may overlap)
+                fixed = slots * self.scratch_threads(m) * WORK_BUFFERS * self.N * 8
             plan = _plan.plan_chunks(m, self.N, self.n, self.keep_post, free, max_device_memory, slots=slots,
                                      fixed_bytes=fixed, max_rows=max_rows)
             while True:
@@ -215,14 +225,16 @@ class _Device:
         self.allocate_work(plan.rows, plan.slots)
 
     def allocate_work(self, rows: int, slots: int) -> None:
-        """The global-memory work scratch (N > LOCAL_WORK_MAX only): one per slot, for launches of ``rows``."""
+        """The global-memory work scratch (N > LOCAL_WORK_MAX only): one per slot, for launches of ``rows``;
+        thread t's buffers are row t of a (threads, WORK_BUFFERS * N) column-major array."""
         self.work = []
         if self.nw == 0:
             T = self.scratch_threads(rows)
             self.max_blocks = T // self.cfg.threads_per_block
             for _ in range(slots):
                 # thread-fastest: thread t's buffer is row t, so a warp's accesses coalesce
-                self.work.append(self.backend.device_array(T * self.N, np.float64).reshape((T, self.N), order="F"))
+                width = WORK_BUFFERS * self.N
+                self.work.append(self.backend.device_array(T * width, np.float64).reshape((T, width), order="F"))
 
     def launch(self, views, stream, rows: int, k: int) -> None:
         tpb = self.cfg.threads_per_block
