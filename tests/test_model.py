@@ -1,4 +1,5 @@
-"""The per-region EM: behaviours of the spec and agreement of the numba driver with plain Python."""
+"""The per-region EM: behaviours of the spec; em.fit_region (the GPU kernel's streaming EM, plain Python and
+compiled) against the CPU driver (em.fit_lanes) and cn.mops's golden outputs, bit for bit."""
 from __future__ import annotations
 
 import numba
@@ -34,7 +35,7 @@ def python_fit(x: np.ndarray, cov: np.ndarray, spec: ModelSpec, keep_post: bool)
     return out
 
 
-@numba.njit(cache=False)
+@numba.njit
 def _fit_regions(x, cov, folds, l2, ai, ap, ps, cyc, mrc, mi, keep, lam, alpha, sini, cn, ini, post, tables):
     m, N = x.shape
     n = folds.size
