@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -28,7 +27,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gcnmops.model.gpu import WORK_BUFFERS, KernelConfig, fit_gpu, get_kernel  # noqa: E402
+from gcnmops.cuda.runtime import kernel_arg  # noqa: E402
+from gcnmops.model.gpu import KernelConfig, _Device, fit_gpu  # noqa: E402
 from gcnmops.model.spec import ModelSpec  # noqa: E402
 
 SHAPES = {"A4": (4 * 6_904_726, 15), "A": (6_904_726, 15), "B": (481_299, 15), "C": (1_000_000, 100), "D": (200_000, 1000)}
@@ -59,50 +59,34 @@ def out_bytes(m, N, n, keep_post=False):
 
 
 def time_kernel(x, cov, spec, cfg: KernelConfig, repeat: int):
-    """Median kernel time (s) of one launch over the whole device-resident matrix."""
+    """(median kernel time (s), first call (s): compile or cache load) of one launch over the whole
+    device-resident matrix, with the model's own launch (scratch, grid)."""
     import cupy as cp
-    from numba import cuda
 
     m, N = x.shape
     n = spec.folds.size
-    variant, nw = cfg.resolve(n, N)
-    kern = get_kernel(n, nw, False, variant, cfg.max_registers)
-    cv = lambda a: cuda.as_cuda_array(a, sync=False)  # noqa: E731
-    dx = cp.asarray(x, order="F")
-    lam = cp.empty((m, n), order="F")
-    alpha = cp.empty((m, n), order="F")
-    sini = cp.empty((m, N), order="F")
-    cn = cp.empty((m, N), dtype=cp.int8, order="F")
-    ini = cp.empty(m)
-    post = cp.zeros((1, 1, 1), order="F")
-    consts = [cp.asarray(a) for a in (cov, spec.folds, spec.log2_folds, spec.alpha_init, spec.alpha_prior)]
-    tpb = cfg.threads_per_block
-    blocks = math.ceil(m / tpb)
-    if nw == 0:
-        sm = cp.cuda.Device().attributes["MultiProcessorCount"]
-        blocks = min(blocks, sm * 16)
-        work = cp.empty((blocks * tpb, WORK_BUFFERS * N), order="F")  # the kernel's per-thread buffers
-    else:
-        work = cp.empty((1, 1), order="F")
-    args = [cv(dx)] + [cv(c) for c in consts] + [float(spec.prior_sum), int(spec.cyc), float(spec.min_read_count),
-                                                  int(spec.main_idx), cv(work), cv(lam), cv(alpha), cv(sini), cv(cn),
-                                                  cv(ini), cv(post)]
-    stream = cp.cuda.Stream(non_blocking=True)
-    nbs = cuda.external_stream(stream.ptr)
+    dev = _Device(0, spec, cov, N, False, cfg, "cupy")
+    be = dev.backend
+    views = {"x": cp.asarray(x, order="F"), "lam": cp.empty((m, n), order="F"), "alpha": cp.empty((m, n), order="F"),
+             "sini": cp.empty((m, N), order="F"), "cn": cp.empty((m, N), dtype=cp.int8, order="F"),
+             "ini": cp.empty(m)}
+    views = {k: kernel_arg(v) for k, v in views.items()}
+    dev.allocate_work(m, 1, dev.scratch_plan(m, 1, be.mem_info()[0] // 2)[0])
+    stream = be.stream()
     t0 = time.perf_counter()
-    kern[blocks, tpb, nbs](*args)            # compile + warm
+    dev.launch(views, be.launch_stream(stream), m, 0)  # compile (or load) + warm
     stream.synchronize()
     compile_s = time.perf_counter() - t0
     times = []
     for _ in range(repeat):
         e0, e1 = cp.cuda.Event(), cp.cuda.Event()
         e0.record(stream)
-        kern[blocks, tpb, nbs](*args)
+        dev.launch(views, be.launch_stream(stream), m, 0)
         e1.record(stream)
         e1.synchronize()
         times.append(cp.cuda.get_elapsed_time(e0, e1) / 1e3)
     res = float(np.median(times))
-    del dx, lam, alpha, sini, cn, ini, work
+    del views, dev
     cp.get_default_memory_pool().free_all_blocks()
     return res, compile_s
 
@@ -194,7 +178,8 @@ def main(argv=None):
             for cfg in (KernelConfig(), KernelConfig(max_registers=None), KernelConfig(max_registers=96),
                         KernelConfig(max_registers=168), KernelConfig(max_registers=192),
                         KernelConfig(threads_per_block=64), KernelConfig(threads_per_block=256),
-                        KernelConfig(variant="rolled"), KernelConfig(work="global")):
+                        KernelConfig(variant="rolled"), KernelConfig(work="global"),
+                        KernelConfig(posteriors="recompute")):
                 kt, cs = time_kernel(x, cov, spec, cfg, a.repeat)
                 sweep.append(dict(shape=key, cfg=dict(cfg.__dict__), kernel_s=kt, compile_s=cs))
                 print(f"  variant {cfg.__dict__}: kernel {kt:.4f} s (compile {cs:.1f} s)", flush=True)
@@ -230,7 +215,8 @@ def main(argv=None):
         print("| --- | --- |")
         for r in sweep:
             c = r["cfg"]
-            print(f"| tpb {c['threads_per_block']}, {c['variant']}, work {c['work']}, regs {c['max_registers']} | "
+            print(f"| tpb {c['threads_per_block']}, {c['variant']}, work {c['work']}, regs {c['max_registers']}, "
+                  f"posteriors {c['posteriors']} | "
                   f"{r['kernel_s']:.4f} |")
         print()
     print(f"| shape | regions x samples | kernel (s) | end-to-end (s) | first call (s) | chunks | "

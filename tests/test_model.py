@@ -1,5 +1,6 @@
 """The per-region EM: behaviours of the spec; em.fit_region (the GPU kernel's streaming EM, plain Python and
-compiled) against the CPU driver (em.fit_lanes) and cn.mops's golden outputs, bit for bit."""
+compiled; with the posteriors stored between its two passes and recomputed) against the CPU driver
+(em.fit_lanes) and cn.mops's golden outputs, bit for bit."""
 from __future__ import annotations
 
 import numba
@@ -15,17 +16,19 @@ from gcnmops.params import DEFAULT_CLASSES, DEFAULT_FOLDS
 SPEC = ModelSpec.build(DEFAULT_FOLDS, DEFAULT_CLASSES, "CN2", 1.0, 20, 5.0)
 
 
-def _scratch(n: int, n_samples: int) -> list:
-    """fit_region's scratch: work, norm, terms (N each), alpha, lam, log_lam, acc (n each), p (n, 1)."""
-    return [np.empty(max(n, n_samples)) for _ in range(3)] + [np.empty(n) for _ in range(4)] + [np.empty((n, 1))]
+def _scratch(n: int, n_samples: int, store: bool) -> list:
+    """fit_region's scratch: work, norm, terms (N each), pst (n x N when ``store``, else empty: recompute),
+    alpha, lam, log_lam, acc (n each), p (n, 1)."""
+    return ([np.empty(max(n, n_samples)) for _ in range(3)] + [np.empty(n * n_samples if store else 0)]
+            + [np.empty(n) for _ in range(4)] + [np.empty((n, 1))])
 
 
-def python_fit(x: np.ndarray, cov: np.ndarray, spec: ModelSpec, keep_post: bool) -> ModelOutput:
+def python_fit(x: np.ndarray, cov: np.ndarray, spec: ModelSpec, keep_post: bool, store: bool = True) -> ModelOutput:
     """The same em.py source run as plain Python, region by region (em.fit_region, what the GPU kernel runs)."""
     m, n_samples = x.shape
     n = spec.folds.size
     out = ModelOutput.allocate(m, n, n_samples, keep_post)
-    scratch = _scratch(n, n_samples)
+    scratch = _scratch(n, n_samples, store)
     for r in range(m):
         post = out.post[r] if keep_post else np.empty((1, 1))
         out.ini[r] = fit_region(x[r], cov, spec.folds, spec.log2_folds, spec.alpha_init,
@@ -36,24 +39,26 @@ def python_fit(x: np.ndarray, cov: np.ndarray, spec: ModelSpec, keep_post: bool)
 
 
 @numba.njit
-def _fit_regions(x, cov, folds, l2, ai, ap, ps, cyc, mrc, mi, keep, lam, alpha, sini, cn, ini, post, tables):
+def _fit_regions(x, cov, folds, l2, ai, ap, ps, cyc, mrc, mi, keep, store, lam, alpha, sini, cn, ini, post, tables):
     m, N = x.shape
     n = folds.size
-    w, s, terms = np.empty(N), np.empty(N), np.empty(N)
+    w, s, terms, pst = np.empty(N), np.empty(N), np.empty(N), np.empty(n * N if store else 0)
     a, lm, ll, acc, p = np.empty(n), np.empty(n), np.empty(n), np.empty(n), np.empty((n, 1))
     for r in range(m):
-        ini[r] = fit_region(x[r], cov, folds, l2, ai, ap, ps, cyc, mrc, mi, keep, w, s, terms, a, lm, ll, acc, p,
-                            lam[r], alpha[r], sini[r], cn[r], post[r] if keep else post[0], tables)
+        ini[r] = fit_region(x[r], cov, folds, l2, ai, ap, ps, cyc, mrc, mi, keep, w, s, terms, pst, a, lm, ll, acc,
+                            p, lam[r], alpha[r], sini[r], cn[r], post[r] if keep else post[0], tables)
 
 
-def fit_streaming(x: np.ndarray, cov: np.ndarray, spec: ModelSpec, keep_post: bool) -> ModelOutput:
-    """em.fit_region (the GPU kernel's streaming EM) region by region, compiled by numba for the CPU."""
+def fit_streaming(x: np.ndarray, cov: np.ndarray, spec: ModelSpec, keep_post: bool, store: bool = True
+                  ) -> ModelOutput:
+    """em.fit_region (the GPU kernel's streaming EM) region by region, compiled by numba for the CPU;
+    ``store``: the posteriors kept between the two passes of a cycle (else recomputed)."""
     m, n_samples = x.shape
     out = ModelOutput.allocate(m, spec.folds.size, n_samples, keep_post)
     post = out.post if keep_post else np.empty((1, 1, 1), order="F")
     _fit_regions(x, np.ascontiguousarray(cov, dtype=np.float64), spec.folds, spec.log2_folds, spec.alpha_init,
-                 spec.alpha_prior, spec.prior_sum, spec.cyc, spec.min_read_count, spec.main_idx, keep_post, out.lam,
-                 out.alpha, out.sini, out.cn, out.ini, post, TABLES)
+                 spec.alpha_prior, spec.prior_sum, spec.cyc, spec.min_read_count, spec.main_idx, keep_post, store,
+                 out.lam, out.alpha, out.sini, out.cn, out.ini, post, TABLES)
     return out
 
 
@@ -75,13 +80,13 @@ def poisson_matrix(m: int, n: int, seed: int = 3) -> np.ndarray:
     return np.asfortranarray(x)
 
 
-@pytest.mark.parametrize("keep_post", [False, True])
-def test_numba_driver_equals_plain_python(keep_post: bool) -> None:
+@pytest.mark.parametrize("keep_post,store", [(False, True), (True, False)])
+def test_numba_driver_equals_plain_python(keep_post: bool, store: bool) -> None:
     x = poisson_matrix(60, 7)
     cov = np.linspace(0.8, 1.2, 7)
     cov[3] = 1.0  # one sample takes fit_region's cov == 1 short-cut (log lambda), the others do not
     a = fit_cpu(x, cov, SPEC, keep_post=keep_post)
-    assert_bit_identical(python_fit(x, cov, SPEC, keep_post), a, keep_post, "plain Python")
+    assert_bit_identical(python_fit(x, cov, SPEC, keep_post, store), a, keep_post, "plain Python")
 
 
 #: class vectors (fold changes; the main class is the one of fold 1): 3 to 9 classes, I = 0.025 .. 8; one with two
@@ -158,8 +163,9 @@ def test_streaming_fit_region_equals_cpu_lanes_bit_for_bit(N, folds, cov_kind, c
     x = random_cohort(90, N, seed)
     cov = coverages(cov_kind, N, seed)
     ref = fit_cpu(x, cov, spec, keep_post=keep_post)
-    got = fit_streaming(x, cov, spec, keep_post)
-    assert_bit_identical(got, ref, keep_post, f"N={N} {folds} {cov_kind} cyc={cyc}")
+    for store in (True, False):
+        got = fit_streaming(x, cov, spec, keep_post, store)
+        assert_bit_identical(got, ref, keep_post, f"N={N} {folds} {cov_kind} cyc={cyc} store={store}")
     # the cohort reaches the special paths it is meant to
     modelled = ref.lam[:, 0] > 0
     assert 0 < modelled.sum() < x.shape[0]
@@ -175,10 +181,11 @@ def test_streaming_fit_region_equals_golden_cn_mops(case: str) -> None:
     from test_model_gpu import PAIRS, load_case
 
     x, cov, spec, keep_post, golden, rp = load_case(case)
-    got = fit_streaming(x, cov, spec, keep_post)
-    for f, g in PAIRS + ((("post", "posteriorProbs"),) if keep_post else ()):
-        np.testing.assert_array_equal(getattr(got, f), golden[g], err_msg=f"{f} vs golden {g}")
-    np.testing.assert_array_equal(np.asarray(rp["classes"], dtype=object)[got.cn], golden["integerCopyNumber"])
+    for store in (True, False):
+        got = fit_streaming(x, cov, spec, keep_post, store)
+        for f, g in PAIRS + ((("post", "posteriorProbs"),) if keep_post else ()):
+            np.testing.assert_array_equal(getattr(got, f), golden[g], err_msg=f"{f} vs golden {g} (store={store})")
+        np.testing.assert_array_equal(np.asarray(rp["classes"], dtype=object)[got.cn], golden["integerCopyNumber"])
 
 
 def test_short_cut_gives_the_prior_answer() -> None:

@@ -3,7 +3,8 @@
 The simulator must be switched on before numba is imported, so the GPU runs happen in the session's simulator
 child (cudasim.py), which saves their outputs; this process compares them with the CPU backend, bit for bit. The
 simulator runs each GPU thread as a Python thread (~0.1 s a region): 100 regions, of which 35 take the special
-paths, in 2 to 4 chunks per case; and 12 regions of 130 samples (more than LOCAL_WORK_MAX: the global work scratch
+paths, in 2 to 4 chunks per case, with each cycle's posteriors stored between the E-step and the M-step's sum
+(the default) or recomputed; and 12 regions of 130 samples (more than LOCAL_WORK_MAX: the global work scratch
 chosen by itself).
 """
 from __future__ import annotations
@@ -51,6 +52,8 @@ CHILD = r'''
             threads_per_block=16, work="global"))),
         "rolled_global": (inp["folds9"], False, dict(chunk_rows=64, config=KernelConfig(
             threads_per_block=32, variant="rolled", work="global"))),
+        "unroll_global_recompute_post": (inp["folds9"], True, dict(chunk_rows=50, config=KernelConfig(
+            threads_per_block=16, work="global", posteriors="recompute"))),
         "rolled_local_post": (inp["folds5"], True, dict(chunk_rows=50, config=KernelConfig(
             threads_per_block=32, variant="rolled"))),
         "wide_auto_global_post": (inp["folds9"], True, dict(chunk_rows=8, config=KernelConfig(threads_per_block=4))),
@@ -83,7 +86,8 @@ CHILD = r'''
         np.savez(f"{work}/{name}.npz", **arrays)
         meta[name] = dict(rows=stats["rows_per_chunk"], n_chunks=stats["n_chunks"],
                           chunks={str(k): v for k, v in stats["chunks"].items()},
-                          variant=stats["variant"], local_work=stats["local_work"], backend=stats["backend"])
+                          variant=stats["variant"], local_work=stats["local_work"], backend=stats["backend"],
+                          store=stats["store_posteriors"])
     json.dump(meta, open(f"{work}/meta.json", "w"))
 '''
 
@@ -152,6 +156,7 @@ def _assert_same(got, ref, keep_post):
 @pytest.mark.parametrize("name,folds,keep_post", [
     ("unroll_local_post", FOLDS9, True),
     ("unroll_global_post", FOLDS9, True),
+    ("unroll_global_recompute_post", FOLDS9, True),
     ("rolled_global", FOLDS9, False),
     ("rolled_local_post", FOLDS5, True),
     ("five_classes_one_chunk", FOLDS5, True),
@@ -195,7 +200,11 @@ def test_simulated_chunking_and_order(sim_run):
     two = meta["two_devices"]
     pulled = sorted(tuple(c) for cs in two["chunks"].values() for c in cs)
     assert pulled == plan.chunk_bounds(m, 25)
-    # the simulated out-of-memory device halved its chunk until the buffers fit
+    # posteriors stored between the passes of a cycle where the scratch fits ("auto"), recomputed on request;
+    # the simulated out-of-memory device dropped the posterior scratch, then halved its chunk until the buffers fit
+    assert tiny["store"] and meta["unroll_global_post"]["store"] and meta["wide_auto_global_post"]["store"]
+    assert not meta["unroll_global_recompute_post"]["store"]
+    assert not meta["oom_retry"]["store"]
     assert meta["oom_retry"]["rows"] < m and meta["oom_retry"]["n_chunks"] > 1
 
 

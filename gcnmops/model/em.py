@@ -145,27 +145,27 @@ def last_estep_outputs(p, c, log2_folds, keep_post, sini_out, cn_out, post_out, 
 @register_jitable
 def fit_region(
     x, cov, folds, log2_folds, alpha_init, alpha_prior, prior_sum, cyc, min_read_count, main_idx,
-    keep_post, work, norm, terms, alpha, lam, log_lam, acc, p, lam_out, alpha_out, sini_out, cn_out, post_out,
-    tables,
+    keep_post, work, norm, terms, pst, alpha, lam, log_lam, acc, p, lam_out, alpha_out, sini_out, cn_out,
+    post_out, tables,
 ):
     """cn.mops's model of one region, streaming over the samples; returns INI and writes the other outputs.
     Every sum runs in cn.mops's order, so that the results are bit-identical to cn.mops's (R's lgamma, glibc's
     exp and log) and to ``fit_lanes``; the GPU kernel runs it (one region per thread).
 
-    Each cycle makes two passes over the n x N posteriors, none of which is kept: pass 1, sample by sample,
-    computes sample k's posterior column, adds it to the per-class sums of the M-step and keeps its normalizer
-    s_k; pass 2, class by class, recomputes each a_ik (``unnormalized_posterior``, the same roundings) and sums
-    T = sum_i sum_k I_i (a_ik / s_k) cov_k in cn.mops's class-major order. The outputs of the last E-step are
-    written in the last cycle's pass 1, the INI terms into a buffer of their own (``work`` still holds the
-    lgammas pass 2 needs). Cost: pass 2 repeats pass 1's n x N exps (and logs where cov_k != 1) each cycle,
-    twice the transcendental work of one streaming pass; the (n, N) posterior matrix it replaces made the GPU
-    kernel 4x slower.
+    Each cycle makes two passes over the n x N posteriors: pass 1, sample by sample, computes sample k's
+    posterior column and adds it to the per-class sums of the M-step; pass 2, class by class, sums
+    T = sum_i sum_k I_i p_ik cov_k in cn.mops's class-major order. Where ``pst`` holds n x N values, pass 1
+    stores the cycle's posteriors there (class-major) and pass 2 reads them back; where it is shorter
+    (no device memory for it), pass 1 keeps the normalizers s_k in ``norm`` and pass 2 recomputes each
+    p_ik = a_ik / s_k (``unnormalized_posterior``, the same roundings): twice the transcendental work.
+    The outputs of the last E-step are written in the last cycle's pass 1, the INI terms into a buffer of
+    their own (``work`` still holds the lgammas).
 
     Inputs: ``x`` (N) counts, ``cov`` (N) coverages, ``folds`` and ``log2_folds`` (n),
     ``alpha_init``/``alpha_prior`` (n), ``prior_sum`` = sum(alpha_prior).
     Scratch: ``work`` (>= N; the median's buffer, then lgamma(x_k + 1)), ``norm`` (>= N; the normalizers
-    s_k), ``terms`` (>= N; the last E-step's INI terms), ``alpha``, ``lam``, ``log_lam``, ``acc`` (n each)
-    and ``p`` (n, 1), one posterior column.
+    s_k), ``terms`` (>= N; the last E-step's INI terms), ``pst`` (n x N, or any shorter length: recompute),
+    ``alpha``, ``lam``, ``log_lam``, ``acc`` (n each) and ``p`` (n, 1), one posterior column.
     ``tables``: libm.TABLES, or copies of them where loads from them are faster (a GPU block's shared memory).
     Outputs: ``lam_out``, ``alpha_out`` (n) after the last M-step; from the last E-step ``sini_out`` (N)
     sum_i log2(I_i) p_ik, ``cn_out`` (N) first class of maximal posterior, ``post_out`` (n, N) if
@@ -175,6 +175,7 @@ def fit_region(
     n = folds.shape[0]
     if all_at_most(x, min_read_count):
         return prior_answer(main_idx, keep_post, lam_out, alpha_out, sini_out, cn_out, post_out)
+    store = pst.shape[0] >= n * N
 
     total, scale = region_start(x, cov, work)
     for i in range(n):
@@ -188,17 +189,25 @@ def fit_region(
         for i in range(n):
             log_lam[i] = log_glibc(lam[i], tables[2], tables[3])
             acc[i] = 0.0
-        for k in range(N):  # pass 1, sample-major: posterior column, normalizer, per-class sums
-            norm[k] = posterior_column(x[k], cov[k], work[k], alpha, lam, log_lam, p, 0, tables)
+        for k in range(N):  # pass 1, sample-major: posterior column, per-class sums
+            s_k = posterior_column(x[k], cov[k], work[k], alpha, lam, log_lam, p, 0, tables)
             for i in range(n):
                 acc[i] += p[i, 0]
+                if store:
+                    pst[i * N + k] = p[i, 0]
+            if not store:
+                norm[k] = s_k
             if last:
                 terms[k] = last_estep_outputs(p, 0, log2_folds, keep_post, sini_out, cn_out, post_out, k)
         t = 0.0
-        for i in range(n):  # pass 2, class-major: T in cn.mops's order, each posterior recomputed
+        for i in range(n):  # pass 2, class-major: T in cn.mops's order
             for k in range(N):
-                a = unnormalized_posterior(x[k], cov[k], work[k], alpha[i], lam[i], log_lam[i], tables)
-                t += folds[i] * (a / norm[k]) * cov[k]
+                if store:
+                    pik = pst[i * N + k]
+                else:
+                    a = unnormalized_posterior(x[k], cov[k], work[k], alpha[i], lam[i], log_lam[i], tables)
+                    pik = a / norm[k]
+                t += folds[i] * pik * cov[k]
         ratio = total / t
         for i in range(n):
             lam[i] = ratio * folds[i]

@@ -1,18 +1,19 @@
 """GPU driver of the per-region EM: the functions of em.py compiled by numba.cuda, one thread per region.
 
 The kernel calls ``em.fit_region`` (the formulas of the CPU's ``em.fit_lanes``, from the same helpers) from a
-grid-stride loop: the E- and M-steps stream over the samples, one posterior column (n x 1) at a time, and no posterior is
-kept (an (n, N) posterior scratch per thread made the BM-A kernel 4x slower); each cycle's posteriors are
-computed twice, sample by sample for the normalizers and the per-class sums, class by class for the M-step's
-T, so that every sum runs in cn.mops's order. Every array is region-fastest (column-major), so thread r and
-thread r+1 touch neighbouring addresses and each warp's loads and stores coalesce. Per-thread state (alpha,
+grid-stride loop: the E-step streams over the samples, one posterior column (n x 1) at a time, adding it to the
+per-class sums and storing it in the thread's row of a global posterior scratch, from which the M-step's T is
+summed class by class, so that every sum runs in cn.mops's order (H100, 1M x 400: 1.07 s; recomputing each
+cycle's posteriors instead of storing them, where the scratch does not fit the device, 1.77 s). Every array is
+region-fastest (column-major) and every scratch thread-fastest, so thread r and thread r+1 touch neighbouring
+addresses and each warp's loads and stores coalesce. Per-thread state (alpha,
 lambda, log lambda, the M-step accumulators, the posterior column) lives in ``cuda.local.array``s sized by the
 number of classes, a compile-time constant of each specialization: with the fold changes copied into such an
 array ``n`` is known to the compiler, every class loop unrolls and the state stays in registers ("unroll"
 variant; "rolled" keeps the run-time class count, so the state goes to local memory; used for many classes).
 The WORK_BUFFERS per-sample buffers (the median's buffer, then lgamma(x_k + 1); the normalizers; the INI terms)
 are local arrays for N <= LOCAL_WORK_MAX (local memory is interleaved per thread by the hardware, so it
-coalesces like a column-major array) and per-thread slices of a global thread-fastest scratch beyond. The
+coalesces like a column-major array) and per-thread slices of the global scratch beyond. The
 minReadCount short-cut is decided per region inside the kernel. The likelihoods use glibc's exp and log
 (exact/libm.py), as on the CPU, from copies of their tables in each block's shared memory; the kernel is built
 without FMA contraction (cuda/nofma.py), so that fit_gpu computes what the CPU driver (model/cpu.py) computes,
@@ -52,8 +53,10 @@ LOCAL_WORK_MAX = 128
 WORK_BUFFERS = 3
 #: threads per block (H100, BM-A: 0.108 s at 256, 0.113 s at 128, 0.117 s at 64)
 THREADS_PER_BLOCK = 256
-#: resident blocks per SM assumed when sizing a global-memory work scratch
-BLOCKS_PER_SM = 16
+#: blocks per SM of a launch with a global scratch (a grid-stride loop; H100 1M x 400: 2, 4 and 16 within 2 %)
+BLOCKS_PER_SM = 4
+#: the posterior scratch is used where it takes at most this share of the device memory budget
+STORE_SHARE = 0.25
 
 
 # ----------------------------------------------------------------------------------------------- kernel
@@ -105,21 +108,26 @@ def _build_kernel(NC: int, NW: int, KEEP: bool, variant: str, max_registers):
         tabs = (head, tail, invc, logc)
         start = cuda.grid(1)
         stride = cuda.gridsize(1)
+        # this thread's row of the scratch (the dummy's only row where there is none): the WORK_BUFFERS
+        # buffers of N values side by side (global work only), then the n x N posteriors (if stored)
+        w = work_g[min(start, work_g.shape[0] - 1)]
         if LOCAL_WORK:
             work = cuda.local.array(NW, float64)
             norm = cuda.local.array(NW, float64)
             terms = cuda.local.array(NW, float64)
-        else:  # this thread's row of the scratch: WORK_BUFFERS buffers of N values side by side
+            pst = w
+        else:
             N = x.shape[1]
-            work = work_g[start, :N]
-            norm = work_g[start, N:2 * N]
-            terms = work_g[start, 2 * N:3 * N]
+            work = w[:N]
+            norm = w[N:2 * N]
+            terms = w[2 * N:3 * N]
+            pst = w[3 * N:]
         for r in range(start, x.shape[0], stride):
             post_r = post[r] if KEEP else post[0]
             ini[r] = fit_region(
                 x[r], cov, folds, log2_folds, alpha_init, alpha_prior, prior_sum, cyc, min_read_count,
-                main_idx, KEEP, work, norm, terms, a_s, l_s, ll_s, acc, p, lam[r], alpha[r], sini[r], cn[r], post_r,
-                tabs,
+                main_idx, KEEP, work, norm, terms, pst, a_s, l_s, ll_s, acc, p, lam[r], alpha[r], sini[r], cn[r],
+                post_r, tabs,
             )
 
     opts = {}
@@ -142,7 +150,10 @@ class KernelConfig:
     ``threads_per_block``; ``variant``: "unroll" (class count compiled in, state in registers), "rolled"
     (run-time class count) or "auto" (unroll up to UNROLL_MAX_CLASSES classes); ``work``: the per-sample
     buffer in "local" memory, in "global" thread-fastest scratch, or "auto" (local up to LOCAL_WORK_MAX
-    samples); ``max_registers``: the per-thread register cap handed to the compiler (None: uncapped).
+    samples); ``max_registers``: the per-thread register cap handed to the compiler (None: uncapped);
+    ``posteriors``: each cycle's posteriors "store"d in a global scratch between the E-step and the M-step's
+    T, "recompute"d, or "auto" (stored where the scratch takes at most STORE_SHARE of the memory budget and
+    can be allocated).
     """
 
     threads_per_block: int = THREADS_PER_BLOCK
@@ -150,6 +161,7 @@ class KernelConfig:
     work: str = "auto"
     # H100, BM-A, 128 threads/block: 0.113 s at 128 registers; 96: 0.122, 168: 0.126, 192: 0.167, uncapped 0.167
     max_registers: int | None = 128
+    posteriors: str = "auto"
 
     def resolve(self, n: int, N: int) -> tuple[str, int]:
         variant = self.variant
@@ -178,6 +190,7 @@ class _Device:
         self.pipeline: ChunkPipeline | None = None
         self.simulated = simulating()
         self.work: list = []
+        self.store = False
         self.max_blocks = None
         with self.backend.activate():
             be = self.backend
@@ -185,34 +198,56 @@ class _Device:
             self.consts = [be.to_device(a) for a in (cov, spec.folds, spec.log2_folds, spec.alpha_init,
                                                       spec.alpha_prior)]
             self.dummy_post = be.to_device(np.zeros(1)).reshape((1, 1, 1), order="F")
-            self.dummy_work = be.to_device(np.zeros(1)).reshape((1, 1), order="F")  # local work: unused
+            # no global scratch: one row whose single value is too short for the posteriors
+            self.dummy_work = be.to_device(np.zeros(1)).reshape((1, 1), order="F")
             self.sm_count = _sm_count()
 
     def scratch_threads(self, capacity: int) -> int:
+        """Threads of a launch over ``capacity`` rows with a global scratch (grid-stride loop, at most
+        BLOCKS_PER_SM blocks per SM): the scratch's rows."""
         tpb = self.cfg.threads_per_block
         blocks = min(math.ceil(capacity / tpb), max(1, self.sm_count * BLOCKS_PER_SM))
         return blocks * tpb
 
+    def scratch_width(self, store: bool) -> int:
+        """Values per thread of the global scratch: the WORK_BUFFERS per-sample buffers (global work only)
+        and, where ``store``, one cycle's n x N posteriors."""
+        return (0 if self.nw else WORK_BUFFERS * self.N) + (self.n * self.N if store else 0)
+
+    def scratch_plan(self, rows: int, slots: int, budget: int) -> tuple[bool, int]:
+        """(whether the posteriors are stored, scratch bytes) for ``slots`` launches of ``rows`` rows at once:
+        stored where their scratch takes at most STORE_SHARE of ``budget`` bytes (else recomputed)."""
+        T = self.scratch_threads(rows)
+        store = {"store": True, "recompute": False}.get(self.cfg.posteriors)
+        if store is None:
+            if self.cfg.posteriors != "auto":
+                raise ValueError(f"posteriors must be 'auto', 'store' or 'recompute'; got {self.cfg.posteriors!r}")
+            store = slots * T * self.n * self.N * 8 <= STORE_SHARE * budget
+        return store, slots * T * self.scratch_width(store) * 8
+
     def setup(self, m: int, max_device_memory, max_rows, slots: int = 2) -> _plan.ChunkPlan:
-        """Plan chunks from this device's free memory and allocate, halving the chunk on out-of-memory."""
+        """Plan chunks from this device's free memory and allocate; on out-of-memory, first recompute the
+        posteriors instead of storing them ("auto"), then halve the chunk."""
         with self.backend.activate():
             free, _total = self.backend.mem_info()
-            fixed = 0
-            if self.nw == 0:
-                # per-thread work buffers (WORK_BUFFERS x N values), one scratch per slot (the slots' kernels
-                # may overlap)
-                fixed = slots * self.scratch_threads(m) * WORK_BUFFERS * self.N * 8
+            # one scratch per slot (the slots' kernels may overlap)
+            store, fixed = self.scratch_plan(m, slots, _plan.memory_budget(free, max_device_memory))
             plan = _plan.plan_chunks(m, self.N, self.n, self.keep_post, free, max_device_memory, slots=slots,
                                      fixed_bytes=fixed, max_rows=max_rows)
             while True:
                 try:
-                    self._allocate(plan)
+                    self._allocate(plan, store)
                     return plan
                 except Exception as exc:  # noqa: BLE001 - retried only for out-of-memory
                     if not _plan.is_out_of_memory(exc):
                         raise
                     self.pipeline = None
                     self.work = []
+                    if store and self.cfg.posteriors == "auto":
+                        store = False
+                        log.info("GPU %d: out of memory for the posterior scratch; recomputing posteriors instead",
+                                 self.device_id)
+                        continue
                     smaller = _plan.shrink(plan)
                     if smaller is None:
                         raise MemoryError(f"GPU {self.device_id}: out of memory even for {plan.rows} rows") from exc
@@ -220,27 +255,40 @@ class _Device:
                                 self.device_id, plan.rows, smaller.rows)
                     plan = smaller
 
-    def _allocate(self, plan: _plan.ChunkPlan) -> None:
+    def _allocate(self, plan: _plan.ChunkPlan, store: bool) -> None:
         self.pipeline = ChunkPipeline(self.backend, plan.rows, self.N, self.n, self.keep_post, nslots=plan.slots)
-        self.allocate_work(plan.rows, plan.slots)
+        self.allocate_work(plan.rows, plan.slots, store)
 
-    def allocate_work(self, rows: int, slots: int) -> None:
-        """The global-memory work scratch (N > LOCAL_WORK_MAX only): one per slot, for launches of ``rows``;
-        thread t's buffers are row t of a (threads, WORK_BUFFERS * N) column-major array."""
+    def allocate_work(self, rows: int, slots: int, store: bool) -> None:
+        """The global scratch (global work and/or stored posteriors; none for local work without them): one
+        per slot, for launches of ``rows``; thread t's values are row t of a (threads, scratch_width)
+        column-major array, so a warp's accesses coalesce."""
         self.work = []
-        if self.nw == 0:
+        self.store = store
+        width = self.scratch_width(store)
+        if width:
             T = self.scratch_threads(rows)
             self.max_blocks = T // self.cfg.threads_per_block
             for _ in range(slots):
-                # thread-fastest: thread t's buffer is row t, so a warp's accesses coalesce
-                width = WORK_BUFFERS * self.N
                 self.work.append(self.backend.device_array(T * width, np.float64).reshape((T, width), order="F"))
+
+    def allocate_resident_work(self, rows: int) -> None:
+        """The scratch of the device-resident model (one slot), planned from the free memory left after its
+        outputs; "auto" recomputes the posteriors where their scratch cannot be allocated."""
+        store = self.scratch_plan(rows, 1, _plan.memory_budget(self.backend.mem_info()[0]))[0]
+        try:
+            self.allocate_work(rows, 1, store)
+        except Exception as exc:  # noqa: BLE001 - retried only for out-of-memory
+            if not (store and self.cfg.posteriors == "auto" and _plan.is_out_of_memory(exc)):
+                raise
+            self.work = []
+            self.allocate_work(rows, 1, False)
 
     def launch(self, views, stream, rows: int, k: int) -> None:
         tpb = self.cfg.threads_per_block
         blocks = math.ceil(rows / tpb)
         work = self.dummy_work
-        if self.nw == 0:
+        if self.work:
             blocks = min(blocks, self.max_blocks)
             work = self.work[k]
         with _SIM_LAUNCH_LOCK if self.simulated else _NO_LOCK:
@@ -340,7 +388,7 @@ def fit_gpu(x: np.ndarray, cov: np.ndarray, spec: ModelSpec, keep_post: bool = F
     if stats is not None:
         stats.update(rows_per_chunk=rows, n_chunks=len(chunks), plans=plans, chunks=taken, direct=direct,
                      backend=devs[0].backend.name, variant=devs[0].variant, local_work=devs[0].nw,
-                     order={d.device_id: list(d.pipeline.order) for d in devs})
+                     store_posteriors=devs[0].store, order={d.device_id: list(d.pipeline.order) for d in devs})
     return out
 
 
@@ -421,8 +469,8 @@ def fit_gpu_device(x, cov: np.ndarray, spec: ModelSpec, keep_post: bool = False,
     (which first waits for the work already enqueued on the current stream, e.g. the normalization), and
     each launch's rows are copied into the host outputs on a second stream while the next launch computes.
     Host outputs: ``out`` (column-major arrays of ModelOutput's shapes; pinned ones are copied into
-    asynchronously) or new arrays page-locked for the copies (cuda.runtime.Landing) and unlocked when they are
-    done. Returns (host outputs, device outputs) once every copy is done.
+    asynchronously) or new arrays, made while the kernels run and page-locked for the copies
+    (cuda.runtime.Landing) until they are done. Returns (host outputs, device outputs) once every copy is done.
     """
     xp = device_module()
     m, N = x.shape
@@ -432,30 +480,33 @@ def fit_gpu_device(x, cov: np.ndarray, spec: ModelSpec, keep_post: bool = False,
     cov = np.ascontiguousarray(cov, dtype=np.float64)
     if cov.shape != (N,):
         raise ValueError(f"cov must have one value per sample ({N}); got shape {cov.shape}")
+    if out is not None:
+        _check_out(out, m, n, N, keep_post)
     device_id = 0 if xp is np else int(x.device.id)
     dev = _Device(device_id, spec, cov, N, keep_post, config or KernelConfig(), "auto")
     be = dev.backend
     fields = OUT_FIELDS + ((POST_FIELD,) if keep_post else ())
     shapes = {"lam": (m, n), "alpha": (m, n), "sini": (m, N), "cn": (m, N), "ini": (m,), "post": (m, n, N)}
-    if out is None:
-        out = ModelOutput(**{"post": None, **{name: be.empty_out(shapes[name], dtype) for name, _, dtype in fields}})
-    else:
-        _check_out(out, m, n, N, keep_post)
     with be.activate():
         d = {name: xp.empty(shapes[name], dtype=dtype, order="F") for name, _, dtype in fields}
         resident = ModelOutput(**{"post": None, **d})
-        if m == 0:
-            return out, resident
         rows = _plan.launch_rows(m, chunk_rows)
         try:
-            dev.allocate_work(rows, 1)
-            compute, copy = be.stream(), be.stream()
-            be.stream_wait_current(compute)
-            chunks = _plan.chunk_bounds(m, rows)
+            chunks = _plan.chunk_bounds(m, rows) if m else []
+            if chunks:
+                dev.allocate_resident_work(rows)
+                compute, copy = be.stream(), be.stream()
+                be.stream_wait_current(compute)
+            done = []
             for r0, r1 in chunks:
                 views = {"x": kernel_arg(x[r0:r1]), **{name: kernel_arg(a[r0:r1]) for name, a in d.items()}}
                 dev.launch(views, be.launch_stream(compute), r1 - r0, 0)
-                be.stream_wait(copy, be.record(compute))
+                done.append(be.record(compute))
+            if out is None:  # made (pages touched and locked) while the kernels run
+                out = ModelOutput(**{"post": None, **{name: be.empty_out(shapes[name], dtype)
+                                                      for name, _, dtype in fields}})
+            for (r0, r1), launched in zip(chunks, done):
+                be.stream_wait(copy, launched)
                 for name in d:
                     be.copy_rows_to_host(getattr(out, name), d[name], r0, r1 - r0, copy)
         finally:  # every copy has landed (or failed) before the outputs are unlocked
@@ -463,7 +514,7 @@ def fit_gpu_device(x, cov: np.ndarray, spec: ModelSpec, keep_post: bool = False,
             be.release_out()
     if stats is not None:
         stats.update(rows_per_chunk=rows, n_chunks=len(chunks), backend=be.name, variant=dev.variant,
-                     local_work=dev.nw, resident=True)
+                     local_work=dev.nw, store_posteriors=dev.store, resident=True)
     return out, resident
 
 

@@ -52,7 +52,7 @@ def normalize_and_fit_gpu(data: CountData, params: CnMopsParams, spec: ModelSpec
     """Normalization and model of run_mops on the GPU: (normalizedData, cov, host ModelOutput, DeviceModel or
     None when the model ran from host memory). Stage seconds go into ``timings`` ("normalize", "model"), the
     sub-stage seconds and counts into ``gpu_stats`` (norm_* of the normalization, model_resident,
-    model_launches; the result's ``gpu_stats``).
+    model_launches, model_store_posteriors; the result's ``gpu_stats``).
 
     ``out``: host arrays the model's results are copied into; ``devices``, ``max_device_memory`` and
     ``fit_options`` as in fit_gpu (several devices: the chunked host path; the resident model takes
@@ -97,7 +97,8 @@ def normalize_and_fit_gpu(data: CountData, params: CnMopsParams, spec: ModelSpec
                 options = {k: v for k, v in fit_options.items() if k in ("chunk_rows", "config")}
                 out, resident = fit_gpu_device(d_model, model_cov, spec, keep_post=params.return_posterior, out=out,
                                                stats=stats, **options)
-                gpu_stats.update(model_resident=True, model_launches=stats["n_chunks"])
+                gpu_stats.update(model_resident=True, model_launches=stats["n_chunks"],
+                                 model_store_posteriors=stats["store_posteriors"])
         finally:  # the normalized matrix has landed (or failed) before it is unlocked
             if copier is not None:
                 copier.synchronize()
@@ -142,7 +143,8 @@ def _normalize_and_fit_host(data: CountData, params: CnMopsParams, spec: ModelSp
         stats = fit_options.pop("stats", {})
         out = fit_gpu(model_input, model_cov, spec, keep_post=params.return_posterior, out=out, stats=stats,
                       **fit_options)
-        gpu_stats.update(model_resident=False, model_launches=stats["n_chunks"])
+        gpu_stats.update(model_resident=False, model_launches=stats["n_chunks"],
+                         model_store_posteriors=stats["store_posteriors"])
     return normalized, cov, out, None
 
 
