@@ -49,6 +49,24 @@ CHILD = r'''
     d = sgg.statistic_difference(cohort(120, 2, 5), [(0, 50), (50, 120)])
     out["statistic"] = {"zero_pattern_equal": d["zero_pattern_equal"], "max_rel": d["max_rel_p"],
                         "best_window_equal": d["best_window_equal_fraction"] == 1.0, "candidates": d["candidates"]}
+    # the segments' means and medians (one thread / one block per segment) against the host's formulas: odd and
+    # even lengths, 1 and 2 values, ties, negative and positive values of every magnitude, signed zeros
+    from numba import cuda
+    from gcnmops.exact.rstats import ld_mean, median_inplace
+    rng = np.random.default_rng(9)
+    segs = [rng.normal(0, 1, 7), rng.normal(0, 1, 8), np.array([0.5]), np.array([2.0, -1.0]), np.full(6, 3.25),
+            np.array([1e-300, -1e-300, 0.0, 5e300, -5e300, -0.0]), rng.integers(-3, 4, 41).astype(float),
+            rng.gamma(2.0, 3.0, 34), -rng.gamma(2.0, 3.0, 33)]
+    lens = np.array([v.size for v in segs])
+    first = np.concatenate([[0], np.cumsum(lens)[:-1]])
+    d_x = cuda.to_device(np.concatenate(segs))
+    means, medians = sgg._segment_values_kernels()
+    d_mean, d_median = cuda.device_array(len(segs)), cuda.device_array(len(segs))
+    means[2, 4](d_x, cuda.to_device(first), cuda.to_device(lens), d_mean)
+    medians[4, 8](d_x, sgg._bits(d_x), cuda.to_device(first), cuda.to_device(lens), d_median)
+    out["segment_values"] = {
+        "means": bool(np.array_equal(d_mean.copy_to_host(), [ld_mean(v, v.size) for v in segs])),
+        "medians": bool(np.array_equal(d_median.copy_to_host(), [median_inplace(v.copy(), v.size) for v in segs]))}
     # normalization: the GPU path (numpy standing in for cupy) against the CPU's, bit for bit
     from gcnmops.normalization.cpu import normalize_chromosomes
     from gcnmops.normalization.gpu import normalize_chromosomes_gpu
@@ -168,6 +186,12 @@ def test_sim_device_resident_pipeline(sim_result, name, path):
         assert r["normalize_path"] is None, r
     else:
         assert r["normalize_path"].startswith(path), r
+
+
+def test_sim_segment_means_and_medians(sim_result):
+    """The segments' means (long double, in order) and medians (radix select on the values' bits) equal the
+    host's, bit for bit."""
+    assert sim_result["segment_values"] == {"means": True, "medians": True}
 
 
 def test_sim_statistic_matches_cpu(sim_result):

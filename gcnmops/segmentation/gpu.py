@@ -4,8 +4,8 @@ The heavy part of ``cpu.segment_columns_arrays`` is p_i, the largest -log t tail
 windows, for every candidate position of every (chromosome, sample) vector. Here it runs on the GPU, one
 thread per candidate position, from the same ``register_jitable`` source as the CPU (segmentation/kernels.py:
 ``prefix_sums``, ``is_candidate``, ``scan_position``; exact/tdist.py) compiled by numba.cuda. The segments' means
-and medians (R's long double mean() and median(), exact/rstats.py) are computed on the GPU too, one thread per
-segment, from the vectors the statistic ran on. The rest stays on the host (numba, parallel over
+(R's long double mean(), exact/rstats.py; one thread per segment) and medians (R's median(); one block per
+segment, radix select on the values' bits) are computed on the GPU too, from the vectors the statistic ran on. The rest stays on the host (numba, parallel over
 vectors; segmentation/host.py's passes, as the CPU's): cleaning, eps (0.75 quantile of |diff|), the merge thresholds
 and the variance before the GPU pass; local maxima, the breakpoint threshold and merging after it.
 
@@ -48,13 +48,13 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
-from numba import njit, prange
+from numba import float64, int32, int64, njit, prange
 from numba.extending import register_jitable
 
 from ..cuda.nofma import jit_nofma
 from ..cuda.runtime import Landing, device_copy, device_module, kernel_arg
 from ..errors import InputError
-from ..exact.rstats import ld_mean, median_inplace, quantile7_low_index
+from ..exact.rstats import ld_mean, mean_of_two, quantile7_low_index
 from .host import (EPS_QUANTILE, SELECT_SAMPLE, abs_diffs, breakpoint_count, clean, dirt, fill_segments,
                    has_neighbourhood, kth_pair_with_zeros, local_half_width, quantile7_sampled, segment_bounds,
                    segment_ends_sparse, vector_constants, vector_scale, window_scratch)
@@ -285,8 +285,6 @@ def kernels(nw: int):
 
 
 def _build_kernels(NW: int):
-    from numba import float64
-
     def _nofma_prefix(xt, offs, St, Qt):
         """S, Q = running sums of x, x^2 per vector, in the CPU's order (one thread per vector)."""
         task = cuda.grid(1)
@@ -702,30 +700,95 @@ def _bounds_all(offs, flags, out_off, out_start, out_end):
         segment_bounds(flags[offs[task]:offs[task + 1]], out_off[task], out_start, out_end)
 
 
-def _nofma_segment_values(xt, seg_first, seg_len, scratch, out_mean, out_median):
-    """Mean (R's long double mean()) and median (R's median()) of every final segment, one thread per segment:
-    segment k is xt[seg_first[k]:seg_first[k] + seg_len[k]]; ``scratch`` (like xt) holds the copies the median
-    selection reorders. The host's formulas (host.fill_segments), so the values are the host's bit for bit."""
-    start = cuda.grid(1)
-    stride = cuda.gridsize(1)
-    for k in range(start, seg_first.shape[0], stride):
+#: the sign bit of an int64 (ordered_key)
+_SIGN_BIT = np.int64(-(2 ** 63))
+#: bins of the segment medians' radix select: one digit of 8 bits, 8 passes over a 64-bit key
+RADIX_BINS = 256
+#: threads of each segment's block in the medians' kernel (the CUDA simulator runs a few: each is a Python thread)
+MEDIAN_THREADS_PER_BLOCK = 256
+
+
+@register_jitable
+def ordered_key(b):
+    """The int64 whose bits, read as an unsigned number, order as the float64 of bits ``b`` does (any non-NaN;
+    -0.0 just below +0.0): the sign bit flipped for non-negative values, every bit for negative ones."""
+    return b ^ _SIGN_BIT if b >= 0 else ~b
+
+
+def _nofma_segment_means(xt, seg_first, seg_len, out_mean):
+    """R's long double mean() of every final segment (host.fill_segments's formula, bit for bit), one thread per
+    segment (the sums run in order): segment k is xt[seg_first[k]:seg_first[k] + seg_len[k]]."""
+    for k in range(cuda.grid(1), seg_first.shape[0], cuda.gridsize(1)):
+        a = seg_first[k]
+        out_mean[k] = ld_mean(xt[a:a + seg_len[k]], seg_len[k])
+
+
+def _nofma_segment_medians(xt, keys, seg_first, seg_len, out_median):
+    """R's median() of every final segment (``median_inplace``'s values: the middle order statistic, for even
+    lengths mean_of_two of the two middle ones), one block per segment. Each order statistic is found by radix
+    select on the values' ordered keys (``keys``: xt's bits as int64): 8 passes, each counting the next 8 bits
+    of the keys that share the bits chosen so far in a shared histogram, so nothing is copied or reordered;
+    then a thread holding that key reads its value."""
+    hist = cuda.shared.array(RADIX_BINS, int32)
+    state = cuda.shared.array(2, int64)
+    found = cuda.shared.array(2, float64)
+    tid = cuda.threadIdx.x
+    nt = cuda.blockDim.x
+    for k in range(cuda.blockIdx.x, seg_first.shape[0], cuda.gridDim.x):
         a = seg_first[k]
         n = seg_len[k]
-        out_mean[k] = ld_mean(xt[a:a + n], n)
-        buf = scratch[a:a + n]
-        for r in range(n):
-            buf[r] = xt[a + r]
-        out_median[k] = median_inplace(buf, n)
+        for j in range(2 - n % 2):  # the upper middle (j = 0; rank n // 2), for even n the lower one too
+            rank = n // 2 - j
+            target = 0
+            for pss in range(8):
+                shift = 56 - 8 * pss
+                for b in range(tid, RADIX_BINS, nt):
+                    hist[b] = 0
+                cuda.syncthreads()
+                for i in range(tid, n, nt):
+                    v = ordered_key(keys[a + i])
+                    if pss == 0 or ((v ^ target) >> min(shift + 8, 63)) == 0:
+                        cuda.atomic.add(hist, (v >> shift) & (RADIX_BINS - 1), 1)
+                cuda.syncthreads()
+                if tid == 0:
+                    below = 0
+                    d = 0
+                    while below + hist[d] <= rank:
+                        below += hist[d]
+                        d += 1
+                    state[0] = target | (np.int64(d) << shift)
+                    state[1] = rank - below
+                cuda.syncthreads()
+                target = state[0]
+                rank = state[1]
+                cuda.syncthreads()
+            for i in range(tid, n, nt):
+                if ordered_key(keys[a + i]) == target:
+                    found[j] = xt[a + i]  # equal keys: equal values, whichever thread writes
+            cuda.syncthreads()
+        if tid == 0:
+            out_median[k] = found[0] if n % 2 == 1 else mean_of_two(found[1], found[0])
+        cuda.syncthreads()
 
 
-_VALUES_KERNEL: list = []
+_VALUES_KERNELS: list = []
 
 
-def _segment_values_kernel():
+def _segment_values_kernels():
+    """(means kernel, medians kernel), compiled once."""
     with _LOCK:
-        if not _VALUES_KERNEL:
-            _VALUES_KERNEL.append(jit_nofma(_nofma_segment_values))
-        return _VALUES_KERNEL[0]
+        if not _VALUES_KERNELS:
+            _VALUES_KERNELS.extend((jit_nofma(_nofma_segment_means), jit_nofma(_nofma_segment_medians)))
+        return _VALUES_KERNELS
+
+
+def _bits(d_x):
+    """The device vector ``d_x`` (contiguous float64) read as int64, a kernel argument: a view on a GPU, a copy
+    in the simulator (whose device arrays are host arrays or numba's stand-ins for device arrays)."""
+    if simulating():
+        host = d_x.copy_to_host() if hasattr(d_x, "copy_to_host") else np.asarray(d_x)
+        return kernel_arg(np.ascontiguousarray(host).view(np.int64))
+    return kernel_arg(device_module().asarray(d_x).view(np.int64))
 
 
 def device_segment_values(d_x, vec: HostVectors, flags: np.ndarray, out_off_v: np.ndarray, out: dict,
@@ -738,12 +801,14 @@ def device_segment_values(d_x, vec: HostVectors, flags: np.ndarray, out_off_v: n
     seg_first = np.repeat(task_first, counts) + (out["start"] - 1)
     seg_len = out["end"] - out["start"] + 1
     n = seg_first.size
+    d_first, d_len = cuda.to_device(seg_first), cuda.to_device(seg_len)
     d_mean = cuda.device_array(n, np.float64)
     d_median = cuda.device_array(n, np.float64)
+    means, medians = _segment_values_kernels()
     tpb = SPREAD_THREADS_PER_BLOCK
-    _segment_values_kernel()[_blocks_for(n, tpb, 1 << 16), tpb](
-        d_x, cuda.to_device(seg_first), cuda.to_device(seg_len), cuda.device_array(int(vec.offs[-1]), np.float64),
-        d_mean, d_median)
+    means[_blocks_for(n, tpb, 1 << 16), tpb](d_x, d_first, d_len, d_mean)
+    tpb = 8 if simulating() else MEDIAN_THREADS_PER_BLOCK
+    medians[min(n, 1 << 16), tpb](d_x, _bits(d_x), d_first, d_len, d_median)
     d_mean.copy_to_host(out["mean"])
     d_median.copy_to_host(out["median"])
 
