@@ -70,11 +70,12 @@ def test_model_outputs_are_unlocked_after_the_fit_and_after_a_failure(monkeypatc
         return a
 
     def failing(self, *args, **kwargs):
-        raise RuntimeError("launch failed")
+        raise RuntimeError("copy failed")
 
+    # the host outputs are made (and locked) while the kernels run; the first copy into them fails
     monkeypatch.setattr(runtime.Landing, "empty", recording)
-    monkeypatch.setattr(mg._Device, "launch", failing)
-    with pytest.raises(RuntimeError, match="launch failed"):
+    monkeypatch.setattr(runtime.CupyBackend, "copy_rows_to_host", failing)
+    with pytest.raises(RuntimeError, match="copy failed"):
         mg.fit_gpu_device(cupy.asarray(np.asfortranarray(x)), np.ones(8), spec)
     assert made and not any(_locked(cupy, a) for a in made)
 
