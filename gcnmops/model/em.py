@@ -105,17 +105,17 @@ def unnormalized_posterior(xk, ck, g, alpha_i, lam_i, log_lam_i, tables):
 
 
 @register_jitable
-def posterior_column(xk, ck, g, alpha, lam, log_lam, p, k, tables):
-    """E-step of sample k: p[i, k] = P(class i | x_k) for every class i, the a_ik of
+def posterior_column(xk, ck, g, alpha, lam, log_lam, p, tables):
+    """E-step of one sample: p[i, 0] = P(class i | x_k) for every class i (``p``: (n, 1)), the a_ik of
     ``unnormalized_posterior`` (g = lgamma(x_k + 1)) over their sum; returns that sum (the normalizer s_k)."""
     n = lam.shape[0]
     for i in range(n):
-        p[i, k] = unnormalized_posterior(xk, ck, g, alpha[i], lam[i], log_lam[i], tables)
+        p[i, 0] = unnormalized_posterior(xk, ck, g, alpha[i], lam[i], log_lam[i], tables)
     s = 0.0
     for i in range(n):
-        s += p[i, k]
+        s += p[i, 0]
     for i in range(n):
-        p[i, k] = p[i, k] / s
+        p[i, 0] = p[i, 0] / s
     return s
 
 
@@ -190,7 +190,7 @@ def fit_region(
             log_lam[i] = log_glibc(lam[i], tables[2], tables[3])
             acc[i] = 0.0
         for k in range(N):  # pass 1, sample-major: posterior column, per-class sums
-            s_k = posterior_column(x[k], cov[k], work[k], alpha, lam, log_lam, p, 0, tables)
+            s_k = posterior_column(x[k], cov[k], work[k], alpha, lam, log_lam, p, tables)
             for i in range(n):
                 acc[i] += p[i, 0]
                 if store:

@@ -67,7 +67,7 @@ def estep_region(x, cov, lam, alpha, log2_folds, main_idx, keep_post, n_fit, alp
         for i in range(n):
             acc[i] = max(alpha[i] * (1.0 + prior_sum) - alpha_prior[i], 0.0) * n_fit
         for k in range(J):
-            posterior_column(x[k], cov[k], work[k], weights, lam, log_lam, p, 0, tables)
+            posterior_column(x[k], cov[k], work[k], weights, lam, log_lam, p, tables)
             for i in range(n):
                 acc[i] += p[i, 0]
         fixed_point = True
@@ -78,7 +78,7 @@ def estep_region(x, cov, lam, alpha, log2_folds, main_idx, keep_post, n_fit, alp
         if fixed_point:
             break
     for k in range(J):
-        posterior_column(x[k], cov[k], work[k], weights, lam, log_lam, p, 0, tables)
+        posterior_column(x[k], cov[k], work[k], weights, lam, log_lam, p, tables)
         work[k] = last_estep_outputs(p, 0, log2_folds, keep_post, sini_out, cn_out, post_out, k)
     return ld_mean(work, J)  # R's mean()
 
