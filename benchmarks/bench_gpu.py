@@ -71,7 +71,7 @@ def time_kernel(x, cov, spec, cfg: KernelConfig, repeat: int):
              "sini": cp.empty((m, N), order="F"), "cn": cp.empty((m, N), dtype=cp.int8, order="F"),
              "ini": cp.empty(m)}
     views = {k: kernel_arg(v) for k, v in views.items()}
-    dev.allocate_work(m, 1, dev.scratch_plan(m, 1, be.mem_info()[0] // 2)[0])
+    dev.allocate_resident_work(m)
     stream = be.stream()
     t0 = time.perf_counter()
     dev.launch(views, be.launch_stream(stream), m, 0)  # compile (or load) + warm

@@ -226,8 +226,8 @@ class _Device:
         return store, slots * T * self.scratch_width(store) * 8
 
     def setup(self, m: int, max_device_memory, max_rows, slots: int = 2) -> _plan.ChunkPlan:
-        """Plan chunks from this device's free memory and allocate; on out-of-memory, first recompute the
-        posteriors instead of storing them ("auto"), then halve the chunk."""
+        """Plan chunks from this device's free memory and allocate, halving the chunk on out-of-memory (the
+        posterior scratch gives way first: ``allocate_work``)."""
         with self.backend.activate():
             free, _total = self.backend.mem_info()
             # one scratch per slot (the slots' kernels may overlap)
@@ -243,11 +243,6 @@ class _Device:
                         raise
                     self.pipeline = None
                     self.work = []
-                    if store and self.cfg.posteriors == "auto":
-                        store = False
-                        log.info("GPU %d: out of memory for the posterior scratch; recomputing posteriors instead",
-                                 self.device_id)
-                        continue
                     smaller = _plan.shrink(plan)
                     if smaller is None:
                         raise MemoryError(f"GPU {self.device_id}: out of memory even for {plan.rows} rows") from exc
@@ -262,7 +257,18 @@ class _Device:
     def allocate_work(self, rows: int, slots: int, store: bool) -> None:
         """The global scratch (global work and/or stored posteriors; none for local work without them): one
         per slot, for launches of ``rows``; thread t's values are row t of a (threads, scratch_width)
-        column-major array, so a warp's accesses coalesce."""
+        column-major array, so a warp's accesses coalesce. With ``posteriors`` "auto", posteriors whose scratch
+        cannot be allocated are recomputed instead."""
+        try:
+            self._allocate_scratch(rows, slots, store)
+        except Exception as exc:  # noqa: BLE001 - retried only for out-of-memory
+            if not (store and self.cfg.posteriors == "auto" and _plan.is_out_of_memory(exc)):
+                raise
+            log.info("GPU %d: out of memory for the posterior scratch; recomputing posteriors instead",
+                     self.device_id)
+            self._allocate_scratch(rows, slots, False)
+
+    def _allocate_scratch(self, rows: int, slots: int, store: bool) -> None:
         self.work = []
         self.store = store
         width = self.scratch_width(store)
@@ -274,15 +280,8 @@ class _Device:
 
     def allocate_resident_work(self, rows: int) -> None:
         """The scratch of the device-resident model (one slot), planned from the free memory left after its
-        outputs; "auto" recomputes the posteriors where their scratch cannot be allocated."""
-        store = self.scratch_plan(rows, 1, _plan.memory_budget(self.backend.mem_info()[0]))[0]
-        try:
-            self.allocate_work(rows, 1, store)
-        except Exception as exc:  # noqa: BLE001 - retried only for out-of-memory
-            if not (store and self.cfg.posteriors == "auto" and _plan.is_out_of_memory(exc)):
-                raise
-            self.work = []
-            self.allocate_work(rows, 1, False)
+        outputs."""
+        self.allocate_work(rows, 1, self.scratch_plan(rows, 1, _plan.memory_budget(self.backend.mem_info()[0]))[0])
 
     def launch(self, views, stream, rows: int, k: int) -> None:
         tpb = self.cfg.threads_per_block

@@ -52,7 +52,7 @@ from numba import float64, int32, int64, njit, prange
 from numba.extending import register_jitable
 
 from ..cuda.nofma import jit_nofma
-from ..cuda.runtime import Landing, device_copy, device_module, kernel_arg
+from ..cuda.runtime import Landing, device_copy, device_module, kernel_arg, make_backend
 from ..errors import InputError
 from ..exact.rstats import ld_mean, mean_of_two, quantile7_low_index
 from .host import (EPS_QUANTILE, SELECT_SAMPLE, abs_diffs, breakpoint_count, clean, dirt, fill_segments,
@@ -334,30 +334,6 @@ def _blocks_for(n: int, tpb: int, cap: int) -> int:
     return max(1, min(cap, (n + tpb - 1) // tpb))
 
 
-def _to_device(a: np.ndarray):
-    """``a`` copied to the device: numba's array in the simulator; on a GPU a cupy array from cupy's memory pool,
-    so that freeing it never calls cudaFree (numba's deferred frees do, waiting for every kernel in flight)."""
-    return cuda.to_device(a) if simulating() else device_module().asarray(a)
-
-
-def _device_empty(n: int, dtype):
-    """An empty device vector, as ``_to_device``'s."""
-    return cuda.device_array(n, dtype) if simulating() else device_module().empty(n, dtype=dtype)
-
-
-def _arg(a):
-    """A device array of ``_to_device``/``_device_empty`` as a kernel argument, without synchronizing."""
-    return a if simulating() else kernel_arg(a)
-
-
-def _to_host(d, out: np.ndarray) -> None:
-    """The device vector ``d`` copied into the host array ``out``."""
-    if simulating():
-        d.copy_to_host(out)
-    else:
-        d.get(out=out)
-
-
 def _copy_in(xt: np.ndarray, device_xt):
     """xt on the device: ``device_xt`` where given, else a copy (numba's in the simulator, cupy's on a GPU)."""
     if device_xt is not None:
@@ -425,19 +401,20 @@ def gpu_statistic(xt: np.ndarray, offs: np.ndarray, coffs: np.ndarray, vec_eps: 
     t = {} if timings is None else timings
     t0 = time.perf_counter()
     d_x = _copy_in(xt, device_xt)
-    d_offs = _to_device(offs)
-    d_eps = _to_device(vec_eps)
-    d_V = _to_device(vec_V)
-    d_S = _device_empty(total, np.float64)
-    d_Q = _device_empty(total, np.float64)
-    d_mask = _device_empty(total, np.int8)
+    be = make_backend()  # on a GPU: cupy's pool, whose frees never wait for the kernels in flight (numba's do)
+    d_offs = be.to_device(offs)
+    d_eps = be.to_device(vec_eps)
+    d_V = be.to_device(vec_V)
+    d_S = be.device_array(total, np.float64)
+    d_Q = be.device_array(total, np.float64)
+    d_mask = be.device_array(total, np.int8)
     sync = cuda.synchronize
     sync()
     t["seg_h2d"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     tpb = 32 if simulating() else THREADS_PER_BLOCK
-    prefix[_blocks_for(offs.size - 1, 1, 1 << 20), 1](_arg(d_x), _arg(d_offs), _arg(d_S), _arg(d_Q))
-    mask_k[_blocks_for(total, tpb, 4096), tpb](_arg(d_x), _arg(d_offs), _arg(d_eps), min_seg, _arg(d_mask))
+    prefix[_blocks_for(offs.size - 1, 1, 1 << 20), 1](d_x, d_offs, d_S, d_Q)
+    mask_k[_blocks_for(total, tpb, 4096), tpb](d_x, d_offs, d_eps, min_seg, d_mask)
     sync()
     t["seg_prefix_mask"] = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -825,16 +802,17 @@ def device_segment_values(d_x, vec: HostVectors, flags: np.ndarray, out_off_v: n
     seg_first = np.repeat(task_first, counts) + (out["start"] - 1)
     seg_len = out["end"] - out["start"] + 1
     n = seg_first.size
-    d_first, d_len = _arg(_to_device(seg_first)), _arg(_to_device(seg_len))
-    d_mean = _device_empty(n, np.float64)
-    d_median = _device_empty(n, np.float64)
+    be = make_backend()
+    d_first, d_len = be.to_device(seg_first), be.to_device(seg_len)
+    d_mean = be.device_array(n, np.float64)
+    d_median = be.device_array(n, np.float64)
     means, medians = _segment_values_kernels()
     tpb = SPREAD_THREADS_PER_BLOCK
-    means[_blocks_for(n, tpb, 1 << 16), tpb](_arg(d_x), d_first, d_len, _arg(d_mean))
+    means[_blocks_for(n, tpb, 1 << 16), tpb](d_x, d_first, d_len, d_mean)
     tpb = 8 if simulating() else MEDIAN_THREADS_PER_BLOCK
-    medians[min(n, 1 << 16), tpb](_arg(d_x), _bits(d_x), d_first, d_len, _arg(d_median))
-    _to_host(d_mean, out["mean"])
-    _to_host(d_median, out["median"])
+    medians[min(n, 1 << 16), tpb](d_x, _bits(d_x), d_first, d_len, d_median)
+    d_mean.copy_to_host(out["mean"])
+    d_median.copy_to_host(out["median"])
 
 
 def statistic_difference(values, blocks, min_seg=3, delta=20, max_int=40, cyber_weight=50) -> dict:
