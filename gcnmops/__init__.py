@@ -27,13 +27,13 @@ _EXPORTS = {
     "calc_integer_copy_numbers": ".calls.integer",
     "calc_fractional_copy_numbers": ".calls.robust",
     "make_robust_cnvr": ".calls.robust",
-    "normalize_chromosomes": ".normalization.cpu",
-    "normalize_genome": ".normalization.cpu",
-    "segment": ".segmentation.cpu",
+    "normalize_chromosomes": ".normalization",
+    "normalize_genome": ".normalization",
+    "segment": ".segmentation",
     "read_counts": ".io.readers",
     "read_result": ".io.results",
     "count_reads": ".io.counting",
-    "run_many": ".model.gpu",
+    "run_many": ".model",
     "CNVDetectionResult": ".result",
     "CountData": ".data",
     "InputError": ".errors",
@@ -59,10 +59,10 @@ if TYPE_CHECKING:  # what type checkers and editors see: the same names, importe
     from .io.readers import read_counts
     from .io.results import read_result
     from .io.store import convert_counts
-    from .model.gpu import run_many
-    from .normalization.cpu import normalize_chromosomes, normalize_genome
+    from .model import run_many
+    from .normalization import normalize_chromosomes, normalize_genome
     from .pipeline.cnmops import cn_mops
     from .pipeline.family import exome_cn_mops, haplo_cn_mops, reference_cn_mops, single_cn_mops
     from .pipeline.streaming import run_streaming
     from .result import CNVDetectionResult
-    from .segmentation.cpu import segment
+    from .segmentation import segment

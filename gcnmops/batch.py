@@ -45,7 +45,7 @@ from pathlib import Path
 import pandas as pd
 
 from .errors import InputError
-from .params import parameter_name
+from .params import ModelKind, parameter_name
 
 log = logging.getLogger("gcnmops")
 
@@ -260,9 +260,9 @@ def _experiment(entry: dict, origin: str, base: Path) -> Experiment:
     if not inp.exists():
         raise InputError(f"input file {inp} not found.")
     controls = _resolve(entry["controls"], base) if entry.get("controls") else None
-    if spec.model == "reference" and controls is None:
+    if spec.model is ModelKind.REFERENCE and controls is None:
         raise InputError(f"method {method} needs a controls file (column/key 'controls').")
-    if spec.model != "reference" and controls is not None:
+    if spec.model is not ModelKind.REFERENCE and controls is not None:
         raise InputError(f"controls are only used by method reference, not {method}.")
     if controls is not None and not controls.exists():
         raise InputError(f"controls file {controls} not found.")
@@ -477,9 +477,9 @@ def _worker_run(exp: Experiment, outdir: str, backend: str, formats, integer: bo
 def make_slots(devices=None, workers: int | None = None, backend: str | None = None) -> list[Slot]:
     """GPU slots (one per device of ``devices``: ids or "all") or ``workers`` CPU slots (default: the GPUs
     when one is usable and neither is given, else one CPU worker)."""
-    if devices is None and workers is None and backend != "cpu":
-        from .cuda.probe import gpu_available
+    from .cuda.probe import gpu_available, may_use_gpu
 
+    if devices is None and workers is None and may_use_gpu(backend or "auto"):
         if gpu_available():
             devices = "all"
     if devices is not None:

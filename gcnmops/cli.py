@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .errors import InputError
 from .io.formats import DEFAULT_FORMATS, FORMATS, check_formats
-from .params import METHODS
+from .params import METHODS, ModelKind
 
 #: sample counts whose GPU kernels ``gcnmops warmup`` compiles besides the example's 40 (one per work-buffer size)
 WARMUP_SAMPLES = (6, 15, 30, 100)
@@ -162,7 +162,8 @@ def _add_casemode(sub, run) -> None:
         "build", help="fit a cohort once and store it (per-region parameters, normalization, settings)")
     build.add_argument("input", help="the cohort's counts (as for run)")
     build.add_argument("-o", "--output", required=True, help="the reference folder to write (replaced if it is one)")
-    build.add_argument("--method", choices=[m.name for m in METHODS.values() if m.model == "em"], default="cn.mops",
+    build.add_argument("--method", choices=[m.name for m in METHODS.values() if m.model is ModelKind.EM],
+                       default="cn.mops",
                        help="the cohort method whose model and defaults the reference has (default cn.mops)")
     for action in run._actions:  # the cn.mops parameters, as run takes them
         if action.dest in PARAMETER_DESTS:
@@ -254,9 +255,10 @@ def _gpu_warmup(args):
     """For a command that may run on a GPU (--backend auto or gpu): the CUDA driver and the devices' contexts
     started on a background thread while the command imports its modules and reads its input
     (cuda.probe.warm_up_gpu), or None. The command waits for it before its first GPU work."""
-    if args.backend == "cpu":
+    from .cuda.probe import may_use_gpu, warm_up_gpu
+
+    if not may_use_gpu(args.backend):
         return None
-    from .cuda.probe import warm_up_gpu
 
     return warm_up_gpu(getattr(args, "devices", None))
 
@@ -276,8 +278,9 @@ def _run(args) -> int:
         raise InputError("--keep applies with --stream only")
     if args.example == bool(args.input):
         raise InputError("give either an INPUT file or --example")
-    if (method.model == "reference") != bool(args.controls) and not (args.example and method.model == "reference"):
-        reference = " and ".join(m.name for m in METHODS.values() if m.model == "reference")
+    is_reference = method.model is ModelKind.REFERENCE
+    if is_reference != bool(args.controls) and not (args.example and is_reference):
+        reference = " and ".join(m.name for m in METHODS.values() if m.model is ModelKind.REFERENCE)
         raise InputError(f"--controls FILE is needed by --method {reference} (and only by it)")
     kwargs = _method_kwargs(args, method)
     import warnings
@@ -418,18 +421,18 @@ def _read_input(args, method):
     from .example import example_cohort
     from .io import read_counts
 
-    if not args.example and method.model == "single":  # one sample: checked as it is read
+    if not args.example and method.model is ModelKind.SINGLE:  # one sample: checked as it is read
         from .pipeline.family import read_single_sample
 
         return read_single_sample(args.input), None
     if not args.example:
         return read_counts(args.input, min_samples=method.min_samples), args.controls
     data = example_cohort()[0]
-    if method.model == "reference":
+    if method.model is ModelKind.REFERENCE:
         cases = make_count_data(data.counts[:, :5], data.sample_names[:5], data.ranges, min_samples=1)
         controls = make_count_data(data.counts[:, 5:], data.sample_names[5:], data.ranges, min_samples=1)
         return cases, controls
-    if method.model == "single":
+    if method.model is ModelKind.SINGLE:
         data = make_count_data(data.counts[:, :1], data.sample_names[:1], data.ranges, min_samples=1)
     return data, None
 
@@ -570,17 +573,16 @@ def _warmup(args) -> int:
     kernel is compiled and cached."""
     import tempfile
 
-    from .cuda.probe import gpu_available
+    from .cuda.probe import Backend, resolve_backend
     from .example import example_cohort
     from .jitcache import compile_bytecode
     from .pipeline.run import run_and_write
 
     compile_bytecode()
-    backends = ["cpu", "gpu"] if args.backend == "auto" and gpu_available() else [
-        "cpu" if args.backend == "auto" else args.backend]
+    backends = list(dict.fromkeys([Backend.CPU, resolve_backend(args.backend)]))  # a GPU run uses CPU kernels too
     for backend in backends:
         t0 = time.perf_counter()
-        cohorts = [example_cohort()[0]] + (_gpu_warmup_cohorts() if backend == "gpu" else [])
+        cohorts = [example_cohort()[0]] + (_gpu_warmup_cohorts() if backend is Backend.GPU else [])
         for data in cohorts:
             with tempfile.TemporaryDirectory(prefix="gcnmops-warmup-") as folder:
                 run_and_write("cn.mops", data, folder, backend=backend, formats=[f for f in FORMATS if f != "rds"])

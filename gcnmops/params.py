@@ -5,6 +5,7 @@ import math
 import re
 import warnings
 from dataclasses import dataclass, field, fields, replace
+from enum import StrEnum
 from numbers import Real
 from types import MappingProxyType
 
@@ -118,6 +119,15 @@ TUMOR_NORMAL_NOTE = 'NOTE: The default parameters are adjusted for "tumor-vs-nor
 SINGLE_NORM_NOTE = "Normalization is not applicable for singlecn.mops! Normalization parameters are only dummies."
 
 
+class ModelKind(StrEnum):
+    """A method's model step: cn.mops's EM per region (EM), the one-step model with lambda per region from the
+    controls (REFERENCE) or per chromosome from the one sample (SINGLE)."""
+
+    EM = "em"
+    REFERENCE = "reference"
+    SINGLE = "single"
+
+
 @dataclass(frozen=True, eq=False)
 class Method:
     """One member of the cn.mops family: its names, defaults, model and result shape (see METHODS).
@@ -139,7 +149,7 @@ class Method:
     function: str
     aliases: tuple[str, ...]
     result_method: str
-    model: str
+    model: ModelKind
     main_class: str = "CN2"
     defaults: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
     use_median: bool = True
@@ -174,7 +184,7 @@ class Method:
 
 
 def _method(name, function, aliases, result_method, model, defaults=None, options=None, **kw) -> Method:
-    return Method(name, function, tuple(aliases), result_method, model, defaults=MappingProxyType(defaults or {}),
+    return Method(name, function, tuple(aliases), result_method, ModelKind(model), defaults=MappingProxyType(defaults or {}),
                   options=MappingProxyType(options or {}), **kw)
 
 

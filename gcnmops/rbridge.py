@@ -278,7 +278,7 @@ def normalize_from_r(key: str) -> dict:
     """Engine side of the R ``normalizeChromosomes()`` / ``normalizeGenome()``: ``X`` (double matrix,
     viewed in place), ``chr`` (character; NULL: normalizeGenome), ``normType``, ``sizeFactor``, ``qu``, ``quSizeFactor``,
     ``ploidy`` (or NULL) -> the normalized matrix written into R's ``out`` (same shape)."""
-    from .normalization.cpu import normalize_chromosomes, normalize_genome
+    from .normalization import normalize_chromosomes, normalize_genome
 
     try:
         with _collect_messages() as (messages, warned):
@@ -380,7 +380,7 @@ def _opt(env, name, convert=None):
 def segment_from_r(env) -> dict:
     """Engine side of the R ``segment()``: ``x`` (double vector, viewed in place) and cn.mops's arguments
     (``eps`` absent: not passed) -> the segments' ``start``, ``end``, ``mean``, ``median`` in the environment."""
-    from .segmentation.cpu import segment
+    from .segmentation import segment
 
     seg_t = element(env, "segMedianT")
     kw = dict(alpha=_opt(env, "alpha", float), min_seg=_opt(env, "minSeg", float), delta=_opt(env, "delta", float),

@@ -189,7 +189,63 @@ def test_runtime_and_primitives_import_no_stage(module):
     assert rooms <= allowed
 
 
+#: the stage packages, each with its drivers (cpu, gpu, ...) behind one entry that dispatches on the backend
+STAGE_ROOMS = {"model", "normalization", "segmentation"}
+#: backend names: compared as text only where a user's name is parsed (cuda/probe.py)
+BACKEND_NAMES = {"auto", "cpu", "gpu"}
+
+
+def _is_driver(module: str) -> bool:
+    """A stage package's driver module: its name says which backend it runs (cpu, gpu, onestep_gpu, ...)."""
+    parts = module.split(".")
+    return len(parts) > 2 and parts[1] in STAGE_ROOMS and ("cpu" in parts[2] or "gpu" in parts[2])
+
+
+def _driver_imports_from_outside() -> list[tuple[str, str, int]]:
+    return [(m, t, line) for m, p in MODULES.items() for t, _, line in _imports(m, p)
+            if _is_driver(t) and _room(t) != _room(m)]
+
+
+def test_stage_drivers_stay_inside_their_package():
+    """Nothing outside a stage package imports its CPU or GPU driver: the package's entry dispatches on the
+    backend (normalization.normalize, model.fit, segmentation.segment_blocks)."""
+    assert _driver_imports_from_outside() == []
+
+
+def _backend_name_comparisons(path: Path) -> list[int]:
+    """Lines comparing a value with a backend name written as text ("cpu" == x, x in ("auto", ...), ...)."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(node, ast.Compare):
+            continue
+        operands = [node.left, *node.comparators]
+        texts = set()
+        for o in operands:
+            elements = o.elts if isinstance(o, (ast.Tuple, ast.List, ast.Set)) else [o]
+            texts |= {e.value for e in elements if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+        if texts & BACKEND_NAMES:
+            lines.append(node.lineno)
+    return lines
+
+
+def test_the_backend_is_a_typed_value():
+    """The backend is compared as text only in the parser of users' names (cuda/probe.py, at most twice);
+    everywhere else it is a cuda.probe.Backend compared by identity."""
+    found = {m: _backend_name_comparisons(p) for m, p in MODULES.items()}
+    found = {m: lines for m, lines in found.items() if lines}
+    assert set(found) <= {"gcnmops.cuda.probe"}, found
+    assert sum(len(v) for v in found.values()) <= 2
+
+
 def test_the_checks_can_fail():
     """The checks above see what they must: a two-module circle and an upward import are found."""
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [["a", "b"]]
     assert _rank("cli") > _rank("pipeline") > _rank("calls") > _rank("segmentation") > _rank("model") > _rank("exact")
+    assert _is_driver("gcnmops.segmentation.gpu") and _is_driver("gcnmops.model.onestep_gpu")
+    assert not _is_driver("gcnmops.segmentation.host") and not _is_driver("gcnmops.cuda.runtime")
+    probe = Path(__file__).with_name("_layout_probe.py")
+    probe.write_text('def f(b):\n    return b == "gpu" or b in ("auto", "x") or b is None\n')
+    try:
+        assert _backend_name_comparisons(probe) == [2, 2]
+    finally:
+        probe.unlink()

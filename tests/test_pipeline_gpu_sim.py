@@ -100,11 +100,13 @@ CHILD = r'''
     # the device-resident pipeline (normalize -> model -> segmentation) against the CPU pipeline
     import pandas as pd
     from gcnmops.data import make_count_data
-    from gcnmops.pipeline.resident_gpu import normalize_and_fit_gpu
+    from gcnmops.cuda.probe import Backend
     from gcnmops.model.gpu import fit_gpu
-    from gcnmops.model.spec import ModelSpec
-    from gcnmops.pipeline.cnmops import assemble_result, run_mops
-    from gcnmops.params import CnMopsParams
+    from gcnmops.params import METHODS, CnMopsParams
+    from gcnmops.pipeline.cnmops import run_mops
+    from gcnmops.pipeline.plan import RunPlan
+    from gcnmops.pipeline.resident_gpu import normalize_and_fit_resident
+    from gcnmops.pipeline.stages import Regions, finish_block
     m = 120
     mu = rng.gamma(8.0, 12.0, size=(m, 1)) * rng.uniform(0.8, 1.2, size=(1, 4))
     dose = np.ones((m, 4))
@@ -118,15 +120,15 @@ CHILD = r'''
     for name, kw in (("resident_norm1", {}), ("resident_norm2_quant", {"norm": 2, "norm_type": "quant"}),
                      ("resident_norm0", {"norm": 0})):
         params = CnMopsParams(**kw).validated()
-        spec = ModelSpec.build(params.I, params.classes, params.main_class, params.prior_impact, params.cyc,
-                               params.min_read_count)
+        plan = RunPlan(METHODS["cn.mops"], params, Backend.GPU, m)  # the simulator: no GPU to resolve "gpu" to
+        spec = plan.spec
         cpu = run_mops(data, params, backend="cpu")
         timings, gpu_stats = {}, {}
-        normalized, cov, res_out, device = normalize_and_fit_gpu(data, params, spec, timings, chunk_rows=35,
-                                                                 gpu_stats=gpu_stats)
+        norm, res_out, device = normalize_and_fit_resident(plan, data, timings, chunk_rows=35, gpu_stats=gpu_stats)
+        normalized, cov = norm.normalized, norm.cov
         host = fit_gpu(np.asfortranarray(cpu.normalized_data if params.norm != 2 else data.counts), cov, spec,
                        chunk_rows=35)
-        res = assemble_result(data, params, res_out, normalized, cov, timings, backend="gpu", device=device)
+        res = finish_block(plan, Regions.of(data), norm, res_out, timings, device, gpu_stats)
         cols = ["seqnames", "start", "end", "sampleName"]
         out[name] = {
             "normalized_identical": bool(np.array_equal(normalized, cpu.normalized_data)),

@@ -13,7 +13,7 @@ import pytest
 
 import gcnmops
 import gcnmops.segmentation.dnacopy as dna
-from gcnmops.calls.cnvs import call_cnvs_dnacopy
+from gcnmops.calls.cnvs import call_cnvs, call_cnvs_dnacopy
 from gcnmops.data import chromosome_blocks
 from gcnmops.errors import InputError
 from gcnmops.example import example_cohort
@@ -175,7 +175,8 @@ def test_arguments(cohort, caplog):
     assert (calls.cnvs["start"].iat[0], calls.cnvs["end"].iat[0]) == (gr["start"].iat[100], gr["end"].iat[139])
     assert calls.cnvr[["seqnames", "start", "end"]].equals(calls.cnvs[["seqnames", "start", "end"]])
     # fewer than 6 regions: no segmentation (as cn.mops), individual calls = sINI
-    tiny = call_cnvs_dnacopy(np.ones((5, 2)), _gr(5), [("chr1", 0, 5)], ["a", "b"], 0.5, -0.9, 3, False, {})
+    tiny = call_cnvs(np.ones((5, 2)), _gr(5), [("chr1", 0, 5)], ["a", "b"], 0.5, -0.9, 3, False, {},
+                     seg_algorithm="DNAcopy")
     assert len(tiny.segmentation) == 0 and (tiny.individual_call == 1).all()
     # nothing beyond the thresholds: no CNVs, empty tables with the usual columns
     none = call_cnvs_dnacopy(np.zeros((60, 2)), _gr(60), [("chr1", 0, 60)], ["a", "b"], 0.5, -0.9, 3, False, {},

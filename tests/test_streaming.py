@@ -199,7 +199,7 @@ def test_interrupted_run_leaves_the_folder(tmp_path, monkeypatch):
     before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
     from gcnmops.pipeline import streaming
 
-    real, calls = streaming._chromosome, []
+    real, calls = streaming.run_block, []
 
     def failing(*args, **kwargs):
         calls.append(1)
@@ -207,7 +207,7 @@ def test_interrupted_run_leaves_the_folder(tmp_path, monkeypatch):
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(streaming, "_chromosome", failing)
+    monkeypatch.setattr(streaming, "run_block", failing)
     with pytest.raises(KeyboardInterrupt):
         run_streaming(store, out, backend="cpu")
     assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before  # nothing new, nothing left over
@@ -246,25 +246,28 @@ def test_read_ahead_holds_two_chromosomes_and_overlaps(tmp_path, monkeypatch):
     opened = streaming.open_count_store
     monkeypatch.setattr(streaming, "open_count_store",
                         lambda p: Watched(**{f.name: getattr(opened(p), f.name) for f in dataclasses.fields(CountStore)}))
-    real, overlapped = streaming._chromosome, []
+    real, overlapped = streaming.run_block, []
 
-    def computing(*args):
+    def computing(*args, **kwargs):
         k = len(overlapped)
         with cond:
             overlapped.append(cond.wait_for(lambda: len(reads) >= min(total, k + 2), timeout=60))
-        return real(*args)
+        return real(*args, **kwargs)
 
-    real_fit, released = streaming.fit, []
+    from gcnmops.pipeline import stages
+
+    real_fit, released = stages.fit, []
 
     def fitting(*args, **kwargs):  # norm=1: the model reads the normalized counts; the counts are gone
         released.append(reads[len(released)] not in live)
         return real_fit(*args, **kwargs)
 
-    monkeypatch.setattr(streaming, "_chromosome", computing)
-    monkeypatch.setattr(streaming, "fit", fitting)
+    monkeypatch.setattr(streaming, "run_block", computing)
+    monkeypatch.setattr(stages, "fit", fitting)
     got = run_streaming(path, tmp_path / "out", backend="cpu")
     assert len(reads) == total == len(overlapped) == len(released) and all(overlapped) and all(released)
     assert max(in_flight) <= 2, in_flight
+    monkeypatch.undo()  # the in-memory reference below runs the stages unwatched
     assert_same(got.compute(), reference(data))
     assert set(got.timings) == set(streaming.STAGES + streaming.WAITS) | {"total"}
     assert got.timings["read"] > 0 and got.timings["write"] > 0
@@ -340,17 +343,17 @@ def test_interrupt_while_the_writer_writes(tmp_path, monkeypatch):
         time.sleep(0.5)
         return real_write(self, *args)
 
-    real, calls = streaming._chromosome, []
+    real, calls = streaming.run_block, []
 
-    def interrupted(*args):
+    def interrupted(*args, **kwargs):
         calls.append(1)
         if len(calls) == 3:
             assert writing.wait(30)  # chromosome 2's matrices are being written
             raise KeyboardInterrupt
-        return real(*args)
+        return real(*args, **kwargs)
 
     monkeypatch.setattr(ResultStore, "write", slow)
-    monkeypatch.setattr(streaming, "_chromosome", interrupted)
+    monkeypatch.setattr(streaming, "run_block", interrupted)
     with pytest.raises(KeyboardInterrupt):
         run_streaming(path, out, backend="cpu")
     assert not _threads("gcnmops-store")
@@ -476,7 +479,7 @@ def test_regions_beyond_vcf_positions_refused_before_the_store_is_read(tmp_path,
     def no_read(*args, **kwargs):
         raise AssertionError("the store was read")
 
-    monkeypatch.setattr(streaming, "_prepare", no_read)
+    monkeypatch.setattr(streaming, "_genome", no_read)
     with pytest.raises(gcnmops.InputError, match="VCF positions are 32-bit"):
         gcnmops.run_streaming(store, tmp_path / "out", backend="cpu")
     assert not (tmp_path / "out").exists()

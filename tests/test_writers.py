@@ -313,12 +313,12 @@ def test_a_staged_matrix_the_final_result_no_longer_holds_is_written_again(resul
 def test_a_run_failing_after_the_model_leaves_nothing(tmp_path, monkeypatch):
     """run_and_write stages the model's matrices before the segmentation: a failure there removes them and the
     folder it made."""
-    from gcnmops.pipeline import cnmops, run
+    from gcnmops.pipeline import run, stages
 
     def broken(*args, **kwargs):
         raise InputError("segmentation failed (test)")
 
-    monkeypatch.setattr(cnmops, "call_cnvs", broken)
+    monkeypatch.setattr(stages, "call_cnvs", broken)
     out = tmp_path / "out"
     with pytest.raises(InputError, match="segmentation failed"):
         run.run_and_write("cn.mops", gcnmops.example.example_cohort(n_regions=600, n_samples=6, seed=1)[0], out,

@@ -12,9 +12,10 @@ import numpy as np
 import pandas as pd
 from numba import njit, prange
 
+from ..cuda.probe import Backend
 from ..errors import InputError
 from ..result import cnvr_frame, empty_cnvr, empty_segments
-from ..segmentation.cpu import segment_columns
+from ..segmentation import segment_blocks
 from ..segmentation.dnacopy import MAX_MIN_WIDTH, dnacopy_segments, segment_args_for_r
 
 log = logging.getLogger("gcnmops")
@@ -36,20 +37,31 @@ class Calls:
 
 def call_cnvs(sini: np.ndarray, gr: pd.DataFrame, blocks: list[tuple[str, int, int]], sample_names: list[str],
               upper_threshold: float, lower_threshold: float, min_width: int, use_median: bool,
-              segment_args: dict | None = None, segmenter=segment_columns) -> Calls:
-    """Segment every sample's sINI per chromosome and call CNVs as cn.mops does (segAlgorithm "fast").
-
-    ``segmenter``: ``segment.segment_columns`` or a drop-in with its signature and result (the GPU one).
+              segment_args: dict | None = None, *, seg_algorithm: str = "fast", backend: Backend = Backend.CPU,
+              device_values=None, timings: dict | None = None, genome_regions: int | None = None) -> Calls:
+    """Segment every sample's sINI per chromosome and call CNVs as cn.mops does.
 
     ``sini``: (m, N) order F; ``gr``: m rows seqnames/start/end; ``blocks``: (name, first, end) per
-    chromosome in order of appearance.
+    chromosome in order of appearance. ``seg_algorithm`` "fast" (on ``backend``; GPU: ``device_values`` the
+    device-resident sINI, ``timings`` its sub-stage seconds, see ``segmentation.segment_blocks``) or "DNAcopy"
+    (``call_cnvs_dnacopy``). ``genome_regions``: the regions of the whole matrix when ``sini`` holds some of its
+    chromosomes: cn.mops segments only a matrix of MIN_REGIONS_TO_SEGMENT regions or more (else ``no_calls``).
     """
     m, n_samples = sini.shape
-    if m < MIN_REGIONS_TO_SEGMENT:
-        return Calls(np.array(sini, order="F"), empty_segments(), empty_segments(), empty_cnvr(sample_names))
-    seg = segmenter(sini, [(b, e) for _, b, e in blocks], min_seg=min_width, **(segment_args or {}))
+    if (m if genome_regions is None else genome_regions) < MIN_REGIONS_TO_SEGMENT:
+        return no_calls(sini, sample_names)
+    if seg_algorithm == "DNAcopy":
+        return call_cnvs_dnacopy(sini, gr, blocks, sample_names, upper_threshold, lower_threshold, min_width,
+                                 use_median, segment_args)
+    seg = segment_blocks(sini, [(b, e) for _, b, e in blocks], backend=backend, device_values=device_values,
+                         timings=timings, min_seg=min_width, **(segment_args or {}))
     return calls_from_segments(seg, gr, blocks, sample_names, upper_threshold, lower_threshold, min_width,
                                use_median, m=m, n_samples=n_samples)
+
+
+def no_calls(sini: np.ndarray, sample_names: list[str]) -> Calls:
+    """cn.mops's answer where it does not segment: individual calls = sINI, no segments, CNVs or regions."""
+    return Calls(np.array(sini, order="F"), empty_segments(), empty_segments(), empty_cnvr(sample_names))
 
 
 def calls_from_segments(seg: pd.DataFrame, gr: pd.DataFrame, blocks, sample_names, upper_threshold,
@@ -123,7 +135,8 @@ def _cnv_regions(block, row_start, row_end, names, gr_start, gr_end, sample_name
 def call_cnvs_dnacopy(sini: np.ndarray, gr: pd.DataFrame, blocks: list[tuple[str, int, int]],
                       sample_names: list[str], upper_threshold: float, lower_threshold: float, min_width: int,
                       use_median: bool, segment_args: dict | None = None, *, seed: int | None = None) -> Calls:
-    """``call_cnvs`` with cn.mops's segAlgorithm "DNAcopy" (see the module docstring).
+    """The calls of cn.mops's segAlgorithm "DNAcopy" (see the module docstring); ``call_cnvs`` decides first
+    whether to segment at all.
 
     ``segment_args`` go to ``DNAcopy::segment`` (alpha, nperm, p_method, kmax, nmin, eta, trim,
     undo_splits, undo_prune, undo_SD, verbose); a ``seed`` entry there is taken as ``seed``.
@@ -131,8 +144,6 @@ def call_cnvs_dnacopy(sini: np.ndarray, gr: pd.DataFrame, blocks: list[tuple[str
     args = dict(segment_args or {})
     seed = args.pop("seed", seed)
     m, n_samples = np.shape(sini)
-    if m < MIN_REGIONS_TO_SEGMENT:
-        return Calls(np.array(sini, order="F"), empty_segments(), empty_segments(), empty_cnvr(sample_names))
     if min_width > MAX_MIN_WIDTH:
         log.info('For DNAcopy the maximum "minWidth" is 5. Resetting "minWidth" to 5.')
     width = min(int(min_width), MAX_MIN_WIDTH)

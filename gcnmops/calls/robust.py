@@ -16,7 +16,7 @@ from ..data import chromosome_blocks
 from ..errors import InputError
 from ..exact.rstats import r_mean, r_median
 from ..result import CNVDetectionResult, cnvr_frame, empty_cnvr
-from ..segmentation.cpu import segment_columns_arrays
+from ..segmentation import segment_columns_arrays
 
 log = logging.getLogger("gcnmops")
 

@@ -22,11 +22,13 @@ from ..cuda.probe import resolve_backend
 from ..data import CountData
 from ..errors import InputError
 from ..io import read_counts
-from ..params import METHODS, method_spec
+from ..params import METHODS, ModelKind, method_spec
 from ..progress import timed_stage
 from ..result import CNVDetectionResult
-from ..pipeline.cnmops import assemble_result, check_segment_args, run_mops, warn_few_regions
-from ..pipeline.family import method_cnvr
+from ..pipeline.cnmops import check_segment_args, run_mops, warn_few_regions
+from ..pipeline.plan import RunPlan, method_cnvr
+from ..pipeline.blocks import Normalized, Regions
+from ..pipeline.stages import finish_block
 from .integer import integer_copy_numbers
 from .normalize import coverage_against, coverage_median
 from .parts import fit_parts, plan_parts, score_parts
@@ -68,8 +70,8 @@ def build_reference(counts, method: str = "cn.mops", *, keep_counts: bool = True
         (sex-aware) and, with ``keep_counts``, its counts; ``.save(path)`` stores it (``load_reference``).
     """
     m = method_spec(method)
-    if m.model != "em":
-        cohort = ", ".join(k for k, v in METHODS.items() if v.model == "em")
+    if m.model is not ModelKind.EM:
+        cohort = ", ".join(k for k, v in METHODS.items() if v.model is ModelKind.EM)
         raise InputError(f"A reference is built with a cohort method ({cohort}); {m.name} has no per-region cohort "
                          "fit.")
     if sex is not None and not sex_aware:
@@ -172,7 +174,7 @@ def _frozen(data: CountData, ref: Reference, info, backend: str, integer: bool) 
     with timed_stage(timings, "model"):
         normalized, out = score_parts(data.counts, data.sample_names, sexes, ref.fits, p, cov, backend,
                                       fitted_samples(ref), cov_in_model=method.cov_in_model)
-    result = assemble_result(data, p, out, normalized, cov, timings, backend=backend)
+    result = _calls(data, p, method, normalized, cov, out, timings, backend)
     result = result.replace(cnvr=method_cnvr(method, result.cnvr, result.cnvs, result.sample_names))
     if integer:
         result = integer_copy_numbers(result, ref.fits, p, sexes)
@@ -198,7 +200,7 @@ def _refit(data: CountData, ref: Reference, info, backend: str, integer: bool) -
     combined = CountData(np.asfortranarray(np.column_stack([ref.counts, data.counts])),
                          list(ref.sample_names) + list(data.sample_names), ref.ranges)
     if not ref.sex_aware:
-        result = run_mops(combined, p, backend=backend, model_cov_is_one=not method.cov_in_model)
+        result = run_mops(combined, p, backend=backend, method=method)
         result = result.replace(cnvr=method_cnvr(method, result.cnvr, result.cnvs, result.sample_names))
         if integer and len(result.cnvs):
             result = calc_integer_copy_numbers(result, backend=backend)
@@ -213,8 +215,14 @@ def _parts_run(data: CountData, p, method, parts, sexes, backend: str, integer: 
     timings: dict = {}
     with timed_stage(timings, "model"):
         normalized, cov, out, fits = fit_parts(data, p, parts, sexes, backend, cov_in_model=method.cov_in_model)
-    result = assemble_result(data, p, out, normalized, cov, timings, backend=backend)
+    result = _calls(data, p, method, normalized, cov, out, timings, backend)
     return integer_copy_numbers(result, fits, p, sexes) if integer else result
+
+
+def _calls(data: CountData, p, method, normalized, cov, out, timings: dict, backend) -> CNVDetectionResult:
+    """The result of case mode's own model step (``out``): the stages after the model (stages.finish_block)."""
+    plan = RunPlan.build(method, p, backend, data.n_regions)
+    return finish_block(plan, Regions.of(data), Normalized(normalized, None, cov), out, timings)
 
 
 def sex_aware_cn_mops(input, method: str = "cn.mops", *, sex=None, genome: str | None = "hg38",
@@ -238,7 +246,7 @@ def sex_aware_cn_mops(input, method: str = "cn.mops", *, sex=None, genome: str |
 def check_sex_aware_method(method):
     """The method spec of ``method`` if sex_aware_cn_mops runs it (a diploid cohort method), else InputError."""
     m = method_spec(method)
-    if m.model != "em" or m.main_class != "CN2":
+    if m.model is not ModelKind.EM or m.main_class != "CN2":
         raise InputError(f"Sex-aware calling runs cn.mops or exomecn.mops (method 'cn.mops' or 'exome'), not "
                          f"{m.name}.")
     return m

@@ -27,7 +27,7 @@ from ..errors import InputError
 from ..model import fit
 from ..model.estep import estep
 from ..model.spec import ModelOutput, ModelSpec
-from ..normalization.cpu import sample_coverage
+from ..normalization import sample_coverage
 from ..params import CnMopsParams
 from .normalize import NormState, cohort_state, normalized_against
 from .sex import FEMALE, MALE, sex_rows

@@ -1,5 +1,6 @@
-"""Is there a usable CUDA GPU, and which backend a call runs on ("cpu", "gpu", or "auto"); the CUDA driver and the
-devices' primary contexts started on a background thread while a command imports and reads (``warm_up_gpu``)."""
+"""Is there a usable CUDA GPU, and which backend a call runs on (``Backend``: resolved once from "cpu", "gpu" or
+"auto" at the entry points); the CUDA driver and the devices' primary contexts started on a background thread while a
+command imports and reads (``warm_up_gpu``)."""
 from __future__ import annotations
 
 import ctypes
@@ -8,6 +9,7 @@ import logging
 import sys
 import threading
 from collections.abc import Sequence
+from enum import StrEnum
 
 from ..errors import InputError
 from .runtime import simulating
@@ -61,7 +63,16 @@ def driver_library_loads() -> bool:
     return True
 
 
-BACKENDS = ("auto", "cpu", "gpu")
+class Backend(StrEnum):
+    """Where a run's stages execute, resolved once at the entry (``resolve_backend``) and passed down as this
+    value; every stage package's entry dispatches on it (``backend is Backend.GPU``)."""
+
+    CPU = "cpu"
+    GPU = "gpu"
+
+
+#: the names a user may give (``auto``: the GPU when one is usable, else the CPU)
+BACKENDS = ("auto", *(b.value for b in Backend))
 
 
 @functools.cache
@@ -69,19 +80,37 @@ def _log_cpu_fallback() -> None:
     log.info("No usable CUDA GPU found: running the model on the CPU backend.")
 
 
-def resolve_backend(backend: str) -> str:
-    """Map "auto" to "gpu" or "cpu" (one log line per process when falling back); validate the name."""
+def resolve_backend(backend: str | Backend) -> Backend:
+    """The Backend a user's name (or an already resolved Backend) means: "auto" is the GPU when one is usable, else
+    the CPU (one log line per process); InputError for another name or for "gpu" without a usable GPU."""
+    if isinstance(backend, Backend):
+        return backend
     if backend not in BACKENDS:
         raise InputError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}.")
     if backend == "auto":
         if gpu_available():
-            return "gpu"
+            return Backend.GPU
         _log_cpu_fallback()
-        return "cpu"
-    if backend == "gpu" and not gpu_available():
+        return Backend.CPU
+    if Backend(backend) is Backend.GPU and not gpu_available():
         raise InputError("backend='gpu' was requested but no usable CUDA GPU (numba-cuda + cupy) was found; "
                          "use backend='cpu' or 'auto'.")
-    return backend
+    return Backend(backend)
+
+
+def may_use_gpu(backend: str | Backend) -> bool:
+    """Whether a user's backend name, before it is resolved, may run on a GPU ("auto" or "gpu")."""
+    return backend in ("auto", Backend.GPU)
+
+
+def as_backend(backend: str | Backend) -> Backend:
+    """A resolved backend as the typed value (a stage entry's argument may come as its name "cpu"/"gpu");
+    ValueError for "auto" or anything else: the entry points resolve it first (``resolve_backend``)."""
+    try:
+        return Backend(backend)
+    except ValueError:
+        raise ValueError(f"a stage runs on a resolved backend ('cpu' or 'gpu'), got {backend!r}; resolve it first "
+                         "(cuda.probe.resolve_backend)") from None
 
 
 class GpuWarmup:

@@ -29,13 +29,13 @@ from ..cuda.probe import BACKENDS, resolve_backend
 from ..data import chromosome_blocks
 from ..errors import InputError
 from ..model import fit, fit_one_step
-from ..model.onestep import LAMBDA_FLOOR, REFERENCE_FLOOR, SINGLE_FLOOR, OneStepSpec, row_means
-from ..model.spec import ModelSpec
-from ..params import CnMopsParams, Method, method_spec
+from ..params import CnMopsParams, Method, ModelKind, method_spec
 from ..pipeline.cnmops import warn_few_regions
-from ..progress import timed_stage
-from ..pipeline.family import check_same_regions, log_note, method_cnvr, read_named_counts, read_single_sample
+from ..pipeline.family import check_same_regions, log_note, read_named_counts, read_single_sample
 from ..pipeline.methods import build_params
+from ..pipeline.plan import method_cnvr, model_spec, reference_lambda
+from ..progress import timed_stage
+from ..segmentation import segment_blocks
 from ..result import empty_cnvr, empty_segments
 from .cluster import Runner, chunk_bytes_for, resolve_client, task_threads
 from .layout import TASKS_PER_THREAD, Layout, plan_layout
@@ -79,7 +79,7 @@ class ModelJob:
     referencecn.mops norm=2 divides the controls by these; ``backend``: as given ("auto" too), resolved by
     each task on its worker."""
 
-    kind: str
+    kind: ModelKind
     norm: int
     n_cases: int
     view: tuple
@@ -104,19 +104,19 @@ def model_rows(store: WorkStore, job: ModelJob, a: int, b: int, pieces: list, fa
         if job.view:
             y = scale_rows(read_view(store, list(job.view), a, b), pieces, factors, silent_rows)
             normalized = np.asfortranarray(y[:, :job.n_cases])
-            if job.kind == "reference" and job.norm == 1:
+            if job.kind is ModelKind.REFERENCE and job.norm == 1:
                 controls = y[:, job.n_cases:]
         if job.write_normalized:
             store.write("normalized", (rows, slice(None)), normalized)
         model_input = normalized if job.norm == 1 else counts
-        if job.kind == "em":
+        if job.kind is ModelKind.EM:
             out = fit(model_input, job.model_cov, job.spec, keep_post=job.keep_post, backend=backend)
-        elif job.kind == "reference":
+        elif job.kind is ModelKind.REFERENCE:
             if controls is None:
                 controls = store.read("controls", (rows, slice(None)))
                 if job.controls_cov is not None:
                     controls = controls / job.controls_cov
-            lam = np.maximum(row_means(controls), LAMBDA_FLOOR)
+            lam = reference_lambda(controls)
             out = fit_one_step(model_input, job.model_cov, lam, job.spec, job.keep_post, backend)
         else:
             out = fit_one_step(counts, job.model_cov, lam_rows, job.spec, job.keep_post, backend)
@@ -134,12 +134,9 @@ def segment_block(store: WorkStore, r0: int, r1: int, blocks: list, c0: int, c1:
     segment table (block, sample, start, end, mean, median) with global block and sample indices, ordered by
     block, sample, start."""
     values = store.read("sini", (slice(r0, r1), slice(c0, c1)))
-    if resolve_backend(backend) == "gpu":
-        from ..segmentation.gpu import segment_columns_gpu as segmenter
-    else:
-        from ..segmentation.cpu import segment_columns as segmenter
     with task_threads():
-        seg = segmenter(values, [(b0 - r0, b1 - r0) for _, b0, b1 in blocks], min_seg=min_width, **segment_args)
+        seg = segment_blocks(values, [(b0 - r0, b1 - r0) for _, b0, b1 in blocks], backend=resolve_backend(backend),
+                             min_seg=min_width, **segment_args)
     index = np.array([bi for bi, _, _ in blocks], dtype=np.int64)
     return seg.assign(block=index[seg["block"].to_numpy()], sample=seg["sample"].to_numpy() + c0)
 
@@ -348,7 +345,7 @@ def normalize_chromosomes(input, client=None, *, chromosomes=None, norm_type: st
 def _open_inputs(method_row: Method, input, controls, sample_names, ranges) -> tuple[Matrix, Matrix | None]:
     """The cases (or the one sample) and the controls of the method, read and checked as its entry point
     does (pipeline.family's readers)."""
-    if method_row.model == "reference":
+    if method_row.model is ModelKind.REFERENCE:
         if controls is None:
             raise InputError("method 'reference' needs controls= (the control samples' counts, same regions).")
         cases = open_matrix(input, sample_names=_names_or(sample_names, input, "Case"), ranges=ranges,
@@ -361,7 +358,7 @@ def _open_inputs(method_row: Method, input, controls, sample_names, ranges) -> t
         return cases, ctrl
     if controls is not None:
         raise InputError("controls= is only for method 'reference'.")
-    if method_row.model == "single":
+    if method_row.model is ModelKind.SINGLE:
         single = open_matrix(input, sample_names=sample_names, ranges=ranges, min_samples=1,
                              reader=read_single_sample)
         if single.shape[1] != 1:
@@ -419,10 +416,10 @@ def _plan_model(runner, work, layout, method: Method, p, flags, N, columns, back
     args = NormArgs(p.norm_type, p.size_factor, p.norm_qu, p.qu_size_factor)
     ones = np.ones(N)
     common = dict(keep_post=p.return_posterior, backend=backend)
-    if method.model == "single":
+    if method.model is ModelKind.SINGLE:
         import dask
 
-        spec = OneStepSpec.build(p.I, p.classes, p.prior_impact, SINGLE_FLOOR, p.min_read_count)
+        spec = model_spec(method, p)
         from .normalize import column_pass
 
         every = [(bi, b0, b1) for bi, (_, b0, b1) in enumerate(layout.blocks)]
@@ -432,23 +429,20 @@ def _plan_model(runner, work, layout, method: Method, p, flags, N, columns, back
         job = ModelJob("single", 0, N, (), spec, ones, ones, None, write_normalized=False, **common)
         return job, None, lam
     kind = method.model
-    if kind == "em":
-        spec = ModelSpec.build(p.I, p.classes, p.main_class, p.prior_impact, p.cyc, p.min_read_count)
-    else:
-        spec = OneStepSpec.build(p.I, p.classes, p.prior_impact, REFERENCE_FLOOR, p.min_read_count)
+    spec = model_spec(method, p)
     if p.norm == 0:
         return ModelJob(kind, 0, N, (), spec, ones, ones, None, write_normalized=False, **common), None, None
-    view = (("counts", N), ("controls", columns["controls"])) if kind == "reference" and p.norm == 1 \
+    view = (("counts", N), ("controls", columns["controls"])) if kind is ModelKind.REFERENCE and p.norm == 1 \
         else (("counts", N),)
     norm = plan_normalization(runner, work, layout, list(view), flags, args)
     if norm is None:
         view = ()
     cov, controls_cov = ones, None
     if p.norm == 2:
-        arrays = [("counts", N)] + ([("controls", columns["controls"])] if kind == "reference" else [])
+        arrays = [("counts", N)] + ([("controls", columns["controls"])] if kind is ModelKind.REFERENCE else [])
         cov_all = plan_coverage(runner, work, layout, arrays)
         cov = cov_all[:N].copy()
-        if kind == "reference":
+        if kind is ModelKind.REFERENCE:
             controls_cov = cov_all[N:]
     model_cov = cov if method.cov_in_model else ones  # haplocn.mops: coverages recorded, the model sees cov = 1
     job = ModelJob(kind, p.norm, N, view, spec, model_cov, cov, controls_cov, write_normalized=bool(view), **common)

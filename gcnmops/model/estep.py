@@ -20,6 +20,7 @@ import numpy as np
 from numba import njit, prange
 from numba.extending import register_jitable
 
+from ..cuda.probe import Backend, as_backend
 from ..exact.libm import TABLES, log_glibc
 from ..exact.rmath import lgamma_r
 from ..exact.rstats import ld_mean
@@ -210,12 +211,10 @@ def estep_gpu(x: np.ndarray, cov: np.ndarray, lam: np.ndarray, alpha: np.ndarray
 
 
 def estep(x, cov, lam, alpha, spec: ModelSpec, keep_post: bool = False, n_fit: int = 0,
-          backend: str = "cpu") -> ModelOutput:
-    """:func:`estep_cpu` or :func:`estep_gpu` by the resolved ``backend`` ("cpu" or "gpu")."""
-    if backend == "gpu":
+          backend: Backend = Backend.CPU) -> ModelOutput:
+    """:func:`estep_cpu` or :func:`estep_gpu` by the resolved ``backend``."""
+    if as_backend(backend) is Backend.GPU:
         return estep_gpu(x, cov, lam, alpha, spec, keep_post, n_fit)
-    if backend != "cpu":
-        raise ValueError(f"the E-step runs on a resolved backend ('cpu' or 'gpu'), got {backend!r}")
     return estep_cpu(x, cov, lam, alpha, spec, keep_post, n_fit)
 
 

@@ -1,28 +1,23 @@
-"""cn_mops(): the whole pipeline, top to bottom: read -> normalize -> model -> segment/call -> result."""
+"""cn_mops(): read -> the run's plan -> the stage order (stages.run_block) -> result; the checks every method
+shares (its segmentation arguments, cn.mops's small-input warning)."""
 from __future__ import annotations
 
 import difflib
 import inspect
 import logging
 import warnings
-from collections.abc import Callable
-from contextvars import ContextVar
 from dataclasses import fields
 
-import numpy as np
-
-from ..calls.cnvs import call_cnvs
-from ..cuda.probe import resolve_backend
+from ..cuda.probe import Backend
 from ..data import CountData
 from ..errors import InputError
 from ..io import read_counts
-from ..model import fit
-from ..model.spec import ModelSpec
-from ..normalization.cpu import normalize_chromosomes, sample_coverage
-from ..params import METHODS, CnMopsParams, parameter_name
+from ..params import METHODS, CnMopsParams, Method, method_spec, parameter_name
 from ..progress import timed_stage
-from ..result import CNVDetectionResult, empty_cnvr, empty_segments
+from ..result import CNVDetectionResult
 from .docs import documented
+from .plan import RunPlan
+from .stages import run_block
 
 log = logging.getLogger("gcnmops")
 
@@ -47,7 +42,7 @@ def segment_arg_names(seg_algorithm: str = "fast") -> set[str]:
         from ..segmentation.dnacopy import SEGMENT_ARGS
 
         return set(SEGMENT_ARGS) | {"seed"}
-    from ..segmentation.cpu import segment
+    from ..segmentation import segment
 
     return set(inspect.signature(segment).parameters) - {"x", "min_seg"}
 
@@ -129,89 +124,17 @@ def cn_mops(
     return run_mops(data, params, backend=backend, timings=timings, **fit_options)
 
 
-def run_mops(data: CountData, params: CnMopsParams, backend: str = "auto", timings: dict | None = None,
-             model_cov_is_one: bool = False, out=None, **fit_options) -> CNVDetectionResult:
-    """The pipeline on validated data and parameters (shared by the family's entry points).
+def run_mops(data: CountData, params: CnMopsParams, backend: str | Backend = "auto", timings: dict | None = None,
+             method: Method | None = None, out=None, **fit_options) -> CNVDetectionResult:
+    """A cohort method (``method``, default the row of ``params.method``: cn.mops, exome or haplo) on validated
+    data and parameters: the plan built once (the backend resolved here), then the stage order on the whole
+    matrix (stages.run_block).
 
-    ``backend`` ("cpu", "gpu", "auto") is resolved here, once, and the resolved value passed down.
-    ``out``: optional preallocated ModelOutput the model writes into (the R bridge passes views of
-    R-allocated matrices); ``fit_options`` go to ``model.fit`` (e.g. ``devices``). Backend "gpu": the
-    device-resident pipeline of resident_gpu.py (counts copied in once; normalized data and sINI stay on the
-    device between the stages); its sub-stage seconds and counts are the result's ``gpu_stats``."""
-    timings = {} if timings is None else timings
+    ``out``: optional preallocated ModelOutput the model writes into (the R bridge passes views of R-allocated
+    matrices); ``fit_options`` go to the model (e.g. ``devices``). On the GPU backend the normalization and the
+    model are device-resident where they fit (resident_gpu.py); the sub-stage seconds and counts are the result's
+    ``gpu_stats``."""
     check_segment_args(params)
     warn_few_regions(data.n_regions, stacklevel=3)
-    backend = resolve_backend(backend)
-    spec = ModelSpec.build(params.I, params.classes, params.main_class, params.prior_impact, params.cyc,
-                           params.min_read_count)
-    if backend == "gpu":
-        from .resident_gpu import normalize_and_fit_gpu
-
-        gpu_stats: dict = {}
-        normalized, cov, out, device = normalize_and_fit_gpu(data, params, spec, timings, model_cov_is_one,
-                                                             out=out, gpu_stats=gpu_stats, **fit_options)
-        return assemble_result(data, params, out, normalized, cov, timings, backend=backend, device=device,
-                               gpu_stats=gpu_stats)
-    with timed_stage(timings, "normalize"):
-        normalized, model_input, cov = _normalize(data, data.chromosomes, params)
-    with timed_stage(timings, "model"):
-        model_cov = np.ones(data.n_samples) if model_cov_is_one else cov
-        out = fit(model_input, model_cov, spec, keep_post=params.return_posterior, backend=backend, out=out,
-                  **fit_options)
-    return assemble_result(data, params, out, normalized, cov, timings, backend=backend)
-
-
-#: called with the model's part of a result (regions, normalized data, sINI, INI, parameters; no calls yet) just
-#: before the segmentation: ``pipeline.run.run_and_write`` starts writing those matrices then
-MODEL_DONE: ContextVar[Callable[[CNVDetectionResult], None] | None] = ContextVar("gcnmops_model_done", default=None)
-
-
-def assemble_result(data: CountData, params: CnMopsParams, out, normalized: np.ndarray, cov: np.ndarray,
-                    timings: dict, backend: str = "cpu", device=None, gpu_stats: dict | None = None
-                    ) -> CNVDetectionResult:
-    """Segmentation, calls and the result object from the per-region model's output ``out`` (a ModelOutput);
-    shared by every method of the family. ``backend`` (resolved: "cpu" or "gpu") "gpu": the segmentation's
-    statistic runs on the GPU; ``device``: the model's device-resident outputs (resident_gpu.DeviceModel),
-    whose sINI the GPU segmentation reads instead of copying ``out.sini`` back in; ``gpu_stats``: the GPU
-    path's sub-stage statistics (the segmentation adds its own), kept as the result's ``gpu_stats``."""
-    gr = data.genomic_ranges()
-    gpu_stats = {} if gpu_stats is None else gpu_stats
-    result_params = params.r_params()
-    result_params.update(cov=cov, L=out.lam, A=out.alpha)
-    model_part = CNVDetectionResult(
-        gr=gr, normalized_data=normalized, local_assessments=out.sini, individual_call=None, ini_call=out.ini,
-        cn_index=out.cn, posterior_probs=out.post, params=result_params, segmentation=empty_segments(),
-        cnvs=empty_segments(), cnvr=empty_cnvr(list(data.sample_names)), sample_names=list(data.sample_names),
-        ranged=data.ranges is not None, timings=timings, gpu_stats=gpu_stats,
-    )
-    listener = MODEL_DONE.get()
-    if listener is not None:
-        listener(model_part)
-    with timed_stage(timings, "segment_call"):
-        blocks = data.blocks()
-        if params.seg_algorithm == "DNAcopy":
-            from ..calls.cnvs import call_cnvs_dnacopy as caller
-        elif backend == "gpu":
-            from functools import partial
-
-            from .resident_gpu import call_cnvs_gpu
-
-            caller = partial(call_cnvs_gpu, device=device, gpu_stats=gpu_stats)
-        else:
-            caller = call_cnvs
-        calls = caller(out.sini, gr, blocks, data.sample_names, params.upper_threshold, params.lower_threshold,
-                       params.min_width, params.use_median, params.segment_args)
-    return model_part.replace(individual_call=calls.individual_call, segmentation=calls.segmentation,
-                              cnvs=calls.cnvs, cnvr=calls.cnvr)
-
-
-def _normalize(data: CountData, chrom: np.ndarray, params: CnMopsParams):
-    """(normalizedData slot, matrix the model sees, per-sample coverage) for norm 0, 1 or 2, on the CPU."""
-    x = data.counts
-    if params.norm == 0:
-        return x, x, np.ones(data.n_samples)
-    normalized = normalize_chromosomes(x, chrom, norm_type=params.norm_type, size_factor=params.size_factor,
-                                       qu=params.norm_qu, qu_size_factor=params.qu_size_factor)
-    if params.norm == 1:
-        return normalized, normalized, np.ones(data.n_samples)
-    return normalized, x, sample_coverage(x)
+    plan = RunPlan.build(method or method_spec(params.method), params, backend, data.n_regions)
+    return run_block(plan, data, timings=timings, out=out, **fit_options)

@@ -4,7 +4,7 @@
 - ``haplo_cn_mops``: the same EM with the normal class CN1 (cov reset to 1 inside the model, as cn.mops).
 - ``reference_cn_mops(cases, controls)`` and ``single_cn_mops(x)``: no EM; lambda per region is given (the
   controls' mean / the chromosome's median positive count) and the one-step model of model/onestep.py
-  gives the posteriors. Segmentation and calls are cn.mops's (cnmops.assemble_result).
+  gives the posteriors. Each builds its RunPlan and runs the stage order (stages.run_block).
 
 Each method's defaults, model, normal class and note are its row of params.METHODS; the inputs of
 referencecn.mops and singlecn.mops are read and checked here (``read_named_counts``, ``check_same_regions``,
@@ -18,19 +18,16 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from ..cuda.probe import resolve_backend
-from ..data import CountData, chromosome_blocks
+from ..data import CountData
 from ..errors import InputError
-from ..exact.rstats import r_median
 from ..io import read_counts
-from ..model import fit_one_step
-from ..model.onestep import LAMBDA_FLOOR, REFERENCE_FLOOR, SINGLE_FLOOR, OneStepSpec, row_means
-from ..normalization.cpu import normalize_chromosomes, sample_coverage
-from ..params import METHODS, CnMopsParams, Method
+from ..params import METHODS, Method
 from ..result import CNVDetectionResult, cnvr_frame
 from ..progress import timed_stage
-from .cnmops import assemble_result, check_segment_args, cn_mops, run_mops, warn_few_regions
+from .cnmops import check_segment_args, cn_mops, run_mops, warn_few_regions
 from .docs import documented
+from .plan import RunPlan, method_cnvr
+from .stages import run_block
 
 log = logging.getLogger("gcnmops")
 
@@ -106,7 +103,7 @@ def haplo_cn_mops(
     timings: dict = {}
     with timed_stage(timings, "read"):
         data = read_counts(input)
-    result = run_mops(data, params, backend=backend, timings=timings, model_cov_is_one=not method.cov_in_model)
+    result = run_mops(data, params, backend=backend, timings=timings, method=method)
     return result.replace(cnvr=method_cnvr(method, result.cnvr, result.cnvs, result.sample_names))
 
 
@@ -166,17 +163,10 @@ def reference_cn_mops(
         x = read_named_counts(cases, "Case", "cases")
         r = read_named_counts(controls, "Control", "controls")
     check_same_regions(x, r)
-    backend = resolve_backend(backend)
+    plan = RunPlan.build(method, params, backend, x.n_regions)
     log_note(method, verbose)
     warn_few_regions(x.n_regions, stacklevel=2)
-    chrom = x.chromosomes
-    with timed_stage(timings, "normalize"):
-        normalized, model_input, cov, controls_norm = _normalize_reference(x.counts, r.counts, chrom, params)
-    spec = OneStepSpec.build(params.I, params.classes, params.prior_impact, REFERENCE_FLOOR, params.min_read_count)
-    with timed_stage(timings, "model"):
-        lam = np.maximum(row_means(controls_norm), LAMBDA_FLOOR)
-        out = fit_one_step(model_input, cov, lam, spec, params.return_posterior, backend)
-    return assemble_result(x, params, out, normalized, cov, timings, backend=backend)
+    return run_block(plan, x, controls=r, timings=timings)
 
 
 @documented("single")
@@ -228,19 +218,9 @@ def single_cn_mops(
     timings: dict = {}
     with timed_stage(timings, "read"):
         data = read_single_sample(x)
-    backend = resolve_backend(backend)
+    plan = RunPlan.build(method, params, backend, data.n_regions)
     log_note(method)
-    counts = data.counts
-    cov = np.ones(1)
-    spec = OneStepSpec.build(params.I, params.classes, params.prior_impact, SINGLE_FLOOR, params.min_read_count)
-    with timed_stage(timings, "model"):
-        lam = np.empty(data.n_regions)
-        for _, b0, b1 in chromosome_blocks(data.chromosomes):
-            y = counts[b0:b1, 0]
-            pos = y[y > 0]
-            lam[b0:b1] = r_median(pos) if pos.size else 0.0
-        out = fit_one_step(counts, cov, lam, spec, params.return_posterior, backend)
-    result = assemble_result(data, params, out, counts, cov, timings, backend=backend)
+    result = run_block(plan, data, timings=timings)
     return result.replace(cnvr=method_cnvr(method, result.cnvr, result.cnvs, result.sample_names))
 
 
@@ -259,16 +239,6 @@ def cnvr_per_sample(result: CNVDetectionResult) -> pd.DataFrame:
         label = cnvr["CN"].to_numpy(dtype=object) if "CN" in cnvr else np.full(len(cnvr), None, dtype=object)
         labels = [np.where(own == str(s), label, None) for s in names]
     return cnvr_frame(cnvr["seqnames"], cnvr["start"], cnvr["end"], names, labels)
-
-
-def method_cnvr(method: Method, cnvr: pd.DataFrame, cnvs: pd.DataFrame, sample_names) -> pd.DataFrame:
-    """The ``cnvr`` slot as the method's cn.mops function returns it (before integer copy numbers): one column
-    per sample; haplocn.mops's columns named ``CN.<sample>``; singlecn.mops's the CNVs themselves."""
-    if method.cnvr == "CN.":
-        return cnvr.rename(columns={s: f"CN.{s}" for s in sample_names})
-    if method.cnvr == "cnvs":
-        return cnvs.copy()
-    return cnvr
 
 
 def log_note(method: Method, verbose: int = 1) -> None:
@@ -326,21 +296,6 @@ def check_same_regions(x: CountData, r: CountData) -> None:
             raise InputError(f"Cases and controls must have the same ranges (first difference at region {i + 1}: "
                              f"{a.iloc[i, 0]}:{a.iloc[i, 1]}-{a.iloc[i, 2]} vs "
                              f"{b.iloc[i, 0]}:{b.iloc[i, 1]}-{b.iloc[i, 2]}).")
-
-
-def _normalize_reference(X: np.ndarray, R: np.ndarray, chrom: np.ndarray, params: CnMopsParams):
-    """(normalizedData, matrix the model sees, cases' coverages, normalized controls) of referencecn.mops."""
-    N = X.shape[1]
-    if params.norm == 0:
-        return X, X, np.ones(N), R
-    kw = dict(norm_type=params.norm_type, size_factor=params.size_factor, qu=params.norm_qu,
-              qu_size_factor=params.qu_size_factor)
-    if params.norm == 1:
-        both = normalize_chromosomes(np.column_stack([X, R]), chrom, **kw)
-        return np.asfortranarray(both[:, :N]), np.asfortranarray(both[:, :N]), np.ones(N), both[:, N:]
-    viz = normalize_chromosomes(X, chrom, **kw)
-    cov_all = sample_coverage(np.column_stack([X, R]))
-    return viz, X, cov_all[:N].copy(), R / cov_all[N:]
 
 
 def read_single_sample(x) -> CountData:

@@ -6,7 +6,7 @@ import difflib
 from collections.abc import Callable
 
 from ..errors import InputError
-from ..params import METHODS, CnMopsParams, Method, canonical_method, method_spec
+from ..params import METHODS, CnMopsParams, Method, ModelKind, canonical_method, method_spec
 from ..result import CNVDetectionResult
 from .cnmops import cn_mops, segment_arg_names
 from .family import exome_cn_mops, haplo_cn_mops, reference_cn_mops, single_cn_mops
@@ -25,7 +25,7 @@ def entry_point(method) -> Callable[..., CNVDetectionResult]:
 def run_method(method, input, controls=None, *, backend: str = "auto", **params) -> CNVDetectionResult:
     """``method``'s entry point on ``input`` (referencecn.mops: the cases, with ``controls``) with ``params``."""
     fn = entry_point(method)
-    if method_spec(method).model == "reference":
+    if method_spec(method).model is ModelKind.REFERENCE:
         return fn(input, controls, backend=backend, **params)
     return fn(input, backend=backend, **params)
 

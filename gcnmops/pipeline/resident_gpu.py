@@ -1,22 +1,20 @@
-"""The cn.MOPS pipeline on the GPU backend, device-resident: the counts are copied in once, the normalized
-data and sINI stay on the device between the stages, and only results come back.
+"""The cn.MOPS pipeline's normalization and model on the GPU backend, device-resident: the counts are copied in
+once, the normalized data and sINI stay on the device between the stages, and only results come back.
 
-``normalize_and_fit_gpu`` (cnmops.run_mops routes backend "gpu" here):
+``normalize_and_fit_resident`` (stages.normalize_and_fit routes the EM on the GPU backend here):
 
 1. the counts (m, N) float64 column-major go to the device in one copy;
 2. normalization on the device in place (normalization.gpu.normalize_on_device; the CPU code where it decides),
    then the normalized matrix is copied back (it is a result) on a copy stream while the model runs;
 3. the model on the device-resident matrix (model.gpu.fit_gpu_device): launches of ~m/8 rows, each one's
    outputs copied into pinned host arrays while the next computes;
-4. ``call_cnvs_gpu``: the segmentation's statistic on the device-resident sINI (segmentation/gpu.py; the host
-   passes read the host copy), then the calls as calls.call_cnvs makes them.
+4. the segmentation's statistic then reads the device-resident sINI (``DeviceModel``; stages.segment_and_call).
 
 Where the resident stage does not fit the device (plan.resident_bytes over the memory budget), or several
-devices are asked for, the model runs chunked from host memory instead (fit_gpu's pinned double buffers):
-normalization.gpu's host-to-host path, then fit_gpu; the segmentation copies its input in (its own device buffers,
-~5 x 8 bytes per value, are not chunked in either path). Integer copy numbers:
-integer.calc_integer_copy_numbers(result, backend="gpu") refits every CNV in one launch.
-benchmarks/RESULTS.md, "Whole pipeline on the GPU", has the measurements.
+devices are asked for, it answers None and the stages run from host memory instead (normalization.gpu's
+host-to-host path, then model.gpu.fit_gpu's pinned double buffers); the segmentation copies its input in (its own
+device buffers, ~5 x 8 bytes per value, are not chunked in either path). Integer copy numbers:
+integer.calc_integer_copy_numbers(result, backend=Backend.GPU) refits every CNV in one launch.
 """
 from __future__ import annotations
 
@@ -24,18 +22,17 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
-from ..calls.cnvs import Calls, call_cnvs
-from ..data import CountData
-from ..cuda import plan as _plan
-from ..model.gpu import fit_gpu, fit_gpu_device
+from ..cuda import plan as memory_plan
 from ..cuda.runtime import Landing, device_copy, device_module, simulating
-from ..model.spec import ModelOutput, ModelSpec
-from ..normalization.cpu import sample_coverage
+from ..data import CountData
+from ..model import fit_on_device
+from ..model.spec import ModelOutput
+from ..normalization import normalize_in_place_on_device, sample_coverage
 from ..progress import timed_stage
-from ..params import CnMopsParams
-from ..segmentation.gpu import segment_columns_gpu
+from .plan import RunPlan
+from .blocks import Normalized
+
 
 @dataclass
 class DeviceModel:
@@ -45,30 +42,29 @@ class DeviceModel:
     sini: object
 
 
-def normalize_and_fit_gpu(data: CountData, params: CnMopsParams, spec: ModelSpec, timings: dict,
-                          model_cov_is_one: bool = False, out: ModelOutput | None = None, devices=None,
-                          max_device_memory: int | None = None, gpu_stats: dict | None = None, **fit_options
-                          ) -> tuple[np.ndarray, np.ndarray, ModelOutput, DeviceModel | None]:
-    """Normalization and model of run_mops on the GPU: (normalizedData, cov, host ModelOutput, DeviceModel or
-    None when the model ran from host memory). Stage seconds go into ``timings`` ("normalize", "model"), the
-    sub-stage seconds and counts into ``gpu_stats`` (norm_* of the normalization, model_resident,
+def normalize_and_fit_resident(plan: RunPlan, data: CountData, timings: dict, out: ModelOutput | None = None,
+                               devices=None, max_device_memory: int | None = None, gpu_stats: dict | None = None,
+                               **fit_options) -> tuple[Normalized, ModelOutput, DeviceModel] | None:
+    """Normalization and model of the whole matrix on the GPU, device-resident: (Normalized with the host's
+    normalizedData, host ModelOutput, DeviceModel); None where it does not fit the device or several devices are
+    asked for (the caller runs the stages from host memory). Stage seconds go into ``timings`` ("normalize",
+    "model"), the sub-stage seconds and counts into ``gpu_stats`` (norm_* of the normalization, model_resident,
     model_launches, model_store_posteriors; the result's ``gpu_stats``).
 
-    ``out``: host arrays the model's results are copied into; ``devices``, ``max_device_memory`` and
-    ``fit_options`` as in fit_gpu (several devices: the chunked host path; the resident model takes
-    ``chunk_rows`` (rows per launch), ``config`` and ``stats`` of them).
+    ``out``: host arrays the model's results are copied into; ``fit_options``: ``chunk_rows`` (rows per launch),
+    ``config`` and ``stats`` of model.gpu.fit_gpu_device.
     """
     gpu_stats = {} if gpu_stats is None else gpu_stats
+    params = plan.params
     xp = device_module()
     counts = data.counts
     m, N = counts.shape
-    n = spec.folds.size
-    copies = 2 if params.norm == 2 else 1
+    n = plan.spec.folds.size
+    copies = 2 if plan.uses_coverage else 1
     free = xp.cuda.Device().mem_info[0] + xp.get_default_memory_pool().free_bytes() if xp is not np else 1 << 40
-    need = _plan.resident_bytes(m, N, n, params.return_posterior, input_copies=copies)
-    if devices not in (None, 0, [0]) or need > _plan.memory_budget(free, max_device_memory):
-        return _normalize_and_fit_host(data, params, spec, timings, model_cov_is_one, out, gpu_stats,
-                                       devices=devices, max_device_memory=max_device_memory, **fit_options)
+    need = memory_plan.resident_bytes(m, N, n, params.return_posterior, input_copies=copies)
+    if devices not in (None, 0, [0]) or need > memory_plan.memory_budget(free, max_device_memory):
+        return None
     copier = None
     with Landing() as landing:
         try:
@@ -77,32 +73,27 @@ def normalize_and_fit_gpu(data: CountData, params: CnMopsParams, spec: ModelSpec
                 d_counts = device_copy(counts)
                 gpu_stats["norm_h2d"] = time.perf_counter() - t0
                 cov = np.ones(N)
-                normalized, d_model = counts, d_counts
-                if params.norm != 0:
-                    from ..normalization.gpu import normalize_on_device
-
-                    d_norm = d_counts if params.norm == 1 else d_counts.copy(order="F")
-                    normalized = normalize_on_device(d_norm, counts, data.blocks(), norm_type=params.norm_type,
-                                                     size_factor=params.size_factor, qu=params.norm_qu,
-                                                     qu_size_factor=params.qu_size_factor, timings=gpu_stats)
+                normalized, d_norm = counts, d_counts
+                if plan.normalizes:
+                    d_norm = d_counts.copy(order="F") if plan.uses_coverage else d_counts
+                    normalized = normalize_in_place_on_device(
+                        d_norm, counts, data.blocks(), norm_type=params.norm_type, size_factor=params.size_factor,
+                        qu=params.norm_qu, qu_size_factor=params.qu_size_factor, timings=gpu_stats)
                     if normalized is None:  # normalized on the device: copied back while the model runs
                         normalized, copier = _copy_back(d_norm, landing)
-                    if params.norm == 2:
+                    if plan.uses_coverage:
                         cov = sample_coverage(counts)
-                    else:
-                        d_model = d_norm
             with timed_stage(timings, "model"):
-                model_cov = np.ones(N) if model_cov_is_one else cov
                 stats = fit_options.get("stats", {})
                 options = {k: v for k, v in fit_options.items() if k in ("chunk_rows", "config")}
-                out, resident = fit_gpu_device(d_model, model_cov, spec, keep_post=params.return_posterior, out=out,
-                                               stats=stats, **options)
+                fitted, resident = fit_on_device(plan.model_input(d_counts, d_norm), plan.model_cov(cov), plan.spec,
+                                                 keep_post=params.return_posterior, out=out, stats=stats, **options)
                 gpu_stats.update(model_resident=True, model_launches=stats["n_chunks"],
                                  model_store_posteriors=stats["store_posteriors"])
         finally:  # the normalized matrix has landed (or failed) before it is unlocked
             if copier is not None:
                 copier.synchronize()
-    return normalized, cov, out, DeviceModel(sini=resident.sini)
+    return Normalized(normalized, None, cov), fitted, DeviceModel(sini=resident.sini)
 
 
 def _copy_back(d, landing: Landing):
@@ -120,52 +111,4 @@ def _copy_back(d, landing: Landing):
     return host, stream
 
 
-def _normalize_and_fit_host(data: CountData, params: CnMopsParams, spec: ModelSpec, timings: dict,
-                            model_cov_is_one: bool, out: ModelOutput | None, gpu_stats: dict, **fit_options):
-    """The GPU stages from host memory (the device cannot hold the resident stage, or several devices)."""
-    from ..normalization.gpu import normalize_chromosomes_gpu
-
-    counts = data.counts
-    with timed_stage(timings, "normalize"):
-        cov = np.ones(data.n_samples)
-        if params.norm == 0:
-            normalized = model_input = counts
-        else:
-            normalized = normalize_chromosomes_gpu(counts, data.chromosomes, norm_type=params.norm_type,
-                                                   size_factor=params.size_factor, qu=params.norm_qu,
-                                                   qu_size_factor=params.qu_size_factor, timings=gpu_stats)
-            model_input = normalized
-            if params.norm == 2:
-                cov = sample_coverage(counts)
-                model_input = counts
-    with timed_stage(timings, "model"):
-        model_cov = np.ones(data.n_samples) if model_cov_is_one else cov
-        stats = fit_options.pop("stats", {})
-        out = fit_gpu(model_input, model_cov, spec, keep_post=params.return_posterior, out=out, stats=stats,
-                      **fit_options)
-        gpu_stats.update(model_resident=False, model_launches=stats["n_chunks"],
-                         model_store_posteriors=stats["store_posteriors"])
-    return normalized, cov, out, None
-
-
-def call_cnvs_gpu(sini: np.ndarray, gr: pd.DataFrame, blocks: list[tuple[str, int, int]], sample_names: list[str],
-                  upper_threshold: float, lower_threshold: float, min_width: int, use_median: bool,
-                  segment_args: dict | None = None, device: DeviceModel | None = None,
-                  gpu_stats: dict | None = None) -> Calls:
-    """``calls.call_cnvs`` with the segmentation's statistic on the GPU (identical result); ``device``: the
-    model's device-resident sINI, which the GPU reads instead of a copy of ``sini``; ``gpu_stats``: receives
-    the segmentation's sub-stage seconds and counts (seg_*)."""
-    stats: dict = {}
-    d_sini = None if device is None else device.sini
-
-    def segmenter(values, blocks, **kwargs):
-        return segment_columns_gpu(values, blocks, timings=stats, device_values=d_sini, **kwargs)
-
-    calls = call_cnvs(sini, gr, blocks, sample_names, upper_threshold, lower_threshold, min_width, use_median,
-                      segment_args, segmenter=segmenter)
-    if gpu_stats is not None:
-        gpu_stats.update(stats)
-    return calls
-
-
-__all__ = ["normalize_and_fit_gpu", "call_cnvs_gpu", "DeviceModel"]
+__all__ = ["normalize_and_fit_resident", "DeviceModel"]

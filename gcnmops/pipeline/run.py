@@ -12,7 +12,7 @@ from ..io.callfiles import VcfOptions
 from ..io.writers import ResultWriter
 from ..result import CNVDetectionResult
 from ..progress import timed_stage
-from .cnmops import MODEL_DONE
+from .stages import MODEL_DONE
 from .family import cnvr_per_sample
 from .methods import RUN_ARGS, build_params, run_method
 

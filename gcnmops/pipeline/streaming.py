@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..calls.cnvs import MIN_REGIONS_TO_SEGMENT, NO_CNV_MESSAGE, calls_from_segments
+from ..calls.cnvs import NO_CNV_MESSAGE
 from ..calls.integer import calc_integer_copy_numbers, overlapping_rows, threshold_fallback
 from ..cuda.probe import resolve_backend
 from ..errors import InputError
@@ -54,18 +54,17 @@ from ..io.callfiles import VcfOptions
 from ..io.store import (ALWAYS_KEPT, MATRIX_STORE, STREAM_MATRICES, CountStore, ResultStore, StoredResult,
                         open_count_store)
 from ..io.writers import ResultWriter, check_formats, output_error, signals_held
-from ..model import fit
-from ..model.spec import ModelSpec
 from ..normalization.factors import coverage_ratios
 from ..normalization.kernels import column_coverages
-from ..normalization.cpu import normalize_chromosomes
-from ..params import CnMopsParams, Method, method_spec
+from ..params import ModelKind, method_spec
 from ..progress import tick
 from ..result import CNVDetectionResult, empty_cnvr, empty_segments
 from ..data import CountData, validate_counts
 from .cnmops import check_segment_args, warn_few_regions
-from .family import method_cnvr
 from .methods import build_params
+from .plan import RunPlan, method_cnvr
+from .blocks import Genome
+from .stages import run_block
 
 log = logging.getLogger("gcnmops")
 
@@ -125,20 +124,6 @@ def stream_formats(formats) -> tuple[str, ...]:
     return formats
 
 
-@dataclass
-class _Plan:
-    """What every chromosome of a run shares."""
-
-    method: Method
-    params: CnMopsParams
-    spec: ModelSpec
-    backend: str
-    colsums: np.ndarray | None
-    cov: np.ndarray
-    model_cov: np.ndarray
-    segment: bool
-
-
 def run_streaming(input, outdir, *, method: str = "cn.mops", keep=None, integer: bool = True, formats=None,
                   backend: str = "auto", vcf: VcfOptions | None = None,
                   on_chromosome: Callable[[ChromosomeDone], None] | None = None, **params) -> StoredResult:
@@ -186,7 +171,7 @@ def run_streaming(input, outdir, *, method: str = "cn.mops", keep=None, integer:
     t_start = time.perf_counter()
     timings = {stage: 0.0 for stage in STAGES + WAITS}
     row = method_spec(method)
-    if row.model != "em":
+    if row.model is not ModelKind.EM:
         raise InputError(f"Streaming runs the cohort methods (cn.mops, exome, haplo), not {row.name}: run "
                          f"--method {row.name} in memory (without --stream).")
     with warnings.catch_warnings():
@@ -206,7 +191,8 @@ def run_streaming(input, outdir, *, method: str = "cn.mops", keep=None, integer:
     if "vcf" in formats:  # before the store is read: a VCF holds the regions, the reference every chromosome
         vcf = (vcf or VcfOptions()).checked(gr)
     budget = max(64 << 20, max(b1 - b0 for _, b0, b1 in store.blocks) * N * 8)
-    plan = _prepare(store, row, cparams, backend, budget)
+    plan = RunPlan.build(row, cparams, backend, m)
+    genome = _genome(store, plan, budget)
     timings["prepare"] = time.perf_counter() - t_start
 
     writer = ResultWriter(outdir, formats)
@@ -219,11 +205,11 @@ def run_streaming(input, outdir, *, method: str = "cn.mops", keep=None, integer:
         rstore = ResultStore(Path(outdir), shapes, attrs, gr, max_rows=max(b1 - b0 for _, b0, b1 in store.blocks))
         sparse = _SparseRows(Path(outdir), m, N, n, cparams.return_posterior) if {"bed", "vcf"} & set(formats) \
             else None
-        tables = _stream(store, plan, kept, rstore, sparse, integer, timings, on_chromosome, Path(outdir))
+        tables = _stream(store, plan, genome, kept, rstore, sparse, integer, timings, on_chromosome, Path(outdir))
         t0 = time.perf_counter()
         segmentation, cnvs, cnvr = tables
         result_params = cparams.r_params()
-        result_params.update(cov=plan.cov, matrixStore=MATRIX_STORE)
+        result_params.update(cov=genome.cov, matrixStore=MATRIX_STORE)
         written = CNVDetectionResult(
             gr=gr, normalized_data=np.empty((0, 0)), local_assessments=sparse.sini if sparse else np.empty((0, 0)),
             individual_call=np.empty((0, 0)), ini_call=np.empty(0), cn_index=np.empty((0, 0), np.int8),
@@ -261,21 +247,19 @@ def run_streaming(input, outdir, *, method: str = "cn.mops", keep=None, integer:
                         kept=kept, ranged=store.ranges is not None, timings=timings)
 
 
-def _prepare(store: CountStore, row: Method, p: CnMopsParams, backend: str, budget: int) -> _Plan:
+def _genome(store: CountStore, plan: RunPlan, budget: int) -> Genome:
     """The cross-chromosome quantities: the genome's column sums (normalization), the coverages (norm=2)."""
     N = store.shape[1]
-    colsums = store.exact_col_sums(budget) if p.norm != 0 else None
+    colsums = store.exact_col_sums(budget) if plan.normalizes else None
     cov = np.ones(N)
-    if p.norm == 2:
+    if plan.uses_coverage:
         parts = []
         for c0, c1 in store.column_groups(budget):
             x = validate_counts(store.columns(c0, c1), sample_names=store.sample_names[c0:c1], ranges=store.ranges)
             parts.append(column_coverages(x))
             tick(c1, N)
-        cov = coverage_ratios(np.concatenate(parts))  # = normalization.cpu.sample_coverage of the whole matrix
-    spec = ModelSpec.build(p.I, p.classes, p.main_class, p.prior_impact, p.cyc, p.min_read_count)
-    model_cov = cov if row.cov_in_model else np.ones(N)
-    return _Plan(row, p, spec, backend, colsums, cov, model_cov, store.shape[0] >= MIN_REGIONS_TO_SEGMENT)
+        cov = coverage_ratios(np.concatenate(parts))  # = normalization.sample_coverage of the whole matrix
+    return Genome(colsums, cov)
 
 
 def _shapes(kept: list[str], m: int, N: int, n: int) -> dict:
@@ -292,7 +276,7 @@ class _NoCnvFilter(logging.Filter):
         return record.getMessage() != NO_CNV_MESSAGE
 
 
-def _stream(store: CountStore, plan: _Plan, kept: list[str], rstore: ResultStore, sparse, integer: bool,
+def _stream(store: CountStore, plan: RunPlan, genome: Genome, kept: list[str], rstore: ResultStore, sparse, integer: bool,
             timings: dict, on_chromosome, outdir: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Every chromosome through the pipeline, the next one read ahead and the last one's matrices written behind
     (see the module docstring); the call tables (integer labels where asked)."""
@@ -312,7 +296,7 @@ def _stream(store: CountStore, plan: _Plan, kept: list[str], rstore: ResultStore
             timings["read_wait"] += time.perf_counter() - t0
             # one chromosome ahead: two chromosomes' counts at most
             ahead = reader.submit(_read, store, blocks[k + 1], timings) if k + 1 < len(blocks) else None
-            result = _chromosome(held, plan, timings)
+            result = run_block(plan, held, genome=genome, timings=timings)
             if integer and len(result.cnvr):
                 t1 = time.perf_counter()
                 result = calc_integer_copy_numbers(result, backend=plan.backend)
@@ -339,7 +323,7 @@ def _stream(store: CountStore, plan: _Plan, kept: list[str], rstore: ResultStore
         reader.shutdown(wait=False, cancel_futures=True)  # after a failure: a read under way is left to end
         log.removeFilter(quiet)
     any_cnv = any(len(c) for c in cnvs)
-    if not any_cnv and plan.segment:
+    if not any_cnv and plan.segments:
         log.info(NO_CNV_MESSAGE)
     if integer and any(labelled):  # chromosomes without CNVs: their segments labelled as calc_integer_copy_numbers does
         p = plan.params
@@ -387,63 +371,6 @@ def _matrix(result: CNVDetectionResult, name: str) -> np.ndarray:
     if name.startswith("params_"):
         return result.params[name[len("params_"):]]
     return result.cn_index if name == "integer_copy_number" else getattr(result, name)
-
-
-def _chromosome(held: list, plan: _Plan, timings: dict) -> CNVDetectionResult:
-    """One chromosome normalized, fitted, segmented and called: its CNVDetectionResult. ``held``: a list holding
-    its CountData, emptied here, so that its counts go once the model no longer needs them (norm=1: after the
-    normalization, norm=2: after the fit; norm=0: they are the result's normalized data) while the read-ahead
-    holds the next chromosome's."""
-    t0 = time.perf_counter()
-    data = held.pop()
-    p = plan.params
-    gr, blocks, names, chrom = data.genomic_ranges(), data.blocks(), list(data.sample_names), data.chromosomes
-    m, N, ranged = data.n_regions, data.n_samples, data.ranges is not None
-    x = data.counts
-    del data
-    if p.norm == 0:
-        normalized = model_input = x
-    else:
-        normalized = _normalize(x, chrom, p, plan.colsums, plan.backend)
-        model_input = normalized if p.norm == 1 else x
-    del x
-    t1 = time.perf_counter()
-    timings["normalize"] += t1 - t0
-    out = fit(model_input, plan.model_cov, plan.spec, keep_post=p.return_posterior, backend=plan.backend)
-    del model_input
-    t2 = time.perf_counter()
-    timings["model"] += t2 - t1
-    if plan.segment:
-        if plan.backend == "gpu":
-            from ..segmentation.gpu import segment_columns_gpu as segmenter
-        else:
-            from ..segmentation.cpu import segment_columns as segmenter
-        seg = segmenter(out.sini, [(b0, b1) for _, b0, b1 in blocks], min_seg=p.min_width, **p.segment_args)
-        calls = calls_from_segments(seg, gr, blocks, names, p.upper_threshold, p.lower_threshold, p.min_width,
-                                    p.use_median, m=m, n_samples=N)
-        individual, segmentation, cnvs, cnvr = calls.individual_call, calls.segmentation, calls.cnvs, calls.cnvr
-    else:  # fewer regions than cn.mops segments (in the whole matrix)
-        individual, segmentation, cnvs, cnvr = np.array(out.sini, order="F"), empty_segments(), empty_segments(), \
-            empty_cnvr(names)
-    timings["segment_call"] += time.perf_counter() - t2
-    params = p.r_params()
-    params.update(cov=plan.cov, L=out.lam, A=out.alpha)
-    return CNVDetectionResult(gr=gr, normalized_data=normalized, local_assessments=out.sini, individual_call=individual,
-                              ini_call=out.ini, cn_index=out.cn, posterior_probs=out.post, params=params,
-                              segmentation=segmentation, cnvs=cnvs, cnvr=cnvr, sample_names=names,
-                              ranged=ranged)
-
-
-def _normalize(x: np.ndarray, chrom: np.ndarray, p: CnMopsParams, colsums, backend: str) -> np.ndarray:
-    """``normalize_chromosomes`` of one chromosome with the genome's column sums; on the GPU backend the GPU
-    version where its answer cannot depend on them (arguments it covers, every sample with reads here)."""
-    kw = dict(norm_type=p.norm_type, size_factor=p.size_factor, qu=p.norm_qu, qu_size_factor=p.qu_size_factor)
-    if backend == "gpu":
-        from ..normalization.gpu import normalize_chromosomes_gpu, supported
-
-        if supported(x, None, p.norm_type, p.size_factor) and bool((x.sum(axis=0) != 0).all()):
-            return normalize_chromosomes_gpu(x, chrom, **kw)
-    return normalize_chromosomes(x, chrom, colsums=colsums, **kw)
 
 
 class _SparseRows:
