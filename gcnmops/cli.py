@@ -593,10 +593,10 @@ def _warmup(args) -> int:
 def _gpu_warmup_cohorts() -> list:
     """The GPU warm-up's cohorts besides the example: one per WARMUP_SAMPLES, as GPU kernels are compiled per
     work-buffer size (model.gpu.local_work_size); the first with two chromosomes too long to be prepared on the
-    device (segmentation.gpu.DEVICE_PREPARE_MAX_ROWS), so that the segmentation's host pass is compiled too, in
+    device (cuda.config.DEVICE_PREPARE_MAX_ROWS), so that the segmentation's host pass is compiled too, in
     1-kb windows (a VCF holds positions below 2^31)."""
     from .example import example_cohort
-    from .segmentation.gpu import DEVICE_PREPARE_MAX_ROWS
+    from .cuda.config import DEVICE_PREPARE_MAX_ROWS
 
     long = example_cohort(n_regions=2 * DEVICE_PREPARE_MAX_ROWS + 2, n_samples=WARMUP_SAMPLES[0], window=1000)[0]
     return [long] + [example_cohort(n_regions=2000, n_samples=n)[0] for n in WARMUP_SAMPLES[1:]]

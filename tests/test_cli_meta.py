@@ -267,7 +267,7 @@ def test_gpu_warmup_cohorts_reach_both_segmentation_prepare_paths():
     written in every format (a VCF holds positions below 2^31)."""
     from gcnmops import cli
     from gcnmops.io.callfiles import VcfOptions
-    from gcnmops.segmentation.gpu import DEVICE_PREPARE_MAX_ROWS
+    from gcnmops.cuda.config import DEVICE_PREPARE_MAX_ROWS
 
     cohorts = cli._gpu_warmup_cohorts()
     assert [c.n_samples for c in cohorts] == list(cli.WARMUP_SAMPLES)

@@ -1,9 +1,10 @@
 """The segmentation's per-position arithmetic, one ``register_jitable`` source for the numba CPU drivers
-(segmentation/cpu.py, the host passes of segmentation/gpu.py) and the numba.cuda kernels (segmentation/gpu.py,
-compiled without FMA contraction by cuda/nofma.py), so that both round alike.
+(segmentation/cpu.py, the host passes of segmentation/gpu.py and finish.py) and the numba.cuda kernels
+(segmentation/device_kernels.py, compiled without FMA contraction by cuda/nofma.py), so that both round alike.
 
 - ``prefix_sums``: S, Q = running sums of x and x^2, the windows' sums are differences of them;
 - ``is_candidate``: whether position i is a candidate breakpoint (the only positions with p_i > 0);
+  ``candidate_count``: how many x has;
 - ``window_t`` .. ``position_stat_plain``: the per-position statistic p_i, the largest q = -log P(T_dof > t)
   of cyber-t tests between growing windows left and right of i (``position_stat_plain`` is the definition,
   ``position_scan`` the screened evaluation, see segmentation/cpu.py), and ``scan_position``: p_i with the
@@ -56,6 +57,16 @@ def is_candidate(x, i, min_seg, eps):
     (``candidate_range``) and the jump |x[i+1] - x[i]| exceeds eps. Other positions have p_i = 0."""
     lo, hi = candidate_range(x.shape[0], min_seg)
     return i >= lo and i < hi and jump_exceeds(x, i, eps)
+
+
+@register_jitable
+def candidate_count(x, min_seg, eps):
+    """The number of candidate positions of x (``is_candidate``, without a branch)."""
+    nc = 0
+    lo, hi = candidate_range(x.shape[0], min_seg)
+    for i in range(lo, hi):
+        nc += jump_exceeds(x, i, eps)
+    return nc
 
 
 @register_jitable
