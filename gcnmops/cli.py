@@ -32,6 +32,18 @@ def _strings(text: str) -> list[str]:
     return [v.strip() for v in text.split(",")]
 
 
+def _add_input_options(p: argparse.ArgumentParser) -> None:
+    """How INPUT's coordinates are read (gcnmops.io.coordinates)."""
+    side = p.add_mutually_exclusive_group()
+    side.add_argument("--zero-based", dest="coordinates", action="store_const", const="0-based",
+                      help="INPUT's starts are 0-based, half-open (BED style): converted to cn.mops's 1-based ranges "
+                           "(default: BED-style files, with a '#' header, .bed or a tool's format, are 0-based, other "
+                           "tables 1-based; a file whose bins contradict that is refused)")
+    side.add_argument("--one-based", dest="coordinates", action="store_const", const="1-based",
+                      help="INPUT's starts are 1-based, closed (cn.mops's convention): read as they are")
+    p.set_defaults(coordinates="auto")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gcnmops", description="cn.MOPS copy-number detection, CPU or GPU.")
     from . import __version__
@@ -42,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("input", nargs="?", help="counts: .rds, .tsv/.csv (seqnames,start,end + samples), "
                                               ".parquet or .npz")
     run.add_argument("--example", action="store_true", help="run on the built-in simulated cohort")
+    _add_input_options(run)
     run.add_argument("-o", "--outdir", required=True, help="output folder (created)")
     run.add_argument("--method", choices=list(METHODS), default="cn.mops",
                      help="cn.mops (cohort; default), exome, haplo (haploid), reference (cases vs --controls), single")
@@ -141,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     conv = sub.add_parser("convert", help="a count table (TSV/CSV, Parquet, .rds, .npz, gcnmops count's output) as "
                                           "a chunked count store for run --stream (whole-number counts as integers)")
     conv.add_argument("input", help="counts, as for run (text and Parquet tables are read in parts of rows)")
+    _add_input_options(conv)
     conv.add_argument("-o", "--output", required=True, help="the Zarr store to write (a folder, e.g. counts.zarr; "
                                                              "replaced if it is one)")
     conv.add_argument("--rows", type=int, help="rows per part read from a text or Parquet table (default: ~64 MB of "
@@ -423,7 +437,7 @@ def _read_input(args, method):
 
         return read_single_sample(args.input), None
     if not args.example:
-        return read_counts(args.input, min_samples=method.min_samples), args.controls
+        return read_counts(args.input, min_samples=method.min_samples, coordinates=args.coordinates), args.controls
     data = example_cohort()[0]
     if method.model == "reference":
         cases = make_count_data(data.counts[:, :5], data.sample_names[:5], data.ranges, min_samples=1)
@@ -524,7 +538,12 @@ def _convert(args) -> int:
     if args.rows is not None and args.rows < 1:
         raise InputError(f"--rows must be at least 1, not {args.rows}")
     t0 = time.perf_counter()
-    path, in_parts = convert_counts(args.input, args.output, rows=args.rows)
+    source = args.input
+    if args.coordinates != "auto":  # a convention said: the table is read whole with it
+        from .io import read_counts
+
+        source = read_counts(args.input, coordinates=args.coordinates)
+    path, in_parts = convert_counts(source, args.output, rows=args.rows)
     store = open_count_store(path)
     m, n = store.shape
     print(f"gcnmops convert: {m:,} regions x {n} samples ({store.dtype}, read {'in parts' if in_parts else 'whole'}) "
