@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from .shelltools import awk_equal, bedtools_number, grep_words, r_number
+from .shelltools import awk_equal, grep_words
 
 _PLAIN_INT = re.compile(r"[-+]?\d+")
 
@@ -203,5 +203,4 @@ def sex_columns(m: DepthMatrix, ids: list[str], what: str) -> DepthMatrix:
     return m.take(slice(None), cols)
 
 
-__all__ = ["DepthMatrix", "read_depth_matrix", "java_order", "print_sv_evidence", "ped_samples", "sex_columns",
-           "bedtools_number", "r_number"]
+__all__ = ["DepthMatrix", "read_depth_matrix", "java_order", "print_sv_evidence", "ped_samples", "sex_columns"]

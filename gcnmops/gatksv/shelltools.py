@@ -140,6 +140,11 @@ def awk_equal(field: str, value: str) -> bool:
     return field == value
 
 
+def awk_looks_numeric(text: str) -> bool:
+    """Whether awk takes a field for a number (a "strnum") in comparisons."""
+    return bool(_AWK_NUMBER.fullmatch(text))
+
+
 def awk_number(text: str) -> float:
     """awk's numeric value of a field (its longest numeric prefix after blanks; 0 if none)."""
     m = re.match(r"[ \t\n]*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)", text)
@@ -281,5 +286,5 @@ def r_number(text: str) -> float:
     return math.nan
 
 
-__all__ = ["filevercmp", "VersionKey", "version_sorted", "line_key", "awk_equal", "awk_number", "bre_to_python",
+__all__ = ["filevercmp", "VersionKey", "version_sorted", "line_key", "awk_equal", "awk_looks_numeric", "awk_number", "bre_to_python",
            "grep_words", "bash_read", "bedtools_number", "bedtools_sum_text", "r_number"]
