@@ -1,6 +1,7 @@
 """Command line: ``python -m gcnmops run INPUT -o OUTDIR [options]``, ``python -m gcnmops batch MANIFEST -o OUTDIR``,
 ``python -m gcnmops count``, ``python -m gcnmops reference build``, ``python -m gcnmops call``,
-``python -m gcnmops warmup`` and ``python -m gcnmops info``."""
+``python -m gcnmops warmup``, ``python -m gcnmops info`` and ``python -m gcnmops gatk-sv ...`` (GATK-SV's cn.MOPS
+step)."""
 from __future__ import annotations
 
 import argparse
@@ -32,6 +33,18 @@ def _strings(text: str) -> list[str]:
     return [v.strip() for v in text.split(",")]
 
 
+def _add_input_options(p: argparse.ArgumentParser) -> None:
+    """How INPUT's coordinates are read (gcnmops.io.coordinates)."""
+    side = p.add_mutually_exclusive_group()
+    side.add_argument("--zero-based", dest="coordinates", action="store_const", const="0-based",
+                      help="INPUT's starts are 0-based, half-open (BED style): converted to cn.mops's 1-based ranges "
+                           "(default: BED-style files, with a '#' header, .bed or a tool's format, are 0-based, other "
+                           "tables 1-based; a file whose bins contradict that is refused)")
+    side.add_argument("--one-based", dest="coordinates", action="store_const", const="1-based",
+                      help="INPUT's starts are 1-based, closed (cn.mops's convention): read as they are")
+    p.set_defaults(coordinates="auto")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gcnmops", description="cn.MOPS copy-number detection, CPU or GPU.")
     from . import __version__
@@ -42,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("input", nargs="?", help="counts: .rds, .tsv/.csv (seqnames,start,end + samples), "
                                               ".parquet or .npz")
     run.add_argument("--example", action="store_true", help="run on the built-in simulated cohort")
+    _add_input_options(run)
     run.add_argument("-o", "--outdir", required=True, help="output folder (created)")
     run.add_argument("--method", choices=list(METHODS), default="cn.mops",
                      help="cn.mops (cohort; default), exome, haplo (haploid), reference (cases vs --controls), single")
@@ -141,12 +155,60 @@ def build_parser() -> argparse.ArgumentParser:
     conv = sub.add_parser("convert", help="a count table (TSV/CSV, Parquet, .rds, .npz, gcnmops count's output) as "
                                           "a chunked count store for run --stream (whole-number counts as integers)")
     conv.add_argument("input", help="counts, as for run (text and Parquet tables are read in parts of rows)")
+    _add_input_options(conv)
     conv.add_argument("-o", "--output", required=True, help="the Zarr store to write (a folder, e.g. counts.zarr; "
                                                              "replaced if it is one)")
     conv.add_argument("--rows", type=int, help="rows per part read from a text or Parquet table (default: ~64 MB of "
                                                "text, 262,144 Parquet rows)")
     _add_casemode(sub, run)
+    _add_gatksv(sub)
     return parser
+
+
+def _add_gatksv(sub) -> None:
+    """``gatk-sv workflow|runcnmops|clean|cnmops``: GATK-SV's cn.MOPS step, same interfaces, same files
+    (gcnmops.gatksv; docs/gatk-sv.md)."""
+    gsv = sub.add_parser("gatk-sv", help="drop-in for GATK-SV's cn.MOPS step (CNMOPS.wdl and its scripts)")
+    cmds = gsv.add_subparsers(dest="gatksv_command", required=True)
+    backend = argparse.ArgumentParser(add_help=False)
+    backend.add_argument("--backend", choices=["auto", "cpu", "gpu"], default="auto",
+                         help="where cn.mops runs: auto (a usable GPU, else the CPU; default), cpu or gpu")
+    wf = cmds.add_parser("workflow", parents=[backend], help="cnMOPS_workflow.sh: rebin, exclude, cn.mops, GFF")
+    wf.add_argument("bincovs", nargs="?", metavar="BINCOVS", help="sample IDs and binCov paths (tab-separated; "
+                                                                   "only column 1 is used: samples.list; give -M)")
+    wf.add_argument("-r", dest="rebin", type=int, default=1, metavar="REBIN", help="bin compression ratio (default 1)")
+    wf.add_argument("-o", dest="outdir", metavar="OUTDIR", help="output directory (default: the current one)")
+    wf.add_argument("-p", dest="prefix", default="cnMOPS", metavar="PREFIX", help="file name prefix (default cnMOPS)")
+    wf.add_argument("-f", dest="format_calls", action="store_true", help="format the calls per sample "
+                                                                          "(cleancnMOPS.sh)")
+    wf.add_argument("-c", dest="cleanup", action="store_true", help="delete the intermediate files")
+    wf.add_argument("-x", dest="blacklist", metavar="BLACKLIST", help="intervals whose bins are removed")
+    wf.add_argument("-S", dest="subtract", metavar="SUBTRACT", help="intervals subtracted from the calls (-f)")
+    wf.add_argument("-M", dest="matrix", metavar="MATRIX", help="the depth matrix (#Chr Start End samples...)")
+    rc = cmds.add_parser("runcnmops", parents=[backend], help="runcnMOPS.R: cn.mops on a coverage table -> GFF3")
+    rc.add_argument("-I", "--ID", dest="ID", default="CNMOPS", help="sample group ID (file names; default CNMOPS)")
+    rc.add_argument("matrix", metavar="covMatrix", help="coverage table (#Chr Start End samples...)")
+    rc.add_argument("outdir", metavar="OUTDIR", help="output directory (exists)")
+    cl = cmds.add_parser("clean", help="cleancnMOPS.sh: per-sample DEL/DUP BEDs merged across GFFs")
+    cl.add_argument("samples", metavar="SAMPLES", help="list of sample IDs")
+    cl.add_argument("gffs", metavar="GFFS", help="list of GFF paths")
+    cl.add_argument("-o", dest="outdir", default=".", metavar="OUTDIR", help="output directory (default .)")
+    cl.add_argument("-z", dest="gz", action="store_true", help="gzip the output files")
+    cl.add_argument("-S", dest="subtract", metavar="SUBTRACT", help="intervals subtracted from the calls")
+    cm = cmds.add_parser("cnmops", parents=[backend], help="a whole CNMOPS.wdl call: every pass, then CleanCNMops")
+    cm.add_argument("--bincov-matrix", required=True, help="the batch's bincov matrix (bgzipped, 0-based)")
+    cm.add_argument("--chrom-file", required=True, help="autosomes: contig<TAB>length (mode normal)")
+    cm.add_argument("--allo-file", required=True, help="allosomes: contig<TAB>length (mode 1; chrX also mode 2)")
+    cm.add_argument("--ped-file", required=True, help="ped: family, sample, father, mother, sex (1 male, 2 female)")
+    cm.add_argument("--exclude-list", required=True, help="BED of intervals excluded from bins and calls")
+    cm.add_argument("--r1", required=True, type=int, help="first rebin factor (GatherBatchEvidence: 3, or 1000)")
+    cm.add_argument("--r2", required=True, type=int, help="second rebin factor (10, or 100)")
+    cm.add_argument("--batch", required=True, help="batch name (call names <batch>_DEL_<n>)")
+    cm.add_argument("--prefix", required=True, help="output infix: <batch>.DEL.<prefix>.bed.gz (header, large)")
+    cm.add_argument("--min-size", type=int, help="large call: fewest bp of a kept call (default 1000000)")
+    cm.add_argument("--stitch-and-clean-large-events", action="store_true",
+                    help="the large call's clean step (rdtest2vcf, stitch, vcf2bed, --min-size)")
+    cm.add_argument("-o", "--outdir", required=True, help="output folder: passes/<contig>.<mode>.r<r>/ and the BEDs")
 
 
 #: the run options that are cn.mops parameters, shared with ``reference build``
@@ -426,7 +488,7 @@ def _read_input(args, method):
 
         return read_single_sample(args.input), None
     if not args.example:
-        return read_counts(args.input, min_samples=method.min_samples), args.controls
+        return read_counts(args.input, min_samples=method.min_samples, coordinates=args.coordinates), args.controls
     data = example_cohort()[0]
     if method.model is ModelKind.REFERENCE:
         cases = make_count_data(data.counts[:, :5], data.sample_names[:5], data.ranges, min_samples=1)
@@ -527,11 +589,50 @@ def _convert(args) -> int:
     if args.rows is not None and args.rows < 1:
         raise InputError(f"--rows must be at least 1, not {args.rows}")
     t0 = time.perf_counter()
-    path, in_parts = convert_counts(args.input, args.output, rows=args.rows)
+    source = args.input
+    if args.coordinates != "auto":  # a convention said: the table is read whole with it
+        from .io import read_counts
+
+        source = read_counts(args.input, coordinates=args.coordinates)
+    path, in_parts = convert_counts(source, args.output, rows=args.rows)
     store = open_count_store(path)
     m, n = store.shape
     print(f"gcnmops convert: {m:,} regions x {n} samples ({store.dtype}, read {'in parts' if in_parts else 'whole'}) "
           f"in {time.perf_counter() - t0:.2f} s -> {path}")
+    return 0
+
+
+def _gatksv(args) -> int:
+    """gatk-sv workflow|runcnmops|clean|cnmops: the arguments to gcnmops.gatksv."""
+    if args.gatksv_command == "workflow":
+        from .gatksv.workflow import workflow
+
+        return workflow(args.bincovs, rebin=args.rebin, outdir=args.outdir, prefix=args.prefix,
+                        format_calls=args.format_calls, cleanup=args.cleanup, blacklist=args.blacklist,
+                        subtract=args.subtract, matrix=args.matrix, backend=args.backend)
+    if args.gatksv_command == "runcnmops":
+        from .gatksv.runcnmops import NO_CNV_REGIONS, EmptyResult, run_cnmops
+
+        try:
+            run_cnmops(args.matrix, args.outdir, args.ID, backend=args.backend)
+        except EmptyResult:
+            print(f"Error in calcIntegerCopyNumbers(res) : \n  {NO_CNV_REGIONS}", file=sys.stderr)
+            return 1
+        return 0
+    if args.gatksv_command == "clean":
+        from .gatksv.clean import clean_cnmops
+
+        clean_cnmops(args.samples, args.gffs, args.outdir, subtract_bed=args.subtract, gz=args.gz)
+        return 0
+    from .gatksv.cnmops import run_call
+
+    t0 = time.perf_counter()
+    written = run_call(args.bincov_matrix, args.chrom_file, args.allo_file, args.ped_file, args.exclude_list,
+                       r1=args.r1, r2=args.r2, batch=args.batch, prefix=args.prefix, outdir=args.outdir,
+                       min_size=args.min_size, stitch_and_clean_large_events=args.stitch_and_clean_large_events,
+                       backend=args.backend)
+    print(f"gcnmops gatk-sv cnmops: {', '.join(str(p) for p in written if not str(p).endswith('.tbi'))} "
+          f"in {time.perf_counter() - t0:.1f} s")
     return 0
 
 
@@ -649,6 +750,8 @@ def main(argv: list[str] | None = None) -> int:
             return _call(args)
         if args.command == "warmup":
             return _warmup(args)
+        if args.command == "gatk-sv":
+            return _gatksv(args)
         return _run(args) if args.command == "run" else _info()
     except BrokenPipeError:  # the reader of the summary went away (| head): the files are complete
         import os

@@ -296,7 +296,11 @@ def test_leading_comment_lines(tmp_path):
     _same(read_counts(p), read_counts(df))
     q = tmp_path / "bed_style.tsv"
     q.write_text(_tsv(df.rename(columns={"seqnames": "#chrom"})))
-    _same(read_counts(q), read_counts(df))
+    with pytest.raises(InputError, match="--zero-based.*--one-based"):  # a BED-style header over 1-based bins
+        read_counts(q)
+    _same(read_counts(q, coordinates="1-based"), read_counts(df))
+    q.write_text(_tsv(df.rename(columns={"seqnames": "#chrom"}).assign(start=df["start"] - 1)))
+    _same(read_counts(q), read_counts(df))  # BED style: 0-based starts converted
 
 
 def test_unsorted_regions_are_sorted(tmp_path, caplog):

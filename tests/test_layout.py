@@ -24,7 +24,7 @@ LAYERS = [
     {"calls"},
     {"pipeline"},
     {"casemode"},
-    {"plots", "report", "distributed", "rbridge", "batch", "cli", "__init__", "__main__"},
+    {"plots", "report", "distributed", "rbridge", "batch", "cli", "gatksv", "__init__", "__main__"},
 ]
 #: imports that run back up, each with its reason (at most one)
 UPWARD_ALLOWED = {
