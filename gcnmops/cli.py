@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from .errors import InputError
-from .io.formats import DEFAULT_FORMATS, FORMATS, check_formats
+from .outputs.formats import DEFAULT_FORMATS, FORMATS, check_formats
 from .params import METHODS, ModelKind
 
 #: sample counts whose GPU kernels ``gcnmops warmup`` compiles besides the example's 40 (one per work-buffer size)
@@ -284,7 +284,7 @@ def _reference_build(args) -> int:
 def _call(args) -> int:
     gpu = _gpu_warmup(args)
     from .casemode import call_samples, load_reference
-    from .io.writers import check_output_folder, write_result
+    from .outputs.writers import check_output_folder, write_result
     from .pipeline.family import cnvr_per_sample
 
     formats = check_formats(args.formats)
@@ -330,8 +330,8 @@ def _run(args) -> int:
     gpu = _gpu_warmup(args)
     if args.stream or (args.input and _is_store(args.input)):
         return _run_streaming(args, method, gpu)
-    from .io.callfiles import VcfOptions
-    from .io.writers import check_output_folder
+    from .outputs.callfiles import VcfOptions
+    from .outputs.writers import check_output_folder
     from .pipeline.methods import RUN_ARGS, build_params
     from .pipeline.run import run_and_write
     from .progress import Progress
@@ -403,7 +403,7 @@ def _sex_aware_run(args, method, data, kwargs: dict, sex_kwargs: dict, formats, 
     """(result, paths written) of sex_aware_cn_mops on ``data`` (its integer copy numbers its own: against the
     fitted parameters of each sex), written as run_and_write writes a run."""
     from .casemode import sex_aware_cn_mops
-    from .io.writers import write_result
+    from .outputs.writers import write_result
     from .pipeline.family import cnvr_per_sample
     from .progress import timed_stage
 
@@ -542,8 +542,8 @@ def _is_store(path: str) -> bool:
 def _run_streaming(args, method, gpu) -> int:
     """run --stream: gcnmops.run_streaming with a progress line per chromosome on stderr (``gpu``: _gpu_warmup's,
     waited for before the run)."""
-    from .io.callfiles import VcfOptions
-    from .io.writers import check_output_folder
+    from .outputs.callfiles import VcfOptions
+    from .outputs.writers import check_output_folder
     from .pipeline.streaming import kept_matrices, run_streaming, stream_formats
 
     given = [o for o, v in (("--example", args.example), ("--controls", args.controls), ("--plots", args.plots),
@@ -639,7 +639,7 @@ def _gatksv(args) -> int:
 def _batch(args) -> int:
     """Exit status 0 when every experiment is done, 1 when some failed, 130 when interrupted."""
     from .batch import format_summary, read_manifest, run_batch
-    from .io.writers import check_output_folder
+    from .outputs.writers import check_output_folder
 
     if args.devices is not None and args.workers is not None:
         raise InputError("give --devices (GPU workers) or --workers (CPU workers), not both")

@@ -40,7 +40,7 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from .data import chromosome_blocks
 from .errors import InputError
-from .io.callfiles import cnv_directions, cnv_region_pairs
+from .calls.quality import cnv_directions, cnv_region_pairs
 from .progress import ticker
 
 GAIN = "#d62728"

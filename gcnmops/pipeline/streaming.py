@@ -16,14 +16,14 @@ to float64 (``CountStore.chromosome``), then normalized (``normalization.cpu.nor
 genome's column sums; on the GPU backend ``normalization.gpu.normalize_chromosomes_gpu`` where its answer cannot
 depend on them), fitted (``model.fit``), segmented and called (``calls.cnvs.calls_from_segments``; the GPU
 segmentation on the GPU backend), labelled with integer copy numbers (``calls.integer.calc_integer_copy_numbers``:
-every CNV lies in one chromosome) and its matrices written into the result store (io.store.ResultStore).
+every CNV lies in one chromosome) and its matrices written into the result store (outputs.resultstore.ResultStore).
 
 Reading, computing and writing overlap: while chromosome k is computed (in the calling thread), chromosome k + 1
 is read on a read-ahead thread and chromosome k - 1's matrices are written by the result store's background
 writer (``ResultStore.write_behind``). Memory: the counts of two chromosomes (k and k + 1), the result of k and
 the kept matrices of k - 1. A failure of either thread is the run's error; the clean-up waits for the writer.
 
-The call tables are written at the end as by ``gcnmops run`` (``io.writers.ResultWriter``; BED/VCF qualities read
+The call tables are written at the end as by ``gcnmops run`` (``outputs.writers.ResultWriter``; BED/VCF qualities read
 sINI only around the CNV regions, kept in a sparse temporary file). All or nothing, as the other writers.
 
 Out of scope: a single chromosome larger than memory (its counts and results are held at once); the
@@ -49,10 +49,11 @@ import pandas as pd
 from ..calls.integer import calc_integer_copy_numbers, overlapping_rows, threshold_fallback
 from ..cuda.probe import resolve_backend
 from ..errors import InputError
-from ..io.callfiles import VcfOptions
-from ..io.store import (ALWAYS_KEPT, MATRIX_STORE, STREAM_MATRICES, CountStore, ResultStore, StoredResult,
-                        open_count_store)
-from ..io.writers import ResultWriter, check_formats, output_error, signals_held
+from ..io.atomic import output_error, signals_held
+from ..io.store import CountStore, open_count_store
+from ..outputs.callfiles import VcfOptions
+from ..outputs.resultstore import ALWAYS_KEPT, MATRIX_STORE, STREAM_MATRICES, ResultStore, StoredResult
+from ..outputs.writers import ResultWriter, check_formats
 from ..normalization.factors import coverage_ratios
 from ..normalization.kernels import column_coverages
 from ..params import ModelKind, method_spec
