@@ -8,8 +8,8 @@ toms708.c step by step, in R's order of floating-point operations, with glibc's 
 never takes.
 
 Everything is ``register_jitable`` scalar code (Python, numba CPU, numba.cuda). bgrat keeps its two series of
-30 coefficients in ``bgrat_scratch()``: np.empty on the CPU, a local array in a CUDA kernel (cuda/nofma.py
-registers that), so nothing recurses and nothing else allocates.
+30 coefficients in a buffer (``bgrat_series_local``: np.empty on the CPU, a local array in a CUDA kernel,
+registered by cuda/nofma.py), so nothing recurses and nothing else allocates.
 """
 from __future__ import annotations
 
@@ -33,15 +33,16 @@ BGRAT_TERMS = 30
 BGRAT_SCRATCH = 2 * BGRAT_TERMS
 
 
-def bgrat_scratch():
-    """bgrat's coefficient buffer (float64[BGRAT_SCRATCH]): here and on the CPU heap memory, in CUDA kernels a
-    local array (the overload for target "cuda" lives in cuda/nofma.py)."""
-    return np.empty(BGRAT_SCRATCH)
+def bgrat_series_local(b, bm1, z, q_r, v, t2, l, eps):
+    """``bgrat_series`` with its coefficient buffer: here and on the CPU heap memory, in CUDA kernels a local
+    array (the overload for target "cuda" lives in cuda/nofma.py: a device function cannot return one)."""
+    return bgrat_series(np.empty(BGRAT_SCRATCH), b, bm1, z, q_r, v, t2, l, eps)
 
 
-@overload(bgrat_scratch, target="cpu")
-def _bgrat_scratch_cpu():
-    return lambda: np.empty(BGRAT_SCRATCH)
+@overload(bgrat_series_local, target="cpu")
+def _bgrat_series_local_cpu(b, bm1, z, q_r, v, t2, l, eps):
+    return lambda b, bm1, z, q_r, v, t2, l, eps: bgrat_series(np.empty(BGRAT_SCRATCH), b, bm1, z, q_r, v, t2, l,
+                                                              eps)
 
 
 def _pow_half_le_07() -> float:
@@ -567,6 +568,43 @@ def grat_r(a, x, log_r, eps):
 
 
 @register_jitable
+def bgrat_series(cd, b, bm1, z, q_r, v, t2, l, eps):
+    """(sum, ierr): bgrat's series (sum <= 0: ierr 3; no convergence in BGRAT_TERMS terms: ierr 4);
+    ``cd``: float64[BGRAT_SCRATCH], c[i] = cd[i] and d[i] = cd[BGRAT_TERMS + i]."""
+    j = q_r
+    s = j
+    t = 1.
+    cn = 1.
+    n2 = 0.
+    ierr = 0
+    for n in range(1, BGRAT_TERMS + 1):
+        bp2n = b + n2
+        j = (bp2n * (bp2n + 1.) * j + (z + bp2n + 1.) * t) * v
+        n2 += 2.
+        t *= t2
+        cn /= n2 * (n2 + 1.)
+        nm1 = n - 1
+        cd[nm1] = cn
+        sd = 0.
+        if n > 1:
+            coef = b - n
+            for i in range(1, nm1 + 1):
+                sd += coef * cd[i - 1] * cd[BGRAT_TERMS + nm1 - i]
+                coef += b
+        dn = bm1 * cn + sd / n
+        cd[BGRAT_TERMS + nm1] = dn
+        dj = dn * j
+        s += dj
+        if s <= 0.:
+            return s, 3
+        if abs(dj) <= eps * (s + l):
+            return s, 0
+        if n == BGRAT_TERMS:
+            ierr = 4
+    return s, ierr
+
+
+@register_jitable
 def bgrat(a, b, x, y, w, eps, log_w):
     """(w + I_x(a, b), ierr) by the asymptotic expansion for a >= 15, b <= 1 (w and the result on the log scale
     where log_w); ierr != 0: the expansion cannot be computed and w is returned unchanged."""
@@ -589,38 +627,9 @@ def bgrat(a, b, x, y, w, eps, log_w):
     q_r = grat_r(b, z, log_r, eps)
     v = 0.25 / (nu * nu)
     t2 = lnx * 0.25 * lnx
-    j = q_r
-    s = j
-    t = 1.
-    cn = 1.
-    n2 = 0.
-    cd = bgrat_scratch()  # c[i] = cd[i], d[i] = cd[BGRAT_TERMS + i]
-    ierr = 0
-    for n in range(1, BGRAT_TERMS + 1):
-        bp2n = b + n2
-        j = (bp2n * (bp2n + 1.) * j + (z + bp2n + 1.) * t) * v
-        n2 += 2.
-        t *= t2
-        cn /= n2 * (n2 + 1.)
-        nm1 = n - 1
-        cd[nm1] = cn
-        sd = 0.
-        if n > 1:
-            coef = b - n
-            for i in range(1, nm1 + 1):
-                sd += coef * cd[i - 1] * cd[BGRAT_TERMS + nm1 - i]
-                coef += b
-        dn = bm1 * cn + sd / n
-        cd[BGRAT_TERMS + nm1] = dn
-        dj = dn * j
-        s += dj
-        if s <= 0.:
-            return w, 3
-        if abs(dj) <= eps * (s + l):
-            ierr = 0
-            break
-        elif n == BGRAT_TERMS:
-            ierr = 4
+    s, ierr = bgrat_series_local(b, bm1, z, q_r, v, t2, l, eps)
+    if ierr == 3:
+        return w, 3
     if log_w:
         return logspace_add(w, log_u + log_glibc(s)), ierr
     if u_0:
@@ -722,4 +731,4 @@ def bratio_log(a, b, x, y, lower):
     return _w_from_w1(w1, want_w)
 
 
-__all__ = ["bratio_log", "bgrat_scratch", "BGRAT_SCRATCH", "POW_HALF_LE_07"]
+__all__ = ["bratio_log", "bgrat_series", "bgrat_series_local", "BGRAT_SCRATCH", "POW_HALF_LE_07"]
