@@ -11,7 +11,7 @@ and the variance before the GPU pass; local maxima, the breakpoint threshold and
 
 Identical segments. The kernels ask NVVM for no FMA contraction (cuda/nofma.py; checked in the PTX
 locally) and the prefix sums run in the CPU's order, so the window arithmetic follows the CPU's; the t tail
-uses libdevice's log/exp/lgamma. Measured on an H100: GPU p_i within 2.2e-13 relative of the CPU's at BM-A
+is R's pt() with glibc's exp, log and log1p (exact/tdist.py), as on the CPU. Measured on an H100: GPU p_i within 2.2e-13 relative of the CPU's at BM-A
 scale (2.5e-14 at BM-B, <= 8e-15 on the golden cases), the same best window everywhere. Each GPU value stands
 for the interval p (1 -+ TAU), TAU = 1e-9. The breakpoints depend on p only through comparisons (local maxima:
 p_r > p_i among neighbours; the type-7 quantile of the local-maximum statistic; stat > threshold), so the

@@ -89,8 +89,8 @@ def window_t(S, Q, i, j, w, V):
     hi = i + j + 1
     ml = (S[i] - S[lo]) / n1
     mr = (S[hi] - S[i]) / n1
-    sl = (Q[i] - Q[lo]) - n1 * (ml * ml)
-    sr = (Q[hi] - Q[i]) - n1 * (mr * mr)
+    sl = (Q[i] - Q[lo]) - n1 * ml * ml  # cn.mops: (j+1)*meanLeft*meanLeft, left to right
+    sr = (Q[hi] - Q[i]) - n1 * mr * mr
     nn = j + w - 1.0
     vl = (sl + w * V) / nn
     vr = (sr + w * V) / nn
