@@ -7,7 +7,7 @@ needs of the rest only what ``stages.Genome`` holds (each sample's total count, 
 on the whole matrix. A device's thread takes the largest chromosome not yet taken (the longest first, so the
 devices finish together), makes it the thread's current device (cuda.runtime.on_device) and runs the stages
 there: normalization, the model, the segmentation's statistic on that GPU, their host passes on the thread's share
-of the cores. The call tables are gathered in chromosome order (blocks.BlockTables): the result is the single-GPU
+of the cores (numba's thread count is per thread). The call tables are gathered in chromosome order (blocks.BlockTables): the result is the single-GPU
 and the CPU result, bit for bit.
 """
 from __future__ import annotations
@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Sequence
 
+import numba
 import numpy as np
 
 from ..cuda.runtime import on_device
@@ -56,10 +57,13 @@ def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timin
     per_device: dict[int, dict] = {d: {"chromosomes": 0} for d in devices}
     errors: list[BaseException] = []
 
+    share = max(1, numba.get_num_threads() // len(devices))
+
     def work(device: int) -> None:
         stats = per_device[device]
         t0 = time.perf_counter()
         try:
+            numba.set_num_threads(share)  # this thread's parallel loops: its share of the cores
             with on_device(device):
                 while not errors:
                     with take:
