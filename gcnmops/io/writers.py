@@ -58,6 +58,7 @@ import pandas as pd
 
 from ..data import usable_cores
 from ..errors import InputError
+from ..files import remove_inside, umask
 from ..progress import ticker
 from .formats import DEFAULT_FORMATS, FORMATS, check_formats
 from .callfiles import (VcfOptions, bed_cnvr, bed_cnvs, bed_max_position, bgzip, have_pysam, index_suffix,
@@ -99,12 +100,6 @@ def signals_held():
             signal.signal(sig, handler)
         if came:
             signal.raise_signal(came[0])
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _temp_beside(path: Path) -> Path:
@@ -163,7 +158,7 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
         tmp = _temp_beside(path)
         try:
             write(tmp)
-            _publish(tmp, path, 0o666 & ~_umask())
+            _publish(tmp, path, 0o666 & ~umask())
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
@@ -232,6 +227,7 @@ class _Batch:
         if path.is_dir():
             raise InputError(f"{str(path)!r} is a folder, where gcnmops writes a file: move it away or write to "
                              "another folder (-o).")
+        _check_no_link(self.outdir, path.parent)
         with signals_held():  # what is made on disk is recorded, for ``abort``, before a signal can unwind
             if path.parent != self.outdir and not path.parent.is_dir():
                 path.parent.mkdir()
@@ -283,7 +279,7 @@ class _Batch:
         old = manifest.read_text().split("\n") if manifest.is_file() else []
         names = sorted(path.relative_to(self.outdir).as_posix() for _, path in self.staged)
         self.write(MANIFEST, lambda t: t.write_text("".join(f"{n}\n" for n in names)), inline=True)
-        mode = 0o666 & ~_umask()
+        mode = 0o666 & ~umask()
         published = 0
         try:
             for tmp, path in self.staged:
@@ -298,15 +294,9 @@ class _Batch:
         return [path for _, path in self.staged if path.name != MANIFEST]
 
     def _remove_earlier(self, name: str) -> None:
-        """Remove the file ``name`` of an earlier run's manifest (and its folder, when that is left empty)."""
-        parts = Path(name).parts
-        if Path(name).is_absolute() or ".." in parts or len(parts) > 2:
-            return  # not a name this module writes
-        path = self.outdir / name
-        if path.is_file() or path.is_symlink():
-            path.unlink(missing_ok=True)
-        if len(parts) == 2 and path.parent.is_dir() and not any(path.parent.iterdir()):
-            path.parent.rmdir()
+        """Remove the file ``name`` of an earlier run's manifest (and its folder, when that is left empty), only
+        where it lies inside the folder: no link followed, a regular file of this user's (``files.remove_inside``)."""
+        remove_inside(self.outdir, name)
 
 
 # -------------------------------------------------------------------------------------------------
@@ -425,7 +415,17 @@ def check_output_folder(outdir) -> Path:
     if not os.access(parent, os.W_OK | os.X_OK):
         raise InputError(f"The output folder {str(outdir)!r} cannot be written: no write permission in "
                          f"{str(parent)!r}.")
+    for sub in SUBFOLDERS:
+        _check_no_link(outdir, outdir / sub)
     return outdir
+
+
+def _check_no_link(outdir: Path, folder: Path) -> None:
+    """An InputError when ``folder``, below ``outdir``, is a symbolic link: files are written only inside the
+    output folder."""
+    if folder != outdir and folder.is_symlink():
+        raise InputError(f"{str(folder)!r} is a symbolic link, where gcnmops writes files into a folder of its own "
+                         f"inside {str(outdir)!r}: remove the link, or write to another folder (-o).")
 
 
 #: more files of a write_result batch: extra(sizes) -> (name relative to the folder, write(tmp)) pairs
