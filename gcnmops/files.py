@@ -150,7 +150,7 @@ def check_target(path, ours: Callable[[Path], bool], what: str) -> Path:
     loop) is an InputError naming ``what`` was to be written; nothing is changed."""
     path = Path(path)
     try:
-        real = Path(os.path.realpath(path, strict=True)) if os.path.lexists(path) else path.absolute()
+        real = Path(os.path.realpath(path, strict=True)) if os.path.islink(path) else path
     except OSError as err:
         if err.errno in (errno.ELOOP, errno.ENOENT):
             why = "a loop of symbolic links" if err.errno == errno.ELOOP else "a symbolic link that leads nowhere"
