@@ -523,6 +523,8 @@ def _read_npz(path: Path, min_samples: int) -> CountData:
             if key in keys:
                 name = key + ".npy" if key + ".npy" in z.zip.namelist() else key
                 info = z.zip.getinfo(name)
+                if info.flag_bits & 0x1:
+                    raise InputError(f"{path}: the array {key!r} is encrypted; save the archive without a password.")
                 with z.zip.open(info) as fh:  # only its header is read (inflated) here
                     _check_npy_size(fh, info.file_size, f"{path} (array {key!r})")
         counts = _npz_member(z, path, "counts", checks, keep_float64=False)
