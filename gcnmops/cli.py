@@ -157,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     conv.add_argument("input", help="counts, as for run (text and Parquet tables are read in parts of rows)")
     _add_input_options(conv)
     conv.add_argument("-o", "--output", required=True, help="the Zarr store to write (a folder, e.g. counts.zarr; "
-                                                             "replaced if it is one)")
+                                                             "a count store there is replaced)")
     conv.add_argument("--rows", type=int, help="rows per part read from a text or Parquet table (default: ~64 MB of "
                                                "text, 262,144 Parquet rows)")
     _add_casemode(sub, run)
@@ -260,11 +260,14 @@ def _add_casemode(sub, run) -> None:
 def _reference_build(args) -> int:
     gpu = _gpu_warmup(args)
     from .casemode import build_reference
+    from .casemode.reference import is_reference_store
+    from .files import check_target
     from .pipeline.methods import RUN_ARGS, build_params
 
     method = METHODS[args.method]
     kwargs = {k: v for k, v in _method_kwargs(args, method).items() if k not in RUN_ARGS}
     build_params(method.name, kwargs)  # before reading the input
+    check_target(args.output, is_reference_store, "the reference")
     _set_threads(args.threads)
     t0 = time.perf_counter()
     if gpu is not None:
@@ -584,10 +587,12 @@ def _run_streaming(args, method, gpu) -> int:
 
 
 def _convert(args) -> int:
-    from .io.store import convert_counts, open_count_store
+    from .files import check_target
+    from .io.store import convert_counts, is_count_store, open_count_store
 
     if args.rows is not None and args.rows < 1:
         raise InputError(f"--rows must be at least 1, not {args.rows}")
+    check_target(args.output, is_count_store, "the count store")  # before reading the input
     t0 = time.perf_counter()
     source = args.input
     if args.coordinates != "auto":  # a convention said: the table is read whole with it
@@ -781,6 +786,9 @@ def entry() -> None:
             stream.flush()
         except (OSError, ValueError):  # a closed pipe or stream: nothing more can reach it
             pass
+    from .jitcache import remove_temporary
+
+    remove_temporary()  # os._exit runs no exit handlers
     os._exit(code)
 
 

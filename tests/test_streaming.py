@@ -425,7 +425,7 @@ def test_bad_input(tmp_path):
         (("run", tmp_path / "nothere.zarr"), "not found"),
         (("run", tmp_path / "c.tsv", "--keep", "all"), "--stream only"),
         (("convert", tmp_path / "nothere.tsv", "-o", tmp_path / "x.zarr"), "not found"),
-        (("convert", tmp_path / "c.tsv", "-o", tmp_path / "c.tsv"), "not a Zarr store"),
+        (("convert", tmp_path / "c.tsv", "-o", tmp_path / "c.tsv"), "existing file"),
     ]
     for args, message in cases:
         if args[0] == "run":

@@ -80,6 +80,10 @@ def jit_nofma(kernel, **options):
         _install_nofma()
         options["lto"] = False
     options.setdefault("cache", jitcache.caching())  # not where no folder can be written
+    if options["cache"] and not config.ENABLE_CUDASIM:
+        from numba.cuda.core.caching import IndexDataCacheFile
+
+        jitcache.tolerate_damaged(IndexDataCacheFile)  # a damaged cache file: compiled again
     # the function form: numba-cuda 0.30's cuda.jit(**options)(kernel) drops the lto option
     return cuda.jit(kernel, **options)
 

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import InputError
+from ..files import umask
 
 
 @contextmanager
@@ -39,13 +40,6 @@ def signals_held():
             signal.signal(sig, handler)
         if came:
             signal.raise_signal(came[0])
-
-
-def current_umask() -> int:
-    """The process's umask (read without changing it)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def temp_beside(path: Path) -> Path:
@@ -95,7 +89,7 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
         tmp = temp_beside(path)
         try:
             write(tmp)
-            publish(tmp, path, 0o666 & ~current_umask())
+            publish(tmp, path, 0o666 & ~umask())
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise

@@ -31,6 +31,7 @@ import csv
 import gzip
 import logging
 import lzma
+import math
 import os
 import re
 import zipfile
@@ -540,6 +541,14 @@ def _read_npz(path: Path, min_samples: int) -> CountData:
                 f"{path} has no array 'counts' (found: {', '.join(sorted(keys)) or 'none'}); save the "
                 "regions x samples matrix as counts=..., optionally with sample_names, seqnames, start, end."
             )
+        for key in ("counts", "sample_names", "seqnames", "start", "end"):
+            if key in keys:
+                name = key + ".npy" if key + ".npy" in z.zip.namelist() else key
+                info = z.zip.getinfo(name)
+                if info.flag_bits & 0x1:
+                    raise InputError(f"{path}: the array {key!r} is encrypted; save the archive without a password.")
+                with z.zip.open(info) as fh:  # only its header is read (inflated) here
+                    _check_npy_size(fh, info.file_size, f"{path} (array {key!r})")
         counts = _npz_member(z, path, "counts", checks, keep_float64=False)
         names = z["sample_names"] if "sample_names" in keys else None
         coords = {k: _npz_member(z, path, k, checks) for k in ("seqnames", "start", "end") if k in keys}
@@ -717,8 +726,54 @@ def _seqname_objects(values: np.ndarray):
     return pd.Series(out, dtype=object)
 
 
+def _check_npy_size(fh, size: int, what: str) -> None:
+    """Refuse, before anything is allocated, the .npy array read from ``fh`` (at its start; ``size`` bytes, its
+    real, uncompressed length) whose header's shape x itemsize is not the data that follows (a damaged file, or a
+    header claiming a huge array) or would not fit in the available memory (``available_memory``): InputError."""
+    version = np.lib.format.read_magic(fh)
+    if version == (1, 0):
+        shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
+    elif version == (2, 0):
+        shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
+    else:
+        return  # a newer layout: np.load checks it
+    if dtype.hasobject:
+        return  # refused by np.load (no pickles)
+    nbytes = math.prod(shape) * dtype.itemsize
+    data = size - fh.tell()
+    if nbytes != data:
+        raise InputError(f"{what}: the header claims an array of shape {shape} ({nbytes:,} bytes of "
+                         f"{dtype}), but {data:,} bytes of data follow: the file is damaged or not a .npy array "
+                         "numpy wrote.")
+    available = available_memory()
+    if available is not None and nbytes > available:
+        raise InputError(f"{what} is an array of shape {shape} ({nbytes / 1e9:,.1f} GB in memory), more than the "
+                         f"memory available ({available / 1e9:,.1f} GB): nothing was read. Convert it with "
+                         "`gcnmops convert` and run with --stream, or use a machine with more memory.")
+
+
+def available_memory() -> int | None:
+    """Bytes of memory this process can still take (the system's available memory, within a cgroup's limit),
+    or None where the system does not say."""
+    found = []
+    try:
+        with open("/proc/meminfo") as fh:
+            found += [int(line.split()[1]) * 1024 for line in fh if line.startswith("MemAvailable:")]
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit.isdigit():
+            found.append(int(limit) - int(Path("/sys/fs/cgroup/memory.current").read_text()))
+    except (OSError, ValueError):
+        pass
+    return max(0, min(found)) if found else None
+
+
 def _read_npy(path: Path, min_samples: int) -> CountData:
     try:
+        with open(path, "rb") as fh:
+            _check_npy_size(fh, os.fstat(fh.fileno()).st_size, str(path))
         arr = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as e:
         raise InputError(f"Cannot read {path} as a .npy array: {e}") from None

@@ -16,10 +16,11 @@ The result store of a streamed run is ``gcnmops.outputs.resultstore``'s (chunked
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
+import re
 import shutil
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ import pandas as pd
 from ..data import (CountData, check_names, chromosome_blocks, make_count_data, rows_grouped, unsorted_rows,
                     usable_cores, validate_counts, validate_ranges)
 from ..errors import InputError
+from ..files import check_target, holds_only, publish_folder, remove_stale, temp_folder
 
 #: the Zarr array of the counts in a count store, and the file of its regions beside it
 COUNTS = "counts"
@@ -62,6 +64,26 @@ def create_array(path: str, shape: tuple, chunks: tuple, dtype, compress: bool =
 def is_zarr_path(p: Path) -> bool:
     """A Zarr store's folder (by name or by its metadata files)."""
     return p.suffix == ".zarr" or (p.is_dir() and any((p / f).exists() for f in (".zarray", ".zgroup", "zarr.json")))
+
+
+def is_count_store(path: Path) -> bool:
+    """True when the folder ``path`` is a count store gcnmops wrote (``convert``, ``save_counts``): a Zarr group
+    naming its samples that holds nothing but its counts array and regions (``CountStoreWriter`` replaces only
+    such a folder)."""
+    attrs = None
+    for name, key in ((".zattrs", None), ("zarr.json", "attributes")):  # zarr 2, zarr 3
+        try:
+            meta = json.loads((path / name).read_text())
+        except (OSError, ValueError):
+            continue
+        attrs = meta.get(key) if key and isinstance(meta, dict) else meta
+        break
+    return isinstance(attrs, dict) and "sample_names" in attrs and holds_only(path, _COUNT_STORE_FILES.match)
+
+
+#: the files of a count store, relative names (zarr 2 and zarr 3 layouts)
+_COUNT_STORE_FILES = re.compile(r"^(\.zgroup|\.zattrs|\.zmetadata|zarr\.json|" + re.escape(RANGES_FILE) + r"|" +
+                                COUNTS + r"(/(\.zarray|\.zattrs|zarr\.json|\d+(\.\d+)*|c(/\d+)*))?)$")
 
 
 def store_chunks(m: int, n: int, itemsize: int) -> tuple[int, int]:
@@ -308,11 +330,10 @@ class CountStoreWriter:
     (``integral_dtype``), widened (int64, float64) should a later part need it."""
 
     def __init__(self, path, n: int, sample_names: list[str], m_hint: int | None = None):
-        self.path = Path(path)
-        if self.path.exists() and not is_zarr_path(self.path):
-            raise InputError(f"{self.path} exists and is not a Zarr store: choose another name (-o).")
+        self.path = check_target(path, is_count_store, "the count store")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent))
+        remove_stale(self.path.parent)  # of a conversion killed outright
+        self.tmp = temp_folder(self.path)
         self.n, self.names, self.m_hint = n, list(sample_names), m_hint
         self.m = 0
         self.array = None
@@ -358,14 +379,7 @@ class CountStoreWriter:
             group.attrs["col_sums"] = [int(v) for v in self.sums]
         if self.ranges:
             pd.concat(self.ranges, ignore_index=True).to_parquet(self.tmp / RANGES_FILE, index=False)
-        old = None
-        if self.path.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.", suffix=".old.tmp", dir=self.path.parent))
-            os.rmdir(old)
-            os.replace(self.path, old)
-        os.replace(self.tmp, self.path)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        publish_folder(self.tmp, self.path)
         return self.path
 
     def abort(self) -> None:

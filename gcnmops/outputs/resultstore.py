@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..files import umask
 from ..io.atomic import signals_held
 from ..io.store import CHUNK_BYTES, RANGES_FILE, create_array, zarr_module
 from ..result import CNVDetectionResult, ResultCounts
@@ -97,6 +98,7 @@ class ResultStore:
         the background writes are done."""
         self.wait()
         self._stop()
+        os.chmod(self.tmp, 0o777 & ~umask())  # mkdtemp made it private; the folder as the umask says
         final = self.outdir / MATRIX_STORE
         if final.exists():
             self.old = Path(tempfile.mkdtemp(prefix=f".{MATRIX_STORE}.", suffix=".old.tmp", dir=self.outdir))

@@ -52,7 +52,8 @@ import pandas as pd
 
 from ..data import usable_cores
 from ..errors import InputError
-from ..io.atomic import TEMPORARY, current_umask, output_error, publish, signals_held, temp_beside
+from ..files import remove_inside, umask
+from ..io.atomic import TEMPORARY, output_error, publish, signals_held, temp_beside
 from ..progress import ticker
 from .callfiles import (VcfOptions, bed_cnvr, bed_cnvs, bed_max_position, bgzip, have_pysam, index_suffix,
                         sample_vcf_name, seg_table, tabix, vcf_max_position, write_vcf)
@@ -146,6 +147,7 @@ class _Batch:
         if path.is_dir():
             raise InputError(f"{str(path)!r} is a folder, where gcnmops writes a file: move it away or write to "
                              "another folder (-o).")
+        _check_no_link(self.outdir, path.parent)
         with signals_held():  # what is made on disk is recorded, for ``abort``, before a signal can unwind
             if path.parent != self.outdir and not path.parent.is_dir():
                 path.parent.mkdir()
@@ -197,7 +199,7 @@ class _Batch:
         old = manifest.read_text().split("\n") if manifest.is_file() else []
         names = sorted(path.relative_to(self.outdir).as_posix() for _, path in self.staged)
         self.write(MANIFEST, lambda t: t.write_text("".join(f"{n}\n" for n in names)), inline=True)
-        mode = 0o666 & ~current_umask()
+        mode = 0o666 & ~umask()
         published = 0
         try:
             for tmp, path in self.staged:
@@ -212,15 +214,9 @@ class _Batch:
         return [path for _, path in self.staged if path.name != MANIFEST]
 
     def _remove_earlier(self, name: str) -> None:
-        """Remove the file ``name`` of an earlier run's manifest (and its folder, when that is left empty)."""
-        parts = Path(name).parts
-        if Path(name).is_absolute() or ".." in parts or len(parts) > 2:
-            return  # not a name this module writes
-        path = self.outdir / name
-        if path.is_file() or path.is_symlink():
-            path.unlink(missing_ok=True)
-        if len(parts) == 2 and path.parent.is_dir() and not any(path.parent.iterdir()):
-            path.parent.rmdir()
+        """Remove the file ``name`` of an earlier run's manifest (and its folder, when that is left empty), only
+        where it lies inside the folder: no link followed, a regular file of this user's (``files.remove_inside``)."""
+        remove_inside(self.outdir, name)
 
 
 # -------------------------------------------------------------------------------------------------
@@ -339,7 +335,17 @@ def check_output_folder(outdir) -> Path:
     if not os.access(parent, os.W_OK | os.X_OK):
         raise InputError(f"The output folder {str(outdir)!r} cannot be written: no write permission in "
                          f"{str(parent)!r}.")
+    for sub in SUBFOLDERS:
+        _check_no_link(outdir, outdir / sub)
     return outdir
+
+
+def _check_no_link(outdir: Path, folder: Path) -> None:
+    """An InputError when ``folder``, below ``outdir``, is a symbolic link: files are written only inside the
+    output folder."""
+    if folder != outdir and folder.is_symlink():
+        raise InputError(f"{str(folder)!r} is a symbolic link, where gcnmops writes files into a folder of its own "
+                         f"inside {str(outdir)!r}: remove the link, or write to another folder (-o).")
 
 
 #: more files of a write_result batch: extra(sizes) -> (name relative to the folder, write(tmp)) pairs
