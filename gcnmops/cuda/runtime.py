@@ -368,15 +368,6 @@ def device_copy(host: np.ndarray):
             cupy.cuda.get_current_stream().synchronize()  # the copy has read the pages before they are released
 
 
-def current_device() -> int:
-    """This thread's current device for cupy (0 in the CUDA simulator)."""
-    if simulating():
-        return 0
-    import cupy
-
-    return int(cupy.cuda.runtime.getDevice())
-
-
 def on_device(device_id: int) -> ExitStack:
     """Context manager: ``device_id`` is this thread's current device for cupy and numba (their allocations,
     copies and launches go there); nothing in the CUDA simulator (one simulated device)."""

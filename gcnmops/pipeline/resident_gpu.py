@@ -24,14 +24,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..cuda import plan as memory_plan
-from ..cuda.runtime import Landing, current_device, device_copy, device_module, simulating
+from ..cuda.runtime import Landing, device_copy, device_module, simulating
 from ..data import CountData
 from ..model import fit_on_device
 from ..model.spec import ModelOutput
 from ..normalization import normalize_in_place_on_device, sample_coverage
 from ..progress import timed_stage
 from .plan import RunPlan
-from .blocks import Genome, Normalized
+from .blocks import Normalized
 
 
 @dataclass
@@ -42,20 +42,16 @@ class DeviceModel:
     sini: object
 
 
-def normalize_and_fit_resident(plan: RunPlan, data: CountData, timings: dict, genome: Genome | None = None,
-                               out: ModelOutput | None = None, devices=None, max_device_memory: int | None = None,
-                               gpu_stats: dict | None = None,
+def normalize_and_fit_resident(plan: RunPlan, data: CountData, timings: dict, out: ModelOutput | None = None,
+                               devices=None, max_device_memory: int | None = None, gpu_stats: dict | None = None,
                                **fit_options) -> tuple[Normalized, ModelOutput, DeviceModel] | None:
-    """Normalization and model of a block on the GPU, device-resident: (Normalized with the host's
-    normalizedData, host ModelOutput, DeviceModel); None where it does not fit the device or ``devices`` names
-    several devices or another than the current one (the caller runs the stages from host memory). Stage
-    seconds go into ``timings`` ("normalize", "model"), the sub-stage seconds and counts into ``gpu_stats``
-    (norm_* of the normalization, model_resident, model_launches, model_store_posteriors; the result's
-    ``gpu_stats``).
+    """Normalization and model of the whole matrix on the GPU, device-resident: (Normalized with the host's
+    normalizedData, host ModelOutput, DeviceModel); None where it does not fit the device or several devices are
+    asked for (the caller runs the stages from host memory). Stage seconds go into ``timings`` ("normalize",
+    "model"), the sub-stage seconds and counts into ``gpu_stats`` (norm_* of the normalization, model_resident,
+    model_launches, model_store_posteriors; the result's ``gpu_stats``).
 
-    ``genome``: what the block needs of the whole matrix (norm 2's coverages) when it is not the whole matrix
-    (the caller has checked that its own column sums decide its normalization). ``out``: host arrays the
-    model's results are copied into; ``fit_options``: ``chunk_rows`` (rows per launch),
+    ``out``: host arrays the model's results are copied into; ``fit_options``: ``chunk_rows`` (rows per launch),
     ``config`` and ``stats`` of model.gpu.fit_gpu_device.
     """
     gpu_stats = {} if gpu_stats is None else gpu_stats
@@ -67,9 +63,7 @@ def normalize_and_fit_resident(plan: RunPlan, data: CountData, timings: dict, ge
     copies = 2 if plan.uses_coverage else 1
     free = xp.cuda.Device().mem_info[0] + xp.get_default_memory_pool().free_bytes() if xp is not np else 1 << 40
     need = memory_plan.resident_bytes(m, N, n, params.return_posterior, input_copies=copies)
-    one = [devices] if isinstance(devices, int) else list(devices) if isinstance(devices, (list, tuple)) else None
-    if (devices is not None and one != [current_device()]) or need > memory_plan.memory_budget(free,
-                                                                                              max_device_memory):
+    if devices not in (None, 0, [0]) or need > memory_plan.memory_budget(free, max_device_memory):
         return None
     copier = None
     with Landing() as landing:
@@ -88,7 +82,7 @@ def normalize_and_fit_resident(plan: RunPlan, data: CountData, timings: dict, ge
                     if normalized is None:  # normalized on the device: copied back while the model runs
                         normalized, copier = _copy_back(d_norm, landing)
                     if plan.uses_coverage:
-                        cov = sample_coverage(counts) if genome is None else genome.cov
+                        cov = sample_coverage(counts)
             with timed_stage(timings, "model"):
                 stats = fit_options.get("stats", {})
                 options = {k: v for k, v in fit_options.items() if k in ("chunk_rows", "config")}

@@ -104,17 +104,15 @@ def normalize_and_fit(plan: RunPlan, held: list[CountData], timings: dict, *, co
                       **fit_options) -> tuple[Normalized, ModelOutput, object]:
     """(Normalized, ModelOutput, the model's device-resident outputs or None) of the block in ``held`` (a list
     holding its CountData, emptied here: its counts go once no stage needs them), timed ("normalize", "model").
-    The EM on the GPU backend runs device-resident where it fits the device (resident_gpu.py: the counts copied
-    in once, the normalized data and sINI left there for the next stage), on a block of some chromosomes too where
-    its own column sums suffice (``_own_sums_suffice``)."""
+    The EM on the GPU backend over the whole matrix runs device-resident where it fits the device
+    (resident_gpu.py: the counts copied in once, the normalized data and sINI left there for the next stage)."""
     gpu_stats = {} if gpu_stats is None else gpu_stats
     data = held.pop()
     blocks = data.blocks()
-    if plan.backend is Backend.GPU and plan.kind is ModelKind.EM and _own_sums_suffice(genome, data.counts):
+    if plan.backend is Backend.GPU and plan.kind is ModelKind.EM and genome is None:
         from .resident_gpu import normalize_and_fit_resident
 
-        done = normalize_and_fit_resident(plan, data, timings, genome=genome, out=out, gpu_stats=gpu_stats,
-                                          **fit_options)
+        done = normalize_and_fit_resident(plan, data, timings, out=out, gpu_stats=gpu_stats, **fit_options)
         if done is not None:
             return done
     with timed_stage(timings, "normalize"):
@@ -130,13 +128,6 @@ def normalize_and_fit(plan: RunPlan, held: list[CountData], timings: dict, *, co
             gpu_stats.update(model_resident=False, model_launches=stats["n_chunks"],
                              model_store_posteriors=stats["store_posteriors"])
     return norm, fitted, None
-
-
-def _own_sums_suffice(genome: Genome | None, counts: np.ndarray) -> bool:
-    """Whether the block's normalization is the same with its own column sums as with the genome's: the block
-    is the whole matrix, or every sample has reads in it (the genome's totals then decide nothing: no zero
-    column, every size factor defined)."""
-    return genome is None or genome.colsums is None or bool((counts != 0).any(axis=0).all())
 
 
 def model_result(plan: RunPlan, regions: Regions, norm: Normalized, out: ModelOutput, timings: dict,
@@ -197,5 +188,5 @@ def run_block(plan: RunPlan, data: CountData | list[CountData], *, controls: Cou
     return finish_block(plan, regions, norm, fitted, timings, device, gpu_stats)
 
 
-__all__ = ["Genome", "Normalized", "Regions", "normalize", "fit", "normalize_and_fit", "model_result",
-           "segment_and_call", "finish_block", "run_block", "MODEL_DONE"]
+__all__ = ["Genome", "Normalized", "Regions", "normalize", "fit", "normalize_and_fit", "model_result", "segment_and_call",
+           "finish_block", "run_block", "MODEL_DONE"]
