@@ -28,8 +28,8 @@ except for the single-process reference.
 - ``gpu``: the single-process ``gcnmops.cn_mops(backend="gpu")`` on GPU 0, then dask-cuda LocalCUDACluster
   on the first g GPUs (one worker per GPU with t task threads, backend "gpu"), g in ``--gpus``, t in
   ``--threads``; each run compared with the single-process result. Needs GPUs and ``pip install dask-cuda``.
-- ``devices``: one process, ``gcnmops.cn_mops(backend="gpu", devices=[0..g-1])`` for g in ``--gpus`` (several:
-  whole chromosomes on every device, pipeline/multigpu.py), each compared with the one-GPU result; the cohort in
+- ``devices``: one process, whole chromosomes on GPUs 0..g-1 (``pipeline.multigpu.run_on_devices``) for g in
+  ``--gpus`` (g = 1: ``gcnmops.cn_mops(backend="gpu")``), each compared with the one-GPU result; the cohort in
   memory, best of ``--repeat`` after a warm-up on every device.
 - ``batch``: ``gcnmops batch`` on ``--experiments`` count files with 1..k CPU worker processes.
 - ``gpu-stream``: ``gcnmops.run_streaming`` (one process, one GPU or the CPU: ``--backend``) from a count store
@@ -326,15 +326,24 @@ def run_devices(args) -> dict:
     data = read_cohort(write_cohort(tmp / "cohort.zarr", m, n, args.seed))
     shutil.rmtree(tmp, ignore_errors=True)
     out: dict = {"regions": m, "samples": n, "cores": os.cpu_count(), "runs": []}
+    from gcnmops.params import METHODS
+    from gcnmops.pipeline.multigpu import run_on_devices
+    from gcnmops.pipeline.plan import RunPlan
+
+    def run(counts: gcnmops.CountData, g: int):
+        if g == 1:
+            return gcnmops.cn_mops(counts, backend="gpu")
+        row = METHODS["cn.mops"]
+        return run_on_devices(RunPlan.build(row, row.params(), "gpu", counts.n_regions), counts, list(range(g)), {})
+
     warm = gcnmops.CountData(data.counts[:60_000], data.sample_names, data.ranges.iloc[:60_000])
     ref = None
     for g in args.gpus:
-        devices = list(range(g))
-        gcnmops.cn_mops(warm, backend="gpu", devices=devices)  # every device loads its kernels
+        run(warm, g)  # every device loads its kernels
         best = None
         for _ in range(args.repeat):
             t0 = time.perf_counter()
-            res = gcnmops.cn_mops(data, backend="gpu", devices=devices)
+            res = run(data, g)
             whole = time.perf_counter() - t0
             if best is None or whole < best[0]:
                 best = (whole, dict(res.timings))

@@ -3,7 +3,7 @@ running the stage order; the result equals the whole matrix run bit for bit.
 
 Without a GPU the placement, the per-device threads and the assembly run on the CPU backend (two workers, the
 device switch a no-op) and, in numba's CUDA simulator, with the GPU stages on chromosome blocks; on a machine
-with several GPUs (``pytest -m gpu``) through ``cn_mops(..., devices="all")``.
+with several GPUs (``pytest -m gpu``) on every device.
 """
 from __future__ import annotations
 
@@ -127,10 +127,12 @@ def test_sim_gpu_stages_on_chromosome_blocks(cuda_simulator, name):
 
 @pytest.mark.gpu
 def test_every_gpu_equals_the_cpu():
-    """``cn_mops(devices="all")`` on this machine's GPUs (several: chromosomes on every device) equals the CPU."""
-    import gcnmops
+    """Chromosomes on every GPU of this machine equal the CPU's run of the whole matrix."""
+    from gcnmops.cuda.probe import device_ids
 
     data = cohort(sizes=(40_000, 65_000, 12_000, 4, 30_000, 55_000), n=24, seed=9)
     for params in ({}, {"norm": 2, "return_posterior": True}):
-        assert_same(gcnmops.cn_mops(data, backend="gpu", devices="all", **params),
-                    gcnmops.cn_mops(data, backend="cpu", **params))
+        p = METHODS["cn.mops"].params(**params)
+        gpu = multigpu.run_on_devices(RunPlan(METHODS["cn.mops"], p, Backend.GPU, data.n_regions), data,
+                                      device_ids("all"), {})
+        assert_same(gpu, run_block(RunPlan(METHODS["cn.mops"], p, Backend.CPU, data.n_regions), data))

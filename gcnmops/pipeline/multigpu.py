@@ -6,9 +6,13 @@ cn.mops normalizes and segments per chromosome and fits every region on its own,
 needs of the rest only what ``stages.Genome`` holds (each sample's total count, norm 2's coverages), computed first
 on the whole matrix. A device's thread takes the largest chromosome not yet taken (the longest first, so the
 devices finish together), makes it the thread's current device (cuda.runtime.on_device) and runs the stages
-there: normalization, the model, the segmentation's statistic on that GPU, their host passes on the thread's share
-of the cores (numba's thread count is per thread). The call tables are gathered in chromosome order (blocks.BlockTables): the result is the single-GPU
-and the CPU result, bit for bit.
+there: normalization, the model, the segmentation's statistic on that GPU, their host passes on the thread's
+share of the cores (numba's thread count is per thread). The call tables are gathered in chromosome order
+(blocks.BlockTables): the result is the single-GPU and the CPU result, bit for bit.
+
+Not yet the default of ``cn_mops(devices=...)`` (which shares the model's rows among the devices): the
+segmentation's host passes, which every device's thread shares the same cores for, dominate the run, so placing
+chromosomes on more GPUs does not shorten it yet (benchmarks/RESULTS.md, "Several GPUs").
 """
 from __future__ import annotations
 

@@ -188,5 +188,5 @@ def run_block(plan: RunPlan, data: CountData | list[CountData], *, controls: Cou
     return finish_block(plan, regions, norm, fitted, timings, device, gpu_stats)
 
 
-__all__ = ["Genome", "Normalized", "Regions", "normalize", "fit", "normalize_and_fit", "model_result", "segment_and_call",
-           "finish_block", "run_block", "MODEL_DONE"]
+__all__ = ["Genome", "Normalized", "Regions", "normalize", "fit", "normalize_and_fit", "model_result",
+           "segment_and_call", "finish_block", "run_block", "MODEL_DONE"]

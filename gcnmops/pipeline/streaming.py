@@ -269,8 +269,9 @@ def _shapes(kept: list[str], m: int, N: int, n: int) -> dict:
     return {name: every[name] for name in kept}
 
 
-def _stream(store: CountStore, plan: RunPlan, genome: Genome, kept: list[str], rstore: ResultStore, sparse, integer: bool,
-            timings: dict, on_chromosome, outdir: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def _stream(store: CountStore, plan: RunPlan, genome: Genome, kept: list[str], rstore: ResultStore, sparse,
+            integer: bool, timings: dict, on_chromosome, outdir: Path
+            ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Every chromosome through the pipeline, the next one read ahead and the last one's matrices written behind
     (see the module docstring); the call tables (integer labels where asked)."""
     blocks = store.blocks
