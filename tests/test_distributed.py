@@ -256,7 +256,11 @@ def _edge_matrix() -> tuple[np.ndarray, np.ndarray]:
 
 
 @pytest.mark.parametrize("norm_type,size_factor", [("poisson", "mode"), ("mode", "mode"), ("mean", "mean")])
-def test_normalize_warnings_and_errors_as_single_process(norm_type, size_factor):
+@pytest.mark.parametrize("where", ["here", "cluster"])
+def test_normalize_warnings_and_errors_as_single_process(request, where, norm_type, size_factor):
+    """The single-process warnings, in chromosome order, and its error (chromosome D's), whether the blocks run in
+    this process or on the workers (their warnings and errors raised again in the client, in block order)."""
+    client = request.getfixturevalue("client") if where == "cluster" else False
     x, chrom = _edge_matrix()
 
     def run(fn):
@@ -269,7 +273,7 @@ def test_normalize_warnings_and_errors_as_single_process(norm_type, size_factor)
         return out, [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
 
     ref, ref_warn = run(lambda: gcnmops.normalize_chromosomes(x, chrom, norm_type=norm_type, size_factor=size_factor))
-    ours, our_warn = run(lambda: gd.normalize_chromosomes(x, False, chromosomes=chrom, norm_type=norm_type,
+    ours, our_warn = run(lambda: gd.normalize_chromosomes(x, client, chromosomes=chrom, norm_type=norm_type,
                                                           size_factor=size_factor, rows_per_chunk=64,
                                                           samples_per_chunk=2).compute())
     assert our_warn == ref_warn and ref_warn

@@ -157,9 +157,10 @@ def on_worker(fn, *args) -> Outcome:
     worker runs several tasks at once, and warnings.catch_warnings is not thread-safe) and an InputError returned
     rather than raised (the client raises the first one in the order of the tasks)."""
     with _hook_lock:
-        if not _hooked:
+        if not _hooked:  # once per worker process; gcnmops's warnings all reach the client, whose filters decide
             _hooked.append(warnings.showwarning)
             warnings.showwarning = _show
+            warnings.filterwarnings("always", module=r"gcnmops(\.|$)")
     _collector.sink = sink = []
     try:
         return Outcome(fn(*args), sink)
