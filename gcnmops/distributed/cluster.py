@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from ..errors import InputError
 
@@ -59,9 +60,9 @@ class Runner:
         self.client = client
 
     def place(self, obj):
-        """A numpy array of this process sent to the workers once (a future the tasks take as an argument);
-        anything else as it is."""
-        if self.client is None or not isinstance(obj, np.ndarray):
+        """A numpy array or a table of this process sent to the workers once (a future the tasks take as an
+        argument, rather than data in the task graph); anything else as it is."""
+        if self.client is None or not isinstance(obj, (np.ndarray, pd.DataFrame)):
             return obj
         return self.client.scatter(obj, hash=False)
 

@@ -214,7 +214,7 @@ def _run_blocks(runner: Runner, job: BlockJob, layout: Layout, cases: Matrix, ct
     calls, sizes = [], []
     for k, (b0, b1) in enumerate(layout.blocks):
         rows = slice(b0, b1)
-        ranges = None if cases.ranges is None else cases.ranges.iloc[rows].reset_index(drop=True)
+        ranges = None if cases.ranges is None else runner.place(cases.ranges.iloc[rows].reset_index(drop=True))
         calls.append((job, k, _placed(runner, cases, rows), None if ctrl is None else _placed(runner, ctrl, rows),
                       ranges))
         sizes.append(b1 - b0)
