@@ -125,25 +125,61 @@ def validate_counts(values: np.ndarray, what: str = "read count matrix", *, samp
     clean = _float64_if_clean(arr)  # the conversion and every check below in one parallel pass
     if clean is not None:
         return clean
-    if arr.dtype.kind in "iu" and arr.size and arr.max() > MAX_COUNT:  # before float64 rounds it
-        _too_large(arr, what, sample_names, ranges)
-    arr = np.asarray(arr, dtype=np.float64, order="F")
-    bad = ~np.isfinite(arr)
-    if bad.any():
-        r, c = np.argwhere(bad)[0]
-        raise InputError(
-            f"Read counts must be finite: the {what} holds {int(bad.sum())} NaN/Inf value(s), "
-            f"the first at {_cell(r, c, sample_names, ranges)}."
-        )
-    if (arr < 0).any():
-        r, c = np.argwhere(arr < 0)[0]
-        raise InputError(
-            f"Read counts must be non-negative: the {what} holds {int((arr < 0).sum())} negative value(s), "
-            f"the first at {_cell(r, c, sample_names, ranges)}."
-        )
-    if arr.size and arr.max() > MAX_COUNT:
-        _too_large(arr, what, sample_names, ranges)
-    return arr
+    problems = count_problems(arr)
+    if problems:
+        raise count_error(problems, what, sample_names, ranges)
+    return np.asarray(arr, dtype=np.float64, order="F")
+
+
+def count_problems(arr: np.ndarray) -> dict[str, tuple[int, int, int, object]]:
+    """The cells of a numeric (m, N) matrix that fail cn.mops's count checks, by check in the order
+    ``validate_counts`` applies them ("too_large" first for integers, before float64 would round them; "nonfinite",
+    "negative", "too_large"): {check: (how many, row, column, value) of the first such cell in row-major order}.
+    The problems of a matrix read in pieces are those of the pieces, merged by ``merge_count_problems``."""
+    out: dict = {}
+    checks = [("too_large", lambda a: a > MAX_COUNT)] if arr.dtype.kind in "iu" else []
+    checks += [("nonfinite", lambda a: ~np.isfinite(a)), ("negative", lambda a: a < 0),
+               ("too_large", lambda a: a > MAX_COUNT)]
+    for name, test in checks:
+        bad = test(arr)
+        if name not in out and bad.any():
+            r, c = np.argwhere(bad)[0]
+            out[name] = (int(bad.sum()), int(r), int(c), arr[r, c])
+    return out
+
+
+def merge_count_problems(parts: list[tuple[int, int, dict]]) -> dict[str, tuple[int, int, int, object]]:
+    """The ``count_problems`` of a matrix from those of its pieces: (first row, first column, problems) each."""
+    out: dict = {}
+    for r0, c0, problems in parts:
+        for name, (n, r, c, value) in problems.items():
+            first = (r0 + r, c0 + c, value)
+            if name in out:
+                total, *seen = out[name]
+                first = min(tuple(seen), first, key=lambda cell: cell[:2])
+                n += total
+            out[name] = (n, *first)
+    return out
+
+
+def count_error(problems: dict, what: str, sample_names=None, ranges=None) -> InputError:
+    """The InputError of the first of ``count_problems``' checks that failed (its count, its first cell)."""
+    integers = any(np.asarray(p[3]).dtype.kind in "iu" for p in problems.values())
+    order = ("too_large", "negative") if integers else ("nonfinite", "negative", "too_large")
+    name = next(k for k in order if k in problems)
+    n, r, c, value = problems[name]
+    cell = _cell(r, c, sample_names, ranges)
+    if name == "nonfinite":
+        return InputError(f"Read counts must be finite: the {what} holds {n} NaN/Inf value(s), the first at {cell}.")
+    if name == "negative":
+        return InputError(f"Read counts must be non-negative: the {what} holds {n} negative value(s), the first at "
+                          f"{cell}.")
+    shown = str(int(value)) if np.asarray(value).dtype.kind in "iu" else f"{float(value):.17g}"
+    return InputError(
+        f"Count {shown} in the {what} at {cell} exceeds 2^53 ({MAX_COUNT}), the largest whole number a float64 count "
+        f"holds exactly ({n} such value(s)); cn.mops cannot model such counts: check the input (an overflow, or a "
+        "wrong column?) or scale the counts down."
+    )
 
 
 #: matrices of fewer cells are converted and checked in one go; larger ones in blocks, on every core
@@ -263,19 +299,6 @@ def _cell(r: int, c: int, sample_names, ranges) -> str:
     if sample_names is not None and c < len(sample_names) and sample_names[c] is not None:
         sample += f" ({str(sample_names[c])!r})"
     return f"{region}, {sample}"
-
-
-def _too_large(arr: np.ndarray, what: str, sample_names, ranges) -> None:
-    over = arr > MAX_COUNT
-    r, c = np.argwhere(over)[0]
-    value = arr[r, c]
-    shown = str(int(value)) if arr.dtype.kind in "iu" else f"{value:.17g}"
-    raise InputError(
-        f"Count {shown} in the {what} at {_cell(r, c, sample_names, ranges)} exceeds 2^53 "
-        f"({MAX_COUNT}), the largest whole number a float64 count holds exactly ({int(over.sum())} such "
-        "value(s)); cn.mops cannot model such counts: check the input (an overflow, or a wrong column?) or "
-        "scale the counts down."
-    )
 
 
 def check_names(names, kind: str = "Sample name") -> None:

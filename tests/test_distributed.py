@@ -1,9 +1,10 @@
 """gcnmops.distributed: cn.mops on Dask equals the single-process run, bit for bit.
 
-A LocalCluster of 2 worker processes (1 thread each, a memory limit per worker) runs every golden case
-(small chunks, so each case spans several row chunks and sample groups) and a matrix larger than a
-worker's memory limit; normalizeChromosomes is checked for every normType x sizeFactor and its warnings
-and errors. The GPU test needs dask-cuda and a GPU (``-m gpu``).
+A LocalCluster of 2 worker processes (1 thread each, a memory limit per worker) runs every golden case (small
+chunks: each block of whole chromosomes stored in several row chunks and sample groups), every method and norm
+on a cohort of several chromosomes, and a matrix larger than a worker's memory limit; normalizeChromosomes is
+checked for every normType x sizeFactor and its warnings and errors. No run leaves its temporary store behind.
+The GPU test needs dask-cuda and a GPU (``-m gpu``).
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import os
 import threading
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -151,9 +153,10 @@ def _peak():
 
 
 def test_matrix_larger_than_a_workers_memory(client, tmp_path):
-    """A 1.6M x 48 matrix (614 MB of float64, in a Zarr store on disk) on 2 workers of 560 MB each (of which
-    ~350 MB is the worker itself with the engine loaded): no worker is killed, none exceeds its limit, and the
-    result equals the single-process one bit for bit. (First in the module: the workers are fresh.)"""
+    """A 1.6M x 48 matrix (614 MB of float64, in a Zarr store on disk; 32 chromosomes of 50,000 regions, each
+    block a task) on 2 workers of 560 MB each (of which ~350 MB is the worker itself with the engine loaded): no
+    worker is killed, none exceeds its limit, and the result equals the single-process one bit for bit. (First
+    in the module: the workers are fresh.)"""
     m, n = BIG_SHAPE
     rows = 20_000
     import zarr
@@ -163,7 +166,7 @@ def test_matrix_larger_than_a_workers_memory(client, tmp_path):
     full = np.empty((m, n), order="F")
     for a in range(0, m, rows):
         full[a:a + rows] = arr[a:a + rows] = big_chunk(a, min(m, a + rows), n)
-    ranges = pd.DataFrame({"seqnames": np.repeat(["chr1", "chr2", "chr3", "chr4"], m // 4),
+    ranges = pd.DataFrame({"seqnames": np.repeat([f"chr{k + 1}" for k in range(32)], m // 32),
                            "start": np.arange(m) * 1000 + 1, "end": np.arange(m) * 1000 + 1000})
     assert full.nbytes > MEMORY_LIMIT
     workers = set(client.scheduler_info()["workers"])
@@ -195,9 +198,8 @@ def _golden_cases():
 
 @pytest.mark.parametrize("case", _golden_cases())
 def test_golden_case_on_cluster(client, case):
-    """Each golden case on the cluster (rows in chunks of 700, samples in groups of 3, segmentation in groups
-    of ~2,000 rows of whole chromosomes) equals the single-process result (itself bit-identical to cn.mops),
-    integer copy numbers included."""
+    """Each golden case on the cluster (its chromosomes in blocks, stored in chunks of 700 rows x 3 samples)
+    equals the single-process result (itself bit-identical to cn.mops), integer copy numbers included."""
     import test_golden as tg
 
     ref, ref_integer = tg.run_case(case)
@@ -254,7 +256,11 @@ def _edge_matrix() -> tuple[np.ndarray, np.ndarray]:
 
 
 @pytest.mark.parametrize("norm_type,size_factor", [("poisson", "mode"), ("mode", "mode"), ("mean", "mean")])
-def test_normalize_warnings_and_errors_as_single_process(norm_type, size_factor):
+@pytest.mark.parametrize("where", ["here", "cluster"])
+def test_normalize_warnings_and_errors_as_single_process(request, where, norm_type, size_factor):
+    """The single-process warnings, in chromosome order, and its error (chromosome D's), whether the blocks run in
+    this process or on the workers (their warnings and errors raised again in the client, in block order)."""
+    client = request.getfixturevalue("client") if where == "cluster" else False
     x, chrom = _edge_matrix()
 
     def run(fn):
@@ -267,7 +273,7 @@ def test_normalize_warnings_and_errors_as_single_process(norm_type, size_factor)
         return out, [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
 
     ref, ref_warn = run(lambda: gcnmops.normalize_chromosomes(x, chrom, norm_type=norm_type, size_factor=size_factor))
-    ours, our_warn = run(lambda: gd.normalize_chromosomes(x, False, chromosomes=chrom, norm_type=norm_type,
+    ours, our_warn = run(lambda: gd.normalize_chromosomes(x, client, chromosomes=chrom, norm_type=norm_type,
                                                           size_factor=size_factor, rows_per_chunk=64,
                                                           samples_per_chunk=2).compute())
     assert our_warn == ref_warn and ref_warn
@@ -279,17 +285,81 @@ def test_normalize_warnings_and_errors_as_single_process(norm_type, size_factor)
 
 @pytest.mark.parametrize("change,message", [
     (lambda x: x.__setitem__((5, 1), np.nan), "Read counts must be finite: the read count matrix holds 1 NaN/Inf"),
-    (lambda x: x.__setitem__((7, 2), -1.0), "the first at region 8, sample 3"),
+    (lambda x: (x.__setitem__((7, 2), -1.0), x.__setitem__((300, 4), -2.0)), "the first at region 8 (A:8-8), sample 3"),
     (lambda x: x.__setitem__((slice(None), 4), 0.0), "Zero columns in readcount matrix. Sample(s) [5]"),
 ])
 def test_bad_counts_are_reported(change, message):
+    """The in-memory run's error for the whole matrix (how many bad values, the first one), though the first
+    pass reads the matrix in row ranges of 64 regions."""
     x, chrom = _edge_matrix()
     change(x)
+    ranges = pd.DataFrame({"seqnames": chrom, "start": np.arange(1, 591), "end": np.arange(1, 591)})
     with pytest.raises(InputError) as err:
-        gd.cn_mops(dask.array.from_array(x, chunks=(100, 6)), False,
-                   ranges=pd.DataFrame({"seqnames": chrom, "start": np.arange(1, 591), "end": np.arange(1, 591)}),
-                   backend="cpu", rows_per_chunk=64)
-    assert message in str(err.value)
+        gd.cn_mops(dask.array.from_array(x, chunks=(100, 6)), False, ranges=ranges, backend="cpu",
+                   rows_per_chunk=64)
+    with pytest.raises(InputError) as ref:
+        gcnmops.cn_mops(gcnmops.CountData(x, [f"Sample_{k + 1}" for k in range(6)], ranges), backend="cpu")
+    assert message in str(err.value) and str(err.value) == str(ref.value)
+
+
+def _chromosomes_cohort() -> tuple[gcnmops.CountData, gcnmops.CountData]:
+    """(cases, controls): 10 + 6 samples on 6 chromosomes of 120 to 900 regions, one of them without reads."""
+    data, _ = example_cohort(n_regions=2700, n_samples=16, seed=8, n_cnvs=30)
+    sizes = [900, 120, 600, 450, 330, 300]
+    names = np.repeat([f"chr{k + 1}" for k in range(len(sizes))], sizes)
+    start = np.concatenate([np.arange(n) * 25_000 + 1 for n in sizes])
+    ranges = pd.DataFrame({"seqnames": names, "start": start, "end": start + 24_999})
+    counts = np.array(data.counts, order="F")
+    counts[900:1020] = 0  # chr2: no reads (left as it is by the normalization)
+    cases = gcnmops.CountData(np.asfortranarray(counts[:, :10]), data.sample_names[:10], ranges)
+    controls = gcnmops.CountData(np.asfortranarray(counts[:, 10:]), data.sample_names[10:], ranges)
+    return cases, controls
+
+
+def _temporary_stores(folder) -> list:
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith("gcnmops-dask-"))
+
+
+@pytest.mark.parametrize("method,options", [
+    ("cn.mops", {"norm": 0, "return_posterior": True}), ("cn.mops", {"norm": 1, "return_posterior": True}),
+    ("cn.mops", {"norm": 2, "return_posterior": True}), ("haplo", {"norm": 2}), ("reference", {"norm": 1}),
+    ("reference", {"norm": 2, "return_posterior": True}), ("single", {}),
+])
+def test_blocks_equal_in_memory_run(client, tmp_path, monkeypatch, method, options):
+    """Blocks of whole chromosomes on the cluster (small ones merged into one block, the in-memory input sent
+    to the workers by blocks) give the in-memory result of every method bit for bit, every matrix and table
+    (the genome's column sums and coverages, referencecn.mops's controls' too, taken by the first pass); the
+    run's temporary store is gone at its end, or kept on request and read by the result."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    cases, controls = _chromosomes_cohort()
+    kwargs = dict(backend="cpu", min_width=3, **options)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        if method == "reference":
+            ref = gcnmops.reference_cn_mops(cases, controls, seg_algorithm="fast", **kwargs)
+            res = gd.cn_mops(cases, client, method=method, controls=controls, chunk_bytes=400 * 16 * 8,
+                             seg_algorithm="fast", **kwargs)
+        elif method == "single":
+            one = gcnmops.CountData(np.asfortranarray(cases.counts[:, :1]), cases.sample_names[:1], cases.ranges)
+            ref = gcnmops.single_cn_mops(one, seg_algorithm="fast", **kwargs)
+            res = gd.cn_mops(one, client, method=method, chunk_bytes=400 * 8, seg_algorithm="fast", **kwargs)
+        else:
+            ref = (gcnmops.haplo_cn_mops if method == "haplo" else gcnmops.cn_mops)(cases, **kwargs)
+            res = gd.cn_mops(cases, client, method=method, chunk_bytes=400 * 10 * 8, rows_per_chunk=256,
+                             samples_per_chunk=4, **kwargs)
+    assert len(ref.cnvs) > 0
+    assert _temporary_stores(tmp_path) == [], "a temporary store was left behind"
+    assert res.store == "" and len(res.local_assessments.chunks[0]) >= 6
+    assert_same_result(res.compute(), ref, f"{method} {options}")
+    if method == "cn.mops" and options["norm"] == 1:
+        kept = gd.cn_mops(cases, client, method=method, chunk_bytes=400 * 10 * 8, keep_work=True, **kwargs)
+        assert _temporary_stores(tmp_path) == [Path(kept.store).name]
+        assert_same_result(kept.compute(), ref, "kept store")
+        ours, want = kept.calc_integer_copy_numbers(), gcnmops.calc_integer_copy_numbers(ref)
+        for name in ("segmentation", "cnvs", "cnvr"):
+            pd.testing.assert_frame_equal(getattr(ours, name), getattr(want, name), check_exact=True)
 
 
 def test_inputs_and_arguments(tmp_path):

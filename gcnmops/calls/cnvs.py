@@ -65,13 +65,9 @@ def no_calls(sini: np.ndarray, sample_names: list[str]) -> Calls:
 
 
 def calls_from_segments(seg: pd.DataFrame, gr: pd.DataFrame, blocks, sample_names, upper_threshold,
-                        lower_threshold, min_width, use_median, *, m: int, n_samples: int,
-                        fill_individual: bool = True) -> Calls:
+                        lower_threshold, min_width, use_median, *, m: int, n_samples: int) -> Calls:
     """Individual calls, segmentation, CNVs and CNV regions from a segment table (block, sample, start,
-    end relative to the block, 1-based, mean, median) of any segmentation algorithm.
-
-    ``fill_individual=False``: the tables only (``Calls.individual_call`` is None; the distributed path fills
-    the (m, N) matrix per sample group on its workers)."""
+    end relative to the block, 1-based, mean, median) of any segmentation algorithm."""
     block = seg["block"].to_numpy()
     sample = seg["sample"].to_numpy()
     first = np.array([b for _, b, _ in blocks])[block]
@@ -81,7 +77,7 @@ def calls_from_segments(seg: pd.DataFrame, gr: pd.DataFrame, blocks, sample_name
     median = seg["median"].to_numpy(dtype=np.float64)
     stat = median if use_median else mean
 
-    individual = fill_by_segment(stat, sample, row_start, row_end, m, n_samples) if fill_individual else None
+    individual = fill_by_segment(stat, sample, row_start, row_end, m, n_samples)
 
     gr_start = gr["start"].to_numpy()
     gr_end = gr["end"].to_numpy()

@@ -1,10 +1,11 @@
 """Beyond one machine: cn.mops on a Dask cluster (``cn_mops``), inputs in Zarr (``save_counts``).
 
-The matrix is chunked by rows for the normalization statistics and the model (regions are independent)
-and by samples for the segmentation (whole chromosomes per sample); matrices pass through a Zarr store,
-results come back as Dask arrays over it and pandas tables. Runs on a ``dask.distributed`` LocalCluster
-(CPU worker processes), dask-jobqueue clusters (SLURM, PBS, ...) and dask-cuda workers (one GPU each);
-docs/scaling.md has the command lines. The answers are the single-process ones, bit for bit.
+Workers run blocks of whole chromosomes (small consecutive ones merged, the largest given out first) through the
+pipeline's stage order (``pipeline.stages.run_block``), after a first pass over the input for what crosses
+chromosomes (each sample's total count; norm=2's coverages); each block writes its matrices into the run's store
+and returns its call tables. Runs on a ``dask.distributed`` LocalCluster (CPU worker processes), dask-jobqueue or
+dask-kubernetes clusters (SLURM, PBS, Kubernetes, ...) and dask-cuda workers (one GPU each); docs/scaling.md has
+the recipes. The answers are the single-process ones, bit for bit.
 
 Needs the ``dask`` extra (``pip install 'gcnmops[dask]'``: dask[distributed], zarr); imported lazily.
 """

@@ -1,18 +1,26 @@
-"""The Dask side: which scheduler runs the tasks, how many numba threads a worker uses, chunk sizes from
-the workers' memory.
+"""The Dask side: which scheduler runs the tasks, how many numba threads a worker uses, sizes from the workers'
+memory.
 
-Every stage of the pipeline is a list of ``dask.delayed`` calls of plain functions (this package's task
-functions) computed at once; their results are small (statistics, segment tables), the matrices go through
-the working Zarr store. With a ``distributed.Client`` the tasks run on its workers (processes of a
-LocalCluster, dask-jobqueue jobs, dask-cuda workers with one GPU each); without one (``client=None`` and no
-current client) they run one after another in this process.
+A stage of the distributed run is a list of calls of a plain function (this package's task functions), each
+a ``dask.delayed`` call computed at once; their results are small (statistics, call tables), the matrices go into
+the run's store. With a ``distributed.Client`` the tasks run on its workers (processes of a LocalCluster,
+dask-jobqueue or dask-kubernetes jobs, dask-cuda workers with one GPU each; a scheduler address makes them any
+cluster's), the larger ones first; without one (``client=None`` and no current client) they run one after
+another in this process.
 """
 from __future__ import annotations
 
 import logging
 import os
 import threading
+import warnings
 from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
 
 log = logging.getLogger("gcnmops")
 
@@ -20,7 +28,8 @@ log = logging.getLogger("gcnmops")
 THREADS_ENV = "GCNMOPS_NUMBA_THREADS"
 #: process memory of an idle worker with gcnmops loaded (Python, numpy, pandas, numba, dask), bytes
 WORKER_BASELINE = 350 << 20
-#: the working set of a task is about this many times its chunk
+#: the working set of a task is about this many times its counts (normalized data, sINI, individual calls,
+#: the model's and the segmentation's scratch)
 TASK_FACTOR = 8
 MIN_CHUNK = 4 << 20
 MAX_CHUNK = 64 << 20
@@ -50,24 +59,32 @@ class Runner:
     def __init__(self, client) -> None:
         self.client = client
 
-    def scatter(self, obj):
-        """``obj`` sent once to the workers (a future the tasks take as an argument)."""
-        if self.client is None:
+    def place(self, obj):
+        """A numpy array or a table of this process sent to the workers once (a future the tasks take as an
+        argument, rather than data in the task graph); anything else as it is."""
+        if self.client is None or not isinstance(obj, (np.ndarray, pd.DataFrame)):
             return obj
-        return self.client.scatter(obj, broadcast=True, hash=False)
+        return self.client.scatter(obj, hash=False)
 
-    def compute(self, tasks: list) -> list:
-        if not tasks:
+    def run(self, fn, calls: list[tuple], priorities: list[int] | None = None) -> list:
+        """``fn(*args)`` for each ``args`` of ``calls`` (Dask arrays and futures among them computed first, as
+        the task's input), the results in the order of ``calls``; on a client's workers each call with its
+        priority (``priorities``: higher first)."""
+        import dask
+
+        if not calls:
             return []
-        if self.client is None:
-            import dask
-
-            return list(dask.compute(*tasks, scheduler="sync"))
-        futures = self.client.compute(tasks)
+        if self.client is None:  # one after another, in order: warnings and errors come as in one process
+            return [fn(*(a.compute(scheduler="sync") if dask.is_dask_collection(a) else a for a in args))
+                    for args in calls]
+        priorities = priorities or [0] * len(calls)
+        futures = [self.client.compute(dask.delayed(on_worker, pure=False)(fn, *args), priority=p)
+                   for args, p in zip(calls, priorities)]
         try:
-            return self.client.gather(futures)
+            outcomes = self.client.gather(futures)
         finally:
             del futures
+        return [outcome.replay() for outcome in outcomes]
 
     def worker_memory(self) -> tuple[int | None, int]:
         """(smallest memory limit of a worker in bytes or None if unlimited/unknown, most threads of a worker)."""
@@ -103,6 +120,57 @@ class Runner:
             self.client.run(_set_threads_env, n, workers=[addr])
 
 
+@dataclass
+class Outcome:
+    """What a task on a worker gives back: its ``value``, or the InputError it raised (``error``), and the
+    ``warnings`` it raised, as (category, message)."""
+
+    value: object
+    warnings: list
+    error: Exception | None = None
+
+    def replay(self):
+        """In the client: the task's warnings raised again, then its error raised or its value returned (in the
+        order of the tasks, so the first block's error is the run's, after the warnings of the blocks before it,
+        as in one process)."""
+        for category, message in self.warnings:
+            warnings.warn(message, category, stacklevel=4)
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+_collector = threading.local()
+#: warnings.showwarning as it was before ``on_worker`` first ran in this process
+_hooked: list = []
+_hook_lock = threading.Lock()
+
+
+def _show(message, category, filename, lineno, file=None, line=None):
+    sink = getattr(_collector, "sink", None)
+    if sink is None:
+        return _hooked[0](message, category, filename, lineno, file, line)
+    sink.append((category, str(message)))
+
+
+def on_worker(fn, *args) -> Outcome:
+    """``fn(*args)`` in a worker's task thread, its warnings collected for the client (a thread's own list: a
+    worker runs several tasks at once, and warnings.catch_warnings is not thread-safe) and an InputError returned
+    rather than raised (the client raises the first one in the order of the tasks)."""
+    with _hook_lock:
+        if not _hooked:  # once per worker process; gcnmops's warnings all reach the client, whose filters decide
+            _hooked.append(warnings.showwarning)
+            warnings.showwarning = _show
+            warnings.filterwarnings("always", module=r"gcnmops(\.|$)")
+    _collector.sink = sink = []
+    try:
+        return Outcome(fn(*args), sink)
+    except InputError as err:
+        return Outcome(None, sink, err)
+    finally:
+        _collector.sink = None
+
+
 def _set_threads_env(n: int) -> None:
     os.environ[THREADS_ENV] = str(n)
 
@@ -128,12 +196,13 @@ def task_threads():
 
 
 def chunk_bytes_for(memory_limit: int | None, threads: int) -> int:
-    """Bytes of input per task: the worker's memory above its baseline, shared by its task threads, over
-    a task's working set factor; within [4 MiB, 64 MiB]."""
+    """Bytes of counts per task where chromosomes are merged into blocks (and per column group of the first pass):
+    the worker's memory above its baseline, shared by its task threads, over a task's working set factor; within
+    [4 MiB, 64 MiB]. A chromosome larger than that is still one task."""
     if not memory_limit:
         return MAX_CHUNK
     free = max(0, int(memory_limit) - WORKER_BASELINE)
     return int(min(MAX_CHUNK, max(MIN_CHUNK, free // (max(1, threads) * TASK_FACTOR))))
 
 
-__all__ = ["Runner", "resolve_client", "task_threads", "chunk_bytes_for"]
+__all__ = ["Runner", "Outcome", "on_worker", "resolve_client", "task_threads", "chunk_bytes_for"]

@@ -1,63 +1,68 @@
-"""How a regions x samples matrix is cut into tasks: row chunks (whole rows, all samples) and sample
-groups (whole columns, all rows), and where the chromosomes fall in the row chunks."""
+"""Where the work is cut: blocks of whole chromosomes (the unit every task runs through the stage order), row
+ranges and groups of whole sample columns for the first pass, and the chunks of the stored matrices."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+#: tasks per worker thread the blocks are cut into at least, where chromosomes are small enough: load balance
+TASKS_PER_THREAD = 4
+#: rows x samples of a stored matrix's chunks by default: about 16 MB, at most 256 samples
+DEFAULT_CHUNK_BYTES = 16 << 20
+MAX_CHUNK_SAMPLES = 256
 
 
 @dataclass(frozen=True)
 class Layout:
-    """``m`` regions in row chunks of ``rows`` rows; ``blocks``: (chromosome, first row, end row) in row
-    order; ``sample_chunk``: samples per column group (and per Zarr chunk) of each stored matrix."""
+    """``m`` regions and ``blocks`` (first row, end row) of whole chromosomes, in row order; ``order``: the
+    blocks' indices largest first (the order their tasks are given to the scheduler); ``rows`` x ``samples``:
+    the chunks of the stored matrices."""
 
     m: int
+    blocks: list[tuple[int, int]]
     rows: int
-    blocks: list[tuple[str, int, int]]
-    sample_chunk: dict[str, int] = field(default_factory=dict)
+    samples: int
 
     @property
-    def row_chunks(self) -> list[tuple[int, int]]:
-        return [(a, min(self.m, a + self.rows)) for a in range(0, self.m, self.rows)]
+    def order(self) -> list[int]:
+        return sorted(range(len(self.blocks)), key=lambda k: self.blocks[k][0] - self.blocks[k][1])
 
-    def pieces(self, a: int, b: int) -> list[tuple[int, int, int]]:
-        """(block index, first, end) of each chromosome's rows within rows a:b, relative to a."""
-        out = []
-        for bi, (_, b0, b1) in enumerate(self.blocks):
-            lo, hi = max(a, b0), min(b, b1)
-            if lo < hi:
-                out.append((bi, lo - a, hi - a))
-        return out
+    def row_ranges(self, rows: int) -> list[tuple[int, int]]:
+        """Rows in ranges of at most ``rows`` (the first pass over row-chunked inputs)."""
+        return [(a, min(self.m, a + rows)) for a in range(0, self.m, max(1, rows))]
 
-    def column_groups(self, name: str, n_cols: int) -> list[tuple[int, int]]:
-        k = self.sample_chunk.get(name, n_cols)
-        return [(c, min(n_cols, c + k)) for c in range(0, n_cols, k)]
-
-    def chunks(self, name: str, n_cols: int) -> tuple[int, int]:
-        """The Zarr chunk shape of matrix ``name``."""
-        return (min(self.m, self.rows), max(1, min(n_cols, self.sample_chunk.get(name, n_cols))))
+    def row_chunks(self) -> tuple[int, ...]:
+        """The row chunks of a stored matrix: each block in chunks of ``rows``."""
+        return tuple(min(self.rows, b1 - a) for b0, b1 in self.blocks for a in range(b0, b1, self.rows))
 
 
-#: tasks per worker thread a stage is cut into at least (when the memory allows larger ones): load balance
-TASKS_PER_THREAD = 4
+def plan_layout(chromosomes: list[tuple[str, int, int]], n_columns: int, n_samples: int, *, chunk_bytes: int,
+                threads: int, rows_per_chunk: int | None = None, samples_per_chunk: int | None = None) -> Layout:
+    """Blocks of whole chromosomes: consecutive chromosomes merged while a block's counts (8 bytes x
+    ``n_columns`` per region: the cases, and referencecn.mops's controls) stay within ``chunk_bytes`` and its
+    regions within an even share of the work (TASKS_PER_THREAD blocks per worker thread); a chromosome larger
+    than that is a block alone, never cut (cn.mops normalizes and segments per chromosome).
+    ``rows_per_chunk`` x ``samples_per_chunk``: the stored matrices' chunks (default about
+    DEFAULT_CHUNK_BYTES, at most MAX_CHUNK_SAMPLES samples)."""
+    m = chromosomes[-1][2]
+    share = -(-m // (TASKS_PER_THREAD * max(1, threads)))
+    limit = max(1, min(share, chunk_bytes // (8 * max(1, n_columns))))
+    blocks: list[tuple[int, int]] = []
+    for _, b0, b1 in chromosomes:
+        if blocks and b1 - blocks[-1][0] <= limit:
+            blocks[-1] = (blocks[-1][0], b1)
+        else:
+            blocks.append((b0, b1))
+    k = max(1, min(n_samples, samples_per_chunk or MAX_CHUNK_SAMPLES))
+    rows = rows_per_chunk or max(1024, DEFAULT_CHUNK_BYTES // (8 * k))
+    return Layout(m, blocks, max(1, int(rows)), k)
 
 
-def plan_layout(m: int, columns: dict[str, int], blocks, *, chunk_bytes: int, per_row_factor: int = 1,
-                rows_per_chunk: int | None = None, samples_per_chunk: int | None = None,
-                threads: int = 1) -> Layout:
-    """Rows per chunk so that a row task's input (8 bytes x all columns x ``per_row_factor``) is about
-    ``chunk_bytes``; samples per group so that a column task's (8 bytes x m rows x samples) is too (at
-    least one sample: a column task always holds whole columns). Both smaller where that gives the
-    ``threads`` worker threads fewer than TASKS_PER_THREAD tasks each."""
-    total = max(1, sum(columns.values()))
-    n_max = max(columns.values()) if columns else 1
-    want = TASKS_PER_THREAD * max(1, threads)
-    if rows_per_chunk is None:
-        rows_per_chunk = max(1024, min(chunk_bytes // (8 * total * max(1, per_row_factor)), -(-m // want)))
-    rows = max(1, min(m, int(rows_per_chunk)))
-    k = samples_per_chunk if samples_per_chunk is not None else \
-        max(1, min(chunk_bytes // (8 * m), -(-n_max // want)))
-    sample_chunk = {name: max(1, min(n, int(k))) for name, n in columns.items()}
-    return Layout(m=m, rows=rows, blocks=list(blocks), sample_chunk=sample_chunk)
+def column_groups(m: int, n: int, chunk_bytes: int, samples: int | None = None) -> list[tuple[int, int]]:
+    """Groups of whole sample columns of about ``chunk_bytes`` of float64 each (``samples`` per group if given;
+    one sample at least)."""
+    k = samples or max(1, chunk_bytes // (8 * max(1, m)))
+    k = max(1, min(n, int(k)))
+    return [(c, min(n, c + k)) for c in range(0, n, k)]
 
 
-__all__ = ["Layout", "plan_layout"]
+__all__ = ["Layout", "plan_layout", "column_groups", "TASKS_PER_THREAD"]

@@ -1,4 +1,5 @@
-"""DistributedResult: a cn.mops result whose matrices are Dask arrays over the run's Zarr store."""
+"""DistributedResult: a cn.mops result whose matrices are Dask arrays (over the run's store, or read into this
+process), and how a block's matrices are stored."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -7,6 +8,35 @@ import numpy as np
 import pandas as pd
 
 from ..result import CNVDetectionResult, ResultCounts
+from .layout import Layout
+from .store import WorkStore
+
+#: the result's matrices (slot, or "L" / "A" of the params) and whether their stored chunks are compressed
+#: (real-valued matrices hardly compress and raw chunks are read and written several times faster; the
+#: piecewise-constant individual calls and the labels compress well)
+MATRICES = {"normalized_data": False, "local_assessments": False, "individual_call": True, "ini_call": False,
+            "cn_index": True, "posterior_probs": False, "L": False, "A": False}
+
+
+#: the samples' axis of each matrix (None: whole in every chunk)
+SAMPLE_AXIS = {"normalized_data": 1, "local_assessments": 1, "individual_call": 1, "ini_call": None, "cn_index": 1,
+               "posterior_probs": 2, "L": None, "A": None}
+
+
+def chunks_of(name: str, shape: tuple, rows, k: int) -> tuple:
+    """Chunks of matrix ``name`` of ``shape``: ``rows`` (a size, or each chunk's) x ``k`` samples, other axes whole."""
+    return (rows,) + tuple(k if axis == SAMPLE_AXIS[name] else s for axis, s in enumerate(shape) if axis > 0)
+
+
+def matrices_of(result: CNVDetectionResult, rows: int, k: int) -> dict[str, tuple[np.ndarray, tuple, bool]]:
+    """A block's matrices as stored: {name: (value, chunks, compressed)}; ``rows`` x ``k`` samples a chunk."""
+    out = {}
+    for name, compress in MATRICES.items():
+        value = result.params[name] if name in ("L", "A") else getattr(result, name)
+        if value is not None:
+            out[name] = (value, chunks_of(name, value.shape, rows, k), compress)
+    return out
+
 
 @dataclass
 class DistributedResult(ResultCounts):
@@ -14,9 +44,10 @@ class DistributedResult(ResultCounts):
 
     ``normalized_data``, ``local_assessments`` (sINI), ``individual_call``: float64 (m, N); ``cn_index``:
     int8 (m, N) class indices; ``ini_call``: (m,); ``posterior_probs``: (m, n, N) or None; ``params['L']``,
-    ``params['A']``: (m, n) Dask arrays, ``params['cov']`` (N,) numpy. Every matrix is a Zarr array of
-    ``store`` (chunks: rows x sample groups), read lazily. ``gr``, ``segmentation``, ``cnvs``, ``cnvr``:
-    pandas tables as in the single-process result.
+    ``params['A']``: (m, n) Dask arrays, ``params['cov']`` (N,) numpy. The matrices are the blocks' Zarr arrays of
+    ``store`` (chunks: rows x sample groups within each block of whole chromosomes), read lazily, or arrays in
+    this process (``store`` empty: a temporary store read before it was removed). ``gr``, ``segmentation``,
+    ``cnvs``, ``cnvr``: pandas tables as in the single-process result.
     """
 
     gr: pd.DataFrame
@@ -34,15 +65,38 @@ class DistributedResult(ResultCounts):
     ranged: bool = True
     store: str = ""
     timings: dict = field(default_factory=dict)
-    #: slot name (or "L", "A") -> its Zarr array's path: every matrix of the result, read by ``compute``
+    #: slot name (or "L", "A") -> [(first row, end row, Zarr path)] of its blocks (a result over its store)
     paths: dict = field(default_factory=dict)
-    #: the run's WorkStore: a temporary store is removed once no result holds it (distributed.store.work_store)
-    work: object = field(default=None, repr=False, compare=False)
+    #: slot name (or "L", "A") -> its numpy array (a result read into this process)
+    held: dict = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def of_store(cls, work: WorkStore, layout: Layout, *, params: dict, posteriors: bool, **tables) -> \
+            "DistributedResult":
+        """The result of a run whose blocks wrote their matrices into ``work``: Dask arrays over it, or (a
+        temporary store) its matrices read into this process."""
+        names = [k for k in MATRICES if posteriors or k != "posterior_probs"]
+        matrices, paths, held = {}, {}, {}
+        for name in names:
+            if work.temporary:
+                held[name] = _read_blocks(work, layout, name)
+            else:
+                paths[name] = [(b0, b1, work.path_of(name, k)) for k, (b0, b1) in enumerate(layout.blocks)]
+            matrices[name] = _dask_of(work, layout, name, held.get(name))
+        params = dict(params, L=matrices.pop("L"), A=matrices.pop("A"))
+        return cls(params=params, posterior_probs=matrices.pop("posterior_probs", None), **matrices, **tables,
+                   store="" if work.temporary else work.path, paths=paths, held=held)
+
+    @staticmethod
+    def matrix_of_store(work: WorkStore, layout: Layout, name: str):
+        """Matrix ``name`` of the blocks in ``work`` as a Dask array (read into this process from a temporary
+        store)."""
+        return _dask_of(work, layout, name, _read_blocks(work, layout, name) if work.temporary else None)
 
     def compute(self) -> CNVDetectionResult:
         """The whole result in this process as a CNVDetectionResult (numpy arrays, column-major): for results
         that fit in memory (tests, moderate cohorts); large ones stay in the store."""
-        values = {slot: _read_fortran(path) for slot, path in self.paths.items()}
+        values = dict(self.held) or {name: _read_paths(parts) for name, parts in self.paths.items()}
         params = dict(self.params, L=values.pop("L"), A=values.pop("A"))
         return CNVDetectionResult(
             gr=self.gr, params=params, segmentation=self.segmentation, cnvs=self.cnvs, cnvr=self.cnvr,
@@ -73,18 +127,32 @@ class DistributedResult(ResultCounts):
         return replace(self, segmentation=out.segmentation, cnvs=out.cnvs, cnvr=out.cnvr)
 
 
-def _read_fortran(path: str) -> np.ndarray:
-    """The Zarr array at ``path``, read here (the store is visible to this process; nothing is gathered
-    through a worker; several times faster than through Dask's per-chunk tasks), a few row chunks at a time,
-    into a column-major numpy array."""
+def _read_blocks(work: WorkStore, layout: Layout, name: str) -> np.ndarray:
+    """Matrix ``name`` of every block of ``work`` read into one column-major array."""
+    return _read_paths([(b0, b1, work.path_of(name, k)) for k, (b0, b1) in enumerate(layout.blocks)])
+
+
+def _read_paths(parts: list[tuple[int, int, str]]) -> np.ndarray:
+    """The blocks' Zarr arrays [(first row, end row, path)] read here (the store is visible to this process;
+    nothing is gathered through a worker) into one column-major numpy array."""
     import zarr
 
-    array = zarr.open_array(path, mode="r")
-    step = max(1, 8 * array.chunks[0])
-    out = np.empty(array.shape, dtype=array.dtype, order="F")
-    for a in range(0, array.shape[0], step):
-        out[a:a + step] = array[a:a + step]
+    out = None
+    for b0, b1, path in parts:
+        array = zarr.open_array(path, mode="r")
+        if out is None:
+            out = np.empty((parts[-1][1],) + array.shape[1:], dtype=array.dtype, order="F")
+        out[b0:b1] = array[...]
     return out
+
+
+def _dask_of(work: WorkStore, layout: Layout, name: str, held: np.ndarray | None):
+    """Matrix ``name`` as a Dask array: over ``held`` (chunked as stored), else over the blocks' Zarr arrays."""
+    import dask.array as da
+
+    if held is None:
+        return da.concatenate([work.dask(name, k) for k in range(len(layout.blocks))], axis=0)
+    return da.from_array(held, chunks=chunks_of(name, held.shape, layout.row_chunks(), layout.samples), name=False)
 
 
 def _rows_near(gr: pd.DataFrame, cnvs: pd.DataFrame) -> np.ndarray:

@@ -1,21 +1,19 @@
-"""Inputs and the working Zarr store of the distributed pipeline.
+"""Inputs and the result store of the distributed pipeline.
 
-Inputs (:func:`open_matrix`): a Dask array (regions x samples), a Zarr array or group (``save_counts``
-writes one), an ``.npy`` file (read by memory map, row chunk by row chunk, on the workers), or anything
-:func:`gcnmops.read_counts` reads (.tsv/.csv/.parquet/.npz/.rds, numpy, pandas, CountData), which is
-read on the client.
+Inputs (:func:`open_matrix`): a Dask array (regions x samples), a Zarr array or group (``save_counts`` writes one),
+an ``.npy`` file (read by memory map), or anything :func:`gcnmops.read_counts` reads (.tsv/.csv/.parquet/.npz/.rds,
+numpy, pandas, CountData), which is read on the client. A task reads its part of a file itself (``part`` /
+``read_part``): rows of whole chromosomes, or whole sample columns.
 
-The working store is a folder of Zarr arrays that every worker can open by path (a shared file system on
-a real cluster). Matrices are chunked (rows_per_chunk, samples_per_chunk): a row task (normalization
-statistics, model) reads and writes whole chunks of its rows, a column task (size factors, coverage,
-segmentation) whole chunks of its samples, so no chunk has two writers and nothing is read twice over.
+The result store (:class:`WorkStore`) is a folder every worker can open by path (a shared file system on a real
+cluster): each block of whole chromosomes writes its own Zarr arrays (``<matrix>/<block>``), so no chunk has two
+writers. A temporary store (``work_store(None)``) is removed at the end of its run unless kept on request.
 """
 from __future__ import annotations
 
 import os
 import shutil
 import tempfile
-import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +25,9 @@ from ..data import CountData, make_count_data
 from ..errors import InputError
 from ..files import check_target, publish_folder, remove_stale, temp_folder
 from ..io.store import RANGES_FILE, checked_ranges, create_array, is_count_store, save_count_data
+
+#: the temporary stores' name prefix (in the system's temporary folder)
+TEMP_PREFIX = "gcnmops-dask-"
 
 
 def _zarr():
@@ -48,25 +49,46 @@ def _dask_array():
 @dataclass
 class Matrix:
     """A regions x samples count matrix: ``values`` a Dask array (lazy, chunked anyhow) or a numpy array
-    already in this process; ``sample_names`` (N,); ``ranges`` seqnames/start/end (m rows) or None."""
+    already in this process; ``sample_names`` (N,); ``ranges`` seqnames/start/end (m rows) or None; ``what``
+    names it in messages."""
 
     values: Any
     sample_names: list[str]
     ranges: pd.DataFrame | None
-    #: ("zarr" | "npy", path) when the rows can be read straight from a file (see read_source_rows)
+    #: ("zarr" | "npy", path) when a task can read its part straight from a file
     source: tuple | None = None
+    what: str = "read count matrix"
+    #: each sample's total count, stored with a count group (its counts were checked when it was written)
+    col_sums: np.ndarray | None = None
 
     @property
     def shape(self) -> tuple[int, int]:
         return tuple(int(s) for s in self.values.shape)
 
     @property
-    def chromosomes(self) -> np.ndarray:
-        return CountData(np.empty((self.shape[0], 0)), [], self.ranges).chromosomes
+    def in_memory(self) -> bool:
+        return isinstance(self.values, np.ndarray)
 
     def count_data_stub(self) -> CountData:
         """A CountData with the regions and names but no counts (shape (m, 0)): for checks and ``gr``."""
         return CountData(np.empty((self.shape[0], 0)), list(self.sample_names), self.ranges)
+
+    def part(self, rows: slice = slice(None), cols: slice = slice(None)):
+        """What a task reads to get ``values[rows, cols]`` (see ``read_part``): a file's path and the selection,
+        a Dask array (computed as the task's input) or a numpy view."""
+        if self.source is not None:
+            return (*self.source, rows, cols)
+        return self.values[rows, cols]
+
+
+def read_part(part) -> np.ndarray:
+    """In a task: the values of a ``Matrix.part`` (a file's selection read here, only those rows / columns)."""
+    if not isinstance(part, tuple):
+        return np.asarray(part)
+    kind, path, rows, cols = part
+    if kind == "zarr":
+        return np.asarray(_zarr().open_array(path, mode="r")[rows, cols])
+    return np.array(np.load(path, mmap_mode="r")[rows, cols])
 
 
 def _is_dask_array(obj) -> bool:
@@ -89,12 +111,12 @@ def open_matrix(source, *, sample_names=None, ranges=None, min_samples: int = 2,
     if isinstance(source, (str, os.PathLike)):
         p = Path(source)
         if _is_zarr_path(p):
-            values, names, found = _open_zarr(p)
-            source = ("zarr", str(p if hasattr(zarr_node(p), "shape") else p / "counts"))
-            return _checked(values, names, found, sample_names, ranges, min_samples, what, source)
+            values, names, found, sums = _open_zarr(p)
+            where = ("zarr", str(p if hasattr(zarr_node(p), "shape") else p / "counts"))
+            return _checked(values, names, found, sample_names, ranges, min_samples, what, where, sums)
         if p.suffix.lower() == ".npy":
             return _checked(_open_npy(p), None, None, sample_names, ranges, min_samples, what, ("npy", str(p)))
-    if _is_dask_array(source) or isinstance(source, np.ndarray):  # counts checked when staged
+    if _is_dask_array(source) or isinstance(source, np.ndarray):  # counts checked by the run's first pass
         values = source
         if values.ndim == 1:  # one sample (singlecn.mops), else one region (cn.mops's vector input)
             values = values.reshape(-1, 1) if min_samples <= 1 else values.reshape(1, -1)
@@ -106,10 +128,11 @@ def open_matrix(source, *, sample_names=None, ranges=None, min_samples: int = 2,
             return read_counts(obj, min_samples=min_samples)
 
     data = reader(source)
-    return Matrix(data.counts, list(data.sample_names), data.ranges)
+    return Matrix(data.counts, list(data.sample_names), data.ranges, what=what)
 
 
-def _checked(values, names_found, ranges_found, sample_names, ranges, min_samples, what, source=None) -> Matrix:
+def _checked(values, names_found, ranges_found, sample_names, ranges, min_samples, what, source=None,
+             col_sums=None) -> Matrix:
     if values.ndim != 2:
         raise InputError(f"The {what} must be two-dimensional (regions x samples), got {values.ndim} dimensions.")
     if not (np.issubdtype(values.dtype, np.number) or values.dtype == bool):
@@ -125,21 +148,11 @@ def _checked(values, names_found, ranges_found, sample_names, ranges, min_sample
     if ranges is not None:
         ranges = checked_ranges(ranges, m, f"the {what}", "sort the rows by chromosome, then start, before the "
                                 "distributed run (gcnmops.read_counts sorts a table file)")
-    if source is not None and values.ndim != 2:
-        source = None
-    return Matrix(values, stub.sample_names, ranges, source)
+    return Matrix(values, stub.sample_names, ranges, source, what, col_sums)
 
 
 def zarr_node(p: Path):
     return _zarr().open(str(p), mode="r")
-
-
-def read_source_rows(source: tuple, a: int, b: int) -> np.ndarray:
-    """Rows a:b of a Zarr array or an .npy file (memory-mapped), read in the task that needs them."""
-    kind, path = source
-    if kind == "zarr":
-        return _zarr().open_array(path, mode="r")[a:b]
-    return _npy_rows(path, a, b)
 
 
 def _open_zarr(p: Path):
@@ -149,18 +162,15 @@ def _open_zarr(p: Path):
         raise InputError(f"Zarr store not found: {p}")
     node = zarr.open(str(p), mode="r")
     if hasattr(node, "shape"):
-        return da.from_zarr(str(p)), None, None
+        return da.from_zarr(str(p)), None, None, None
     if "counts" not in node:
         raise InputError(f"The Zarr group {p} has no array 'counts' (write one with "
                          "gcnmops.distributed.save_counts).")
     names = node.attrs.get("sample_names")
+    sums = node.attrs.get("col_sums")
     ranges = pd.read_parquet(p / RANGES_FILE) if (p / RANGES_FILE).exists() else None
-    return da.from_zarr(str(p / "counts")), names, ranges
-
-
-def _npy_rows(path: str, a: int, b: int) -> np.ndarray:
-    """Rows a:b of an .npy matrix (memory-mapped: only those rows are read)."""
-    return np.array(np.load(path, mmap_mode="r")[a:b])
+    return (da.from_zarr(str(p / "counts")), names, ranges,
+            None if sums is None else np.asarray(sums, dtype=np.float64))
 
 
 def _open_npy(p: Path):
@@ -177,7 +187,8 @@ def _open_npy(p: Path):
         raise InputError(f"{p}: the .npy matrix must be two-dimensional (regions x samples), got shape {mm.shape}.")
     m, n = mm.shape
     rows = max(1, (64 << 20) // max(1, n * mm.dtype.itemsize))
-    parts = [da.from_delayed(dask.delayed(_npy_rows, pure=True)(str(p), a, min(m, a + rows)),
+    parts = [da.from_delayed(dask.delayed(read_part, pure=True)(("npy", str(p), slice(a, min(m, a + rows)),
+                                                                  slice(None))),
                              shape=(min(m, a + rows) - a, n), dtype=mm.dtype) for a in range(0, m, rows)]
     return da.concatenate(parts, axis=0)
 
@@ -193,7 +204,8 @@ def save_counts(data, path, *, rows_per_chunk: int | None = None, samples_per_ch
     zarr = _zarr()
     if _is_dask_array(data):
         m, n = (int(v) for v in data.shape)
-        p = check_target(path, is_count_store, "the count store")
+        p = check_target(path, is_count_store, "the count store")  # a user's folder is never replaced
+        remove_stale(p.parent)
         tmp = temp_folder(p)
         try:
             group = zarr.open_group(str(tmp), mode="w")
@@ -212,68 +224,47 @@ def save_counts(data, path, *, rows_per_chunk: int | None = None, samples_per_ch
 
 
 class WorkStore:
-    """The folder of Zarr arrays a run reads and writes (``path`` must be visible to every worker); see
-    ``work_store``."""
+    """The folder of Zarr arrays a run's blocks write their matrices into (``path`` must be visible to every
+    worker): array ``<name>/<block>`` holds rows of block ``block`` (see ``work_store``)."""
 
-    def __init__(self, path) -> None:
+    def __init__(self, path, temporary: bool = False) -> None:
         self.path = str(path)
+        #: made by ``work_store`` for this run (removed at its end unless kept)
+        self.temporary = temporary
 
     def __getstate__(self) -> dict:
-        return {"path": self.path}  # a copy sent to a worker never removes the folder
+        return {"path": self.path, "temporary": False}  # a copy sent to a worker never removes the folder
 
-    def discard(self) -> None:
-        """Remove the folder now if it is a temporary one of ``work_store`` (a run that failed)."""
-        remove = _TEMPORARY.pop(id(self), None)
-        if remove is not None:
-            remove()
+    def path_of(self, name: str, block: int) -> str:
+        """The folder of block ``block``'s array ``name``."""
+        return os.path.join(self.path, name, str(block))
 
-    def path_of(self, name: str) -> str:
-        """The folder of array ``name`` in the store."""
-        return os.path.join(self.path, name)
+    def write(self, name: str, block: int, value: np.ndarray, chunks: tuple, compress: bool) -> None:
+        """Block ``block``'s matrix ``name`` (``chunks``: rows, then samples for a matrix; raw chunks unless
+        ``compress``: real-valued matrices hardly compress, raw chunks are read and written several times faster)."""
+        shape = value.shape
+        chunks = tuple(min(s, c) for s, c in zip(shape, chunks + shape[len(chunks):]))
+        create_array(self.path_of(name, block), shape, chunks, value.dtype, compress=compress)[...] = value
 
-    def create(self, name: str, shape: tuple, chunks: tuple, dtype, compress: bool = True) -> None:
-        """A new array ``name`` (replacing any); ``compress=False`` stores raw chunks (real-valued matrices
-        hardly compress, and raw chunks are read and written several times faster)."""
-        create_array(self.path_of(name), shape, chunks, dtype, compress=compress)
+    def read(self, name: str, block: int) -> np.ndarray:
+        return np.asarray(_zarr().open_array(self.path_of(name, block), mode="r")[...])
 
-    def write(self, name: str, selection, value: np.ndarray) -> None:
-        _zarr().open_array(self.path_of(name), mode="r+")[selection] = value
+    def dask(self, name: str, block: int):
+        return _dask_array().from_zarr(self.path_of(name, block))
 
-    def read(self, name: str, selection=slice(None)) -> np.ndarray:
-        """The selection as a float64 (or stored dtype) array in column-major order."""
-        return np.asfortranarray(_zarr().open_array(self.path_of(name), mode="r")[selection])
-
-    def dask(self, name: str):
-        return _dask_array().from_zarr(self.path_of(name))
-
-    def exists(self, name: str) -> bool:
-        return os.path.exists(self.path_of(name))
-
-
-#: id(WorkStore) -> the finalizer removing its temporary folder (``work_store``)
-_TEMPORARY: dict[int, weakref.finalize] = {}
-_STEM = "gcnmops-dask"
+    def remove(self) -> None:
+        """The folder and everything in it gone (a temporary store at the end of its run)."""
+        shutil.rmtree(self.path, ignore_errors=True)
 
 
 def work_store(store=None, keep_work: bool = False) -> WorkStore:
-    """A run's working store: the folder ``store`` as given (the caller's, never removed), else a new private
-    folder in the temporary folder, removed by ``discard`` (a run that failed), once no object holds its
-    WorkStore any more (the run's result holds it), or at exit at the latest; ``keep_work=True``: kept there.
-    Temporary stores of runs killed outright (process gone) are removed first."""
+    """A run's store: the folder ``store`` as given (the caller's: kept, it holds the result), else a new
+    ``gcnmops-dask-*`` folder in the system's temporary folder, removed at the end of the run (its matrices read
+    into this process first) unless ``keep_work``."""
     if store is not None:
+        Path(store).mkdir(parents=True, exist_ok=True)
         return WorkStore(store)
-    parent = Path(tempfile.gettempdir())
-    remove_stale(parent, stem=_STEM)
-    if keep_work:  # a name remove_stale does not take
-        return WorkStore(tempfile.mkdtemp(prefix=_STEM + "-"))
-    work = WorkStore(temp_folder(parent / _STEM, stem=_STEM))
-    _TEMPORARY[id(work)] = weakref.finalize(work, _remove_work, id(work), work.path)
-    return work
+    return WorkStore(tempfile.mkdtemp(prefix=TEMP_PREFIX), temporary=not keep_work)
 
 
-def _remove_work(key: int, path: str) -> None:
-    _TEMPORARY.pop(key, None)
-    shutil.rmtree(path, ignore_errors=True)
-
-
-__all__ = ["Matrix", "open_matrix", "save_counts", "WorkStore", "work_store"]
+__all__ = ["Matrix", "open_matrix", "read_part", "save_counts", "WorkStore", "work_store", "TEMP_PREFIX"]

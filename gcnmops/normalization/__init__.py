@@ -1,6 +1,6 @@
 """Stage 1, normalization: cn.mops's normalizeChromosomes / normalizeGenome on the CPU (cpu) and on the
 device (gpu), both from the same host arithmetic: numba kernels (kernels), the formulas that combine their
-results (factors) and the input checks (checks), which the Dask path (distributed.normalize) imports too.
+results (factors) and the input checks (checks).
 
 ``normalize`` is the stage's entry for every path: it dispatches on the resolved backend.
 """

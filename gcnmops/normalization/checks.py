@@ -1,5 +1,5 @@
-"""The input checks of cn.mops's normalization, shared by the CPU (cpu.py), GPU (gpu.py) and Dask
-(distributed/normalize.py) paths: arguments, the count matrix, chromosome names, ploidy, zero columns.
+"""The input checks of cn.mops's normalization, shared by the CPU (cpu.py) and GPU (gpu.py) paths: arguments,
+the count matrix, chromosome names, ploidy, zero columns.
 Bad input raises InputError with normalize_chromosomes's messages, whichever path runs.
 """
 from __future__ import annotations

@@ -4,8 +4,7 @@ per-sample coverage used by ``norm=2`` (spec part 1, sections 1 and 3).
 Matrices are regions x samples (m, N); results are float64 in column-major order (``order="F"``,
 region-fastest, the memory order of an R matrix). Work is per chromosome block and per sample
 column: the loops over rows run in numba (kernels.py), the arithmetic that combines their results is
-factors.py's and the input checks are checks.py's, the same code the GPU (gpu.py) and Dask
-(distributed/normalize.py) paths run.
+factors.py's and the input checks are checks.py's, the same code the GPU path (gpu.py) runs.
 """
 from __future__ import annotations
 

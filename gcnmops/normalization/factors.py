@@ -1,6 +1,5 @@
 """cn.mops's normalization arithmetic on the host: the one home of each formula, imported by the CPU path
-(cpu.py), the GPU path (gpu.py) and the Dask path (distributed/normalize.py), so that all three compute the
-same numbers in the same order.
+(cpu.py) and the GPU path (gpu.py), so that both compute the same numbers in the same order.
 
 Per chromosome block: the size factor of each sample (``size_factors``; from exact column sums on the GPU,
 ``means_of_exact_sums``), checked (``too_few_regions``, ``checked_size_factors``), turned into scaling factors
@@ -53,16 +52,6 @@ def means_of_exact_sums(sums: np.ndarray, n_keep: int) -> np.ndarray:
 def nonzero_histogram(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(distinct non-zero values ascending, their counts) of ``values``."""
     return np.unique(values[values != 0], return_counts=True)
-
-
-def merged_histogram(hists) -> tuple[np.ndarray, np.ndarray]:
-    """The histograms ``hists`` [(values, counts)] of parts of the data added up: one (values, counts)."""
-    values = np.concatenate([h[0] for h in hists])
-    counts = np.concatenate([h[1] for h in hists])
-    if values.size == 0:
-        return values, counts
-    uniq, inverse = np.unique(values, return_inverse=True)
-    return uniq, np.bincount(inverse.ravel(), weights=counts, minlength=uniq.size)
 
 
 def mode_of_histogram(values: np.ndarray, counts: np.ndarray) -> float:
@@ -182,7 +171,7 @@ def coverage_ratios(cov: np.ndarray) -> np.ndarray:
     return cov / med
 
 
-__all__ = ["size_factors", "means_of_exact_sums", "nonzero_histogram", "merged_histogram", "mode_of_histogram",
+__all__ = ["size_factors", "means_of_exact_sums", "nonzero_histogram", "mode_of_histogram",
            "most_frequent_nonzero", "block_variance_to_mean", "ratios_mode", "too_few_regions",
            "checked_size_factors", "scaling_factors", "reference_size", "divided_by_mode", "finite_or_ones",
            "coverage_ratios"]

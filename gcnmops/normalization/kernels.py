@@ -1,6 +1,6 @@
 """The numba kernels of cn.mops's normalization (host, CPU): order statistics, means, modes, variance-to-mean
-ratios and scaling of a chromosome block, the coverages of ``norm=2``. The CPU path (cpu.py) and the Dask
-path (distributed/normalize.py) call these; factors.py combines their results.
+ratios and scaling of a chromosome block, the coverages of ``norm=2``. The CPU path (cpu.py) calls these (and
+the streamed and Dask runs' first passes, for the coverages); factors.py combines their results.
 """
 from __future__ import annotations
 

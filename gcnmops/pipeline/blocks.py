@@ -19,7 +19,8 @@ log = logging.getLogger("gcnmops")
 class Genome:
     """What a block needs of the whole matrix when it holds only some chromosomes: each sample's total count
     ``colsums`` (N,) (the normalization's zero-column check and size-factor fall-back; None: norm 0) and the
-    coverages ``cov`` (N,) (norm 2's sample_coverage of the whole matrix; else ones)."""
+    coverages ``cov`` (N,) (norm 2's sample_coverage of the whole matrix; else ones). referencecn.mops: the
+    cases' columns, then the controls' (N + Nc,)."""
 
     colsums: np.ndarray | None
     cov: np.ndarray

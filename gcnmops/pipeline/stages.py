@@ -48,13 +48,13 @@ def normalize(plan: RunPlan, data: CountData, controls: CountData | None = None,
     x = data.counts
     N = x.shape[1]
 
-    def normalized(y: np.ndarray) -> np.ndarray:
+    def normalized(y: np.ndarray) -> np.ndarray:  # y: the cases' columns, then (referencecn.mops) the controls'
         return normalize_counts(y, data.chromosomes, norm_type=p.norm_type, size_factor=p.size_factor,
                                 qu=p.norm_qu, qu_size_factor=p.qu_size_factor, backend=plan.backend,
-                                colsums=None if genome is None else genome.colsums, timings=gpu_stats)
+                                colsums=None if genome is None else genome.colsums[:y.shape[1]], timings=gpu_stats)
 
     if plan.kind is ModelKind.REFERENCE:
-        return _normalize_reference(plan, x, controls.counts, normalized)
+        return _normalize_reference(plan, x, controls.counts, normalized, genome)
     if not plan.normalizes:
         return Normalized(x, x, np.ones(N))
     y = normalized(x)
@@ -65,9 +65,11 @@ def normalize(plan: RunPlan, data: CountData, controls: CountData | None = None,
     return Normalized(y, plan.model_input(x, y), cov)
 
 
-def _normalize_reference(plan: RunPlan, x: np.ndarray, r: np.ndarray, normalized) -> Normalized:
-    """referencecn.mops: norm 1 normalizes cases and controls together; norm 2 takes the coverages of both, divides
-    the controls by theirs and lets the model see the cases' raw counts with theirs."""
+def _normalize_reference(plan: RunPlan, x: np.ndarray, r: np.ndarray, normalized,
+                         genome: Genome | None) -> Normalized:
+    """referencecn.mops: norm 1 normalizes cases and controls together; norm 2 takes the coverages of both (the
+    genome's, when the block is some chromosomes), divides the controls by theirs and lets the model see the
+    cases' raw counts with theirs."""
     N = x.shape[1]
     if not plan.normalizes:
         return Normalized(x, x, np.ones(N), r)
@@ -75,7 +77,7 @@ def _normalize_reference(plan: RunPlan, x: np.ndarray, r: np.ndarray, normalized
         both = normalized(np.column_stack([x, r]))
         cases = np.asfortranarray(both[:, :N])
         return Normalized(cases, cases, np.ones(N), both[:, N:])
-    cov_all = sample_coverage(np.column_stack([x, r]))
+    cov_all = sample_coverage(np.column_stack([x, r])) if genome is None else genome.cov
     return Normalized(normalized(x), x, cov_all[:N].copy(), r / cov_all[N:])
 
 
