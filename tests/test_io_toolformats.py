@@ -267,3 +267,16 @@ def test_cli_samples_sheet(tmp_path, cohort, merged):
 
     store = open_count_store(tmp_path / "c.zarr")
     np.testing.assert_array_equal(store.rows(0, merged.n_regions), merged.counts)
+
+
+def test_single_method_takes_the_coordinate_flag(tmp_path, cohort, merged):
+    from gcnmops.pipeline.family import read_single_sample
+
+    p = tmp_path / "one.tsv"  # 0-based bins without a BED marker: refused, then read as the flag says
+    r = merged.ranges
+    pd.DataFrame({"seqnames": r["seqnames"], "start": r["start"] - 1, "end": r["end"], "s": merged.counts[:, 0]}).to_csv(
+        p, sep="\t", index=False)
+    with pytest.raises(InputError, match="--zero-based"):
+        read_single_sample(str(p))
+    one = read_single_sample(str(p), coordinates="0-based")
+    _same_bins(one, merged)
