@@ -43,6 +43,13 @@ def _add_input_options(p: argparse.ArgumentParser) -> None:
     side.add_argument("--one-based", dest="coordinates", action="store_const", const="1-based",
                       help="INPUT's starts are 1-based, closed (cn.mops's convention): read as they are")
     p.set_defaults(coordinates="auto")
+    p.add_argument("--samples", metavar="SHEET", help="instead of INPUT: a cohort of per-sample count files (GATK "
+                   "CollectReadCounts .tsv/.hdf5, GATK-SV .RD.txt.gz, mosdepth .regions.bed.gz, CNVkit .cnn, bedGraph, "
+                   "one-sample tables) listed in a TSV of name<TAB>path lines; every sample must have the same bins (default: "
+                   "INPUT)")
+    p.add_argument("--depth-to-counts", type=float, metavar="READ_LENGTH",
+                   help="the files hold mean depths (mosdepth, CNVkit, a bedGraph of depths): converted to read counts "
+                        "as depth x region width / READ_LENGTH, rounded (default: depths are refused)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,7 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="detect CNVs in a read-count matrix and write every result file")
     run.add_argument("input", nargs="?", help="counts: .rds, .tsv/.csv (seqnames,start,end + samples), "
-                                              ".parquet or .npz")
+                                              ".parquet, .npz, one sample's count file of a tool (--method single) "
+                                              "or - (stdin)")
     run.add_argument("--example", action="store_true", help="run on the built-in simulated cohort")
     _add_input_options(run)
     run.add_argument("-o", "--outdir", required=True, help="output folder (created)")
@@ -154,7 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_argument("--quiet", action="store_true", help="no progress lines")
     conv = sub.add_parser("convert", help="a count table (TSV/CSV, Parquet, .rds, .npz, gcnmops count's output) as "
                                           "a chunked count store for run --stream (whole-number counts as integers)")
-    conv.add_argument("input", help="counts, as for run (text and Parquet tables are read in parts of rows)")
+    conv.add_argument("input", nargs="?", help="counts, as for run (text and Parquet tables are read in parts of "
+                                               "rows)")
     _add_input_options(conv)
     conv.add_argument("-o", "--output", required=True, help="the Zarr store to write (a folder, e.g. counts.zarr; "
                                                              "a count store there is replaced)")
@@ -169,7 +178,7 @@ def _add_gatksv(sub) -> None:
     """``gatk-sv workflow|runcnmops|clean|cnmops``: GATK-SV's cn.MOPS step, same interfaces, same files
     (gcnmops.gatksv; docs/gatk-sv.md)."""
     gsv = sub.add_parser("gatk-sv", help="drop-in for GATK-SV's cn.MOPS step (CNMOPS.wdl and its scripts)")
-    cmds = gsv.add_subparsers(dest="gatksv_command", required=True)
+    cmds = gsv.add_subparsers(dest="gatksv_command", required=True, help="the step to run")
     backend = argparse.ArgumentParser(add_help=False)
     backend.add_argument("--backend", choices=["auto", "cpu", "gpu"], default="auto",
                          help="where cn.mops runs: auto (a usable GPU, else the CPU; default), cpu or gpu")
@@ -341,8 +350,8 @@ def _run(args) -> int:
 
     if args.keep is not None:
         raise InputError("--keep applies with --stream only")
-    if args.example == bool(args.input):
-        raise InputError("give either an INPUT file or --example")
+    if args.example == bool(args.input or args.samples):
+        raise InputError("give either an INPUT file (or --samples SHEET) or --example")
     is_reference = method.model is ModelKind.REFERENCE
     if is_reference != bool(args.controls) and not (args.example and is_reference):
         reference = " and ".join(m.name for m in METHODS.values() if m.model is ModelKind.REFERENCE)
@@ -489,9 +498,13 @@ def _read_input(args, method):
     if not args.example and method.model is ModelKind.SINGLE:  # one sample: checked as it is read
         from .pipeline.family import read_single_sample
 
-        return read_single_sample(args.input), None
+        source = _sheet_cohort(args, 1) if args.samples else args.input
+        return read_single_sample(source, coordinates=args.coordinates, depth_to_counts=args.depth_to_counts), None
+    if args.samples:
+        return _sheet_cohort(args, method.min_samples), args.controls
     if not args.example:
-        return read_counts(args.input, min_samples=method.min_samples, coordinates=args.coordinates), args.controls
+        return read_counts(args.input, min_samples=method.min_samples, coordinates=args.coordinates,
+                           depth_to_counts=args.depth_to_counts), args.controls
     data = example_cohort()[0]
     if method.model is ModelKind.REFERENCE:
         cases = make_count_data(data.counts[:, :5], data.sample_names[:5], data.ranges, min_samples=1)
@@ -500,6 +513,16 @@ def _read_input(args, method):
     if method.model is ModelKind.SINGLE:
         data = make_count_data(data.counts[:, :1], data.sample_names[:1], data.ranges, min_samples=1)
     return data, None
+
+
+def _sheet_cohort(args, min_samples: int):
+    """The cohort of --samples SHEET (gcnmops.io.samplesheet)."""
+    from .io.samplesheet import read_sample_sheet
+
+    if args.input:
+        raise InputError("give either INPUT or --samples SHEET, not both")
+    return read_sample_sheet(args.samples, min_samples=min_samples, coordinates=args.coordinates,
+                             depth_to_counts=args.depth_to_counts)
 
 
 def _handed_over(obj):
@@ -595,16 +618,27 @@ def _convert(args) -> int:
     check_target(args.output, is_count_store, "the count store")  # before reading the input
     t0 = time.perf_counter()
     source = args.input
-    if args.coordinates != "auto":  # a convention said: the table is read whole with it
-        from .io import read_counts
+    if args.samples:
+        source = _sheet_cohort(args, 2)
+    elif not args.input:
+        raise InputError("give an INPUT file or --samples SHEET")
+    elif args.coordinates != "auto" or args.depth_to_counts is not None or _tool_file(args.input):
+        from .io import read_counts  # a convention said, or a tool's file: read whole
 
-        source = read_counts(args.input, coordinates=args.coordinates)
+        source = read_counts(args.input, coordinates=args.coordinates, depth_to_counts=args.depth_to_counts)
     path, in_parts = convert_counts(source, args.output, rows=args.rows)
     store = open_count_store(path)
     m, n = store.shape
     print(f"gcnmops convert: {m:,} regions x {n} samples ({store.dtype}, read {'in parts' if in_parts else 'whole'}) "
           f"in {time.perf_counter() - t0:.2f} s -> {path}")
     return 0
+
+
+def _tool_file(path: str) -> bool:
+    """Whether ``path`` is stdin or another tool's count file (gcnmops.io.toolformats), read whole."""
+    from .io.toolformats import sniff
+
+    return path == "-" or (Path(path).is_file() and sniff(Path(path)) is not None)
 
 
 def _gatksv(args) -> int:

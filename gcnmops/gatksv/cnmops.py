@@ -65,33 +65,46 @@ def pass_table(matrix: DepthMatrix, p: Pass, ped: str | os.PathLike, bed):
     return exclude(table, bed) if bed is not None else table
 
 
+def _add(timings: dict | None, stage: str, seconds: float) -> None:
+    if timings is not None:
+        timings[stage] = timings.get(stage, 0.0) + seconds
+
+
 def run_pass(matrix: DepthMatrix, p: Pass, ped, bed, outdir: Path, *, backend: str = "auto",
-             date: str | None = None) -> Path:
-    """One pass's GFF, written to ``outdir/passes/<pass>/cnMOPS.cnMOPS.gff`` (empty on the empty-result rule)."""
+             date: str | None = None, timings: dict | None = None) -> Path:
+    """One pass's GFF, written to ``outdir/passes/<pass>/cnMOPS.cnMOPS.gff`` (empty on the empty-result rule).
+    ``timings``: seconds added to its "tables" (selection, rebinning, exclusion) and "cn.mops" (cn.mops, integer
+    copy numbers, the GFF) entries."""
     folder = outdir / "passes" / p.name
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "cnMOPS.cnMOPS.gff"
     t0 = time.perf_counter()
+    table = pass_table(matrix, p, ped, bed)
+    t1 = time.perf_counter()
     try:
-        text = call_gff(pass_table(matrix, p, ped, bed), backend=backend, date=date, out=sys.stderr)
+        text = call_gff(table, backend=backend, date=date, out=sys.stderr)
     except EmptyResult:
         text = ""
     path.write_text(text, encoding="utf-8", errors="surrogateescape")
-    log.info(f"gatk-sv cnmops: pass {p.name}: {max(0, text.count(chr(10)) - 3)} calls in "
-             f"{time.perf_counter() - t0:.2f} s")
+    t2 = time.perf_counter()
+    _add(timings, "tables", t1 - t0)
+    _add(timings, "cn.mops", t2 - t1)
+    log.info(f"gatk-sv cnmops: pass {p.name}: {max(0, text.count(chr(10)) - 3)} calls in {t2 - t0:.2f} s")
     return path
 
 
 def run_call(bincov_matrix, chrom_file, allo_file, ped_file, exclude_list, *, r1: int, r2: int, batch: str,
              prefix: str, outdir, min_size: int | None = None, stitch_and_clean_large_events: bool = False,
-             backend: str = "auto") -> list[Path]:
-    """A CNMOPS.wdl call (see the module docstring); returns the clean outputs (DEL, DEL index, DUP, DUP index)."""
+             backend: str = "auto", timings: dict | None = None) -> list[Path]:
+    """A CNMOPS.wdl call (see the module docstring); returns the clean outputs (DEL, DEL index, DUP, DUP index).
+    ``timings``: seconds added to its "read", "tables", "cn.mops" and "clean" entries."""
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     chroms, allos = read_contigs(chrom_file), read_contigs(allo_file)
     bed = read_bed(exclude_list)
     t0 = time.perf_counter()
     matrix = read_depth_matrix(bincov_matrix)
+    _add(timings, "read", time.perf_counter() - t0)
     log.info(f"gatk-sv cnmops: {matrix.n_rows:,} bins x {len(matrix.samples)} samples read in "
              f"{time.perf_counter() - t0:.2f} s")
     groups = call_passes(chroms, allos, int(r1), int(r2))
@@ -99,10 +112,15 @@ def run_call(bincov_matrix, chrom_file, allo_file, ped_file, exclude_list, *, r1
     for name in ("MR2", "MR1", "NR2", "NR1", "FR2", "FR1"):
         for p in groups[name]:
             if p not in gff:
-                gff[p] = run_pass(matrix, p, ped_file, bed, out, backend=backend)
+                gff[p] = run_pass(matrix, p, ped_file, bed, out, backend=backend, timings=timings)
+    del matrix
     ordered = [gff[p] for name in ("NR1", "NR2", "MR1", "MR2", "FR1", "FR2") for p in groups[name]]
-    return clean_batch(ordered, ped_file, exclude_list, batch, prefix, out, stitch=stitch_and_clean_large_events,
-                       min_size=1000000 if min_size is None else int(min_size), contig_files=(chrom_file, allo_file))
+    t0 = time.perf_counter()
+    written = clean_batch(ordered, ped_file, exclude_list, batch, prefix, out, stitch=stitch_and_clean_large_events,
+                          min_size=1000000 if min_size is None else int(min_size),
+                          contig_files=(chrom_file, allo_file))
+    _add(timings, "clean", time.perf_counter() - t0)
+    return written
 
 
 __all__ = ["Pass", "read_contigs", "call_passes", "pass_table", "run_pass", "run_call"]

@@ -92,8 +92,11 @@ def _open_text(path: Path):
     return open(path, "rt", encoding="utf-8", errors="surrogateescape", newline="")
 
 
-def read_depth_matrix(path: str | os.PathLike) -> DepthMatrix:
-    """A depth matrix from a text file (plain, gzip or bgzip): its first line is the header."""
+def read_depth_matrix(path: str | os.PathLike, *, threads: int | None = None) -> DepthMatrix:
+    """A depth matrix from a text file (plain, gzip or bgzip): its first line is the header. A matrix of plain
+    integers is read by :func:`_read_arrow` (bgzip blocks inflated and the text parsed on ``threads`` threads;
+    default every core); one with any other cell (NA, '.', a number beyond 32 bits, ragged rows) by pandas, cell by
+    cell, as the scripts' tools see them."""
     p = Path(path)
     if not p.is_file():
         raise InputError(f"Depth matrix not found: {path}")
@@ -106,8 +109,12 @@ def read_depth_matrix(path: str | os.PathLike) -> DepthMatrix:
     if len(fields) < 4:
         raise InputError(f"{path}: the header line has {len(fields)} tab-separated fields; a depth matrix has "
                          "#Chr, Start, End and one column per sample.")
+    fast = _read_arrow(p, header, fields, threads)
+    if fast is not None:
+        return fast
     try:
-        df = pd.read_csv(p, sep="\t", header=None, skiprows=1, dtype={0: object}, na_filter=False,
+        df = pd.read_csv(p, sep="\t", header=None, skiprows=1, na_filter=False,
+                         dtype={j: object for j in [0] + list(range(3, len(fields)))},  # cells as written
                          low_memory=False, compression="gzip" if _gz(p) else None, encoding="utf-8",
                          encoding_errors="surrogateescape")
     except pd.errors.EmptyDataError:
@@ -115,6 +122,82 @@ def read_depth_matrix(path: str | os.PathLike) -> DepthMatrix:
     except pd.errors.ParserError as e:
         raise InputError(f"Cannot read {path} as a depth matrix: {e}") from None
     return _matrix(df, header, fields, str(path))
+
+
+class _Joined(io.RawIOBase):
+    """A read-only stream over an iterator of byte strings (the inflated pieces of a bgzipped file)."""
+
+    def __init__(self, pieces):
+        super().__init__()
+        self.pieces, self.rest = iter(pieces), b""
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        out, have = [self.rest], len(self.rest)
+        while n < 0 or have < n:
+            piece = next(self.pieces, None)
+            if piece is None:
+                break
+            out.append(piece)
+            have += len(piece)
+        data = b"".join(out)
+        if n < 0:
+            self.rest = b""
+            return data
+        self.rest = data[n:]
+        return data[:n]
+
+
+def _read_arrow(p: Path, header: str, fields: list[str], threads: int | None) -> DepthMatrix | None:
+    """The matrix through pyarrow's multithreaded CSV parser, the bgzip blocks inflated in threads ahead of it
+    (io.bam.inflate_bgzf); None when a cell is not a plain 32-bit integer (or the rows are ragged, or a contig
+    name is not UTF-8): pandas then reads it cell by cell."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    from ..io.bam import inflate_bgzf, is_bgzf
+
+    names = [f"c{k}" for k in range(len(fields))]
+    types = {names[0]: pa.dictionary(pa.int32(), pa.string()), names[1]: pa.int64(), names[2]: pa.int64(),
+             **{n: pa.int32() for n in names[3:]}}
+    stream = (_Joined(inflate_bgzf(p, threads=threads, kind="bincov matrix")) if is_bgzf(p) else
+              gzip.open(p, "rb") if _gz(p) else open(p, "rb"))
+    try:
+        with stream:
+            table = pacsv.read_csv(
+                stream,
+                read_options=pacsv.ReadOptions(skip_rows=1, column_names=names, use_threads=True, block_size=16 << 20),
+                parse_options=pacsv.ParseOptions(delimiter="\t", quote_char=False, escape_char=False),
+                convert_options=pacsv.ConvertOptions(column_types=types, null_values=[], strings_can_be_null=False,
+                                                     quoted_strings_can_be_null=False))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    m, n = table.num_rows, len(fields) - 3
+    if m == 0:
+        return None
+    contig = table.column(0).unify_dictionaries().combine_chunks()
+    contig = np.asarray(contig.dictionary.to_pylist(), dtype=object)[contig.indices.to_numpy()]
+    start, end = (table.column(j).to_numpy() for j in (1, 2))
+    columns = [table.column(3 + k) for k in range(n)]
+    del table
+    values = np.empty((m, n), dtype=np.float64, order="F")
+
+    def fill(k: int) -> None:
+        at = 0
+        for chunk in columns[k].chunks:
+            values[at:at + len(chunk), k] = chunk.to_numpy()
+            at += len(chunk)
+        columns[k] = None  # its memory goes as the matrix fills
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ..data import usable_cores
+
+    with ThreadPoolExecutor(max_workers=max(1, min(threads or usable_cores(), n))) as pool:
+        list(pool.map(fill, range(n)))
+    return DepthMatrix(header, fields[3:], contig, start.astype(np.int64), end.astype(np.int64), values)
 
 
 def _gz(p: Path) -> bool:
@@ -139,17 +222,13 @@ def _matrix(df: pd.DataFrame, header: str, fields: list[str], shown: str) -> Dep
     values = np.empty((m, n), dtype=np.float64, order="F")
     text: dict = {}
     for k in range(n):
-        col = df.iloc[:, 3 + k]
-        if col.dtype.kind in "iu":
-            values[:, k] = col.to_numpy()
-            continue
-        cells = col.astype(str).to_numpy(dtype=object)
-        for r, cell in enumerate(cells):
-            if _PLAIN_INT.fullmatch(cell):
-                values[r, k] = int(cell)
-            else:
-                values[r, k] = np.nan
-                text[(r, k)] = cell
+        cells = df.iloc[:, 3 + k].astype(str)
+        plain = cells.str.fullmatch(_PLAIN_INT.pattern).to_numpy(dtype=bool)
+        values[:, k] = np.nan
+        if plain.any():
+            values[plain, k] = pd.to_numeric(cells[plain]).to_numpy(dtype=np.float64)
+        for r in np.flatnonzero(~plain):
+            text[(int(r), k)] = cells.iloc[r]
     contig = df.iloc[:, 0].astype(str).to_numpy(dtype=object)
     return DepthMatrix(header, samples, contig, coords[0], coords[1], values, text)
 

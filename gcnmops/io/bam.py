@@ -130,10 +130,10 @@ def _inflate_block(view: memoryview, o: int, d: int, e: int, crc: int, isize: in
     try:
         data = _inflate(view[d:e], isize)
     except Exception as err:  # noqa: BLE001 - zlib.error, deflate.DeflateError, isal error
-        raise InputError(f"{path}: corrupt BGZF block at byte {o} ({err}); the BAM file is damaged.") from None
+        raise InputError(f"{path}: corrupt BGZF block at byte {o} ({err}); the file is damaged.") from None
     if len(data) != isize or _crc32(data) != crc:
         raise InputError(f"{path}: BGZF block at byte {o} fails its {'size' if len(data) != isize else 'CRC32'} "
-                         "check; the BAM file is damaged.")
+                         "check; the file is damaged.")
     return data
 
 
@@ -148,28 +148,28 @@ def _inflate_group(view: memoryview, blocks: list[tuple[int, int, int, int, int]
 
 
 class _MappedFile:
-    """A read-only memory map of a file (empty files are refused)."""
+    """A read-only memory map of a file (empty files are refused); ``kind`` names it in messages."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = str(path)
+    def __init__(self, path: Path, kind: str = "BAM file") -> None:
+        self.path, self.kind = str(path), kind
         try:
             self._fh = open(path, "rb")
         except FileNotFoundError:
-            raise InputError(f"BAM file not found: {path}") from None
+            raise InputError(f"{kind[:1].upper()}{kind[1:]} not found: {path}") from None
         except IsADirectoryError:
-            raise InputError(f"{path} is a directory, not a BAM file.") from None
+            raise InputError(f"{path} is a directory, not a {kind}.") from None
         except OSError as err:
-            raise InputError(f"Cannot read BAM file {path}: {err.strerror or err}.") from None
+            raise InputError(f"Cannot read {kind} {path}: {err.strerror or err}.") from None
         size = os.fstat(self._fh.fileno()).st_size
         if size == 0:
             self._fh.close()
-            raise InputError(f"BAM file {path} is empty.")
+            raise InputError(f"{kind[:1].upper()}{kind[1:]} {path} is empty.")
         self.size = size
         try:
             self._mm = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ)
         except (OSError, ValueError) as err:
             self._fh.close()
-            raise InputError(f"Cannot map BAM file {path} into memory ({err}): give a regular file.") from None
+            raise InputError(f"Cannot map {kind} {path} into memory ({err}): give a regular file.") from None
         self.view = memoryview(self._mm)
         self.array = np.frombuffer(self._mm, dtype=np.uint8)
 
@@ -228,12 +228,12 @@ def _inflated_chunks(f: _MappedFile, start: int, stop: int, pool: Executor | Non
         while p < stop:
             n, p_next, status = _find_blocks(f.array, p, stop, meta)
             if n == 0 and status == 1:
-                raise InputError(f"{f.path}: truncated BAM file (a BGZF block at byte {p} runs past the end of "
+                raise InputError(f"{f.path}: truncated {f.kind} (a BGZF block at byte {p} runs past the end of "
                                  "the file).")
             if n == 0:
                 what = "not a BGZF block" if status == -1 else "a gzip block without the BGZF size field"
-                raise InputError(f"{f.path}: {what} at byte {p}: not a BAM file, or a damaged one "
-                                 "(gcnmops reads BAM and CRAM; convert SAM with samtools view -b).")
+                hint = " (gcnmops reads BAM and CRAM; convert SAM with samtools view -b)" if f.kind == "BAM file" else ""
+                raise InputError(f"{f.path}: {what} at byte {p}: not a {f.kind}, or a damaged one{hint}.")
             blocks = list(zip(*meta[:, :n].tolist()))
             if pool is None:
                 reported = p
@@ -564,6 +564,28 @@ def count_bam_pysam(path: str | os.PathLike, header: BamHeader, plan: CountPlan,
         ok = (j >= 0) & (j < bp.size - 1)
         counts[plan.bp_off[k]:plan.bp_off[k + 1]] += np.bincount(j[ok], minlength=bp.size)
     return counts
+
+
+def is_bgzf(path: str | os.PathLike) -> bool:
+    """Whether the file starts with a BGZF block (bgzip's and BAM's gzip with the 'BC' block-size field)."""
+    with open(path, "rb") as fh:
+        head = fh.read(18)
+    return len(head) == 18 and head[:4] == b"\x1f\x8b\x08\x04" and head[12:14] == b"BC"
+
+
+def inflate_bgzf(path: str | os.PathLike, *, threads: int | None = None, kind: str = "bgzipped file") -> Iterator[bytes]:
+    """The inflated data of a BGZF file, in file order, in pieces of a few blocks: the blocks are inflated on
+    ``threads`` threads (default: every usable core), a few pieces ahead of the reader, each block's size and
+    CRC32 checked (InputError naming the ``kind`` of file and the byte)."""
+    n = threads or default_threads()
+    pool = make_pool(n)
+    try:
+        with _MappedFile(Path(path), kind) as f:
+            for chunk in _inflated_chunks(f, 0, f.size, pool, n):
+                yield chunk.data
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def default_threads() -> int:

@@ -11,6 +11,8 @@ The rule, for every file with coordinates (never a silent shift):
 - A file that declares BED style (a header line starting with ``#``, a ``.bed`` name, or a tool whose
   convention is known) is read as 0-based, unless its bins contradict it (they follow each other as 1-based
   closed bins do, end + 1 = next start, and none starts at 0): refused, naming the flags.
+- A format whose tool writes 1-based, closed intervals (GATK's CollectReadCounts TSV and HDF5) is read as 1-based,
+  unless its bins look 0-based (a start of 0, or bins that abut half-open): refused, naming the flags.
 - A file that declares nothing (a plain TSV/CSV/Parquet table, gcnmops's own convention) is read as 1-based,
   unless its bins look 0-based (a start of 0, or bins that abut as half-open ones do): refused, naming the flags.
 
@@ -89,4 +91,20 @@ def start_offset(seqnames, start, end, *, coordinates: str, declared: str | None
     return 0
 
 
-__all__ = ["AUTO", "ZERO_BASED", "ONE_BASED", "CHOICES", "FLAGS", "check_choice", "evidence", "start_offset"]
+def one_based_offset(seqnames, start, end, *, coordinates: str, tool: str, source: str) -> int:
+    """``start_offset`` for a format its tool writes 1-based and closed (``tool``: e.g. "GATK CollectReadCounts's
+    format"): 0, unless the flags say otherwise; refused when its bins look 0-based."""
+    check_choice(coordinates)
+    if coordinates != AUTO:
+        return start_offset(seqnames, start, end, coordinates=coordinates, declared=None, source=source)
+    zero, half_open, closed = evidence(seqnames, start, end)
+    if zero or half_open > closed:
+        why = "a start of 0" if zero else f"{half_open} neighbouring bins that abut as half-open bins do"
+        raise InputError(f"{source} is in {tool}, which is 1-based and closed, but its regions look 0-based ({why}). "
+                         "Say which it is: " + FLAGS + ".")
+    log.info(f"{source}: coordinates read as 1-based, closed ({tool}), as they are.")
+    return 0
+
+
+__all__ = ["AUTO", "ZERO_BASED", "ONE_BASED", "CHOICES", "FLAGS", "check_choice", "evidence", "start_offset",
+           "one_based_offset"]

@@ -48,6 +48,7 @@ from ..errors import InputError
 from .columns import (SEQNAMES_ALIASES, count_data_from_array, count_data_from_columns, count_data_from_frame,
                       file_start_offset)
 from .coordinates import AUTO, check_choice
+from .toolformats import read_tool_file, sniff, stdin_copy
 
 log = logging.getLogger("gcnmops")
 
@@ -60,7 +61,8 @@ _TEXT = (".tsv", ".txt", ".csv", ".bed")
 # --------------------------------------------------------------------------------------------
 # entry point
 # --------------------------------------------------------------------------------------------
-def read_counts(path_or_obj: Any, *, min_samples: int = 2, coordinates: str = AUTO) -> CountData:
+def read_counts(path_or_obj: Any, *, min_samples: int = 2, coordinates: str = AUTO,
+                depth_to_counts: float | None = None) -> CountData:
     """Read a regions x samples read-count matrix from a file or an in-memory object.
 
     Files, by extension: ``.tsv``, ``.txt`` (tab, comma or whitespace separated), ``.csv`` (each
@@ -84,6 +86,10 @@ def read_counts(path_or_obj: Any, *, min_samples: int = 2, coordinates: str = AU
         a file's start convention: "auto" reads BED-style files (a ``#`` header, ``.bed``, a tool's own format)
         as 0-based, half-open and others as 1-based, closed, and refuses a file whose bins contradict that
         (:mod:`gcnmops.io.coordinates`); 0-based starts are converted to cn.mops's 1-based ones.
+    depth_to_counts : float, optional
+        a tool's file of mean depths (mosdepth, CNVkit, a bedGraph of depths; :mod:`gcnmops.io.toolformats`): the
+        read length that converts them to read counts (depth x width / read length, rounded); without it such
+        files are refused.
 
     Returns
     -------
@@ -103,7 +109,8 @@ def read_counts(path_or_obj: Any, *, min_samples: int = 2, coordinates: str = AU
         return make_count_data(path_or_obj.counts, path_or_obj.sample_names, path_or_obj.ranges,
                                min_samples=min_samples)
     if isinstance(path_or_obj, (str, os.PathLike)):
-        return read_count_file(path_or_obj, min_samples=min_samples, coordinates=coordinates)
+        return read_count_file(path_or_obj, min_samples=min_samples, coordinates=coordinates,
+                               depth_to_counts=depth_to_counts)
     if isinstance(path_or_obj, pd.DataFrame):
         return count_data_from_frame(path_or_obj, min_samples=min_samples)
     if isinstance(path_or_obj, np.ndarray):
@@ -119,19 +126,40 @@ def read_counts(path_or_obj: Any, *, min_samples: int = 2, coordinates: str = AU
     )
 
 
-def read_count_file(path: str | os.PathLike, *, min_samples: int = 2, coordinates: str = AUTO) -> CountData:
-    """Read counts from a file; the format is taken from the extension (see :func:`read_counts`). Messages
-    quote the path as given."""
+def read_count_file(path: str | os.PathLike, *, min_samples: int = 2, coordinates: str = AUTO,
+                    depth_to_counts: float | None = None, shown: str | None = None) -> CountData:
+    """Read counts from a file (``-``: stdin); the format is taken from the extension, a tool's count file
+    (:mod:`gcnmops.io.toolformats`) from its name and first lines (see :func:`read_counts`). Messages quote the
+    path as given (or ``shown``)."""
     check_choice(coordinates)
+    if os.fspath(path) == "-":
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="gcnmops-stdin-") as folder:
+            return read_count_file(stdin_copy(Path(folder)), min_samples=min_samples, coordinates=coordinates,
+                                   depth_to_counts=depth_to_counts, shown="stdin")
     p = Path(path)
-    shown = str(os.fspath(path)) if not isinstance(os.fspath(path), bytes) else os.fsdecode(path)
-    fmt, compression = detect_format(p)
+    shown = shown or (str(os.fspath(path)) if not isinstance(os.fspath(path), bytes) else os.fsdecode(path))
+    try:
+        fmt, compression = detect_format(p)
+        unknown = None
+    except InputError as e:
+        fmt, compression, unknown = None, None, e
     if not p.exists():
-        raise InputError(f"Count file not found: {shown}")
+        raise unknown or InputError(f"Count file not found: {shown}")
     if p.is_dir():
         raise InputError(f"{shown} is a directory, not a count file.")
     if p.stat().st_size == 0:
         raise InputError(f"Count file {shown} is empty.")
+    tool = sniff(p)
+    if tool is not None:
+        return read_tool_file(p, tool, shown=shown, coordinates=coordinates, depth_to_counts=depth_to_counts,
+                              min_samples=min_samples)
+    if unknown is not None:
+        raise unknown
+    if depth_to_counts is not None:
+        raise InputError(f"--depth-to-counts converts the mean depths of a tool's file (mosdepth, CNVkit, bedGraph); "
+                         f"{shown} is a count table: leave it out.")
     if fmt in _TEXT:
         return _read_text(p, fmt, compression, min_samples, shown, coordinates)
     if fmt == ".parquet":
@@ -160,7 +188,8 @@ def detect_format(path: Path) -> tuple[str, str | None]:
         return fmt, compression
     raise InputError(
         f"Cannot tell the format of '{path.name}' from its extension: use .tsv, .txt or .csv (optionally "
-        ".gz/.bz2/.xz compressed), .parquet, .npz, .npy or .rds."
+        ".gz/.bz2/.xz compressed), .parquet, .npz, .npy or .rds, or a count file of GATK CollectReadCounts (.tsv, "
+        ".hdf5), GATK-SV (.RD.txt.gz), mosdepth (.regions.bed.gz), CNVkit (.cnn) or a bedGraph."
     )
 
 

@@ -298,13 +298,14 @@ def check_same_regions(x: CountData, r: CountData) -> None:
                              f"{b.iloc[i, 0]}:{b.iloc[i, 1]}-{b.iloc[i, 2]}).")
 
 
-def read_single_sample(x) -> CountData:
-    """singlecn.mops's input: exactly one sample."""
+def read_single_sample(x, *, coordinates: str = "auto", depth_to_counts: float | None = None) -> CountData:
+    """singlecn.mops's input: exactly one sample. ``coordinates`` and ``depth_to_counts``: a file's, as
+    :func:`gcnmops.io.read_counts` takes them."""
     if isinstance(x, (list, tuple)) and not isinstance(x, str):
         x = np.asarray(x)
     if isinstance(x, pd.Series):
         x = x.to_frame(name=x.name if x.name is not None else "Sample_1")
-    data = read_counts(x, min_samples=1)
+    data = read_counts(x, min_samples=1, coordinates=coordinates, depth_to_counts=depth_to_counts)
     if data.n_samples != 1:
         raise InputError(f"More than one sample detected ({data.n_samples} sample columns). Use standard "
                          "cn.mops for a cohort (--method cn.mops; cn_mops() in Python, gcn.mops() in R).")

@@ -1,0 +1,79 @@
+"""The bincov matrix reader: plain-integer matrices through the threaded bgzip inflation and pyarrow's parser, read
+exactly as the cell-by-cell pandas reading reads them (bgzip, gzip, plain text); any other cell sends the whole file
+to the cell-by-cell reading, its cells kept verbatim."""
+from __future__ import annotations
+
+import gzip
+
+import numpy as np
+import pytest
+
+from gcnmops.gatksv import matrix
+
+pysam = pytest.importorskip("pysam")
+
+
+def _text(rng, m=3000, n=7):
+    counts = rng.poisson(30, size=(m, n))
+    counts[5, 2] = 2 ** 31 - 1
+    lines = ["#Chr\tStart\tEnd\t" + "\t".join(f"S{k}" for k in range(n))]
+    for i in range(m):
+        contig, at = ("chr1", i) if i < 2000 else ("chrX", i - 2000)
+        lines.append(f"{contig}\t{at * 100}\t{at * 100 + 100}\t" + "\t".join(map(str, counts[i])))
+    return "\n".join(lines) + "\n"
+
+
+def _write(tmp_path, text, how):
+    plain = tmp_path / "m.bed"
+    plain.write_text(text)
+    if how == "plain":
+        return plain
+    if how == "gzip":
+        gz = tmp_path / "m.gzip.bed.gz"
+        gz.write_bytes(gzip.compress(text.encode()))
+        return gz
+    pysam.tabix_compress(str(plain), str(tmp_path / "m.bed.gz"), force=True)
+    return tmp_path / "m.bed.gz"
+
+
+def _slow(path, monkeypatch):
+    with monkeypatch.context() as mp:
+        mp.setattr(matrix, "_read_arrow", lambda *a: None)
+        return matrix.read_depth_matrix(path)
+
+
+def _same(a, b):
+    assert a.header == b.header and a.samples == b.samples and a.text == b.text
+    assert list(a.contig) == list(b.contig)
+    np.testing.assert_array_equal(a.start, b.start)
+    np.testing.assert_array_equal(a.end, b.end)
+    np.testing.assert_array_equal(a.values, b.values)
+    assert a.values.flags.f_contiguous and a.values.dtype == np.float64
+
+
+@pytest.mark.parametrize("how", ["bgzip", "gzip", "plain"])
+def test_fast_reading_equals_the_cell_by_cell_one(tmp_path, monkeypatch, how):
+    path = _write(tmp_path, _text(np.random.default_rng(1)), how)
+    calls = []
+    real = matrix._read_arrow
+    monkeypatch.setattr(matrix, "_read_arrow", lambda *a: calls.append(1) or real(*a))
+    fast = matrix.read_depth_matrix(path, threads=3)
+    assert calls and fast.values[5, 2] == 2 ** 31 - 1
+    monkeypatch.undo()
+    _same(fast, _slow(path, monkeypatch))
+
+
+@pytest.mark.parametrize("cell", ["NA", ".", "", "4294967296", "1.5"])
+def test_other_cells_are_read_cell_by_cell(tmp_path, monkeypatch, cell):
+    text = _text(np.random.default_rng(2)).split("\n")
+    fields = text[2500].split("\t")
+    fields[4] = cell
+    text[2500] = "\t".join(fields)
+    path = _write(tmp_path, "\n".join(text), "bgzip")
+    assert matrix._read_arrow(path, text[0], text[0].split("\t"), 2) is None
+    m = matrix.read_depth_matrix(path)
+    _same(m, _slow(path, monkeypatch))
+    if cell in ("4294967296",):
+        assert m.values[2499, 1] == 4294967296
+    else:
+        assert np.isnan(m.values[2499, 1]) and m.text == {(2499, 1): cell}

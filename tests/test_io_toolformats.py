@@ -1,0 +1,282 @@
+"""Count files of other tools (GATK CollectReadCounts TSV/HDF5, GATK-SV per-sample bincov, mosdepth, CNVkit,
+bedGraph, stdin), one sample each, and cohorts of them from a sample sheet: each read to the same cohort as the
+equivalent merged 1-based TSV; depths refused unless converted on request; no format read with shifted
+coordinates. Files are written with the tools' libraries where they are installable (pysam, h5py)."""
+from __future__ import annotations
+
+import io
+import logging
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import gcnmops
+from gcnmops.errors import InputError
+from gcnmops.example import example_cohort
+from gcnmops.io import read_counts
+from gcnmops.io.samplesheet import read_sample_sheet
+
+pysam = pytest.importorskip("pysam")
+READ_LENGTH = 100
+
+
+@pytest.fixture(scope="module")
+def cohort():
+    return example_cohort(n_regions=400, n_samples=6, window=1000, seed=5, n_cnvs=3)[0]
+
+
+@pytest.fixture(scope="module")
+def merged(cohort, tmp_path_factory):
+    """The cohort as a merged 1-based TSV, read back: what every format must read to."""
+    p = tmp_path_factory.mktemp("merged") / "cohort.tsv"
+    r = cohort.ranges
+    df = pd.DataFrame({"seqnames": r["seqnames"].astype(str), "start": r["start"], "end": r["end"]})
+    for k, s in enumerate(cohort.sample_names):
+        df[s] = cohort.counts[:, k].astype(np.int64)
+    df.to_csv(p, sep="\t", index=False)
+    return read_counts(p)
+
+
+def _bins(data, zero_based: bool):
+    r = data.ranges
+    return r["seqnames"].astype(str).to_numpy(), (r["start"] - int(zero_based)).to_numpy(), r["end"].to_numpy()
+
+
+def _same_bins(a, b):
+    pd.testing.assert_frame_equal(a.ranges.reset_index(drop=True).astype({"seqnames": str}),
+                                  b.ranges.reset_index(drop=True).astype({"seqnames": str}), check_dtype=False)
+
+
+def _same(a, b):
+    _same_bins(a, b)
+    np.testing.assert_array_equal(a.counts, b.counts)
+    assert list(a.sample_names) == list(b.sample_names)
+
+
+def _bgzip(plain, preset="bed", csi=False):
+    """bgzip + tabix index with pysam (htslib), as bgzip/tabix (and mosdepth's .csi) make them."""
+    return Path(pysam.tabix_index(str(plain), preset=preset, force=True, csi=csi))
+
+
+def _sheet(tmp_path, files, header=True):
+    p = tmp_path / "sheet.tsv"
+    lines = (["name\tpath"] if header else []) + [f"{name}\t{path.relative_to(tmp_path)}" for name, path in files]
+    p.write_text("\n".join(lines) + "\n")
+    return p
+
+
+# ------------------------------------------------------------------------------------------- writers of the formats
+def gatk_tsv(tmp_path, data, k, *, zero_based=False):
+    seq, start, end = _bins(data, zero_based)
+    name = data.sample_names[k]
+    lengths = pd.Series(end).groupby(seq, sort=False).max()
+    header = pysam.AlignmentHeader.from_dict({
+        "HD": {"VN": "1.6"}, "SQ": [{"SN": s, "LN": int(n)} for s, n in lengths.items()],
+        "RG": [{"ID": "GATKCopyNumber", "SM": name}]})
+    p = tmp_path / f"{name}.counts.tsv"
+    body = pd.DataFrame({"CONTIG": seq, "START": start, "END": end, "COUNT": data.counts[:, k].astype(np.int64)})
+    p.write_text(str(header) + body.to_csv(sep="\t", index=False))
+    return p
+
+
+def gatk_hdf5(tmp_path, data, k):
+    """HDF5SimpleCountCollection's layout: sample name, sequence dictionary, intervals (contig names + 3 x n
+    index/start/end doubles, 1-based), counts (1 x n doubles)."""
+    h5py = pytest.importorskip("h5py")
+    seq, start, end = _bins(data, False)
+    contigs = list(dict.fromkeys(seq))
+    index = np.array([contigs.index(s) for s in seq], dtype=np.float64)
+    p = tmp_path / f"{data.sample_names[k]}.counts.hdf5"
+    with h5py.File(p, "w") as f:
+        f["sample_metadata/sample_name"] = np.array([data.sample_names[k]], dtype="S")
+        f["locatable_metadata/sequence_dictionary"] = np.array(["@HD\tVN:1.6\n"], dtype="S")
+        f["intervals/indexed_contig_names"] = np.array(contigs, dtype="S")
+        f["intervals/transposed_index_start_end"] = np.vstack([index, start, end]).astype(np.float64)
+        f["counts/values"] = data.counts[:, k].reshape(1, -1).astype(np.float64)
+    return p
+
+
+def gatksv_rd(tmp_path, data, k, *, header=True):
+    seq, start, end = _bins(data, True)
+    name = data.sample_names[k]
+    df = pd.DataFrame({"#Chr": seq, "Start": start, "End": end, name: data.counts[:, k].astype(np.int64)})
+    plain = tmp_path / f"{name}.RD.txt"
+    df.to_csv(plain, sep="\t", index=False, header=header)
+    pysam.tabix_compress(str(plain), str(plain) + ".gz", force=True)
+    return tmp_path / f"{name}.RD.txt.gz"
+
+
+def depths(data, k, zero_based=True):
+    seq, start, end = _bins(data, zero_based)
+    width = end - start if zero_based else end - start + 1
+    return seq, start, end, data.counts[:, k] * READ_LENGTH / width  # mean depth of reads of READ_LENGTH bases
+
+
+def mosdepth(tmp_path, data, k, *, zero_based=True):
+    seq, start, end, depth = depths(data, k, zero_based)
+    plain = tmp_path / f"{data.sample_names[k]}.regions.bed"
+    pd.DataFrame({0: seq, 1: start, 2: end, 3: [f"{d:.2f}" for d in depth]}).to_csv(plain, sep="\t", index=False,
+                                                                                   header=False)
+    return _bgzip(plain, csi=True)  # mosdepth writes bgzip + .csi
+
+
+def cnvkit(tmp_path, data, k):
+    seq, start, end, depth = depths(data, k)
+    p = tmp_path / f"{data.sample_names[k]}.targetcoverage.cnn"
+    log2 = [math.log2(d) if d > 0 else -20.0 for d in depth]
+    pd.DataFrame({"chromosome": seq, "start": start, "end": end, "gene": "-", "depth": depth, "log2": log2}).to_csv(
+        p, sep="\t", index=False)
+    return p
+
+
+def bedgraph(tmp_path, data, k, *, values=None, zero_based=True):
+    seq, start, end = _bins(data, zero_based)
+    p = tmp_path / f"{data.sample_names[k]}.bedGraph"
+    v = data.counts[:, k].astype(np.int64) if values is None else values
+    body = pd.DataFrame({0: seq, 1: start, 2: end, 3: v}).to_csv(sep="\t", index=False, header=False)
+    p.write_text(f'track type=bedGraph name="{data.sample_names[k]}"\n' + body)
+    return p
+
+
+WRITERS = {"gatk_tsv": gatk_tsv, "gatk_hdf5": gatk_hdf5, "gatksv_rd": gatksv_rd,
+           "gatksv_rd_no_header": lambda t, d, k: gatksv_rd(t, d, k, header=False), "bedgraph": bedgraph}
+
+
+# ------------------------------------------------------------------------------------------- each format, a cohort
+@pytest.mark.parametrize("fmt", list(WRITERS))
+def test_sheet_of_count_files_reads_to_the_merged_cohort(tmp_path, cohort, merged, fmt, caplog):
+    files = [(s, WRITERS[fmt](tmp_path, cohort, k)) for k, s in enumerate(cohort.sample_names)]
+    with caplog.at_level(logging.INFO, logger="gcnmops"):
+        data = read_sample_sheet(_sheet(tmp_path, files))
+    _same(data, merged)
+    said = [r.getMessage() for r in caplog.records if "coordinates of" in r.getMessage()]
+    assert len(said) == 1 and f"{len(files)} file(s)" in said[0]  # one line for the sheet, not one per file
+
+
+@pytest.mark.parametrize("fmt", ["mosdepth", "cnvkit"])
+def test_depths_are_refused_then_converted_on_request(tmp_path, cohort, merged, fmt):
+    writer = mosdepth if fmt == "mosdepth" else cnvkit
+    files = [(s, writer(tmp_path, cohort, k)) for k, s in enumerate(cohort.sample_names)]
+    sheet = _sheet(tmp_path, files, header=False)
+    with pytest.raises(InputError, match="mean depths.*--depth-to-counts READ_LENGTH"):
+        read_sample_sheet(sheet)
+    _same(read_sample_sheet(sheet, depth_to_counts=READ_LENGTH), merged)
+
+
+def test_single_files_are_read_directly(tmp_path, cohort, merged):
+    for writer in (gatk_tsv, gatk_hdf5, gatksv_rd, bedgraph):
+        one = read_counts(writer(tmp_path, cohort, 2), min_samples=1)
+        assert one.sample_names == [cohort.sample_names[2]]
+        np.testing.assert_array_equal(one.counts[:, 0], merged.counts[:, 2])
+        _same_bins(one, merged)
+    with pytest.raises(InputError, match="--samples SHEET"):  # a cohort method: the sheet is named
+        read_counts(gatk_tsv(tmp_path, cohort, 0))
+    from gcnmops.pipeline.family import read_single_sample
+
+    one = read_single_sample(str(mosdepth(tmp_path, cohort, 1)), depth_to_counts=READ_LENGTH)
+    np.testing.assert_array_equal(one.counts[:, 0], merged.counts[:, 1])
+
+
+def test_stdin(tmp_path, cohort, merged, monkeypatch):
+    p = gatksv_rd(tmp_path, cohort, 0)  # bgzipped, BED-style header
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(p.read_bytes())))
+    one = read_counts("-", min_samples=1)
+    np.testing.assert_array_equal(one.counts[:, 0], merged.counts[:, 0])
+    _same_bins(one, merged)
+    tsv = merged.ranges.assign(**{s: merged.counts[:, k] for k, s in enumerate(merged.sample_names)})
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(tsv.to_csv(sep="\t", index=False).encode())))
+    _same(read_counts("-"), merged)
+
+
+def test_zero_based_files_give_the_calls_of_the_one_based_table(tmp_path, cohort, merged):
+    files = [(s, mosdepth(tmp_path, cohort, k)) for k, s in enumerate(cohort.sample_names)]
+    a = gcnmops.cn_mops(read_sample_sheet(_sheet(tmp_path, files), depth_to_counts=READ_LENGTH), backend="cpu")
+    b = gcnmops.cn_mops(merged, backend="cpu")
+    assert len(b.cnvs) > 0
+    pd.testing.assert_frame_equal(a.cnvs.reset_index(drop=True), b.cnvs.reset_index(drop=True))
+    assert (a.cnvs["start"] % 1000 == 1).all()
+
+
+# ------------------------------------------------------------------------------------------- refused, never shifted
+def test_shifted_coordinates_are_refused(tmp_path, cohort):
+    with pytest.raises(InputError, match="1-based and closed.*look 0-based.*--zero-based"):
+        read_counts(gatk_tsv(tmp_path, cohort, 0, zero_based=True), min_samples=1)
+    with pytest.raises(InputError, match="1-based closed bins do.*--zero-based"):
+        read_counts(bedgraph(tmp_path, cohort, 0, zero_based=False), min_samples=1)
+    with pytest.raises(InputError, match="1-based closed bins do"):
+        read_counts(mosdepth(tmp_path, cohort, 0, zero_based=False), min_samples=1, depth_to_counts=READ_LENGTH)
+    said = read_counts(bedgraph(tmp_path, cohort, 1, zero_based=False), min_samples=1, coordinates="1-based")
+    assert said.ranges["start"].iloc[0] == 1  # the user's word: read as it stands
+
+
+def test_bins_that_differ_are_named(tmp_path, cohort):
+    files = [(s, gatk_tsv(tmp_path, cohort, k)) for k, s in enumerate(cohort.sample_names[:3])]
+    other = example_cohort(n_regions=400, n_samples=2, window=500, seed=5)[0]
+    (tmp_path / "other").mkdir()
+    files.append(("odd", gatk_tsv(tmp_path / "other", other, 0)))
+    with pytest.raises(InputError, match=r"Sample 'odd' .* bin 1 is chr1:1-500, where 'S\w*' has chr1:1-1000"):
+        read_sample_sheet(_sheet(tmp_path, files))
+    short = tmp_path / "short.counts.tsv"
+    short.write_text("\n".join(gatk_tsv(tmp_path, cohort, 0).read_text().splitlines()[:-5]) + "\n")
+    files[-1] = ("short", short)
+    with pytest.raises(InputError, match="'short' .* 395 bins"):
+        read_sample_sheet(_sheet(tmp_path, files))
+
+
+def test_fractional_counts_and_merged_windows_are_refused(tmp_path, cohort):
+    frac = bedgraph(tmp_path, cohort, 0, values=cohort.counts[:, 0] + 0.25)
+    with pytest.raises(InputError, match="not whole numbers.*not rounded.*--depth-to-counts"):
+        read_counts(frac, min_samples=1)
+    merged_runs = tmp_path / "runs.bedGraph"
+    merged_runs.write_text("chr1\t0\t1000\t5\nchr1\t1000\t3000\t7\nchr1\t3000\t4000\t2\n")
+    with pytest.raises(InputError, match="not fixed windows.*2000 bp wide"):
+        read_counts(merged_runs, min_samples=1)
+    with pytest.raises(InputError, match="holds read counts.*leave it out"):
+        read_counts(gatk_tsv(tmp_path, cohort, 0), min_samples=1, depth_to_counts=READ_LENGTH)
+
+
+def test_foreign_hdf5_and_cnvkit_reference_are_refused(tmp_path, cohort):
+    h5py = pytest.importorskip("h5py")
+    p = tmp_path / "other.h5"
+    with h5py.File(p, "w") as f:
+        f["x"] = np.zeros(3)
+    with pytest.raises(InputError, match="not GATK CollectReadCounts's.*/counts/values"):
+        read_counts(p, min_samples=1)
+    ref = tmp_path / "reference.cnn"
+    ref.write_text("chromosome\tstart\tend\tgene\tlog2\tdepth\tgc\trmask\tspread\nchr1\t0\t1000\t-\t0\t1\t0.4\t0\t0.1\n")
+    with pytest.raises(InputError, match="CNVkit reference"):
+        read_counts(ref, min_samples=1)
+
+
+def test_cli_samples_sheet(tmp_path, cohort, merged):
+    files = [(s, mosdepth(tmp_path, cohort, k)) for k, s in enumerate(cohort.sample_names)]
+    sheet = _sheet(tmp_path, files)
+    cmd = [sys.executable, "-m", "gcnmops", "convert", "--samples", str(sheet), "-o", str(tmp_path / "c.zarr")]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 2 and "--depth-to-counts" in r.stderr
+    pytest.importorskip("zarr")
+    r = subprocess.run(cmd + ["--depth-to-counts", str(READ_LENGTH)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert f"{merged.n_regions:,} regions x {merged.n_samples} samples" in r.stdout
+    from gcnmops.io.store import open_count_store
+
+    store = open_count_store(tmp_path / "c.zarr")
+    np.testing.assert_array_equal(store.rows(0, merged.n_regions), merged.counts)
+
+
+def test_single_method_takes_the_coordinate_flag(tmp_path, cohort, merged):
+    from gcnmops.pipeline.family import read_single_sample
+
+    p = tmp_path / "one.tsv"  # 0-based bins without a BED marker: refused, then read as the flag says
+    r = merged.ranges
+    pd.DataFrame({"seqnames": r["seqnames"], "start": r["start"] - 1, "end": r["end"], "s": merged.counts[:, 0]}).to_csv(
+        p, sep="\t", index=False)
+    with pytest.raises(InputError, match="--zero-based"):
+        read_single_sample(str(p))
+    one = read_single_sample(str(p), coordinates="0-based")
+    _same_bins(one, merged)
