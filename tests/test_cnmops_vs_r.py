@@ -64,6 +64,7 @@ class Cohort:
     start: np.ndarray
     end: np.ndarray
     ranged: bool
+    huge: bool = False
 
     def table(self, x: np.ndarray, prefix: str):
         names = [f"{prefix}{k + 1}" for k in range(x.shape[1])]
@@ -75,9 +76,9 @@ class Cohort:
 
 def draw_cohort(rng: np.random.Generator, m: int, N: int, n_chrom: int, *, controls: int = 0,
                 depth: float | None = None, ranged: bool = True) -> Cohort:
-    """Exome-like counts: gamma region means (uneven), sample factors, sparse rows, planted CNVs (CN 0, 1, 3, 4, 6
-    over 2-40 regions of 1 to N/4 samples, about one per 50-500 regions), sometimes huge counts or an all-zero
-    chromosome. ``depth``: mean count per region (default: drawn from 2 to 2000; low depths make ties)."""
+    """Exome-like counts: gamma region means (uneven), sample factors, often overdispersed, sparse rows, planted
+    CNVs (CN 0, 1, 3, 4, 6 over 2-40 regions of 1 to N/4 samples, about one per 50-500 regions), sometimes huge
+    counts or an all-zero chromosome. ``depth``: mean count per region (default: drawn from 2 to 2000; low depths make ties)."""
     n_chrom = n_chrom if ranged else 1
     sizes = rng.multinomial(m - 30 * n_chrom, np.full(n_chrom, 1.0 / n_chrom)) + 30
     chrom = np.repeat(np.array([f"chr{c + 1}" for c in range(n_chrom)] if ranged else ["undef"], dtype=object),
@@ -105,14 +106,19 @@ def draw_cohort(rng: np.random.Generator, m: int, N: int, n_chrom: int, *, contr
         r0 = first[c] + int(rng.integers(0, sizes[c] - length))
         who = rng.choice(N, int(rng.integers(1, max(1, N // 4) + 1)), replace=False)
         cn[r0:r0 + length, who] = rng.choice([0.0, 1.0, 3.0, 4.0, 6.0])
-    x = rng.poisson(mu[:, None] * rng.uniform(0.6, 1.6, total) * cn / 2.0).astype(np.float64)
-    if rng.random() < 0.12:  # huge counts
+    lam = mu[:, None] * rng.uniform(0.6, 1.6, total) * cn / 2.0
+    if rng.random() < 0.7:  # overdispersed, as real counts are (gamma-Poisson)
+        k = rng.uniform(3.0, 40.0)
+        lam = lam * rng.gamma(k, 1.0 / k, lam.shape)
+    x = rng.poisson(lam).astype(np.float64)
+    huge = rng.random() < 0.12
+    if huge:
         x *= float(10 ** int(rng.integers(3, 7)))
     if n_chrom > 1 and rng.random() < 0.25:  # an all-zero chromosome
         x[chrom == f"chr{int(rng.integers(n_chrom)) + 1}"] = 0.0
     x[:, x.sum(axis=0) == 0] += 1.0  # no empty sample
     return Cohort(np.asfortranarray(x[:, :N]), np.asfortranarray(x[:, N:]) if controls else None, chrom, start,
-                  end, ranged)
+                  end, ranged, huge)
 
 
 def draw_params(rng: np.random.Generator, method: str) -> dict:
@@ -271,19 +277,25 @@ METHODS = ("cn.mops", "exome", "haplo", "reference", "single")
 
 
 def draw_case(rng: np.random.Generator, method: str, m: int) -> tuple[Cohort, dict]:
-    """A cohort of m regions for ``method`` and a parameter draw (singlecn.mops: one sample and no all-zero
-    chromosome, where cn.mops's median of no positive count stops it)."""
+    """A cohort of m regions for ``method`` and a parameter draw. singlecn.mops: one sample and no all-zero
+    chromosome (cn.mops's median of no positive count stops it). Huge counts are not normalized with normType
+    "poisson": their variance-to-mean ratios ask R's density() for a grid of u * 100 points, beyond 2^31 ("invalid
+    'n' argument") or gigabytes below it, where gcnmops evaluates the same estimate without the grid
+    (gcnmops/exact/density.py)."""
     N = 1 if method == "single" else int(rng.integers(2, 5 if m > 20000 else 16))
     n_chrom = int(rng.integers(1, 7))
     depth = float(rng.choice([1.5, 4.0])) if rng.random() < 0.2 else None
     cohort = draw_cohort(rng, m, N, n_chrom, controls=int(rng.integers(1, 8)) if method == "reference" else 0,
                          ranged=rng.random() < 0.85, depth=depth)
+    kw = draw_params(rng, method)
+    if cohort.huge and kw.get("norm_type", "poisson") == "poisson":
+        kw["norm_type"] = str(rng.choice(["mean", "median", "quant", "mode"]))
     if method == "single":
         for c in set(cohort.chrom):
             rows = cohort.chrom == c
             if not (cohort.counts[rows] > 0).any():
                 cohort.counts[np.flatnonzero(rows)[::7], 0] = 3.0
-    return cohort, draw_params(rng, method)
+    return cohort, kw
 
 
 def tie_case(rng: np.random.Generator, m: int) -> tuple[Cohort, dict]:
