@@ -1,79 +1,32 @@
 """The CPU model (model/cpu.py, the EM of model/em.py) against an R implementation of the per-region EM, bit for bit.
 
-The R reference is written from the spec's words (part 1, section 2) in the operation order of model/em.py (cn.mops
-runs the EM in compiled code; its order is the one the golden cases fix): R's median, mean, sum, lgamma, exp and
-log, plain double sums in class and sample order. It checks that what R computes for the steps (initial scale,
-initial weights, log-gamma, glibc's exp and log, INI's mean) is what our compiled EM computes, on generated regions:
-normalized (fractional) counts, raw counts with per-sample coverages (norm=2), regions whose median is 0, the
-minReadCount short-cut, other classes, priors and cycle counts. Skipped cleanly without R or rpy2.
+The R reference (tests/rcnmops.py, ``ref_em_all``) is written from the spec's words (part 1, section 2) in the
+operation order of model/em.py (cn.mops runs the EM in compiled code; its order is the one the golden cases fix): R's
+median, mean, sum, lgamma, exp and log, plain double sums in class and sample order. It checks that what R computes
+for the steps (initial scale, initial weights, log-gamma, glibc's exp and log, INI's mean) is what our compiled EM
+computes, on generated regions: normalized (fractional) counts, raw counts with per-sample coverages (norm=2),
+regions whose median is 0, the minReadCount short-cut, other classes, priors and cycle counts. Skipped cleanly
+without R or rpy2.
 """
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from rdiff import assert_same_bits, from_r, r_or_skip, to_r
+from rcnmops import r_reference
+from rdiff import assert_same_bits, from_r, to_r
 
 from gcnmops.model.cpu import fit_cpu
 from gcnmops.model.spec import ModelSpec
 
 pytestmark = pytest.mark.r
 
-R_EM = r"""
-ref_em <- function(x, cov, I, idx2, priorImpact, cyc, minReadCount) {
-  n <- length(I); N <- length(x)
-  if (all(x <= minReadCount)) {
-    alpha <- rep(0, n); alpha[idx2] <- 1
-    return(list(lambda = rep(0, n), alpha = alpha, sini = rep(0, N), cn = rep(idx2, N), ini = 0))
-  }
-  alpha <- rep(0.05, n); alpha[idx2] <- 0.6; alpha <- alpha / sum(alpha)
-  alphaPrior <- rep(0, n); alphaPrior[idx2] <- priorImpact
-  P <- sum(alphaPrior)
-  l <- median(x / cov)
-  if (l < 1e-10) l <- max(mean(x / cov), 1)
-  lambda <- l * I * I
-  g <- lgamma(x + 1)
-  S <- 0
-  for (v in x) S <- S + v
-  S <- S / N * N
-  for (cycle in seq_len(cyc)) {
-    A <- matrix(0, n, N)
-    for (i in seq_len(n)) {
-      a <- alpha[i] * exp(x * log(cov * lambda[i]) - g - cov * lambda[i])
-      a[a < 1e-100] <- 1e-100
-      A[i, ] <- a
-    }
-    s <- rep(0, N)
-    for (i in seq_len(n)) s <- s + A[i, ]
-    Pp <- t(t(A) / s)
-    acc <- rep(0, n)
-    for (k in seq_len(N)) acc <- acc + Pp[, k]
-    Tsum <- 0
-    for (v in as.vector(t(I * Pp) * cov)) Tsum <- Tsum + v  # classes, then samples
-    lambda <- S / Tsum * I
-    alpha <- (alphaPrior + acc / N) / (1 + P)
-  }
-  sini <- rep(0, N); gain <- rep(0, N)
-  for (i in seq_len(n)) {
-    sini <- sini + log2(I[i]) * Pp[i, ]
-    gain <- gain + abs(log2(I[i])) * Pp[i, ]
-  }
-  list(lambda = lambda, alpha = alpha, sini = sini, cn = apply(Pp, 2, which.max), ini = mean(gain))
-}
-ref_em_all <- function(X, cov, I, idx2, priorImpact, cyc, minReadCount) {
-  fits <- lapply(seq_len(nrow(X)), function(r) ref_em(X[r, ], cov, I, idx2, priorImpact, cyc, minReadCount))
-  pick <- function(name) do.call(rbind, lapply(fits, `[[`, name))
-  list(lambda = pick("lambda"), alpha = pick("alpha"), sini = pick("sini"), cn = pick("cn"), ini = pick("ini"))
-}
-"""
 
 DEFAULT_I = (0.025, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0)
 
 
 @pytest.fixture(scope="module")
 def R():
-    r = r_or_skip()
-    r(R_EM)
-    return r
+    return r_reference()
 
 
 def _regions(rng, m: int, N: int, fractional: bool) -> np.ndarray:

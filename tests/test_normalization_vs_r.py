@@ -1,10 +1,10 @@
 """Our normalization against an R implementation of the same steps, bit for bit, on generated cohorts.
 
-The R reference below is written from the words of the spec (part 1, section 3: normalizeChromosomes, and the
-coverage of norm=2 in section 1) with R's own colMeans, median, quantile, mean, var, density and colSums, as
-cn.mops calls them. Cohorts: new seeds and shapes, one to five chromosomes (also not contiguous), silent rows,
-all-zero chromosomes, fractional counts, every normType x sizeFactor, random quantiles, ploidy vectors. Skipped
-cleanly without R or rpy2.
+The R reference (tests/rcnmops.py, ``ref_normalize``, ``ref_coverage``) is written from the words of the spec (part
+1, section 3: normalizeChromosomes, and the coverage of norm=2 in section 1) with R's own colMeans, median, quantile,
+mean, var, density and colSums, as cn.mops calls them. Cohorts: new seeds and shapes, one to five chromosomes (also
+not contiguous), silent rows, all-zero chromosomes, fractional counts, every normType x sizeFactor, random quantiles,
+ploidy vectors. Skipped cleanly without R or rpy2.
 """
 from __future__ import annotations
 
@@ -12,93 +12,14 @@ import warnings
 
 import numpy as np
 import pytest
-from rdiff import assert_same_bits, from_r, r_or_skip, to_r
+from rcnmops import r_reference
+from rdiff import assert_same_bits, from_r, to_r
 
 from gcnmops.errors import InputError
 from gcnmops.normalization.cpu import normalize_chromosomes, sample_coverage
 
 pytestmark = pytest.mark.r
 
-R_REFERENCE = r"""
-ref_mode_nonzero <- function(v) {  # the most frequent non-zero value (ties: the smallest); NA if none
-  nz <- v[v != 0]
-  if (!length(nz)) return(NA_real_)
-  u <- sort(unique(nz))
-  u[which.max(tabulate(match(nz, u), length(u)))]
-}
-ref_norm_group <- function(Y, chr, normType, sizeFactor, qu, quSizeFactor) {
-  globalSf <- colSums(Y)
-  if (any(globalSf == 0)) stop("Zero columns in readcount matrix.")
-  silentLast <- NULL
-  for (l in unique(chr)) {
-    idx <- which(chr == l)
-    Yc <- Y[idx, , drop = FALSE]
-    if (all(Yc == 0)) next
-    silent <- apply(Yc, 1, function(r) all(r < 1))
-    silentLast <- silent
-    Ys <- Yc[!silent, , drop = FALSE]
-    f <- rep(1, ncol(Y))
-    if (nrow(Ys) > 1) {
-      sf <- if (sizeFactor == "mean") colMeans(Ys)
-            else if (sizeFactor == "median" || normType == "poisson") apply(Ys, 2, median)
-            else if (sizeFactor == "quant") apply(Ys, 2, quantile, probs = quSizeFactor, names = FALSE)
-            else apply(Ys, 2, ref_mode_nonzero)
-      if (any(is.na(sf))) sf <- globalSf
-      if (any(sf == 0)) stop("Some normalization factors are zero!")
-      f <- switch(normType,
-                  mean = mean(sf) / sf, median = median(sf) / sf,
-                  quant = quantile(sf, qu, names = FALSE) / sf,
-                  mode = ref_mode_nonzero(as.vector(Ys)) / sf,
-                  poisson = mean(sf) / sf)
-      if (normType == "poisson") {
-        Z <- t(t(Ys) * f)
-        v <- apply(Z, 1, var) / apply(Z, 1, mean)
-        v <- v[!is.na(v)]
-        u <- quantile(v, 0.95, names = FALSE)
-        d <- density(v, na.rm = TRUE, from = 0, to = u, n = u * 100)
-        md <- d$x[which.max(d$y)]
-        if (length(md) && is.finite(md)) f <- f / md
-      }
-      if (!all(is.finite(f))) f <- rep(1, ncol(Y))
-    }
-    Yc <- t(t(Yc) * f)
-    Yc[silent, ] <- 0
-    Y[idx, ] <- Yc
-  }
-  list(Y = Y, silent = silentLast)
-}
-ref_normalize <- function(X, chr, normType, sizeFactor, qu, quSizeFactor, ploidy) {
-  N <- ncol(X)
-  if (length(unique(ploidy)) == 1) ploidy <- rep(2, N)
-  ploidy[ploidy == 0] <- 0.05
-  groups <- c(2, setdiff(unique(ploidy), 2))
-  out <- X
-  silent <- NULL
-  ref <- NA
-  for (p in groups) {
-    cols <- which(ploidy == p)
-    if (length(cols) > 1) {
-      res <- ref_norm_group(X[, cols, drop = FALSE], chr, normType, sizeFactor, qu, quSizeFactor)
-      out[, cols] <- res$Y
-      if (!is.null(res$silent)) silent <- res$silent
-    }
-    if (length(groups) == 1) break
-    # the silent rows of the last chromosome normalized, recycled over the matrix (cn.mops's quirk)
-    keep <- if (is.null(silent)) rep(TRUE, nrow(X)) else rep_len(!silent, nrow(X))
-    med <- median(out[keep, cols])
-    if (p == 2) { ref <- med; next }
-    out[, cols] <- if (ref == 0 && med == 0) out[, cols] * p / 2 else out[, cols] * ref / med * p / 2
-  }
-  out
-}
-ref_coverage <- function(X) {  # norm = 2
-  cov <- apply(X, 2, function(x) {
-    q <- quantile(x, c(0.05, 0.95), names = FALSE)
-    mean(x[x > q[1] & x < q[2]])
-  })
-  cov / median(cov)
-}
-"""
 
 NORM_TYPES = ("mean", "median", "quant", "mode", "poisson")
 SIZE_FACTORS = ("mean", "median", "quant", "mode")
@@ -106,9 +27,7 @@ SIZE_FACTORS = ("mean", "median", "quant", "mode")
 
 @pytest.fixture(scope="module")
 def R():
-    r = r_or_skip()
-    r(R_REFERENCE)
-    return r
+    return r_reference()
 
 
 def _cohort(rng: np.random.Generator):

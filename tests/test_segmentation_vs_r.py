@@ -1,9 +1,9 @@
-"""The fast segmentation against an R reference, bit for bit: cn.mops's ``segment()`` written in R from the spec
-(docs: /work/shared/spec/20-segmentation-and-calls.md, part 1) with R's own primitives (``pt``, ``quantile``,
-``sd``, ``median``, ``mean``, IRanges' ``reduce``/``setdiff``), on vectors drawn over the parameter space and
-built to tie: plateaus of a few repeated values, as sINI of median-normalized cohorts (useMedian) are, make many
-positions' windows mathematically equal, so their statistics tie with each other and with the breakpoint
-threshold, and only R's bits of ``pt()`` decide ``stat > threshold``.
+"""The fast segmentation against an R reference, bit for bit: cn.mops's ``segment()`` written in R (tests/rcnmops.py,
+``ref_segment``) from the spec (docs: /work/shared/spec/20-segmentation-and-calls.md, part 1) with R's own primitives
+(``pt``, ``quantile``, ``sd``, ``median``, ``mean``, IRanges' ``reduce``/``setdiff``), on vectors drawn over the
+parameter space and built to tie: plateaus of a few repeated values, as sINI of median-normalized cohorts (useMedian)
+are, make many positions' windows mathematically equal, so their statistics tie with each other and with the
+breakpoint threshold, and only R's bits of ``pt()`` decide ``stat > threshold``.
 
 Compared: the statistic p_i of every position (before local maxima) bit for bit, and the segment table exactly
 (equal values: R's median() of +0 and -0 may keep either sign).
@@ -19,93 +19,16 @@ from gcnmops.segmentation.cpu import segment
 from gcnmops.segmentation.host import vector_constants
 from gcnmops.segmentation.kernels import (is_candidate, prefix_sums, scan_position, window_count, window_constants,
                                           window_t)
-from rdiff import assert_same_bits, from_r, r_or_skip, to_r
+from rcnmops import r_reference
+from rdiff import assert_same_bits, from_r, to_r
 
 pytestmark = pytest.mark.r
 
-R_SEGMENT = r"""
-ref_stat <- function(x, eps, delta, maxInt, minSeg, cyberWeight) {
-  # segment.cpp's per-position statistic (pValue, before the local maxima), in its operation order
-  if (cyberWeight < 0.01) cyberWeight <- 0.01
-  n <- length(x)
-  S <- numeric(n); Q <- numeric(n); S[1] <- x[1]; Q[1] <- x[1] * x[1]
-  for (i in seq_len(n)[-1]) { S[i] <- S[i - 1] + x[i]; Q[i] <- Q[i - 1] + x[i] * x[i] }  # doubles, not cumsum's
-  mu <- 0; M2 <- 0
-  for (i in seq_len(n)) { d <- x[i] - mu; mu <- mu + d / i; M2 <- M2 + d * (x[i] - mu) }
-  V <- M2 / (n - 1); if (V < 1e-15) V <- 1e-15
-  p <- numeric(n)
-  for (i in 0:(n - 2)) {
-    if (abs(x[i + 2] - x[i + 1]) > eps && i > minSeg && i < n - minSeg - 1) {
-      j <- minSeg; d <- 0; best <- 0; prev <- 0
-      while (d <= delta && j <= maxInt && i + j + 1 < n && i - j - 1 >= 0) {
-        nn <- j + cyberWeight - 1
-        mL <- (S[i + 1] - S[i - j]) / (j + 1)
-        vL <- (Q[i + 1] - Q[i - j]) - (j + 1) * mL * mL
-        vL <- (vL + cyberWeight * V) / nn
-        mR <- (S[i + j + 2] - S[i + 1]) / (j + 1)
-        vR <- (Q[i + j + 2] - Q[i + 1]) - (j + 1) * mR * mR
-        vR <- (vR + cyberWeight * V) / nn
-        tt <- abs(mL - mR) / sqrt(vL / (nn + 1) + vR / (nn + 1) + 1e-15)
-        a <- vL / (nn + 1); b <- vR / (nn + 1)
-        dof <- (a + b) * (a + b) / ((a * a) / nn + (b * b) / nn)
-        q <- -pt(tt, dof, lower.tail = FALSE, log.p = TRUE)
-        if (q > best) best <- q
-        if (q > prev) d <- 0 else d <- d + 1
-        prev <- q
-        j <- j + 1
-      }
-      p[i + 1] <- best
-    }
-  }
-  p
-}
-ref_segment <- function(x, alpha, minSeg, eps, delta, maxInt, cyberWeight) {
-  # segment.R with the statistic above (segMedianT = NULL: +-2 sd(x); eps = NA: not passed)
-  segMedianT <- c(2 * sd(x), -2 * sd(x))
-  if (minSeg < 2) minSeg <- 2
-  if (maxInt < minSeg + 5) maxInt <- minSeg + 5
-  if (cyberWeight < 0) cyberWeight <- 0
-  m <- length(x)
-  if (is.na(eps)) eps <- quantile(abs(diff(x)), probs = 0.75)
-  p <- ref_stat(x, eps, as.integer(delta), as.integer(maxInt), as.integer(minSeg), cyberWeight)
-  stat <- p
-  if (minSeg > 2) {
-    ll <- floor(minSeg / 2)
-    for (i in 0:(m - 1)) {
-      if (i - ll > 0 && i + ll < m) {
-        for (j in 1:ll) if (p[i - j + 1] > stat[i + 1] || p[i + j + 1] > stat[i + 1]) stat[i + 1] <- 0
-      }
-    }
-  }
-  if (alpha >= 1) {
-    brk <- sort(order(stat, decreasing = TRUE)[1:as.integer(alpha)])
-  } else {
-    brk <- which(stat > quantile(stat, probs = 1 - alpha))
-  }
-  b <- c(0, brk, m)
-  df <- data.frame(start = c(1, brk + 1), end = c(brk, m),
-                   median = sapply(2:length(b), function(i) median(x[(b[i - 1] + 1):b[i]])))
-  amp <- IRanges::reduce(IRanges::IRanges(df$start[df$median > segMedianT[1]], df$end[df$median > segMedianT[1]]))
-  loss <- IRanges::reduce(IRanges::IRanges(df$start[df$median < segMedianT[2]], df$end[df$median < segMedianT[2]]))
-  ir <- BiocGenerics::sort(c(amp, loss))
-  ir <- ir[IRanges::width(ir) >= minSeg]
-  fin <- as.data.frame(BiocGenerics::sort(c(ir, IRanges::setdiff(IRanges::IRanges(1, m), ir))))
-  bi <- c(0, fin$end)
-  avg <- sapply(2:length(bi), function(i) { v <- x[(bi[i - 1] + 1):bi[i]]; c(mean(v), median(v)) })
-  list(p = p, start = as.numeric(fin$start), end = as.numeric(fin$end), mean = avg[1, ], median = avg[2, ])
-}
-"""
 
 
 @pytest.fixture(scope="module")
 def R():
-    r = r_or_skip()
-    try:
-        r(R_SEGMENT)
-        r("invisible(IRanges::IRanges(1, 2))")
-    except Exception as e:  # noqa: BLE001 - rpy2 raises its own error class
-        pytest.skip(f"R reference needs IRanges: {e}")
-    return r
+    return r_reference()
 
 
 def _tied_vector(rng, m: int) -> np.ndarray:
