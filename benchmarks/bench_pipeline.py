@@ -57,7 +57,9 @@ def main() -> None:
     args = ap.parse_args()
     data = simulated_cohort(args.regions, args.samples)
     warm = simulated_cohort(3000, args.samples, seed=1)
-    gcnmops.calc_integer_copy_numbers(gcnmops.cn_mops(warm, backend=args.backend), backend=args.backend)
+    warmed = gcnmops.cn_mops(warm, backend=args.backend)
+    if len(warmed.cnvr):  # a small warm-up cohort of many samples may have no CNV region to label
+        gcnmops.calc_integer_copy_numbers(warmed, backend=args.backend)
     runs = []
     for _ in range(max(args.repeat, 1)):
         result = integer = None  # results of the previous run are released first (pinned pools)

@@ -17,7 +17,8 @@ from numba.extending import overload
 
 from .. import jitcache
 from ..exact.libm import fma
-from ..exact.toms708 import BGRAT_SCRATCH, bgrat_series, bgrat_series_local
+from ..exact.tdist import t_neglog_upper
+from ..exact.tdist_cf import t_neglog_upper_cf
 
 NOFMA_MARK = "_nofma_"
 
@@ -25,8 +26,9 @@ NOFMA_MARK = "_nofma_"
 @functools.cache
 def _register_cuda_fma() -> None:
     """``exact.libm.fma`` in CUDA kernels: PTX fma.rn.f64 (kept by NVVM even where contraction is switched off);
-    ``exact.toms708.bgrat_series_local``: its buffer a thread-local array."""
-    from numba import cuda, float64
+    ``exact.tdist.t_neglog_upper`` (R's route, exact): the continued fraction (exact.tdist_cf, within 3e-14), as a
+    GPU statistic only needs to lie within the segmentation's TAU, which the host resolves exactly."""
+    from numba import cuda
 
     if getattr(cuda, "fma", None) is None:  # the simulator runs the plain Python fma
         return
@@ -35,11 +37,9 @@ def _register_cuda_fma() -> None:
     def _fma_cuda(a, b, c):
         return lambda a, b, c: cuda.fma(a, b, c)
 
-    @overload(bgrat_series_local, target="cuda")
-    def _bgrat_series_local_cuda(b, bm1, z, q_r, v, t2, l, eps):
-        def impl(b, bm1, z, q_r, v, t2, l, eps):
-            return bgrat_series(cuda.local.array(BGRAT_SCRATCH, float64), b, bm1, z, q_r, v, t2, l, eps)
-        return impl
+    @overload(t_neglog_upper, target="cuda")
+    def _t_neglog_upper_cuda(t, dof):
+        return lambda t, dof: t_neglog_upper_cf(t, dof)
 
 
 def _install_nofma() -> None:

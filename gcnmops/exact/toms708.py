@@ -7,9 +7,10 @@ toms708.c step by step, in R's order of floating-point operations, with glibc's 
 (exact/libm.py) where R calls them; ``bratio_log`` returns NaN for the branch with both shapes > 1, which pt
 never takes.
 
-Everything is ``register_jitable`` scalar code (Python, numba CPU, numba.cuda). bgrat keeps its two series of
-30 coefficients in a buffer (``bgrat_series_local``: np.empty on the CPU, a local array in a CUDA kernel,
-registered by cuda/nofma.py), so nothing recurses and nothing else allocates.
+Everything is ``register_jitable`` scalar code (Python, numba CPU). bgrat keeps its two series of 30 coefficients
+in a buffer (``bgrat_series_local``), so nothing recurses and nothing else allocates. CUDA kernels take
+exact/tdist_cf.py's continued fraction instead (cuda/nofma.py): the GPU's statistic needs only to lie within the
+segmentation's TAU.
 """
 from __future__ import annotations
 
@@ -34,8 +35,7 @@ BGRAT_SCRATCH = 2 * BGRAT_TERMS
 
 
 def bgrat_series_local(b, bm1, z, q_r, v, t2, l, eps):
-    """``bgrat_series`` with its coefficient buffer: here and on the CPU heap memory, in CUDA kernels a local
-    array (the overload for target "cuda" lives in cuda/nofma.py: a device function cannot return one)."""
+    """``bgrat_series`` with its coefficient buffer (heap memory)."""
     return bgrat_series(np.empty(BGRAT_SCRATCH), b, bm1, z, q_r, v, t2, l, eps)
 
 

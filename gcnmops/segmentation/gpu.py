@@ -11,8 +11,9 @@ and the variance before the GPU pass; local maxima, the breakpoint threshold and
 
 Identical segments. The kernels ask NVVM for no FMA contraction (cuda/nofma.py; checked in the PTX
 locally) and the prefix sums run in the CPU's order, so the window arithmetic follows the CPU's; the t tail
-is R's pt() with glibc's exp, log and log1p (exact/tdist.py), as on the CPU. Measured on an H100: GPU p_i within 2.2e-13 relative of the CPU's at BM-A
-scale (2.5e-14 at BM-B, <= 8e-15 on the golden cases), the same best window everywhere. Each GPU value stands
+is the continued fraction of exact/tdist_cf.py (within 3e-14 of R's pt(), which the host's exact recomputation
+uses, exact/tdist.py), with libdevice's log/exp/lgamma: GPU p_i within ~1e-13 relative of the CPU's, the same
+best window everywhere (benchmarks/RESULTS.md has the measurements). Each GPU value stands
 for the interval p (1 -+ TAU), TAU = 1e-9. The breakpoints depend on p only through comparisons (local maxima:
 p_r > p_i among neighbours; the type-7 quantile of the local-maximum statistic; stat > threshold), so the
 host recomputes with the CPU code, exactly, only the positions whose intervals leave one of those
