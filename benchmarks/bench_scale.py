@@ -7,6 +7,7 @@ Usage:
                                          [--no-verify] [--store DIR]
   python benchmarks/bench_scale.py gpu   [--regions 5000000] [--samples 50] [--gpus 1,2,4] [--threads 1]
                                          [--repeat 2] [--no-verify]
+  python benchmarks/bench_scale.py devices [--regions 5000000] [--samples 50] [--gpus 1,2,4] [--repeat 2]
   python benchmarks/bench_scale.py batch [--experiments 20] [--regions 20000] [--samples 20] [--workers 1,2]
   python benchmarks/bench_scale.py gpu-stream [--regions 1000000] [--samples 400] [--backend gpu|cpu]
                                          [--keep local_assessments] [--verify-rows 200000] [--input STORE]
@@ -27,6 +28,9 @@ except for the single-process reference.
 - ``gpu``: the single-process ``gcnmops.cn_mops(backend="gpu")`` on GPU 0, then dask-cuda LocalCUDACluster
   on the first g GPUs (one worker per GPU with t task threads, backend "gpu"), g in ``--gpus``, t in
   ``--threads``; each run compared with the single-process result. Needs GPUs and ``pip install dask-cuda``.
+- ``devices``: one process, ``gcnmops.cn_mops(backend="gpu", devices=[0..g-1])`` for g in ``--gpus`` (several:
+  whole chromosomes on every device, pipeline/multigpu.py), each compared with the one-GPU result; the cohort in
+  memory, best of ``--repeat`` after a warm-up on every device.
 - ``batch``: ``gcnmops batch`` on ``--experiments`` count files with 1..k CPU worker processes.
 - ``gpu-stream``: ``gcnmops.run_streaming`` (one process, one GPU or the CPU: ``--backend``) from a count store
   on disk (the cohort simulated into it chunk by chunk as int32, ``--input`` an existing one) to an output folder
@@ -316,6 +320,34 @@ def run_gpu(args) -> dict:
     return out
 
 
+def run_devices(args) -> dict:
+    tmp = Path(tempfile.mkdtemp(prefix="gcnmops-devices-"))
+    m, n = args.regions, args.samples
+    data = read_cohort(write_cohort(tmp / "cohort.zarr", m, n, args.seed))
+    shutil.rmtree(tmp, ignore_errors=True)
+    out: dict = {"regions": m, "samples": n, "cores": os.cpu_count(), "runs": []}
+    warm = gcnmops.CountData(data.counts[:60_000], data.sample_names, data.ranges.iloc[:60_000])
+    ref = None
+    for g in args.gpus:
+        devices = list(range(g))
+        gcnmops.cn_mops(warm, backend="gpu", devices=devices)  # every device loads its kernels
+        best = None
+        for _ in range(args.repeat):
+            t0 = time.perf_counter()
+            res = gcnmops.cn_mops(data, backend="gpu", devices=devices)
+            whole = time.perf_counter() - t0
+            if best is None or whole < best[0]:
+                best = (whole, dict(res.timings))
+        ref = res if ref is None else ref
+        row = {"what": f"one process, {g} GPU(s)", "gpus": g, "whole_s": round(best[0], 3),
+               "speedup": round(out["runs"][0]["whole_s"] / best[0], 2) if out["runs"] else 1.0,
+               "stages": {k: round(v, 3) for k, v in best[1].items()},
+               "same_as_1_gpu": compare(res, ref) if args.verify else None}
+        out["runs"].append(row)
+        print(row, flush=True)
+    return out
+
+
 def run_batch_bench(args) -> dict:
     from gcnmops.batch import Experiment, run_batch
     from gcnmops.io.counting import write_counts
@@ -489,7 +521,7 @@ def print_stream_table(out: dict) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", choices=["cpu", "big", "gpu", "batch", "gpu-stream"])
+    ap.add_argument("mode", choices=["cpu", "big", "gpu", "devices", "batch", "gpu-stream"])
     ap.add_argument("--regions", type=int)
     ap.add_argument("--samples", type=int)
     ap.add_argument("--workers", type=lambda s: [int(v) for v in s.split(",")])
@@ -510,14 +542,14 @@ def main() -> None:
                     help="gpu-stream: check the first whole chromosomes of about this many rows in memory (0: no)")
     args = ap.parse_args()
     defaults = {"cpu": (400_000, 50, [1, 2]), "big": (5_000_000, 50, [2]), "gpu": (5_000_000, 50, None),
-                "batch": (20_000, 20, [1, 2]), "gpu-stream": (1_000_000, 400, None)}[args.mode]
+                "devices": (5_000_000, 50, None), "batch": (20_000, 20, [1, 2]), "gpu-stream": (1_000_000, 400, None)}[args.mode]
     args.regions = args.regions or defaults[0]
     args.samples = args.samples or defaults[1]
     if args.workers is None:
         args.workers = defaults[2]
     if args.mode == "big":
         args.workers = args.workers[0]
-    result = {"cpu": run_cpu, "big": run_big, "gpu": run_gpu, "batch": run_batch_bench,
+    result = {"cpu": run_cpu, "big": run_big, "gpu": run_gpu, "devices": run_devices, "batch": run_batch_bench,
               "gpu-stream": run_gpu_stream}[args.mode](args)
     result.update(mode=args.mode, date=time.strftime("%Y-%m-%d %H:%M"), load=os.getloadavg())
     if args.mode != "gpu-stream":  # it prints its own table

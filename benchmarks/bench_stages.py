@@ -28,7 +28,7 @@ def main() -> None:
     t0 = time.perf_counter()
     import gcnmops
     from gcnmops.calls.integer import calc_integer_copy_numbers
-    from gcnmops.io import callfiles, writers
+    from gcnmops.outputs import callfiles, writers
     from gcnmops.pipeline.family import cnvr_per_sample
     print(f"  {'import gcnmops':34s} {time.perf_counter() - t0:8.3f} s")
 

@@ -31,7 +31,7 @@ _EXPORTS = {
     "normalize_genome": ".normalization",
     "segment": ".segmentation",
     "read_counts": ".io.readers",
-    "read_result": ".io.results",
+    "read_result": ".outputs.results",
     "count_reads": ".io.counting",
     "run_many": ".model",
     "CNVDetectionResult": ".result",
@@ -57,10 +57,10 @@ if TYPE_CHECKING:  # what type checkers and editors see: the same names, importe
     from .errors import InputError
     from .io.counting import count_reads
     from .io.readers import read_counts
-    from .io.results import read_result
     from .io.store import convert_counts
     from .model import run_many
     from .normalization import normalize_chromosomes, normalize_genome
+    from .outputs.results import read_result
     from .pipeline.cnmops import cn_mops
     from .pipeline.family import exome_cn_mops, haplo_cn_mops, reference_cn_mops, single_cn_mops
     from .pipeline.streaming import run_streaming

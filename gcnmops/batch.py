@@ -281,7 +281,8 @@ def run_experiment(exp: Experiment, outdir: str, backend: str, formats: list[str
                    worker: str) -> dict:
     """Run one experiment in this process: its log, result files and, last, its status.json. Never raises
     for the experiment's own failures (they are in the returned record and in the log)."""
-    from .io.writers import atomic_write, remove_temporaries
+    from .io.atomic import atomic_write
+    from .outputs.writers import remove_temporaries
 
     folder = Path(outdir) / exp.id
     folder.mkdir(parents=True, exist_ok=True)
@@ -642,7 +643,7 @@ def _sigterm(signum, frame):  # a scheduler's SIGTERM (SLURM time limit, preempt
 def _crashed(exp: Experiment, outdir: Path, slot: Slot, why: str) -> dict:
     """The record of an experiment whose worker could not report (its process died: killed for memory, a
     crash in native code; or the dispatch itself failed), written by the dispatcher."""
-    from .io.writers import atomic_write
+    from .io.atomic import atomic_write
 
     rec = {"id": exp.id, "method": exp.method, "worker": slot.name, "fingerprint": exp.fingerprint(),
            "state": "failed", "finished": _now(), "error": why}
@@ -667,7 +668,7 @@ def _summary(experiments: list[Experiment], rows: dict) -> pd.DataFrame:
 
 
 def _write_summary(summary: pd.DataFrame, path: Path) -> None:
-    from .io.writers import atomic_write
+    from .io.atomic import atomic_write
 
     atomic_write(path, lambda tmp: summary.to_csv(tmp, sep="\t", index=False, na_rep=""))
 

@@ -1,6 +1,7 @@
 """Command line: ``python -m gcnmops run INPUT -o OUTDIR [options]``, ``python -m gcnmops batch MANIFEST -o OUTDIR``,
 ``python -m gcnmops count``, ``python -m gcnmops reference build``, ``python -m gcnmops call``,
-``python -m gcnmops warmup`` and ``python -m gcnmops info``."""
+``python -m gcnmops warmup``, ``python -m gcnmops info`` and ``python -m gcnmops gatk-sv ...`` (GATK-SV's cn.MOPS
+step)."""
 from __future__ import annotations
 
 import argparse
@@ -10,7 +11,7 @@ import time
 from pathlib import Path
 
 from .errors import InputError
-from .io.formats import DEFAULT_FORMATS, FORMATS, check_formats
+from .outputs.formats import DEFAULT_FORMATS, FORMATS, check_formats
 from .params import KINDS, METHODS, PARAMETERS, ModelKind
 from .params import comma_strings as _strings
 
@@ -25,6 +26,18 @@ def _devices(text: str):
     return "all" if text == "all" else [int(v) for v in text.split(",")]
 
 
+def _add_input_options(p: argparse.ArgumentParser) -> None:
+    """How INPUT's coordinates are read (gcnmops.io.coordinates)."""
+    side = p.add_mutually_exclusive_group()
+    side.add_argument("--zero-based", dest="coordinates", action="store_const", const="0-based",
+                      help="INPUT's starts are 0-based, half-open (BED style): converted to cn.mops's 1-based ranges "
+                           "(default: BED-style files, with a '#' header, .bed or a tool's format, are 0-based, other "
+                           "tables 1-based; a file whose bins contradict that is refused)")
+    side.add_argument("--one-based", dest="coordinates", action="store_const", const="1-based",
+                      help="INPUT's starts are 1-based, closed (cn.mops's convention): read as they are")
+    p.set_defaults(coordinates="auto")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gcnmops", description="cn.MOPS copy-number detection, CPU or GPU.")
     from . import __version__
@@ -35,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("input", nargs="?", help="counts: .rds, .tsv/.csv (seqnames,start,end + samples), "
                                               ".parquet or .npz")
     run.add_argument("--example", action="store_true", help="run on the built-in simulated cohort")
+    _add_input_options(run)
     run.add_argument("-o", "--outdir", required=True, help="output folder (created)")
     run.add_argument("--method", choices=list(METHODS), default="cn.mops",
                      help="cn.mops (cohort; default), exome, haplo (haploid), reference (cases vs --controls), single")
@@ -104,12 +118,60 @@ def build_parser() -> argparse.ArgumentParser:
     conv = sub.add_parser("convert", help="a count table (TSV/CSV, Parquet, .rds, .npz, gcnmops count's output) as "
                                           "a chunked count store for run --stream (whole-number counts as integers)")
     conv.add_argument("input", help="counts, as for run (text and Parquet tables are read in parts of rows)")
+    _add_input_options(conv)
     conv.add_argument("-o", "--output", required=True, help="the Zarr store to write (a folder, e.g. counts.zarr; "
-                                                             "replaced if it is one)")
+                                                             "a count store there is replaced)")
     conv.add_argument("--rows", type=int, help="rows per part read from a text or Parquet table (default: ~64 MB of "
                                                "text, 262,144 Parquet rows)")
     _add_casemode(sub)
+    _add_gatksv(sub)
     return parser
+
+
+def _add_gatksv(sub) -> None:
+    """``gatk-sv workflow|runcnmops|clean|cnmops``: GATK-SV's cn.MOPS step, same interfaces, same files
+    (gcnmops.gatksv; docs/gatk-sv.md)."""
+    gsv = sub.add_parser("gatk-sv", help="drop-in for GATK-SV's cn.MOPS step (CNMOPS.wdl and its scripts)")
+    cmds = gsv.add_subparsers(dest="gatksv_command", required=True)
+    backend = argparse.ArgumentParser(add_help=False)
+    backend.add_argument("--backend", choices=["auto", "cpu", "gpu"], default="auto",
+                         help="where cn.mops runs: auto (a usable GPU, else the CPU; default), cpu or gpu")
+    wf = cmds.add_parser("workflow", parents=[backend], help="cnMOPS_workflow.sh: rebin, exclude, cn.mops, GFF")
+    wf.add_argument("bincovs", nargs="?", metavar="BINCOVS", help="sample IDs and binCov paths (tab-separated; "
+                                                                   "only column 1 is used: samples.list; give -M)")
+    wf.add_argument("-r", dest="rebin", type=int, default=1, metavar="REBIN", help="bin compression ratio (default 1)")
+    wf.add_argument("-o", dest="outdir", metavar="OUTDIR", help="output directory (default: the current one)")
+    wf.add_argument("-p", dest="prefix", default="cnMOPS", metavar="PREFIX", help="file name prefix (default cnMOPS)")
+    wf.add_argument("-f", dest="format_calls", action="store_true", help="format the calls per sample "
+                                                                          "(cleancnMOPS.sh)")
+    wf.add_argument("-c", dest="cleanup", action="store_true", help="delete the intermediate files")
+    wf.add_argument("-x", dest="blacklist", metavar="BLACKLIST", help="intervals whose bins are removed")
+    wf.add_argument("-S", dest="subtract", metavar="SUBTRACT", help="intervals subtracted from the calls (-f)")
+    wf.add_argument("-M", dest="matrix", metavar="MATRIX", help="the depth matrix (#Chr Start End samples...)")
+    rc = cmds.add_parser("runcnmops", parents=[backend], help="runcnMOPS.R: cn.mops on a coverage table -> GFF3")
+    rc.add_argument("-I", "--ID", dest="ID", default="CNMOPS", help="sample group ID (file names; default CNMOPS)")
+    rc.add_argument("matrix", metavar="covMatrix", help="coverage table (#Chr Start End samples...)")
+    rc.add_argument("outdir", metavar="OUTDIR", help="output directory (exists)")
+    cl = cmds.add_parser("clean", help="cleancnMOPS.sh: per-sample DEL/DUP BEDs merged across GFFs")
+    cl.add_argument("samples", metavar="SAMPLES", help="list of sample IDs")
+    cl.add_argument("gffs", metavar="GFFS", help="list of GFF paths")
+    cl.add_argument("-o", dest="outdir", default=".", metavar="OUTDIR", help="output directory (default .)")
+    cl.add_argument("-z", dest="gz", action="store_true", help="gzip the output files")
+    cl.add_argument("-S", dest="subtract", metavar="SUBTRACT", help="intervals subtracted from the calls")
+    cm = cmds.add_parser("cnmops", parents=[backend], help="a whole CNMOPS.wdl call: every pass, then CleanCNMops")
+    cm.add_argument("--bincov-matrix", required=True, help="the batch's bincov matrix (bgzipped, 0-based)")
+    cm.add_argument("--chrom-file", required=True, help="autosomes: contig<TAB>length (mode normal)")
+    cm.add_argument("--allo-file", required=True, help="allosomes: contig<TAB>length (mode 1; chrX also mode 2)")
+    cm.add_argument("--ped-file", required=True, help="ped: family, sample, father, mother, sex (1 male, 2 female)")
+    cm.add_argument("--exclude-list", required=True, help="BED of intervals excluded from bins and calls")
+    cm.add_argument("--r1", required=True, type=int, help="first rebin factor (GatherBatchEvidence: 3, or 1000)")
+    cm.add_argument("--r2", required=True, type=int, help="second rebin factor (10, or 100)")
+    cm.add_argument("--batch", required=True, help="batch name (call names <batch>_DEL_<n>)")
+    cm.add_argument("--prefix", required=True, help="output infix: <batch>.DEL.<prefix>.bed.gz (header, large)")
+    cm.add_argument("--min-size", type=int, help="large call: fewest bp of a kept call (default 1000000)")
+    cm.add_argument("--stitch-and-clean-large-events", action="store_true",
+                    help="the large call's clean step (rdtest2vcf, stitch, vcf2bed, --min-size)")
+    cm.add_argument("-o", "--outdir", required=True, help="output folder: passes/<contig>.<mode>.r<r>/ and the BEDs")
 
 
 def _add_parameter_flags(parser: argparse.ArgumentParser) -> None:
@@ -140,7 +202,7 @@ def _method_defaults(p) -> str:
 
 
 def _add_vcf_options(parser: argparse.ArgumentParser) -> None:
-    """How the VCFs are written (io.callfiles.VcfOptions), the same options for run and call."""
+    """How the VCFs are written (outputs.callfiles.VcfOptions), the same options for run and call."""
     parser.add_argument("--reference-fai", metavar="FAI", help="VCF contig lengths from this FASTA index (samtools "
                                                             "faidx; default: each chromosome's last window end)")
     parser.add_argument("--reference", metavar="FASTA", help="REF bases of the VCF (and its contig lengths, without "
@@ -192,11 +254,14 @@ def _add_casemode(sub) -> None:
 def _reference_build(args) -> int:
     gpu = _gpu_warmup(args)
     from .casemode import build_reference
+    from .casemode.reference import is_reference_store
+    from .files import check_target
     from .pipeline.methods import RUN_ARGS, build_params
 
     method = METHODS[args.method]
     kwargs = {k: v for k, v in _method_kwargs(args, method).items() if k not in RUN_ARGS}
     build_params(method.name, kwargs)  # before reading the input
+    check_target(args.output, is_reference_store, "the reference")
     _set_threads(args.threads)
     t0 = time.perf_counter()
     if gpu is not None:
@@ -217,8 +282,8 @@ def _call(args) -> int:
     cohort = _reference_cohort(args)
     gpu = _gpu_warmup(args)
     from .casemode import call_samples, load_reference
-    from .io.callfiles import VcfOptions
-    from .io.writers import check_output_folder, write_result
+    from .outputs.callfiles import VcfOptions
+    from .outputs.writers import check_output_folder, write_result
     from .pipeline.family import cnvr_per_sample
 
     formats = check_formats(args.formats)
@@ -282,8 +347,8 @@ def _run(args) -> int:
     gpu = _gpu_warmup(args)
     if args.stream or (args.input and _is_store(args.input)):
         return _run_streaming(args, method, gpu)
-    from .io.callfiles import VcfOptions
-    from .io.writers import check_output_folder
+    from .outputs.callfiles import VcfOptions
+    from .outputs.writers import check_output_folder
     from .pipeline.methods import RUN_ARGS, build_params
     from .pipeline.run import run_and_write
     from .progress import Progress
@@ -355,7 +420,7 @@ def _sex_aware_run(args, method, data, kwargs: dict, sex_kwargs: dict, formats, 
     """(result, paths written) of sex_aware_cn_mops on ``data`` (its integer copy numbers its own: against the
     fitted parameters of each sex), written as run_and_write writes a run."""
     from .casemode import sex_aware_cn_mops
-    from .io.writers import write_result
+    from .outputs.writers import write_result
     from .pipeline.family import cnvr_per_sample
     from .progress import timed_stage
 
@@ -433,7 +498,7 @@ def _read_input(args, method):
 
         return read_single_sample(args.input), None
     if not args.example:
-        return read_counts(args.input, min_samples=method.min_samples), args.controls
+        return read_counts(args.input, min_samples=method.min_samples, coordinates=args.coordinates), args.controls
     data = example_cohort()[0]
     if method.model is ModelKind.REFERENCE:
         cases = make_count_data(data.counts[:, :5], data.sample_names[:5], data.ranges, min_samples=1)
@@ -487,8 +552,8 @@ def _is_store(path: str) -> bool:
 def _run_streaming(args, method, gpu) -> int:
     """run --stream: gcnmops.run_streaming with a progress line per chromosome on stderr (``gpu``: _gpu_warmup's,
     waited for before the run)."""
-    from .io.callfiles import VcfOptions
-    from .io.writers import check_output_folder
+    from .outputs.callfiles import VcfOptions
+    from .outputs.writers import check_output_folder
     from .pipeline.streaming import kept_matrices, run_streaming, stream_formats
 
     given = [o for o, v in (("--example", args.example), ("--controls", args.controls), ("--plots", args.plots),
@@ -529,12 +594,19 @@ def _run_streaming(args, method, gpu) -> int:
 
 
 def _convert(args) -> int:
-    from .io.store import convert_counts, open_count_store
+    from .files import check_target
+    from .io.store import convert_counts, is_count_store, open_count_store
 
     if args.rows is not None and args.rows < 1:
         raise InputError(f"--rows must be at least 1, not {args.rows}")
+    check_target(args.output, is_count_store, "the count store")  # before reading the input
     t0 = time.perf_counter()
-    path, in_parts = convert_counts(args.input, args.output, rows=args.rows)
+    source = args.input
+    if args.coordinates != "auto":  # a convention said: the table is read whole with it
+        from .io import read_counts
+
+        source = read_counts(args.input, coordinates=args.coordinates)
+    path, in_parts = convert_counts(source, args.output, rows=args.rows)
     store = open_count_store(path)
     m, n = store.shape
     print(f"gcnmops convert: {m:,} regions x {n} samples ({store.dtype}, read {'in parts' if in_parts else 'whole'}) "
@@ -542,10 +614,44 @@ def _convert(args) -> int:
     return 0
 
 
+def _gatksv(args) -> int:
+    """gatk-sv workflow|runcnmops|clean|cnmops: the arguments to gcnmops.gatksv."""
+    if args.gatksv_command == "workflow":
+        from .gatksv.workflow import workflow
+
+        return workflow(args.bincovs, rebin=args.rebin, outdir=args.outdir, prefix=args.prefix,
+                        format_calls=args.format_calls, cleanup=args.cleanup, blacklist=args.blacklist,
+                        subtract=args.subtract, matrix=args.matrix, backend=args.backend)
+    if args.gatksv_command == "runcnmops":
+        from .gatksv.runcnmops import NO_CNV_REGIONS, EmptyResult, run_cnmops
+
+        try:
+            run_cnmops(args.matrix, args.outdir, args.ID, backend=args.backend)
+        except EmptyResult:
+            print(f"Error in calcIntegerCopyNumbers(res) : \n  {NO_CNV_REGIONS}", file=sys.stderr)
+            return 1
+        return 0
+    if args.gatksv_command == "clean":
+        from .gatksv.clean import clean_cnmops
+
+        clean_cnmops(args.samples, args.gffs, args.outdir, subtract_bed=args.subtract, gz=args.gz)
+        return 0
+    from .gatksv.cnmops import run_call
+
+    t0 = time.perf_counter()
+    written = run_call(args.bincov_matrix, args.chrom_file, args.allo_file, args.ped_file, args.exclude_list,
+                       r1=args.r1, r2=args.r2, batch=args.batch, prefix=args.prefix, outdir=args.outdir,
+                       min_size=args.min_size, stitch_and_clean_large_events=args.stitch_and_clean_large_events,
+                       backend=args.backend)
+    print(f"gcnmops gatk-sv cnmops: {', '.join(str(p) for p in written if not str(p).endswith('.tbi'))} "
+          f"in {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
 def _batch(args) -> int:
     """Exit status 0 when every experiment is done, 1 when some failed, 130 when interrupted."""
     from .batch import format_summary, read_manifest, run_batch
-    from .io.writers import check_output_folder
+    from .outputs.writers import check_output_folder
 
     if args.devices is not None and args.workers is not None:
         raise InputError("give --devices (GPU workers) or --workers (CPU workers), not both")
@@ -600,10 +706,10 @@ def _warmup(args) -> int:
 def _gpu_warmup_cohorts() -> list:
     """The GPU warm-up's cohorts besides the example: one per WARMUP_SAMPLES, as GPU kernels are compiled per
     work-buffer size (model.gpu.local_work_size); the first with two chromosomes too long to be prepared on the
-    device (segmentation.gpu.DEVICE_PREPARE_MAX_ROWS), so that the segmentation's host pass is compiled too, in
+    device (cuda.config.DEVICE_PREPARE_MAX_ROWS), so that the segmentation's host pass is compiled too, in
     1-kb windows (a VCF holds positions below 2^31)."""
     from .example import example_cohort
-    from .segmentation.gpu import DEVICE_PREPARE_MAX_ROWS
+    from .cuda.config import DEVICE_PREPARE_MAX_ROWS
 
     long = example_cohort(n_regions=2 * DEVICE_PREPARE_MAX_ROWS + 2, n_samples=WARMUP_SAMPLES[0], window=1000)[0]
     return [long] + [example_cohort(n_regions=2000, n_samples=n)[0] for n in WARMUP_SAMPLES[1:]]
@@ -656,6 +762,8 @@ def main(argv: list[str] | None = None) -> int:
             return _call(args)
         if args.command == "warmup":
             return _warmup(args)
+        if args.command == "gatk-sv":
+            return _gatksv(args)
         return _run(args) if args.command == "run" else _info()
     except BrokenPipeError:  # the reader of the summary went away (| head): the files are complete
         import os
@@ -685,6 +793,9 @@ def entry() -> None:
             stream.flush()
         except (OSError, ValueError):  # a closed pipe or stream: nothing more can reach it
             pass
+    from .jitcache import remove_temporary
+
+    remove_temporary()  # os._exit runs no exit handlers
     os._exit(code)
 
 

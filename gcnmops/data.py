@@ -61,6 +61,12 @@ class CountData:
         """Cache ``blocks`` as the chromosome blocks of the current ``ranges``."""
         self.__dict__["_blocks"] = ((id(self.ranges), self.n_regions), blocks)
 
+    def rows(self, a: int, b: int) -> "CountData":
+        """Regions a:b (whole chromosomes) as a CountData of their own: counts copied column-major, ranges
+        renumbered from 0."""
+        ranges = None if self.ranges is None else self.ranges.iloc[a:b].reset_index(drop=True)
+        return CountData(np.asfortranarray(self.counts[a:b]), list(self.sample_names), ranges)
+
     def genomic_ranges(self) -> pd.DataFrame:
         """The ``gr`` table: seqnames, start, end for every region (row indices for a matrix).
 

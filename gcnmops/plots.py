@@ -40,7 +40,10 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from .data import chromosome_blocks
 from .errors import InputError
-from .io.callfiles import cnv_directions, cnv_region_pairs
+from .calls.quality import cnv_directions, cnv_region_pairs
+from .files import remove_inside
+from .io.atomic import atomic_write
+from .outputs.writers import check_output_folder
 from .progress import ticker
 
 GAIN = "#d62728"
@@ -511,17 +514,17 @@ def plot_files(result, max_cnvr: int = 12, max_samples: int = 6, dpi: int = 100)
 def write_plots(result, outdir, max_cnvr: int = 12, max_samples: int = 6, dpi: int = 100) -> list[Path]:
     """Write under ``outdir/plots``: ``overview.png``, ``cnvr_<k>.png`` for the ``max_cnvr`` most informative CNV
     regions (``informative_cnvr``; k: the row of cnvr.tsv, the VCF's ID cnvr<k>) and
-    ``segplot_<i>_<sample>.png`` for the ``max_samples`` samples with most CNV calls. Plot files of an earlier
-    run in that folder are removed first. Moves an open progress bar per figure; returns the paths written."""
-    out = Path(outdir) / "plots"
+    ``segplot_<i>_<sample>.png`` for the ``max_samples`` samples with most CNV calls, each under a temporary
+    name first; the plot files of an earlier run in that folder that were not written again are removed once
+    all are (a ``plots`` that is a link to another folder is refused). Moves an open progress bar per figure;
+    returns the paths written."""
+    outdir = check_output_folder(outdir)
+    out = outdir / "plots"
     out.mkdir(parents=True, exist_ok=True)
-    for old in out.iterdir():
-        if _PLOT_FILES.match(old.name):
-            old.unlink()
-    written = []
-    for name, draw in plot_files(result, max_cnvr, max_samples, dpi):
-        written.append(Path(outdir) / name)
-        draw(written[-1])
+    earlier = {old.name for old in out.iterdir() if _PLOT_FILES.match(old.name)}
+    written = [atomic_write(outdir / name, draw) for name, draw in plot_files(result, max_cnvr, max_samples, dpi)]
+    for name in earlier - {path.name for path in written}:
+        remove_inside(outdir, f"plots/{name}")
     return written
 
 

@@ -21,8 +21,8 @@ the engine into its own arrays and copied once into the R matrices (``norm=0`` n
 slot is the input matrix itself); the family's other entry points (haplo, reference, single) have no
 preallocated-output path yet, so their outputs are copied once into R memory.
 
-Python <-> R conversion of results lives in :mod:`gcnmops.io.robject` (``to_r``, ``write_rds``) and
-:mod:`gcnmops.io.rresult` (``from_r``, ``read_rds_result``); rpy2 is started by
+Python <-> R conversion of results lives in :mod:`gcnmops.outputs.robject` (``to_r``, ``write_rds``) and
+:mod:`gcnmops.outputs.rresult` (``from_r``, ``read_rds_result``); rpy2 is started by
 :mod:`gcnmops.io.rsession`, lazily: the rest of gcnmops works without R.
 """
 from __future__ import annotations
@@ -39,10 +39,10 @@ import pandas as pd
 
 from .data import CountData, make_count_data
 from .errors import InputError
-from .io.robject import label_codes, result_into_env, tables_into_env
-from .io.rresult import from_r
 from .io.rsession import (as_scalar, as_strings, double_vector, element, int_vector, is_null, r_address, r_array,
                           r_session, string_vector)
+from .outputs.robject import label_codes, result_into_env, tables_into_env
+from .outputs.rresult import from_r
 from .params import BY_R_NAME, PARAMETERS, VERSION, CnMopsParams, Parameter
 
 log = logging.getLogger("gcnmops")
@@ -680,7 +680,7 @@ def attach(force: bool = False) -> None:
     """Register the engine callback in the R package gcn.mops (the way R calls the engine).
 
     Python users whose R code (run through rpy2) calls gcn.mops need this once (e.g. before calling
-    gcn.mops functions on an object made by :func:`gcnmops.io.robject.to_r`). ``force``: register even when
+    gcn.mops functions on an object made by :func:`gcnmops.outputs.robject.to_r`). ``force``: register even when
     R was not started by this Python (what the R package does after starting Python with reticulate).
     """
     global _hook
@@ -695,9 +695,9 @@ def attach(force: bool = False) -> None:
 
 
 def to_r(result):
-    """``result`` as the R ``CNVDetectionResult`` (:func:`gcnmops.io.robject.to_r`), with the engine callback
+    """``result`` as the R ``CNVDetectionResult`` (:func:`gcnmops.outputs.robject.to_r`), with the engine callback
     registered (:func:`attach`) so that gcn.mops's R functions (calcIntegerCopyNumbers, ...) work on it."""
-    from .io.robject import to_r as result_to_r
+    from .outputs.robject import to_r as result_to_r
 
     attach()
     return result_to_r(result)

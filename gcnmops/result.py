@@ -213,6 +213,6 @@ class CNVDetectionResult(ResultCounts):
 
     def write(self, outdir, formats=None) -> list:
         """Write the result's tables and matrices under ``outdir``; returns the paths written."""
-        from .io.writers import write_result
+        from .outputs.writers import write_result
 
         return write_result(self, outdir, formats=formats)

@@ -296,7 +296,11 @@ def test_leading_comment_lines(tmp_path):
     _same(read_counts(p), read_counts(df))
     q = tmp_path / "bed_style.tsv"
     q.write_text(_tsv(df.rename(columns={"seqnames": "#chrom"})))
-    _same(read_counts(q), read_counts(df))
+    with pytest.raises(InputError, match="--zero-based.*--one-based"):  # a BED-style header over 1-based bins
+        read_counts(q)
+    _same(read_counts(q, coordinates="1-based"), read_counts(df))
+    q.write_text(_tsv(df.rename(columns={"seqnames": "#chrom"}).assign(start=df["start"] - 1)))
+    _same(read_counts(q), read_counts(df))  # BED style: 0-based starts converted
 
 
 def test_unsorted_regions_are_sorted(tmp_path, caplog):
@@ -571,12 +575,12 @@ def test_a_count_data_given_directly_is_checked_again():
 def test_unknown_arguments_are_refused_before_any_work(monkeypatch):
     """cn.mops's camelCase names and typos: an InputError naming the right name, before the model runs (not a
     TypeError from the segmentation afterwards), for every method."""
-    import gcnmops.pipeline.cnmops as cnmops
+    import gcnmops.pipeline.stages as stages
 
     def no_model(*a, **k):
         raise AssertionError("the model ran")
 
-    monkeypatch.setattr(cnmops, "fit", no_model)
+    monkeypatch.setattr(stages, "fit", no_model)
     x = _frame().iloc[:, 3:].to_numpy()
     with pytest.raises(InputError, match=r"'priorImpact' \(cn.mops's priorImpact is prior_impact here\)"):
         gcnmops.cn_mops(x, priorImpact=10, backend="cpu")

@@ -13,8 +13,9 @@ import pytest
 
 import gcnmops
 from gcnmops.errors import InputError
-from gcnmops.io import callfiles
-from gcnmops.io.writers import write_result
+from gcnmops.calls import quality
+from gcnmops.outputs import callfiles
+from gcnmops.outputs.writers import write_result
 from golden import array, case_names, manifest, table
 
 try:
@@ -103,7 +104,7 @@ def test_window_index_matches_a_scan_of_every_window(seed):
     writers, equal a scan of every window, whatever the windows' order, nesting and blocks."""
     rng = np.random.default_rng(seed)
     gr = _random_regions(rng)
-    index = callfiles._Windows(gr)
+    index = quality._Windows(gr)
     chrom, start, end = gr["seqnames"].to_numpy(), gr["start"].to_numpy(), gr["end"].to_numpy()
     assert index.by_chrom["tiled"].rows is None and index.by_chrom["nested"].rows is None  # views of gr's rows
     assert index.by_chrom["shuffled"].rows is not None and index.by_chrom["split"].rows is not None
@@ -471,7 +472,7 @@ def test_qualities_of_many_items_are_those_of_each_alone(results, posteriors):
     sini[rng.random(sini.shape) < 0.02] = np.nan
     sini[rng.random(sini.shape) < 0.01] = np.inf
     post = rng.dirichlet(np.full(k, 0.05), size=(m, n)).transpose(0, 2, 1) if posteriors else None
-    evidence = callfiles._Evidence(r.replace(local_assessments=sini, posterior_probs=post))
+    evidence = quality.Evidence(r.replace(local_assessments=sini, posterior_probs=post))
     starts = rng.integers(0, m - 1, 300)
     row_sets = [np.arange(a, min(m, a + w)) for a, w in zip(starts, rng.integers(0, 300, 300))]
     for width in (1, 4):
@@ -618,7 +619,7 @@ def _fasta(path, lengths: dict, seed=0):
 
 @needs_pysam
 def test_reference_fasta_gives_ref_bases_and_contigs_and_per_sample_vcfs(results, tmp_path):
-    from gcnmops.io.callfiles import VcfOptions
+    from gcnmops.outputs.callfiles import VcfOptions
 
     r = results[1]
     lengths = {c: int(r.gr["end"][r.gr["seqnames"] == c].max()) + 1000 for c in pd.unique(r.gr["seqnames"])}

@@ -21,6 +21,7 @@ CHILD = r'''
     import gcnmops
     from gcnmops.data import make_count_data
     from gcnmops.example import example_cohort
+    from gcnmops.cuda.config import ESTEP_LOCAL_WORK_MAX
     from gcnmops.model import estep as es
     from gcnmops.model.spec import ModelSpec
 
@@ -48,7 +49,7 @@ CHILD = r'''
     # the kernel alone: more samples than a thread's local INI buffer (global scratch), unmodelled regions,
     # n_fit 0 (the plain E-step) and > 0 (the samples join the class weights), posteriors kept
     rng = np.random.default_rng(3)
-    m, J = 12, es.GPU_LOCAL_WORK_MAX + 6
+    m, J = 12, ESTEP_LOCAL_WORK_MAX + 6
     folds = np.array([0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4])
     spec = ModelSpec.build(folds, [f"CN{i}" for i in range(9)], "CN2", 1.0, 20, 1.0)
     mu = rng.uniform(20, 150, m)

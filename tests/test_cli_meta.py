@@ -41,7 +41,7 @@ def test_sigterm_while_writing_leaves_no_file(tmp_path):
     """SIGTERM during the write stage: exit 143, `error:`, no temporary and no new final file."""
     script = f"""
 import os, signal, sys, time
-from gcnmops.io import writers
+from gcnmops.outputs import writers
 from gcnmops.cli import main
 real = writers.write_frame
 def slow(*a, **k):
@@ -123,7 +123,7 @@ def test_a_full_disk_is_an_error_and_leaves_the_folder_as_it_was(tmp_path):
     (out / ".gcnmops-files").write_text("cnvs.tsv\n")
     patch = """
 import errno, os
-from gcnmops.io import writers
+from gcnmops.outputs import writers
 real = writers.write_columns
 def full(path, *a, **k):
     real(path, *a, **k)
@@ -236,7 +236,7 @@ def test_threads_means_threads_everywhere():
 def test_the_temporaries_of_a_run_killed_outright_are_removed_by_the_next(tmp_path, results):
     """SIGKILL (or the out-of-memory killer) leaves temporary files; the next run into the folder removes them,
     and only them."""
-    from gcnmops.io.writers import write_result
+    from gcnmops.outputs.writers import write_result
 
     out = tmp_path / "out"
     (out / "plots").mkdir(parents=True)
@@ -251,7 +251,7 @@ def test_the_temporaries_of_a_run_killed_outright_are_removed_by_the_next(tmp_pa
 def test_write_errors_name_the_folder_and_the_cause():
     import errno
 
-    from gcnmops.io.writers import output_error
+    from gcnmops.io.atomic import output_error
 
     arrow = OSError("Error writing bytes to file. Detail: [errno 28] No space left on device")  # no errno attribute
     assert str(output_error(arrow, "out")).startswith("No space left on the device of the output folder 'out'")
@@ -266,8 +266,8 @@ def test_gpu_warmup_cohorts_reach_both_segmentation_prepare_paths():
     the first BM-A-sized run otherwise: 5.4 s), the others short ones (the device kernel); every cohort can be
     written in every format (a VCF holds positions below 2^31)."""
     from gcnmops import cli
-    from gcnmops.io.callfiles import VcfOptions
-    from gcnmops.segmentation.gpu import DEVICE_PREPARE_MAX_ROWS
+    from gcnmops.outputs.callfiles import VcfOptions
+    from gcnmops.cuda.config import DEVICE_PREPARE_MAX_ROWS
 
     cohorts = cli._gpu_warmup_cohorts()
     assert [c.n_samples for c in cohorts] == list(cli.WARMUP_SAMPLES)

@@ -321,7 +321,7 @@ def test_inputs_and_arguments(tmp_path):
 
 # ------------------------------------------------------------------------------------------------ GPUs
 @pytest.mark.gpu
-@pytest.mark.parametrize("threads", [1, 4])
+@pytest.mark.parametrize("threads", [1, 4, 8])
 def test_dask_cuda_workers_equal_single_gpu_run(tmp_path, threads):
     """One dask-cuda worker per GPU, the model and the segmentation statistic on the workers' GPUs (with
     ``threads`` tasks at a time sharing each GPU): the single-process GPU result."""

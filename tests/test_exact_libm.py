@@ -1,5 +1,5 @@
-"""libm.exp_glibc and libm.log_glibc: the C library's exp and log reproduced bit for bit (compiled by numba and
-as plain Python)."""
+"""libm.exp_glibc, exp_full, log_glibc and log1p_glibc: the C library's exp, log and log1p reproduced bit for bit
+(compiled by numba and as plain Python)."""
 from __future__ import annotations
 
 import math
@@ -10,7 +10,7 @@ from numba import njit
 
 import pytest
 
-from gcnmops.exact.libm import GLIBC_LOG, HEAD, INVC, LOGC, TAIL, exp_glibc, fma, log_glibc
+from gcnmops.exact.libm import GLIBC_LOG, HEAD, INVC, LOGC, TAIL, exp_full, exp_glibc, fma, log1p_glibc, log_glibc
 
 
 @njit(cache=True)
@@ -101,3 +101,42 @@ def test_log_table_is_found_on_glibc() -> None:
     c = 1.0 / INVC
     assert np.all((c > 0.68) & (c < 1.38)) and np.all(np.diff(c) > 0)
     np.testing.assert_allclose(LOGC, np.log(c), rtol=0, atol=1e-15)
+
+
+@njit(cache=True)
+def _mismatches_wide(xs, which):
+    """Arguments where exp_full (which 0) or log1p_glibc (1) differs from the C library's function (NaN == NaN)."""
+    bad = 0
+    for x in xs:
+        a = exp_full(x) if which == 0 else log1p_glibc(x)
+        b = math.exp(x) if which == 0 else math.log1p(x)
+        if a != b and not (a != a and b != b):
+            bad += 1
+    return bad
+
+
+@pytest.mark.skipif(not GLIBC_LOG, reason="the C library is not glibc >= 2.28")
+def test_exp_full_equals_the_platform_exp_everywhere() -> None:
+    """exp_full beyond exp_glibc's |x| < 512: glibc's special cases, subnormal results rounded once, 0 and inf."""
+    rng = np.random.default_rng(13)
+    xs = np.concatenate([rng.uniform(-760.0, 720.0, 2_000_000), rng.uniform(-746.0, -700.0, 1_000_000),
+                         rng.uniform(-1e4, 1e4, 10_000), 10.0 ** rng.uniform(-300, -15, 10_000),
+                         [0.0, -0.0, math.inf, -math.inf, math.nan, -745.1332191019411, -745.1332191019412,
+                          709.782712893384, 709.7827128933841, -708.0, -512.0, 512.0, 5e-324]])
+    assert _mismatches_wide(xs, 0) == 0
+    for x in xs[(xs < 709.0) & ~np.isnan(xs)][:: 20_000]:  # Python's math.exp raises on overflow
+        assert exp_full(float(x)) == math.exp(x)
+
+
+@pytest.mark.skipif(not GLIBC_LOG, reason="the C library is not glibc >= 2.28")
+def test_log1p_equals_the_platform_log1p_bit_for_bit() -> None:
+    """log1p_glibc: fdlibm's log1p with the contractions of glibc's FMA build (every branch: k = 0, the
+    correction term, |f| < 2^-20, tiny and huge x, -1 and below)."""
+    rng = np.random.default_rng(14)
+    xs = np.concatenate([rng.uniform(-1.0, 1.0, 2_000_000), -(10.0 ** rng.uniform(-30, 0, 1_000_000)),
+                         10.0 ** rng.uniform(-30, 300, 1_000_000), rng.uniform(-0.3, 0.42, 1_000_000),
+                         np.nextafter(1.0, 2.0) * 2.0 ** rng.integers(-1, 40, 10_000) - 1.0,
+                         [-1.0, -0.5, 0.0, -0.0, math.inf, math.nan, -2.0, 1e-300, 5e-324, -0.2929, 0.41422]])
+    assert _mismatches_wide(xs, 1) == 0
+    for x in xs[:: 20_000]:
+        assert log1p_glibc(float(x)) == math.log1p(x) or math.isnan(x)

@@ -157,15 +157,34 @@ def test_lgamma_matches_r(R) -> None:
     assert_same_bits([lgamma_r(a) for a in x], from_r(R["lgamma"](to_r(R, x))), "lgamma")
 
 
-def test_t_tail_within_its_documented_accuracy(R) -> None:
-    """-pt(t, dof, lower.tail=FALSE, log.p=TRUE): an independent evaluation (not R's pbeta), relative error below
-    3e-14 (exact/tdist.py)."""
+@njit(cache=True)
+def _pt_all(t, dof):
+    out = np.empty(t.size)
+    for k in range(t.size):
+        out[k] = -tdist.pt_log(t[k], dof[k], False)
+    return out
+
+
+def test_t_tail_is_r_pt_bit_for_bit(R) -> None:
+    """-pt(t, dof, lower.tail=FALSE, log.p=TRUE), TOMS 708 step by step: the segmentation's range (t up to 12,
+    dof 1..200), wide ranges of both, tiny and huge dof (every bratio branch pt reaches), t beyond 1e50 sqrt(dof)
+    (lbeta), negative t, 0 and infinity."""
     rng = np.random.default_rng(2009)
-    t = np.r_[10.0 ** rng.uniform(-3, 8, 3000), 0.0]
-    dof = np.r_[rng.uniform(0.5, 1000, 3000), 7.0]
+    n = 100_000
+    parts = [(rng.uniform(0, 12, n), rng.uniform(1, 200, n)),
+             (10.0 ** rng.uniform(-3, 3, n), 10.0 ** rng.uniform(0, 4, n)),
+             (10.0 ** rng.uniform(-8, 8, n // 4), 10.0 ** rng.uniform(-3, 7, n // 4)),
+             (rng.uniform(-10, 10, n // 4), rng.uniform(0.01, 3, n // 4)),
+             (rng.uniform(0, 1, n // 10), 10.0 ** rng.uniform(-17, -14, n // 10)),
+             (10.0 ** rng.uniform(40, 200, 2000), 10.0 ** rng.uniform(-2, 4, 2000)),
+             (np.r_[0.0, 0.0, 1e-300, 5e-324, np.inf, -np.inf, 1.0, 1.0, 1.0, -1.0],
+              np.r_[1.0, 2.0, 1.0, 2.0, 3.0, 3.0, 1e-300, 1e-16, 2e-15, 7.0])]
+    t = np.concatenate([p[0] for p in parts])
+    dof = np.concatenate([p[1] for p in parts])
     expected = -from_r(R("function(t, d) pt(t, d, lower.tail = FALSE, log.p = TRUE)")(to_r(R, t), to_r(R, dof)))
-    ours = np.array([tdist.t_neglog_upper(a, d) for a, d in zip(t, dof)])
-    np.testing.assert_allclose(ours, expected, rtol=3e-14)
+    assert_same_bits(_pt_all(t, dof), expected, "pt", inputs=np.c_[t, dof])
+    assert_same_bits([tdist.t_neglog_upper(a, d) for a, d in zip(t[::500], dof[::500])], expected[::500],
+                     "pt (plain Python)")
 
 
 def test_variance_to_mean_rows_match_r(R) -> None:

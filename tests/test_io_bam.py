@@ -22,6 +22,7 @@ from gcnmops.cli import main  # noqa: E402
 from gcnmops.io.counting import count_reads, write_counts  # noqa: E402
 from gcnmops.errors import InputError  # noqa: E402
 from gcnmops.io import bam as B  # noqa: E402
+from gcnmops.io import bamheader, regions  # noqa: E402
 from gcnmops.io import read_counts  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -206,7 +207,7 @@ def test_golden_counting_rule():
     (2, 1, [1], [1]),
 ])
 def test_reference_windows(length, wl, starts, ends):
-    s, e = B.reference_windows(length, wl)
+    s, e = regions.reference_windows(length, wl)
     assert s.tolist() == starts and e.tolist() == ends
 
 
@@ -543,7 +544,7 @@ def crams(synth, tmp_path_factory):
 def test_cram_counts_equal_bam_counts(synth, crams, tmp_path):
     d, paths, reads = synth
     fasta, cram_paths = crams
-    assert B.is_cram(cram_paths[0]) and not B.is_cram(paths[0])
+    assert bamheader.is_cram(cram_paths[0]) and not bamheader.is_cram(paths[0])
     for kwargs in (dict(window=5000), dict(regions=pd.DataFrame({"seqnames": ["chr1", "chr2", "chr1"],
                                                                    "start": [1, 500, 20_000],
                                                                    "end": [30_000, 59_000, 90_000]}))):

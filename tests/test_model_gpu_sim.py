@@ -4,7 +4,7 @@ The simulator must be switched on before numba is imported, so the GPU runs happ
 child (cudasim.py), which saves their outputs; this process compares them with the CPU backend, bit for bit. The
 simulator runs each GPU thread as a Python thread (~0.1 s a region): 100 regions, of which 35 take the special
 paths, in 2 to 4 chunks per case, with each cycle's posteriors stored between the E-step and the M-step's sum
-(the default) or recomputed; and 12 regions of 130 samples (more than LOCAL_WORK_MAX: the global work scratch
+(the default) or recomputed; and 12 regions of 130 samples (more than EM_LOCAL_WORK_MAX: the global work scratch
 chosen by itself).
 """
 from __future__ import annotations
@@ -46,7 +46,7 @@ CHILD = r'''
             return super().device_array(size, dtype)
 
     cases = {
-        # name: (folds, keep_post, kwargs); the wide input (N > LOCAL_WORK_MAX) where the name says so
+        # name: (folds, keep_post, kwargs); the wide input (N > EM_LOCAL_WORK_MAX) where the name says so
         "unroll_local_post": (inp["folds9"], True, dict(chunk_rows=37, config=KernelConfig(threads_per_block=16))),
         "unroll_global_post": (inp["folds9"], True, dict(chunk_rows=50, config=KernelConfig(
             threads_per_block=16, work="global"))),
@@ -172,7 +172,7 @@ def test_simulated_kernel_equals_cpu(sim_run, name, folds, keep_post):
 
 
 def test_simulated_kernel_equals_cpu_beyond_local_work(sim_run):
-    """More samples than LOCAL_WORK_MAX: the per-sample buffers in the global scratch, chosen by the kernel
+    """More samples than EM_LOCAL_WORK_MAX: the per-sample buffers in the global scratch, chosen by the kernel
     configuration itself; non-unit coverages, some exactly 1; bit for bit."""
     work, _, _, meta = sim_run
     x, cov = _wide_input()
@@ -251,14 +251,15 @@ def test_resident_plan():
 
 
 def test_kernel_config_resolves_variant_and_work():
-    from gcnmops.model.gpu import LOCAL_WORK_MAX, UNROLL_MAX_CLASSES, KernelConfig
+    from gcnmops.cuda.config import EM_LOCAL_WORK_MAX, EM_UNROLL_MAX_CLASSES
+    from gcnmops.model.gpu import KernelConfig
 
     cfg = KernelConfig()
     assert cfg.resolve(9, 15) == ("unroll", 16)                          # work buffer: the next power of two
     assert cfg.resolve(9, 40) == ("unroll", 64) and cfg.resolve(9, 2) == ("unroll", 8)
-    assert cfg.resolve(9, LOCAL_WORK_MAX) == ("unroll", LOCAL_WORK_MAX)
-    assert cfg.resolve(9, LOCAL_WORK_MAX + 1) == ("unroll", 0)          # large N: global work scratch
-    assert cfg.resolve(UNROLL_MAX_CLASSES + 1, 15) == ("rolled", 16)
+    assert cfg.resolve(9, EM_LOCAL_WORK_MAX) == ("unroll", EM_LOCAL_WORK_MAX)
+    assert cfg.resolve(9, EM_LOCAL_WORK_MAX + 1) == ("unroll", 0)          # large N: global work scratch
+    assert cfg.resolve(EM_UNROLL_MAX_CLASSES + 1, 15) == ("rolled", 16)
     assert KernelConfig(variant="rolled", work="global").resolve(9, 15) == ("rolled", 0)
 
 

@@ -237,7 +237,7 @@ install = subprocess.run(["R", "CMD", "INSTALL", "--no-test-load", "-l", str(lib
 if install.returncode:
     sys.exit("R CMD INSTALL failed:\n" + install.stdout[-3000:] + install.stderr[-3000:])
 import rpy2.robjects as ro
-from gcnmops.io.rresult import from_r
+from gcnmops.outputs.rresult import from_r
 from gcnmops.params import PARAMETERS
 from gcnmops.rbridge import attach
 from test_paths_agree import CASES, cohort

@@ -1,7 +1,7 @@
 """The R bridge: the R package gcn.mops (R CMD check --as-cran of its tarball, which runs its testthat suite
 and examples through gcnmops.rbridge, in the background from the session's start: background.py;
 GCNMOPS_R_CHECK=0: the testthat suite alone) and R from Python
-(gcnmops.io.rsession's zero-copy views, gcnmops.io.robject's to_r, gcnmops.io.rresult's from_r, .rds results).
+(gcnmops.io.rsession's zero-copy views, gcnmops.outputs.robject's to_r, gcnmops.outputs.rresult's from_r, .rds results).
 
 Skipped cleanly when R, the R packages the bridge needs, or rpy2 are missing.
 """
@@ -245,8 +245,8 @@ def _assert_same(a, b, integer: bool = False):
 
 
 def test_to_r_from_r_round_trip(ro, posterior_result):
-    from gcnmops.io.robject import to_r
-    from gcnmops.io.rresult import from_r
+    from gcnmops.outputs.robject import to_r
+    from gcnmops.outputs.rresult import from_r
     from gcnmops.io.rsession import r_address
 
     res = posterior_result
@@ -266,7 +266,7 @@ def test_to_r_from_r_round_trip(ro, posterior_result):
 
 
 def test_from_r_result_gives_the_same_integer_copy_numbers(ro, ranged_result):
-    from gcnmops.io.rresult import from_r
+    from gcnmops.outputs.rresult import from_r
     from gcnmops.rbridge import to_r  # registers the engine callback, so R's gcn.mops functions can call the engine
 
     res = ranged_result
@@ -290,8 +290,8 @@ def test_from_r_result_gives_the_same_integer_copy_numbers(ro, ranged_result):
 
 
 def test_rds_results(ro, ranged_result, tmp_path):
-    from gcnmops.io.writers import write_result
-    from gcnmops.io.rresult import read_rds_result
+    from gcnmops.outputs.writers import write_result
+    from gcnmops.outputs.rresult import read_rds_result
 
     written = write_result(ranged_result, tmp_path / "out", formats=["rds"])
     rds = [p for p in written if p.name.endswith(".rds")]  # the call tables and params.json come with it

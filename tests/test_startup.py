@@ -23,12 +23,13 @@ from gcnmops.cuda import probe
 #: loaded by ``import gcnmops`` before (pandas 0.3 s, numba + numba-cuda 0.4 s, pyarrow through pandas, casemode
 #: and the whole pipeline); none is needed by ``--help``, ``--version`` or a refused option
 HEAVY = ("pandas", "pyarrow", "numba", "numba.cuda", "llvmlite", "scipy", "pysam", "tqdm", "gcnmops.casemode",
-         "gcnmops.pipeline", "gcnmops.io.readers", "gcnmops.io.writers", "gcnmops.model", "gcnmops.cuda.runtime")
+         "gcnmops.pipeline", "gcnmops.io.readers", "gcnmops.outputs.writers", "gcnmops.model",
+         "gcnmops.cuda.runtime")
 #: never needed by a run on the CPU backend (numba-cuda came in through casemode's E-step before)
 NOT_IN_A_CPU_RUN = ("numba.cuda", "cupy", "gcnmops.casemode", "gcnmops.model.gpu", "gcnmops.model.estep",
                     "gcnmops.segmentation.gpu", "gcnmops.normalization.gpu", "gcnmops.pipeline.resident_gpu",
-                    "gcnmops.pipeline.streaming", "gcnmops.io.results", "gcnmops.io.store", "gcnmops.io.bam",
-                    "matplotlib", "rpy2", "zarr", "dask")
+                    "gcnmops.pipeline.streaming", "gcnmops.outputs.results", "gcnmops.outputs.resultstore",
+                    "gcnmops.io.store", "gcnmops.io.bam", "matplotlib", "rpy2", "zarr", "dask")
 
 
 def _loaded_after(code: str, tmp_path: Path) -> set[str]:
@@ -58,7 +59,7 @@ for argv in (["--help"], ["run", "--help"], ["run", "--example", "-o", "out", "-
         pass
 """
     loaded = _loaded_after(code, tmp_path)
-    assert "gcnmops.cli" in loaded and "gcnmops.io.formats" in loaded
+    assert "gcnmops.cli" in loaded and "gcnmops.outputs.formats" in loaded
     assert sorted(m for m in HEAVY if m in loaded) == []
 
 

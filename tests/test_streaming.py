@@ -282,7 +282,7 @@ def test_background_writer_failure_ends_the_run(tmp_path, monkeypatch, failing):
     even the output folder the run made."""
     import errno
 
-    from gcnmops.io.store import ResultStore
+    from gcnmops.outputs.resultstore import ResultStore
 
     data = cohort()
     path = save_count_data(data, tmp_path / "c.zarr")
@@ -328,7 +328,7 @@ def test_interrupt_while_the_writer_writes(tmp_path, monkeypatch):
     (nothing is written after it), the folder stays as it was."""
     import time
 
-    from gcnmops.io.store import ResultStore
+    from gcnmops.outputs.resultstore import ResultStore
     from gcnmops.pipeline import streaming
 
     data = cohort()
@@ -370,7 +370,7 @@ def test_sigterm_while_the_writer_writes(tmp_path):
     out = tmp_path / "out"
     script = f"""
 import os, signal, sys, time
-from gcnmops.io.store import ResultStore
+from gcnmops.outputs.resultstore import ResultStore
 from gcnmops.cli import main
 real = ResultStore.write
 def slow(self, *args):
@@ -425,7 +425,7 @@ def test_bad_input(tmp_path):
         (("run", tmp_path / "nothere.zarr"), "not found"),
         (("run", tmp_path / "c.tsv", "--keep", "all"), "--stream only"),
         (("convert", tmp_path / "nothere.tsv", "-o", tmp_path / "x.zarr"), "not found"),
-        (("convert", tmp_path / "c.tsv", "-o", tmp_path / "c.tsv"), "not a Zarr store"),
+        (("convert", tmp_path / "c.tsv", "-o", tmp_path / "c.tsv"), "existing file"),
     ]
     for args, message in cases:
         if args[0] == "run":

@@ -12,9 +12,10 @@ import pandas as pd
 import pytest
 
 import gcnmops
-from gcnmops.io import writers
 from gcnmops.errors import InputError
-from gcnmops.io.writers import DEFAULT_FORMATS, FORMATS, write_result
+from gcnmops.io import atomic
+from gcnmops.outputs import parquet, writers
+from gcnmops.outputs.writers import DEFAULT_FORMATS, FORMATS, write_result
 
 try:
     import pysam
@@ -163,9 +164,9 @@ def test_atomic_write_helper(tmp_path):
         raise RuntimeError("stop")
 
     with pytest.raises(RuntimeError):
-        writers.atomic_write(target, fail)
+        atomic.atomic_write(target, fail)
     assert list(tmp_path.iterdir()) == []
-    writers.atomic_write(target, lambda t: t.write_text("done"))
+    atomic.atomic_write(target, lambda t: t.write_text("done"))
     assert target.read_text() == "done"
 
 
@@ -268,17 +269,17 @@ def test_join_parquet_keeps_bits_and_falls_back_on_unknown_footers(tmp_path):
     special = np.array([0.0, -0.0, np.nan, np.inf, -np.inf, 5e-324, 1.5] * 300)
     table = pa.table({"seqnames": pa.array(["chr1"] * 2100).dictionary_encode(), "start": np.arange(2100),
                       "x": special, "y": np.round(special * 3, 1), "z": np.random.default_rng(0).random(2100)})
-    options = writers.parquet_options(table)
-    parts = [writers._encode_parquet(table.slice(a, 300), options, 300) for a in range(0, 2100, 300)]
-    writers.join_parquet(tmp_path / "j.parquet", parts)
+    options = parquet.parquet_options(table)
+    parts = [parquet.encode_parquet(table.slice(a, 300), options, 300) for a in range(0, 2100, 300)]
+    parquet.join_parquet(tmp_path / "j.parquet", parts)
     back = pq.read_table(tmp_path / "j.parquet")
     for name in ("x", "y", "z"):
         assert back[name].to_numpy().view(np.uint64).tolist() == table[name].to_numpy().view(np.uint64).tolist()
     assert back["seqnames"].to_pylist() == table["seqnames"].to_pylist()
     indexed = pa.BufferOutputStream()
     pq.write_table(table.slice(0, 300), indexed, write_page_index=True)  # a page index holds offsets of its own
-    with pytest.raises(writers._FooterError):
-        writers.join_parquet(tmp_path / "k.parquet", [indexed.getvalue(), parts[1]])
+    with pytest.raises(parquet._FooterError):
+        parquet.join_parquet(tmp_path / "k.parquet", [indexed.getvalue(), parts[1]])
 
 
 def test_a_second_run_replaces_the_first_runs_files(results, tmp_path):
@@ -370,12 +371,12 @@ def test_joined_footer_moves_every_offset_of_each_part(tmp_path):
 
     table = pa.table({"seqnames": pa.array(["chr1", "chr2"] * 600).dictionary_encode(), "start": np.arange(1200),
                       "x": np.random.default_rng(1).random(1200), "y": np.repeat([1.0, 2.0], 600)})
-    options = writers.parquet_options(table)
-    parts = [bytes(writers._encode_parquet(table.slice(a, 300), options, 300)) for a in range(0, 1200, 300)]
+    options = parquet.parquet_options(table)
+    parts = [bytes(parquet.encode_parquet(table.slice(a, 300), options, 300)) for a in range(0, 1200, 300)]
     footers = [p[-8 - int.from_bytes(p[-8:-4], "little"):-8] for p in parts]
     moved = ("data_page_offset", "dictionary_page_offset", "file_offset")
     for shifts in ([0, 5, 300, 70_000], [0, 1 << 28, 3 << 34, (1 << 40) + 7]):
-        merged = writers._merge_footers(footers, shifts)
+        merged = parquet._merge_footers(footers, shifts)
         meta = pq.read_metadata(pa.BufferReader(b"PAR1" + merged + len(merged).to_bytes(4, "little") + b"PAR1"))
         assert meta.num_rows == 1200 and meta.num_row_groups == 4
         assert meta.schema.equals(pq.read_metadata(pa.BufferReader(parts[0])).schema)

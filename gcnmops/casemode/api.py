@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..calls.integer import calc_integer_copy_numbers
-from ..cuda.probe import resolve_backend
+from ..cuda.probe import Backend, resolve_backend
 from ..data import CountData
 from ..errors import InputError
 from ..io import read_counts
@@ -76,13 +76,13 @@ def build_reference(counts, method: str = "cn.mops", *, keep_counts: bool = True
                          "fit.")
     if sex is not None and not sex_aware:
         raise InputError("sex= is used with sex_aware=True only.")
-    p, genome, data, backend, parts, info = _cohort_plan(m, params, counts, sex_aware, genome, sex, backend)
+    plan, genome, data, parts, info = _cohort_plan(m, params, counts, sex_aware, genome, sex, backend)
+    p = plan.params
     sexes = None if info is None else [s["sex"] for s in info]
-    _, _, _, fits = fit_parts(data, replace(p, return_posterior=False), parts, sexes, backend,
-                              cov_in_model=m.cov_in_model)
+    _, _, _, fits = fit_parts(data, replace(plan, params=replace(p, return_posterior=False)), parts, sexes)
     return Reference(method=m.name, params=p, sample_names=list(data.sample_names), ranges=data.ranges,
                      n_regions=data.n_regions, fits=fits,
-                     coverage_median=coverage_median(data.counts) if p.norm == 2 else math.nan,
+                     coverage_median=coverage_median(data.counts) if plan.uses_coverage else math.nan,
                      sex_aware=len(parts) > 1, genome=genome, cohort_sex=info,
                      counts=data.counts if keep_counts else None)
 
@@ -163,19 +163,19 @@ def check_reference_regions(data: CountData, ref: Reference) -> None:
                          f"{b.iloc[i, 0]}:{b.iloc[i, 1]}-{b.iloc[i, 2]}); count the reads in the reference's regions.")
 
 
-def _frozen(data: CountData, ref: Reference, info, backend: str, integer: bool) -> CNVDetectionResult:
+def _frozen(data: CountData, ref: Reference, info, backend: Backend, integer: bool) -> CNVDetectionResult:
     p = ref.params
-    method = METHODS[ref.method]
+    plan = RunPlan.build(METHODS[ref.method], p, backend, data.n_regions)
     sexes = None if info is None else [s["sex"] for s in info]
     timings: dict = {}
     with timed_stage(timings, "normalize"):
-        cov = (coverage_against(data.counts, ref.coverage_median, data.sample_names) if p.norm == 2
+        cov = (coverage_against(data.counts, ref.coverage_median, data.sample_names) if plan.uses_coverage
                else np.ones(data.n_samples))
     with timed_stage(timings, "model"):
-        normalized, out = score_parts(data.counts, data.sample_names, sexes, ref.fits, p, cov, backend,
-                                      fitted_samples(ref), cov_in_model=method.cov_in_model)
-    result = _calls(data, p, method, normalized, cov, out, timings, backend)
-    result = result.replace(cnvr=method_cnvr(method, result.cnvr, result.cnvs, result.sample_names))
+        normalized, out = score_parts(data.counts, data.sample_names, sexes, ref.fits, plan, cov,
+                                      fitted_samples(ref))
+    result = finish_block(plan, Regions.of(data), Normalized(normalized, None, cov), out, timings)
+    result = result.replace(cnvr=plan.method_cnvr(result.cnvr, result.cnvs, result.sample_names))
     if integer:
         result = integer_copy_numbers(result, ref.fits, p, sexes)
     return result
@@ -187,7 +187,7 @@ def fitted_samples(ref: Reference) -> dict:
     return {pf.part.name: sum(pf.part.takes(s) for s in sexes) for pf in ref.fits}
 
 
-def _refit(data: CountData, ref: Reference, info, backend: str, integer: bool) -> CNVDetectionResult:
+def _refit(data: CountData, ref: Reference, info, backend: Backend, integer: bool) -> CNVDetectionResult:
     if ref.counts is None:
         raise InputError("This reference was built without the cohort's counts (keep_counts=False): mode='refit' "
                          "needs them. Use mode='frozen', or rebuild the reference with keep_counts=True.")
@@ -206,23 +206,19 @@ def _refit(data: CountData, ref: Reference, info, backend: str, integer: bool) -
             result = calc_integer_copy_numbers(result, backend=backend)
         return select_samples(result, data.sample_names)
     sexes = [s["sex"] for s in ref.cohort_sex] + [s["sex"] for s in info]
-    result = _parts_run(combined, p, method, [pf.part for pf in ref.fits], sexes, backend, integer)
+    plan = RunPlan.build(method, p, backend, combined.n_regions)
+    result = _parts_run(combined, plan, [pf.part for pf in ref.fits], sexes, integer)
     return select_samples(result, data.sample_names)
 
 
-def _parts_run(data: CountData, p, method, parts, sexes, backend: str, integer: bool) -> CNVDetectionResult:
-    """A cohort run of the model in ``parts`` (parts.py): fit, segmentation and calls, integer copy numbers."""
+def _parts_run(data: CountData, plan: RunPlan, parts, sexes, integer: bool) -> CNVDetectionResult:
+    """A cohort run of the model in ``parts`` (parts.py): fit, then the stages after the model
+    (stages.finish_block: segmentation and calls), integer copy numbers."""
     timings: dict = {}
     with timed_stage(timings, "model"):
-        normalized, cov, out, fits = fit_parts(data, p, parts, sexes, backend, cov_in_model=method.cov_in_model)
-    result = _calls(data, p, method, normalized, cov, out, timings, backend)
-    return integer_copy_numbers(result, fits, p, sexes) if integer else result
-
-
-def _calls(data: CountData, p, method, normalized, cov, out, timings: dict, backend) -> CNVDetectionResult:
-    """The result of case mode's own model step (``out``): the stages after the model (stages.finish_block)."""
-    plan = RunPlan.build(method, p, backend, data.n_regions)
-    return finish_block(plan, Regions.of(data), Normalized(normalized, None, cov), out, timings)
+        normalized, cov, out, fits = fit_parts(data, plan, parts, sexes)
+    result = finish_block(plan, Regions.of(data), Normalized(normalized, None, cov), out, timings)
+    return integer_copy_numbers(result, fits, plan.params, sexes) if integer else result
 
 
 def sex_aware_cn_mops(input, method: str = "cn.mops", *, sex=None, genome: str | None = "hg38",
@@ -236,8 +232,8 @@ def sex_aware_cn_mops(input, method: str = "cn.mops", *, sex=None, genome: str |
     casemode/integer.py). Other parameters as :func:`gcnmops.cn_mops`; its results on the autosomes are cn_mops's.
     """
     m = check_sex_aware_method(method)
-    p, genome, data, backend, parts, info = _cohort_plan(m, params, input, True, genome, sex, backend)
-    result = _parts_run(data, p, m, parts, None if info is None else [s["sex"] for s in info], backend, integer)
+    plan, genome, data, parts, info = _cohort_plan(m, params, input, True, genome, sex, backend)
+    result = _parts_run(data, plan, parts, None if info is None else [s["sex"] for s in info], integer)
     if info is not None:
         result.params["sex"] = info
     return result
@@ -253,8 +249,9 @@ def check_sex_aware_method(method):
 
 
 def _cohort_plan(m, params: dict, counts, sex_aware: bool, genome, sex, backend):
-    """What build_reference and sex_aware_cn_mops start with: (checked parameters of method ``m``, genome, the
-    cohort's CountData, resolved backend, the model's parts (casemode/parts.py), the samples' sexes or None)."""
+    """What build_reference and sex_aware_cn_mops start with: (the run's plan (method ``m``, checked parameters,
+    resolved backend), genome, the cohort's CountData, the model's parts (casemode/parts.py), the samples' sexes
+    or None)."""
     defaults = m.parameter_defaults()
     segment_args = {k: params.pop(k) for k in list(params) if k not in defaults}
     p = m.params(segment_args=segment_args, **params)
@@ -262,11 +259,11 @@ def _cohort_plan(m, params: dict, counts, sex_aware: bool, genome, sex, backend)
     genome = check_genome(genome)
     data = read_counts(counts)
     warn_few_regions(data.n_regions, stacklevel=3)
-    backend = resolve_backend(backend)
+    plan = RunPlan.build(m, p, backend, data.n_regions)
     gr = data.genomic_ranges()
     parts = plan_parts(gr, p, sex_aware, genome)
     info = sample_sexes(data.counts, gr, genome, data.sample_names, sex) if len(parts) > 1 else None
-    return p, genome, data, backend, parts, info
+    return plan, genome, data, parts, info
 
 
 def select_samples(result: CNVDetectionResult, names: list[str]) -> CNVDetectionResult:

@@ -29,6 +29,7 @@ from ..model.estep import estep
 from ..model.spec import ModelOutput, ModelSpec
 from ..normalization import sample_coverage
 from ..params import CnMopsParams
+from ..pipeline.plan import RunPlan
 from .normalize import NormState, cohort_state, normalized_against
 from .sex import FEMALE, MALE, sex_rows
 
@@ -121,10 +122,9 @@ def _blocks(chrom: np.ndarray, part: Part):
     return chromosome_blocks(chrom if part.rows is None else chrom[part.rows])
 
 
-def _model_input(sub, normalized, cov, cols, params: CnMopsParams, cov_in_model: bool):
-    """(matrix the model sees, its coverages) of a part: cn.mops's norm 0/1/2."""
-    model_cov = cov[cols] if params.norm == 2 and cov_in_model else np.ones(cols.size)
-    return (normalized if params.norm == 1 else sub), model_cov
+def _model_input(sub, normalized, cov, cols, plan: RunPlan):
+    """(matrix the model sees, its coverages) of a part, by the run's rules (norm 0/1/2, the method's cov)."""
+    return plan.model_input(sub, normalized), plan.model_cov(cov[cols])
 
 
 class _Assembly:
@@ -170,14 +170,15 @@ class _Assembly:
         self.put(part, cols, sub, o)
 
 
-def fit_parts(data: CountData, params: CnMopsParams, parts: list[Part], sexes: list[str] | None, backend: str,
-              cov_in_model: bool = True):
-    """Normalize and fit a cohort part by part: (normalizedData (m, N), cov (N,), ModelOutput (m, n, N), fits).
-    The output's L/A hold each row's first fitted part (the female fit on chrX, the male one on chrY)."""
+def fit_parts(data: CountData, plan: RunPlan, parts: list[Part], sexes: list[str] | None):
+    """Normalize and fit a cohort part by part under ``plan``: (normalizedData (m, N), cov (N,), ModelOutput
+    (m, n, N), fits). The output's L/A hold each row's first fitted part (the female fit on chrX, the male one on
+    chrY)."""
+    params = plan.params
     x = data.counts
     m, N = x.shape
     chrom = data.chromosomes
-    cov = sample_coverage(x) if params.norm == 2 else np.ones(N)
+    cov = sample_coverage(x) if plan.uses_coverage else np.ones(N)
     single = len(parts) == 1 and parts[0].rows is None
     acc = _Assembly(m, len(params.classes), N, params.return_posterior, single)
     fits = []
@@ -192,18 +193,19 @@ def fit_parts(data: CountData, params: CnMopsParams, parts: list[Part], sexes: l
         names = [data.sample_names[k] for k in cols]
         state = cohort_state(sub, _blocks(chrom, part) if part.rows is not None else data.blocks(), params)
         normalized = normalized_against(sub, state, names)
-        model_input, model_cov = _model_input(sub, normalized, cov, cols, params, cov_in_model)
-        o = fit(model_input, model_cov, part.spec(params), keep_post=params.return_posterior, backend=backend)
+        model_input, model_cov = _model_input(sub, normalized, cov, cols, plan)
+        o = fit(model_input, model_cov, part.spec(params), keep_post=params.return_posterior, backend=plan.backend)
         acc.put(part, cols, normalized, o)
         fits.append(PartFit(part, o.lam, o.alpha, state))
     return acc.normalized, cov, acc.out, fits
 
 
 def score_parts(x: np.ndarray, sample_names: list[str], sexes: list[str] | None, fits: list[PartFit],
-                params: CnMopsParams, cov: np.ndarray, backend: str, n_fit: dict, cov_in_model: bool = True):
+                plan: RunPlan, cov: np.ndarray, n_fit: dict):
     """New samples ``x`` (m, J) scored against the cohort's part fits (normalized against each part's cohort,
     then the E-step with its parameters, each sample joining the class weights of the part's ``n_fit[name]``
     cohort samples, model/estep.py): (normalizedData (m, J), ModelOutput (m, n, J))."""
+    params = plan.params
     m, J = x.shape
     single = len(fits) == 1 and fits[0].part.rows is None
     acc = _Assembly(m, len(params.classes), J, params.return_posterior, single)
@@ -222,9 +224,9 @@ def score_parts(x: np.ndarray, sample_names: list[str], sexes: list[str] | None,
                              "called against it. Build the reference from a cohort with both sexes.")
         names = [sample_names[k] for k in cols]
         normalized = normalized_against(sub, pf.norm, names)
-        model_input, model_cov = _model_input(sub, normalized, cov, cols, params, cov_in_model)
+        model_input, model_cov = _model_input(sub, normalized, cov, cols, plan)
         o = estep(model_input, model_cov, pf.lam, pf.alpha, part.spec(params), keep_post=params.return_posterior,
-                  n_fit=n_fit[part.name], backend=backend)
+                  n_fit=n_fit[part.name], backend=plan.backend)
         acc.put(part, cols, normalized, o)
     return acc.normalized, acc.out
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
+import re
 import shutil
 import time
 from dataclasses import dataclass, fields
@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..files import check_target, holds_only, publish_folder, remove_stale, temp_folder
 from ..params import VERSION, CnMopsParams
 from .normalize import NormState
 from .parts import Part, PartFit
@@ -87,17 +88,32 @@ def _params_from_json(d: dict) -> CnMopsParams:
     return CnMopsParams(**d)
 
 
+def is_reference_store(path: Path) -> bool:
+    """True when the folder ``path`` is a reference store gcnmops wrote: its manifest names the format and the
+    folder holds nothing but the store's files (``save_reference`` replaces only such a folder)."""
+    try:
+        man = json.loads((path / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(man, dict) and man.get("format") == FORMAT and holds_only(path, _STORE_FILES.match)
+
+
+#: the files of a store (module docstring), relative names
+_STORE_FILES = re.compile(r"^(manifest\.json|ranges\.parquet|counts\.npy|"
+                          r"part-[^/]+(/(rows|lambda|alpha|silent)\.npy)?)$")
+
+
 def save_reference(ref: Reference, path) -> Path:
-    """Write ``ref`` to the folder ``path`` (module docstring) under a temporary name, then rename."""
+    """Write ``ref`` to the folder ``path`` (module docstring) under a temporary name, then rename; a store
+    already there is replaced, any other existing file or folder is refused (InputError)."""
     path = Path(path)
-    if path.exists() and not (path / MANIFEST).exists() and (not path.is_dir() or any(path.iterdir())):
-        raise InputError(f"{path} exists and is not a gcnmops reference: give a new folder name.")
     if not path.parent.exists():
         raise InputError(f"Folder {path.parent} does not exist: create it first.")
-    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
+    path = check_target(path, is_reference_store, "the reference")
+    remove_stale(path.parent)  # of a build killed outright
+    tmp = None
     try:
-        tmp.mkdir()
+        tmp = temp_folder(path)
         parts = []
         for pf in ref.fits:
             d = tmp / f"part-{pf.part.name}"
@@ -125,16 +141,13 @@ def save_reference(ref: Reference, path) -> Path:
             "sex_aware": ref.sex_aware, "genome": ref.genome, "cohort_sex": ref.cohort_sex, "parts": parts,
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
-        old = None
-        if path.exists():
-            old = path.parent / f".{path.name}.old-{os.getpid()}"
-            path.rename(old)
-        tmp.rename(path)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except OSError as err:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise InputError(f"Cannot write the reference to {path}: {err.strerror or err}.") from None
+        publish_folder(tmp, path)
+    except BaseException as err:  # an interruption (Ctrl-C, SIGTERM) too: nothing is left
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(err, OSError):
+            raise InputError(f"Cannot write the reference to {path}: {err.strerror or err}.") from None
+        raise
     return path
 
 

@@ -17,14 +17,16 @@ from numba.extending import overload
 
 from .. import jitcache
 from ..exact.libm import fma
+from ..exact.toms708 import BGRAT_SCRATCH, bgrat_series, bgrat_series_local
 
 NOFMA_MARK = "_nofma_"
 
 
 @functools.cache
 def _register_cuda_fma() -> None:
-    """``exact.libm.fma`` in CUDA kernels: PTX fma.rn.f64 (kept by NVVM even where contraction is switched off)."""
-    from numba import cuda
+    """``exact.libm.fma`` in CUDA kernels: PTX fma.rn.f64 (kept by NVVM even where contraction is switched off);
+    ``exact.toms708.bgrat_series_local``: its buffer a thread-local array."""
+    from numba import cuda, float64
 
     if getattr(cuda, "fma", None) is None:  # the simulator runs the plain Python fma
         return
@@ -32,6 +34,12 @@ def _register_cuda_fma() -> None:
     @overload(fma, target="cuda")
     def _fma_cuda(a, b, c):
         return lambda a, b, c: cuda.fma(a, b, c)
+
+    @overload(bgrat_series_local, target="cuda")
+    def _bgrat_series_local_cuda(b, bm1, z, q_r, v, t2, l, eps):
+        def impl(b, bm1, z, q_r, v, t2, l, eps):
+            return bgrat_series(cuda.local.array(BGRAT_SCRATCH, float64), b, bm1, z, q_r, v, t2, l, eps)
+        return impl
 
 
 def _install_nofma() -> None:
@@ -72,6 +80,10 @@ def jit_nofma(kernel, **options):
         _install_nofma()
         options["lto"] = False
     options.setdefault("cache", jitcache.caching())  # not where no folder can be written
+    if options["cache"] and not config.ENABLE_CUDASIM:
+        from numba.cuda.core.caching import IndexDataCacheFile
+
+        jitcache.tolerate_damaged(IndexDataCacheFile)  # a damaged cache file: compiled again
     # the function form: numba-cuda 0.30's cuda.jit(**options)(kernel) drops the lto option
     return cuda.jit(kernel, **options)
 

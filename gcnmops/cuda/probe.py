@@ -175,6 +175,20 @@ def _driver_call(driver, name: str, *args):
     return values[0] if values else None
 
 
+def device_ids(devices: int | Sequence[int] | str | None) -> list[int]:
+    """The GPU ids ``devices`` names (None: device 0; "all": every GPU this process sees; an id or a list of
+    ids), each once, in order; InputError naming one that does not exist."""
+    n = gpu_count()
+    if isinstance(devices, str) and devices != "all":
+        raise InputError(f"devices must be 'all', a device id or a list of ids; got {devices!r}.")
+    ids = list(range(n)) if devices == "all" else _device_ids(devices, 1 << 30)
+    missing = [d for d in ids if not 0 <= d < n]
+    if missing:
+        raise InputError(f"GPU device(s) {', '.join(map(str, missing))} not found: this machine has {n} GPU(s) "
+                         f"(ids 0..{n - 1}).")
+    return ids
+
+
 def _device_ids(devices, n: int) -> list[int]:
     """The ids of the ``n`` devices that ``devices`` names (None: 0; "all"; an id; a list), each once, in order;
     ids that do not exist are left to the run to refuse."""

@@ -159,10 +159,7 @@ class CupyBackend:
         self._landing = Landing()
 
     def activate(self):
-        stack = ExitStack()
-        stack.enter_context(self.cp.cuda.Device(self.device_id))
-        stack.enter_context(self.cuda.gpus[self.device_id])
-        return stack
+        return on_device(self.device_id)
 
     def mem_info(self) -> tuple[int, int]:
         free, total = self.rt.memGetInfo()
@@ -369,6 +366,19 @@ def device_copy(host: np.ndarray):
             return cupy.asarray(landing.lock(np.asfortranarray(host)), order="F")
         finally:
             cupy.cuda.get_current_stream().synchronize()  # the copy has read the pages before they are released
+
+
+def on_device(device_id: int) -> ExitStack:
+    """Context manager: ``device_id`` is this thread's current device for cupy and numba (their allocations,
+    copies and launches go there); nothing in the CUDA simulator (one simulated device)."""
+    stack = ExitStack()
+    if not simulating():
+        import cupy
+        from numba import cuda
+
+        stack.enter_context(cupy.cuda.Device(device_id))
+        stack.enter_context(cuda.gpus[device_id])
+    return stack
 
 
 def make_backend(device_id: int = 0, prefer: str = "auto"):

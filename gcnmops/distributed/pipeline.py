@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import tempfile
 import warnings
 from dataclasses import dataclass
 
@@ -41,9 +40,11 @@ from .cluster import Runner, chunk_bytes_for, resolve_client, task_threads
 from .layout import TASKS_PER_THREAD, Layout, plan_layout
 from .normalize import NormArgs, RowFlags, plan_coverage, plan_normalization, read_view, scale_rows
 from .result import DistributedResult
-from .store import Matrix, WorkStore, open_matrix, read_source_rows
+from .store import Matrix, WorkStore, open_matrix, read_source_rows, work_store
 
 log = logging.getLogger("gcnmops")
+#: the temporary stores of normalize_chromosomes' arrays, removed at exit
+_UNTIL_EXIT: list[WorkStore] = []
 
 
 # ------------------------------------------------------------------------------------------------ tasks
@@ -168,6 +169,7 @@ def cn_mops(
     sample_names=None,
     ranges=None,
     store=None,
+    keep_work: bool = False,
     backend: str = "auto",
     chunk_bytes: int | None = None,
     rows_per_chunk: int | None = None,
@@ -183,7 +185,8 @@ def cn_mops(
     client, else this process; False: this process. ``method``: cn.mops, exome, haplo, reference
     (``controls`` = the control samples, same regions), single. ``sample_names``, ``ranges`` (seqnames,
     start, end): for a Dask array / bare matrix. ``store``: folder for the run's Zarr arrays, visible to every worker (default: a new
-    temporary folder, which suits a LocalCluster only). ``backend``: "cpu", "gpu" or "auto", resolved on each
+    temporary folder, which suits a LocalCluster only, removed when the run fails, once its result is no longer
+    referenced, or at exit; ``keep_work=True`` keeps it). ``backend``: "cpu", "gpu" or "auto", resolved on each
     worker (dask-cuda: one GPU per worker). ``chunk_bytes`` (input bytes per task; default from the workers'
     memory limit), ``rows_per_chunk``, ``samples_per_chunk``: task sizes. ``numba_threads``: numba threads
     per task ("auto": each host's cores shared among its workers). ``params``: the method's keyword
@@ -191,18 +194,30 @@ def cn_mops(
 
     Returns a :class:`DistributedResult` (Dask arrays over the store + pandas tables).
     """
-    timings: dict = {}
     method_row, cparams, extra = _run_params(method, backend, params)
     log_note(method_row, extra.get("verbose", 1))
     runner = Runner(resolve_client(client))
     runner.set_numba_threads(numba_threads)
+    work = work_store(store, keep_work)
+    try:
+        return _run(runner, work, method_row, cparams, input, controls, sample_names, ranges, backend, chunk_bytes,
+                    rows_per_chunk, samples_per_chunk)
+    except BaseException:
+        work.discard()
+        raise
+
+
+def _run(runner: Runner, work: WorkStore, method_row: Method, cparams: CnMopsParams, input, controls, sample_names,
+         ranges, backend: str, chunk_bytes: int | None, rows_per_chunk, samples_per_chunk) -> DistributedResult:
+    """``cn_mops``'s stages, in the working store ``work``."""
+    timings: dict = {}
     with timed_stage(timings, "read"):
         cases, ctrl = _open_inputs(method_row, input, controls, sample_names, ranges)
-        warn_few_regions(cases.shape[0], stacklevel=2)
+        warn_few_regions(cases.shape[0], stacklevel=3)
         if chunk_bytes is None:
             chunk_bytes = chunk_bytes_for(*runner.worker_memory())
-        work, layout, flags = _stage_inputs(runner, cases, ctrl, cparams, store, chunk_bytes, rows_per_chunk,
-                                            samples_per_chunk)
+        layout, flags = _stage_inputs(runner, work, cases, ctrl, cparams, chunk_bytes, rows_per_chunk,
+                                      samples_per_chunk)
     N = cases.shape[1]
     columns = {"counts": N} | ({"controls": ctrl.shape[1]} if ctrl is not None else {})
     with timed_stage(timings, "normalize"):
@@ -232,23 +247,22 @@ def _run_params(method, backend: str, params: dict) -> tuple[Method, CnMopsParam
     return method_row, cparams, extra
 
 
-def _stage_inputs(runner: Runner, cases: Matrix, ctrl: Matrix | None, cparams: CnMopsParams, store,
-                  chunk_bytes: int, rows_per_chunk, samples_per_chunk) -> tuple[WorkStore, Layout, dict]:
-    """The read stage's work: the layout of the tasks, the working store, and the cases (and controls) staged
-    in it with their RowFlags."""
+def _stage_inputs(runner: Runner, work: WorkStore, cases: Matrix, ctrl: Matrix | None, cparams: CnMopsParams,
+                  chunk_bytes: int, rows_per_chunk, samples_per_chunk) -> tuple[Layout, dict]:
+    """The read stage's work: the layout of the tasks, and the cases (and controls) staged in the working store
+    with their RowFlags."""
     m, N = cases.shape
     columns = {"counts": N} | ({"controls": ctrl.shape[1]} if ctrl is not None else {})
     layout = plan_layout(m, columns, chromosome_blocks(cases.chromosomes), chunk_bytes=chunk_bytes,
                          per_row_factor=1 + (len(cparams.classes) // 2 if cparams.return_posterior else 0),
                          rows_per_chunk=rows_per_chunk, samples_per_chunk=samples_per_chunk,
                          threads=runner.total_threads())
-    work = WorkStore(store if store is not None else tempfile.mkdtemp(prefix="gcnmops-dask-"))
     log.info(f"gcnmops distributed: {m:,} regions x {N} samples, {len(layout.row_chunks)} row chunks of "
              f"{layout.rows:,} rows, store {work.path}")
     flags = {"counts": _stage_matrix(runner, work, layout, "counts", cases)}
     if ctrl is not None:
         flags["controls"] = _stage_matrix(runner, work, layout, "controls", ctrl)
-    return work, layout, flags
+    return layout, flags
 
 
 def _result(work: WorkStore, job: "ModelJob", cparams: CnMopsParams, gr, segmentation, cnvs, cnvr, names,
@@ -265,7 +279,7 @@ def _result(work: WorkStore, job: "ModelJob", cparams: CnMopsParams, gr, segment
     return DistributedResult(
         gr=gr, params=result_params, posterior_probs=matrices.pop("posterior_probs", None), **matrices,
         segmentation=segmentation, cnvs=cnvs, cnvr=cnvr, sample_names=names, ranged=ranged,
-        store=work.path, timings=timings, paths={k: work.path_of(v) for k, v in names_in_store.items()})
+        store=work.path, timings=timings, paths={k: work.path_of(v) for k, v in names_in_store.items()}, work=work)
 
 
 def _fit_rows(runner: Runner, work: WorkStore, layout: Layout, job: ModelJob, norm, lam_blocks, n_classes: int):
@@ -306,12 +320,12 @@ def scale_task(store: WorkStore, view: tuple, a: int, b: int, pieces: list, fact
 def normalize_chromosomes(input, client=None, *, chromosomes=None, norm_type: str = "poisson",
                           size_factor: str = "mean", qu: float = 0.25, qu_size_factor: float = 0.75, store=None,
                           chunk_bytes: int | None = None, rows_per_chunk: int | None = None,
-                          samples_per_chunk: int | None = None, numba_threads="auto"):
+                          samples_per_chunk: int | None = None, numba_threads="auto", keep_work: bool = False):
     """cn.mops ``normalizeChromosomes`` on a Dask cluster: :func:`gcnmops.normalize_chromosomes`'s result
     (bit for bit) as a Dask array (regions x samples, float64) over the ``normalized`` Zarr array of
     ``store``. ``input``: as for :func:`cn_mops` (one sample or more); ``chromosomes``: the chromosome of
     every row (rows of a chromosome contiguous), default one chromosome. Other arguments as
-    :func:`cn_mops` and :func:`gcnmops.normalize_chromosomes`."""
+    :func:`cn_mops` and :func:`gcnmops.normalize_chromosomes` (a temporary store lives until exit)."""
     import dask
 
     runner = Runner(resolve_client(client))
@@ -328,17 +342,23 @@ def normalize_chromosomes(input, client=None, *, chromosomes=None, norm_type: st
     layout = plan_layout(m, {"counts": n}, chromosome_blocks(matrix.chromosomes), chunk_bytes=chunk_bytes,
                          rows_per_chunk=rows_per_chunk, samples_per_chunk=samples_per_chunk,
                          threads=runner.total_threads())
-    work = WorkStore(store if store is not None else tempfile.mkdtemp(prefix="gcnmops-dask-"))
-    flags = {"counts": _stage_matrix(runner, work, layout, "counts", matrix)}
-    norm = plan_normalization(runner, work, layout, [("counts", n)], flags, NormArgs(norm_type, size_factor, qu,
-                                                                                      qu_size_factor))
-    work.create("normalized", (m, n), layout.chunks("counts", n), "f8", compress=False)
-    tasks = []
-    for a, b in layout.row_chunks:
-        pieces = layout.pieces(a, b)
-        factors, silent_rows = norm.for_chunk(a, b, pieces) if norm is not None else ({}, None)
-        tasks.append(dask.delayed(scale_task, pure=False)(work, (("counts", n),), a, b, pieces, factors, silent_rows))
-    runner.compute(tasks)
+    work = work_store(store, keep_work)
+    try:
+        flags = {"counts": _stage_matrix(runner, work, layout, "counts", matrix)}
+        norm = plan_normalization(runner, work, layout, [("counts", n)], flags, NormArgs(norm_type, size_factor, qu,
+                                                                                          qu_size_factor))
+        work.create("normalized", (m, n), layout.chunks("counts", n), "f8", compress=False)
+        tasks = []
+        for a, b in layout.row_chunks:
+            pieces = layout.pieces(a, b)
+            factors, silent_rows = norm.for_chunk(a, b, pieces) if norm is not None else ({}, None)
+            tasks.append(dask.delayed(scale_task, pure=False)(work, (("counts", n),), a, b, pieces, factors,
+                                                              silent_rows))
+        runner.compute(tasks)
+    except BaseException:
+        work.discard()
+        raise
+    _UNTIL_EXIT.append(work)  # the array returned reads the store: a temporary one is removed at exit
     return work.dask("normalized")
 
 

@@ -36,6 +36,8 @@ class DistributedResult(ResultCounts):
     timings: dict = field(default_factory=dict)
     #: slot name (or "L", "A") -> its Zarr array's path: every matrix of the result, read by ``compute``
     paths: dict = field(default_factory=dict)
+    #: the run's WorkStore: a temporary store is removed once no result holds it (distributed.store.work_store)
+    work: object = field(default=None, repr=False, compare=False)
 
     def compute(self) -> CNVDetectionResult:
         """The whole result in this process as a CNVDetectionResult (numpy arrays, column-major): for results

@@ -13,6 +13,9 @@ segmentation) whole chunks of its samples, so no chunk has two writers and nothi
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +25,8 @@ import pandas as pd
 
 from ..data import CountData, make_count_data
 from ..errors import InputError
-from ..io.store import RANGES_FILE, checked_ranges, create_array, save_count_data
+from ..files import check_target, publish_folder, remove_stale, temp_folder
+from ..io.store import RANGES_FILE, checked_ranges, create_array, is_count_store, save_count_data
 
 
 def _zarr():
@@ -189,12 +193,18 @@ def save_counts(data, path, *, rows_per_chunk: int | None = None, samples_per_ch
     zarr = _zarr()
     if _is_dask_array(data):
         m, n = (int(v) for v in data.shape)
-        p = Path(path)
-        group = zarr.open_group(str(p), mode="w")
-        chunks = (min(m, rows_per_chunk or 65536), min(n, samples_per_chunk or n))
-        arr = zarr.open_array(str(p / "counts"), mode="w", shape=(m, n), chunks=chunks, dtype="f8")
-        data.astype("f8").rechunk(chunks).to_zarr(arr)
-        group.attrs["sample_names"] = [f"Sample_{k + 1}" for k in range(n)]
+        p = check_target(path, is_count_store, "the count store")
+        tmp = temp_folder(p)
+        try:
+            group = zarr.open_group(str(tmp), mode="w")
+            chunks = (min(m, rows_per_chunk or 65536), min(n, samples_per_chunk or n))
+            arr = zarr.open_array(str(tmp / "counts"), mode="w", shape=(m, n), chunks=chunks, dtype="f8")
+            data.astype("f8").rechunk(chunks).to_zarr(arr)
+            group.attrs["sample_names"] = [f"Sample_{k + 1}" for k in range(n)]
+            publish_folder(tmp, p)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         return p
     matrix = open_matrix(data)
     counts = CountData(np.asarray(matrix.values), list(matrix.sample_names), matrix.ranges)
@@ -202,10 +212,20 @@ def save_counts(data, path, *, rows_per_chunk: int | None = None, samples_per_ch
 
 
 class WorkStore:
-    """The folder of Zarr arrays a run reads and writes (``path`` must be visible to every worker)."""
+    """The folder of Zarr arrays a run reads and writes (``path`` must be visible to every worker); see
+    ``work_store``."""
 
     def __init__(self, path) -> None:
         self.path = str(path)
+
+    def __getstate__(self) -> dict:
+        return {"path": self.path}  # a copy sent to a worker never removes the folder
+
+    def discard(self) -> None:
+        """Remove the folder now if it is a temporary one of ``work_store`` (a run that failed)."""
+        remove = _TEMPORARY.pop(id(self), None)
+        if remove is not None:
+            remove()
 
     def path_of(self, name: str) -> str:
         """The folder of array ``name`` in the store."""
@@ -230,4 +250,30 @@ class WorkStore:
         return os.path.exists(self.path_of(name))
 
 
-__all__ = ["Matrix", "open_matrix", "save_counts", "WorkStore"]
+#: id(WorkStore) -> the finalizer removing its temporary folder (``work_store``)
+_TEMPORARY: dict[int, weakref.finalize] = {}
+_STEM = "gcnmops-dask"
+
+
+def work_store(store=None, keep_work: bool = False) -> WorkStore:
+    """A run's working store: the folder ``store`` as given (the caller's, never removed), else a new private
+    folder in the temporary folder, removed by ``discard`` (a run that failed), once no object holds its
+    WorkStore any more (the run's result holds it), or at exit at the latest; ``keep_work=True``: kept there.
+    Temporary stores of runs killed outright (process gone) are removed first."""
+    if store is not None:
+        return WorkStore(store)
+    parent = Path(tempfile.gettempdir())
+    remove_stale(parent, stem=_STEM)
+    if keep_work:  # a name remove_stale does not take
+        return WorkStore(tempfile.mkdtemp(prefix=_STEM + "-"))
+    work = WorkStore(temp_folder(parent / _STEM, stem=_STEM))
+    _TEMPORARY[id(work)] = weakref.finalize(work, _remove_work, id(work), work.path)
+    return work
+
+
+def _remove_work(key: int, path: str) -> None:
+    _TEMPORARY.pop(key, None)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+__all__ = ["Matrix", "open_matrix", "save_counts", "WorkStore", "work_store"]

@@ -134,6 +134,143 @@ def exp_glibc(x, head=HEAD, tail=TAIL):
     return exp_finish(kb, r, t, h)
 
 
+_TOP12_512 = 0x408  # top 12 bits of 512.0: from here on glibc's exp takes its special cases
+_TOP12_1024 = 0x409
+_TOP12_TINY = 0x3C9  # top 12 bits of 2^-54: below, exp(x) = 1 + x
+
+
+@register_jitable
+def exp_full(x):
+    """glibc's exp(x) for every x, bit for bit: ``exp_glibc`` plus glibc's special cases (|x| >= 512: results
+    near overflow, subnormal results rounded once, 0 and inf; |x| < 2^-54: 1 + x)."""
+    ix = np.float64(x).view(np.int64)
+    abstop = (ix >> 52) & 0x7FF
+    if abstop - _TOP12_TINY < 0:
+        return 1.0 + x
+    if abstop < _TOP12_512:
+        return exp_glibc(x)
+    if abstop >= _TOP12_1024:
+        if x != x or x == math.inf:
+            return 1.0 + x
+        return 0.0 if x < 0.0 else math.inf
+    kb, r = exp_reduce(x)
+    t, h = exp_table(kb, HEAD, TAIL)
+    r2 = r * r
+    tmp = fma(r2 * r2, fma(r, C5, C4), fma(r2, fma(r, C3, C2), t + r))
+    # 2^(k/128) as glibc forms it: floor(k/128) added to the exponent bits of the table's 2^(j/128), which may
+    # leave the exponent range until glibc's offsets below bring it back
+    sbits = np.float64(h).view(np.int64) + (((kb >> TABLE_BITS) - _SHIFT_BITS_HI) << 52)
+    if x > 0.0:
+        scale = np.int64(sbits - (np.int64(1009) << 52)).view(np.float64)
+        return 5.486124068793689e+303 * fma(scale, tmp, scale)  # 2^1009
+    scale = np.int64(sbits + (np.int64(1022) << 52)).view(np.float64)
+    y = scale + scale * tmp  # glibc's build fuses nothing here
+    if y < 1.0:
+        # round y to double before scaling into the subnormal range (one rounding, as glibc)
+        lo = scale - y + scale * tmp
+        hi = 1.0 + y
+        lo = 1.0 - hi + y + lo
+        y = (hi + lo) - 1.0
+        if y == 0.0:
+            y = 0.0
+    return 2.2250738585072014e-308 * y  # 2^-1022
+
+
+# ------------------------------------------------------------------------------------------------ log1p
+#: glibc's log1p (sysdeps/ieee754/dbl-64/s_log1p.c, fdlibm's), as its x86-64 build for CPUs with FMA computes it
+#: (the variant this machine's libm selects: the fused operations below are the compiler's contractions there)
+L1P_LN2_HI = 6.93147180369123816490e-01
+L1P_LN2_LO = 1.90821492927058770002e-10
+L1P_1 = 6.666666666666735130e-01
+L1P_2 = 3.999999999940941908e-01
+L1P_3 = 2.857142874366239149e-01
+L1P_4 = 2.222219843214978396e-01
+L1P_5 = 1.818357216161805012e-01
+L1P_6 = 1.531383769920937332e-01
+L1P_7 = 1.479819860511658591e-01
+
+
+@register_jitable
+def _high_word(v):
+    return np.int32(np.float64(v).view(np.int64) >> 32)
+
+
+@register_jitable
+def _with_high_word(v, hi):
+    lo = np.float64(v).view(np.int64) & 0xFFFFFFFF
+    return np.int64((np.int64(hi) << 32) | lo).view(np.float64)
+
+
+@register_jitable
+def log1p_glibc(x):
+    """glibc's log1p(x), bit for bit (fdlibm's algorithm: 1 + x = 2^k (1 + f), log(1 + f) by a polynomial in
+    s = f / (2 + f), with a correction term c for the rounding of 1 + x)."""
+    hx = _high_word(x)
+    ax = hx & 0x7FFFFFFF
+    k = 1
+    f = 0.0
+    c = 0.0
+    hu = 0
+    if hx < 0x3FDA827A:  # x < 0.41422
+        if ax >= 0x3FF00000:  # x <= -1
+            if x == -1.0:
+                return -math.inf
+            return math.nan
+        if ax < 0x3E200000:  # |x| < 2^-29
+            if ax < 0x3C900000:
+                return x
+            return fma(x * x, -0.5, x)
+        if hx > 0 or hx <= np.int32(-1076707645):  # 0xbfd2bec3 as int32: -0.2929 < x < 0.41422
+            k = 0
+            f = x
+            hu = 1
+    elif hx >= 0x7FF00000:
+        return x + x
+    if k != 0:
+        if hx < 0x43400000:
+            u = 1.0 + x
+            hu = _high_word(u)
+            k = (hu >> 20) - 1023
+            c = 1.0 - (u - x) if k > 0 else x - (u - 1.0)
+            c /= u
+        else:
+            u = x
+            hu = _high_word(u)
+            k = (hu >> 20) - 1023
+            c = 0.0
+        hu &= 0x000FFFFF
+        if hu < 0x6A09E:
+            u = _with_high_word(u, hu | 0x3FF00000)
+        else:
+            k += 1
+            u = _with_high_word(u, hu | 0x3FE00000)
+            hu = (0x00100000 - hu) >> 2
+        f = u - 1.0
+    hfsq = 0.5 * f * f
+    kd = float(k)
+    if hu == 0:  # |f| < 2^-20
+        if f == 0.0:
+            if k == 0:
+                return 0.0
+            return fma(kd, L1P_LN2_HI, fma(kd, L1P_LN2_LO, c))
+        R = hfsq * fma(-0.66666666666666666, f, 1.0)
+        if k == 0:
+            return f - R
+        return fma(kd, L1P_LN2_HI, -((R - fma(kd, L1P_LN2_LO, c)) - f))
+    s = f / (2.0 + f)
+    z = s * s
+    z2 = z * z
+    z4 = z2 * z2
+    z6 = z2 * z4
+    R = fma(z, L1P_1, z2 * fma(z, L1P_3, L1P_2))
+    R = fma(z4, fma(z, L1P_5, L1P_4), R)
+    R = fma(z6, fma(z, L1P_7, L1P_6), R)
+    sr = s * (hfsq + R)
+    if k == 0:
+        return f - (hfsq - sr)
+    return fma(kd, L1P_LN2_HI, -((hfsq - (fma(kd, L1P_LN2_LO, c) + sr)) - f))
+
+
 # ------------------------------------------------------------------------------------------------ log
 LN2_HI = float.fromhex("0x1.62e42fefa3800p-1")  # ln 2, high bits (k LN2_HI is exact)
 LN2_LO = float.fromhex("0x1.ef35793c76730p-45")  # ln 2, the rest
@@ -242,4 +379,4 @@ def log_glibc(x, invc_table=INVC, logc_table=LOGC):
 #: every table of exp_glibc and log_glibc, in the order kernels take them: (HEAD, TAIL, INVC, LOGC)
 TABLES = (HEAD, TAIL, INVC, LOGC)
 
-__all__ = ["exp_glibc", "exp_reduce", "exp_table", "exp_finish", "fma", "log_glibc", "GLIBC_LOG", "TABLES"]
+__all__ = ["exp_glibc", "exp_full", "log1p_glibc", "exp_reduce", "exp_table", "exp_finish", "fma", "log_glibc", "GLIBC_LOG", "TABLES"]

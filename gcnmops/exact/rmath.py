@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from numba.extending import register_jitable
 
-from .libm import log_glibc
+from .libm import exp_full, log1p_glibc, log_glibc
 
 LN_SQRT_2PI = 0.918938533204672741780329736406  # log(sqrt(2*pi))
 
@@ -53,28 +53,56 @@ def _chebyshev(x, coefs):
 
 
 @register_jitable
+def lgammacor(x):
+    """R's lgammacor(x) for x >= 10: lgamma(x) - ((x - 1/2) log(x) - x + log(sqrt(2 pi)))."""
+    if x < _XBIG_COR:
+        tmp = 10.0 / x
+        return _chebyshev(tmp * tmp * 2.0 - 1.0, _A) / x
+    return 1.0 / (x * 12.0)
+
+
+@register_jitable
+def gamma_upto10(x):
+    """R's gammafn(x) for 0 < x <= 10: the Chebyshev series on [1, 2], recursed up (or divided once by x)."""
+    n = int(x)
+    y = x - n
+    n -= 1
+    value = _chebyshev(y * 2.0 - 1.0, _G) + 0.9375
+    if n < 0:  # 0 < x < 1
+        return value / x
+    for i in range(1, n + 1):
+        value *= y + i
+    return value
+
+
+@register_jitable
 def lgamma_r(x):
     """log(Gamma(x)) for x > 0, bit-identical to R's ``lgamma(x)``."""
     if x < 1e-306:
         return -log_glibc(x)
     if x <= 10.0:
-        n = int(x)
-        y = x - n
-        n -= 1
-        value = _chebyshev(y * 2.0 - 1.0, _G) + 0.9375
-        if n < 0:  # 0 < x < 1
-            value = value / x
-        else:
-            for i in range(1, n + 1):
-                value *= y + i
-        return log_glibc(abs(value))
+        return log_glibc(abs(gamma_upto10(x)))
     if x > 1e17:
         return x * (log_glibc(x) - 1.0)
     if x > 4934720.0:
         return LN_SQRT_2PI + (x - 0.5) * log_glibc(x) - x
-    if x < _XBIG_COR:
-        tmp = 10.0 / x
-        cor = _chebyshev(tmp * tmp * 2.0 - 1.0, _A) / x
+    return LN_SQRT_2PI + (x - 0.5) * log_glibc(x) - x + lgammacor(x)
+
+
+@register_jitable
+def lbeta_half(a):
+    """R's lbeta(a, 1/2) for a > 0 (every branch lbeta takes with one argument 1/2; gammafn's arguments stay
+    below 10.5 there, where R computes it from the series or from exp(... + lgammacor))."""
+    p = min(a, 0.5)
+    q = max(a, 0.5)
+    if q >= 10.0:
+        corr = lgammacor(q) - lgammacor(p + q)
+        return lgamma_r(p) + corr + p - p * log_glibc(p + q) + (q - 0.5) * log1p_glibc(-p / (p + q))
+    if p < 1e-306:
+        return lgamma_r(p) + (lgamma_r(q) - lgamma_r(p + q))
+    pq = p + q
+    if pq <= 10.0:
+        gpq = gamma_upto10(pq)
     else:
-        cor = 1.0 / (x * 12.0)
-    return LN_SQRT_2PI + (x - 0.5) * log_glibc(x) - x + cor
+        gpq = exp_full((pq - 0.5) * log_glibc(pq) - pq + LN_SQRT_2PI + lgammacor(pq))
+    return log_glibc(gamma_upto10(p) * (gamma_upto10(q) / gpq))

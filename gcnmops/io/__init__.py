@@ -1,11 +1,12 @@
-"""Reading read-count matrices (and, elsewhere in this package, writing results).
+"""Reading the inputs: read-count matrices, counts from BAM/CRAM files, count stores, R objects (results are
+written by ``gcnmops.outputs``).
 
 ``read_counts(path_or_obj)`` accepts a file (``.tsv``/``.txt``/``.csv``, optionally compressed,
 ``.parquet``, ``.npz``/``.npy``, ``.rds``), a numpy array, a pandas DataFrame, an rpy2 R object or a
 ``CountData`` and returns a validated :class:`gcnmops.data.CountData`.
 
 The names below are imported from their modules on first use: importing a light module of this package (e.g.
-``io.formats`` for the command line's help) does not load the readers and pandas.
+``io.atomic``, which the writers use) does not load the readers and pandas.
 """
 from typing import TYPE_CHECKING
 

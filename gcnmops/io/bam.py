@@ -28,33 +28,31 @@ No index is needed to count a whole file; when only some references are counted 
 ``engine="pysam"`` counts through pysam instead (slower, same rule), which the tests use as an
 independent check. CRAM files (told by their magic bytes) are always counted through pysam, decoded
 against the reference FASTA they were written with.
+
+A file's header and index are read by ``io.bamheader``; the windows, regions and counting plan are
+``io.regions``'s.
 """
 from __future__ import annotations
 
-import gzip
 import logging
 import mmap
 import os
-import struct
 import zlib
 from collections import deque
 from concurrent.futures import Executor, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator
 
 import numba
 import numpy as np
-import pandas as pd
 
 from ..errors import InputError
+from .bamheader import BamHeader, HeaderParser, find_index, open_pysam, read_bai_spans
+from .regions import CountPlan
 
 log = logging.getLogger("gcnmops")
 
 _BGZF_EOF = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
-_BAM_MAGIC = b"BAM\x01"
-_BAI_MAGIC = b"BAI\x01"
-_PSEUDO_BIN = 37450
 #: BGZF blocks inflated per thread-pool task (at most; fewer for small files).
 _GROUP_BLOCKS = 16
 #: BGZF blocks located per call of the block finder.
@@ -264,78 +262,12 @@ def _inflated_chunks(f: _MappedFile, start: int, stop: int, pool: Executor | Non
 
 
 # --------------------------------------------------------------------------------------------
-# header and index
+# the header
 # --------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class BamHeader:
-    """References (names, lengths, in header order) of a BAM file and its SAM header text."""
-
-    path: str
-    references: tuple[str, ...]
-    lengths: tuple[int, ...]
-    text: str = ""
-
-    def targets(self) -> dict[str, int]:
-        return dict(zip(self.references, self.lengths))
-
-
-class _HeaderParser:
-    """Incremental parser of the binary BAM header (magic, text, references), fed inflated data."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.buf = bytearray()
-        self.p = 0  # parse position
-        self.text = None
-        self.n_ref = None
-        self.names: list[str] = []
-        self.lengths: list[int] = []
-
-    def feed(self, chunk: bytes) -> tuple[BamHeader, int] | None:
-        """(header, offset of the first record in ``self.buf``) once complete, else None."""
-        self.buf += chunk
-        buf, path = self.buf, self.path
-        if self.text is None:
-            if len(buf) < 8:
-                return None
-            if buf[:4] != _BAM_MAGIC:
-                raise InputError(f"{path} is not a BAM file (no BAM magic after decompression).")
-            l_text = struct.unpack_from("<i", buf, 4)[0]
-            if l_text < 0:
-                raise InputError(f"{path}: damaged BAM header (negative text length).")
-            if len(buf) < 8 + l_text:
-                return None
-            self.text = bytes(buf[8:8 + l_text]).split(b"\x00", 1)[0].decode("utf-8", "replace")
-            self.p = 8 + l_text
-        if self.n_ref is None:
-            if len(buf) < self.p + 4:
-                return None
-            self.n_ref = struct.unpack_from("<i", buf, self.p)[0]
-            if self.n_ref < 0:
-                raise InputError(f"{path}: damaged BAM header (negative reference count).")
-            self.p += 4
-        p = self.p
-        while len(self.names) < self.n_ref:
-            if len(buf) < p + 4:
-                break
-            l_name = struct.unpack_from("<i", buf, p)[0]
-            if l_name <= 0:
-                raise InputError(f"{path}: damaged BAM header (reference name length {l_name}).")
-            if len(buf) < p + 8 + l_name:
-                break
-            self.names.append(bytes(buf[p + 4:p + 4 + l_name]).rstrip(b"\x00").decode("ascii", "replace"))
-            self.lengths.append(struct.unpack_from("<i", buf, p + 4 + l_name)[0])
-            p += 8 + l_name
-        self.p = p
-        if len(self.names) < self.n_ref:
-            return None
-        return BamHeader(path, tuple(self.names), tuple(self.lengths), self.text), p
-
-
 def _header_from(chunks: Iterator[_Chunk], path: str) -> tuple[BamHeader, bytes, int]:
     """Parse the header from the first inflated chunks; return it, the data consumed (which may
     hold the first records) and the offset of the first record in that data."""
-    parser = _HeaderParser(path)
+    parser = HeaderParser(path)
     for chunk in chunks:
         parsed = parser.feed(chunk.data)
         if parsed is not None:
@@ -351,264 +283,6 @@ def read_bam_header(path: str | os.PathLike) -> BamHeader:
             return _header_from(chunks, f.path)[0]
         finally:
             chunks.close()
-
-
-def is_cram(path: str | os.PathLike) -> bool:
-    """True when the file starts with CRAM's magic bytes (whatever its name)."""
-    with open(path, "rb") as fh:
-        return fh.read(4) == b"CRAM"
-
-
-def _open_pysam(path: str | os.PathLike, reference: str | os.PathLike | None = None, n_threads: int = 1):
-    """A pysam AlignmentFile of a BAM, or of a CRAM decoded against the FASTA ``reference``."""
-    try:
-        import pysam
-    except ImportError:
-        raise InputError("Reading CRAM files (and engine='pysam') needs pysam: pip install 'gcnmops[bam]'.") from None
-    if reference is not None and not Path(reference).is_file():
-        raise InputError(f"Reference FASTA not found: {reference}")
-    quiet = pysam.set_verbosity(0)  # htslib's own messages (a missing optional index logged as an error) off
-    try:
-        if reference is None:
-            mode, extra = "rb", {}
-        else:
-            try:
-                pysam.FastaFile(str(reference)).close()  # makes the .fai where it is missing
-            except (OSError, ValueError) as err:
-                raise InputError(f"Cannot read the reference FASTA {reference}: {err} (a FASTA file, indexed with "
-                                 "samtools faidx or in a writable folder).") from None
-            mode, extra = "rc", {"reference_filename": str(reference)}
-        try:
-            return pysam.AlignmentFile(str(path), mode, threads=max(1, n_threads), check_sq=False, **extra)
-        except (OSError, ValueError) as err:
-            raise InputError(f"Cannot open {path} with pysam: {err}") from None
-    finally:
-        pysam.set_verbosity(quiet)
-
-
-def read_cram_header(path: str | os.PathLike, reference: str | os.PathLike) -> BamHeader:
-    """The reference names and lengths of a CRAM file (through pysam)."""
-    with _open_pysam(path, reference) as f:
-        return BamHeader(str(path), tuple(f.references), tuple(int(n) for n in f.lengths), str(f.header))
-
-
-def find_index(path: str | os.PathLike) -> Path | None:
-    """``path.bai`` or ``path`` with ``.bam`` replaced by ``.bai``, whichever exists, else None."""
-    p = Path(path)
-    for cand in (Path(str(p) + ".bai"), p.with_suffix(".bai")):
-        if cand.is_file():
-            return cand
-    return None
-
-
-def read_bai_spans(index_path: Path, n_ref: int) -> list[tuple[int, int] | None] | None:
-    """Per reference, the virtual-offset span (begin, end) of its reads from a .bai, None if it has
-    none; None for the whole when the index cannot be used (damaged, other reference count)."""
-    try:
-        data = index_path.read_bytes()
-        if data[:4] != _BAI_MAGIC:
-            return None
-        (n,) = struct.unpack_from("<i", data, 4)
-        if n != n_ref:
-            return None
-        p = 8
-        spans: list[tuple[int, int] | None] = []
-        for _ in range(n):
-            (n_bin,) = struct.unpack_from("<i", data, p)
-            p += 4
-            pseudo = None
-            lo, hi = None, None
-            for _ in range(n_bin):
-                bin_id, n_chunk = struct.unpack_from("<Ii", data, p)
-                p += 8
-                chunks = np.frombuffer(data, dtype="<u8", count=2 * n_chunk, offset=p).reshape(-1, 2)
-                p += 16 * n_chunk
-                if bin_id == _PSEUDO_BIN:
-                    if n_chunk >= 1:
-                        pseudo = (int(chunks[0, 0]), int(chunks[0, 1]))
-                    continue
-                if n_chunk:
-                    c_lo, c_hi = int(chunks[:, 0].min()), int(chunks[:, 1].max())
-                    lo = c_lo if lo is None else min(lo, c_lo)
-                    hi = c_hi if hi is None else max(hi, c_hi)
-            (n_intv,) = struct.unpack_from("<i", data, p)
-            p += 4 + 8 * n_intv
-            spans.append(pseudo if pseudo is not None else (None if lo is None else (lo, hi)))
-        return spans
-    except (OSError, struct.error, ValueError):
-        return None
-
-
-# --------------------------------------------------------------------------------------------
-# windows and regions
-# --------------------------------------------------------------------------------------------
-def reference_windows(length: int, window: int) -> tuple[np.ndarray, np.ndarray]:
-    """(starts, ends) of getReadCountsFromBAM's windows on a reference of ``length`` bp.
-
-    WL >= L gives the single window [0, L] (an IRanges quirk: start 0, width L + 1). Otherwise, when
-    L is a multiple of WL, L is first reduced by one; windows start at 1, WL + 1, 2 WL + 1, ... (every
-    start <= L) and end at WL, 2 WL, ..., the last one at L.
-    """
-    length = int(length)
-    window = int(window)
-    if window >= length:
-        return np.array([0], np.int64), np.array([length], np.int64)
-    if length % window == 0:
-        length -= 1
-    starts = np.arange(1, length + 1, window, dtype=np.int64)
-    ends = starts + (window - 1)
-    ends[-1] = length
-    return starts, ends
-
-
-def bam_windows(header: BamHeader, window: int, ref_seq_names: Sequence[str]) -> pd.DataFrame:
-    """The windows of every reference in ``ref_seq_names`` (in that order) as seqnames/start/end."""
-    targets = header.targets()
-    parts = []
-    for name in ref_seq_names:
-        s, e = reference_windows(targets[name], window)
-        parts.append(pd.DataFrame({"seqnames": name, "start": s, "end": e}))
-    return pd.concat(parts, ignore_index=True)
-
-
-def read_regions(regions) -> pd.DataFrame:
-    """User regions -> DataFrame seqnames/start/end (1-based, closed).
-
-    A path ending in ``.bed`` (optionally ``.gz``) is BED: tab-separated chrom, chromStart, chromEnd
-    (0-based, half-open; converted), further columns ignored, ``#``/``track``/``browser`` lines
-    skipped. Another path is a table with a header holding seqnames (or chr/chrom/chromosome), start
-    and end, 1-based closed (the count TSV format). A DataFrame is taken as 1-based closed likewise.
-    """
-    if isinstance(regions, (str, os.PathLike)):
-        p = Path(regions)
-        if not p.is_file():
-            raise InputError(f"Regions file not found: {p}")
-        name = p.name.lower()
-        if name.endswith((".bed", ".bed.gz")):
-            frame = _read_bed(p)
-        else:
-            try:
-                frame = pd.read_csv(p, sep=None, engine="python", dtype={0: str})
-            except Exception as err:  # noqa: BLE001
-                raise InputError(f"Cannot read regions table {p}: {err}") from None
-            source = str(p)
-            frame = _region_columns(frame, source)
-    elif isinstance(regions, pd.DataFrame):
-        frame = _region_columns(regions, "the regions DataFrame")
-    else:
-        raise InputError(f"regions must be a BED/TSV file path or a DataFrame, not {type(regions).__name__}.")
-    if len(frame) == 0:
-        raise InputError("The regions hold no region.")
-    return frame
-
-
-def _read_bed(p: Path) -> pd.DataFrame:
-    rows = []
-    opener = gzip.open if p.name.lower().endswith(".gz") else open
-    with opener(p, "rt") as fh:
-        for lineno, line in enumerate(fh, 1):
-            line = line.rstrip("\r\n")
-            if not line.strip() or line.startswith(("#", "track", "browser")):
-                continue
-            f = line.split("\t")
-            if len(f) < 3:
-                f = line.split()
-            if len(f) < 3:
-                raise InputError(f"{p}, line {lineno}: a BED line needs chrom, chromStart, chromEnd.")
-            try:
-                s, e = int(f[1]), int(f[2])
-            except ValueError:
-                raise InputError(f"{p}, line {lineno}: chromStart/chromEnd must be integers, got "
-                                 f"'{f[1]}', '{f[2]}'.") from None
-            if s < 0 or e <= s:
-                raise InputError(f"{p}, line {lineno}: BED interval [{s}, {e}) is empty or negative.")
-            rows.append((f[0], s + 1, e))
-    return pd.DataFrame(rows, columns=["seqnames", "start", "end"]).astype({"start": np.int64, "end": np.int64})
-
-
-def _region_columns(frame: pd.DataFrame, source: str) -> pd.DataFrame:
-    from .columns import END_ALIASES, SEQNAMES_ALIASES, START_ALIASES
-
-    lower = {str(c).lower(): c for c in frame.columns}
-    cols = {}
-    for role, aliases in (("seqnames", SEQNAMES_ALIASES), ("start", START_ALIASES), ("end", END_ALIASES)):
-        hit = next((lower[a] for a in aliases if a in lower), None)
-        if hit is None:
-            raise InputError(f"{source} lacks a '{role}' column (need seqnames, start, end; 1-based, closed).")
-        cols[role] = hit
-    out = pd.DataFrame({"seqnames": frame[cols["seqnames"]].astype(str).to_numpy()})
-    for role in ("start", "end"):
-        vals = pd.to_numeric(frame[cols[role]], errors="coerce")
-        if vals.isna().any():
-            raise InputError(f"{source}: column '{role}' must hold integer coordinates.")
-        out[role] = vals.astype(np.int64).to_numpy()
-    bad = (out["end"] < out["start"]).to_numpy()
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise InputError(f"{source}: region {i + 1} ends before it starts ({out['start'][i]} > {out['end'][i]}).")
-    return out
-
-
-# --------------------------------------------------------------------------------------------
-# counting plan: region breakpoints per reference
-# --------------------------------------------------------------------------------------------
-@dataclass
-class CountPlan:
-    """Where each read goes: per counted reference, sorted breakpoints; per region, two indices.
-
-    Reference k (header index ``refs[k]``) owns ``bp[bp_off[k]:bp_off[k+1]]``; a read at 1-based
-    position x adds one to ``counts[j]`` where bp[j] <= x < bp[j+1] within that slice. Region i
-    (on reference k) is the sum of counts[lo[i]:hi[i]].
-    """
-
-    ref_slot: np.ndarray  # int32 (n header refs,), slot k or -1
-    refs: list[int]  # header index of each slot
-    bp: np.ndarray  # int64
-    bp_off: np.ndarray  # int64 (n slots + 1,)
-    lo: np.ndarray  # int64 (m,)
-    hi: np.ndarray  # int64 (m,)
-
-    def new_counts(self) -> np.ndarray:
-        return np.zeros(self.bp.size, np.int64)
-
-    def region_counts(self, counts: np.ndarray) -> np.ndarray:
-        cum = np.concatenate([[0], np.cumsum(counts)])
-        return cum[self.hi] - cum[self.lo]
-
-
-def make_plan(header: BamHeader, ranges: pd.DataFrame) -> CountPlan:
-    """Plan for counting into ``ranges`` (seqnames/start/end, 1-based closed) of ``header``'s refs."""
-    index = {name: i for i, name in enumerate(header.references)}
-    seq = ranges["seqnames"].to_numpy(dtype=object)
-    starts = ranges["start"].to_numpy(np.int64)
-    ends = ranges["end"].to_numpy(np.int64)
-    codes, uniques = pd.factorize(seq)
-    unknown = [u for u in uniques if u not in index]
-    if unknown:
-        raise InputError(f"Reference(s) {', '.join(map(str, unknown[:10]))} are not in the BAM header of "
-                         f"{header.path} (it has {_preview(header.references)}).")
-    ref_slot = np.full(len(header.references), -1, np.int32)
-    refs, bps = [], []
-    lo = np.empty(len(seq), np.int64)
-    hi = np.empty(len(seq), np.int64)
-    offset = 0
-    bp_off = [0]
-    for k, name in enumerate(uniques):
-        ref_slot[index[name]] = k
-        refs.append(index[name])
-        rows = np.flatnonzero(codes == k)
-        bp = np.unique(np.concatenate([starts[rows], ends[rows] + 1]))
-        lo[rows] = offset + np.searchsorted(bp, starts[rows])
-        hi[rows] = offset + np.searchsorted(bp, ends[rows] + 1)
-        bps.append(bp)
-        offset += bp.size
-        bp_off.append(offset)
-    return CountPlan(ref_slot, refs, np.concatenate(bps), np.asarray(bp_off, np.int64), lo, hi)
-
-
-def _preview(names: Sequence[str], k: int = 8) -> str:
-    shown = ", ".join(names[:k])
-    return shown + (f", ... ({len(names)} in all)" if len(names) > k else "")
 
 
 # --------------------------------------------------------------------------------------------
@@ -864,7 +538,7 @@ def count_bam_pysam(path: str | os.PathLike, header: BamHeader, plan: CountPlan,
     """Elementary-interval counts of one BAM, or of a CRAM decoded against the FASTA ``reference``, through
     pysam (fetch per reference with an index, else one pass over the file)."""
     counts = plan.new_counts()
-    bam = _open_pysam(path, reference, n_threads)
+    bam = open_pysam(path, reference, n_threads)
     with bam:
         names = [header.references[r] for r in plan.refs]
         positions = {r: [] for r in plan.refs}

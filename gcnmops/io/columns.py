@@ -19,6 +19,7 @@ import pandas as pd
 
 from ..data import MAX_COUNT, CountData, check_count_type, coordinates, make_count_data
 from ..errors import InputError
+from .coordinates import start_offset
 
 log = logging.getLogger("gcnmops")
 #: pandas' name for a column whose header cell is empty
@@ -46,8 +47,11 @@ def count_data_from_array(arr: np.ndarray, *, min_samples: int = 2, sample_names
     return make_count_data(a, sample_names, ranges, min_samples=min_samples, what=what)
 
 
-def count_data_from_frame(df: pd.DataFrame, *, min_samples: int = 2, source: str = "the DataFrame") -> CountData:
-    """A DataFrame with optional seqnames/start/end columns and one numeric column per sample."""
+def count_data_from_frame(df: pd.DataFrame, *, min_samples: int = 2, source: str = "the DataFrame",
+                          coordinates: str | None = None, declared: str | None = None) -> CountData:
+    """A DataFrame with optional seqnames/start/end columns and one numeric column per sample. ``coordinates``
+    (a file's table: "auto", "0-based" or "1-based") and ``declared`` (why it is BED style, or None): the start
+    convention as :func:`gcnmops.io.coordinates.start_offset` decides it; None: 1-based, as they are."""
     coordinate_names = set(SEQNAMES_ALIASES + START_ALIASES + END_ALIASES)
     if any(n is not None and str(n).strip().lower() in coordinate_names for n in df.index.names):
         df = df.reset_index()  # coordinates kept in the (Multi)Index
@@ -56,8 +60,23 @@ def count_data_from_frame(df: pd.DataFrame, *, min_samples: int = 2, source: str
     default_names = isinstance(df.columns, pd.RangeIndex)
     names = list(df.columns)
     cols = [df.iloc[:, j] for j in range(df.shape[1])]
+    offset = 0 if coordinates is None else file_start_offset(names, cols, coordinates=coordinates,
+                                                             declared=declared, source=source)
     return count_data_from_columns(names, cols, source=source, min_samples=min_samples,
-                                    default_sample_names=default_names)
+                                    default_sample_names=default_names, start_offset=offset)
+
+
+def file_start_offset(names: Sequence[Any], columns: Sequence[Any], *, coordinates: str, declared: str | None,
+                      source: str) -> int:
+    """What to add to the starts of a file's table (named columns) to make them 1-based: 0 without coordinate
+    columns, else :func:`gcnmops.io.coordinates.start_offset`'s answer (one log line)."""
+    keys = [str(n).strip().lower() for n in names]
+    found = [next((j for j, k in enumerate(keys) if k in aliases), None)
+             for aliases in (SEQNAMES_ALIASES, START_ALIASES, END_ALIASES)]
+    if None in found:
+        return 0
+    seq, start, end = (columns[j] for j in found)
+    return start_offset(seq, start, end, coordinates=coordinates, declared=declared, source=source)
 
 
 def count_data_from_columns(
@@ -68,8 +87,10 @@ def count_data_from_columns(
     min_samples: int,
     default_sample_names: bool = False,
     row_label: Callable[[int], str] | None = None,
+    start_offset: int = 0,
 ) -> CountData:
-    """Shared core: split columns into coordinates and samples, convert samples once into (m, N) F."""
+    """Shared core: split columns into coordinates and samples, convert samples once into (m, N) F. ``start_offset``
+    is added to the starts (1: a 0-based file's, see :mod:`gcnmops.io.coordinates`)."""
     row_label = row_label or (lambda i: f"data row {i + 1}")
     names, columns = _without_row_names(list(names), list(columns), source, default_sample_names)
     keys = [str(n).strip().lower() for n in names]
@@ -115,7 +136,8 @@ def count_data_from_columns(
             raise InputError(f"{capitalized(source)}: seqnames column '{names[coord['seqnames']]}' is empty at {row_label(i)}.")
         ranges = pd.DataFrame({
             "seqnames": seq.astype(str),
-            "start": _coordinate_column(columns[coord["start"]], str(names[coord["start"]]), source, row_label),
+            "start": _coordinate_column(columns[coord["start"]], str(names[coord["start"]]), source, row_label)
+            + start_offset,
             "end": _coordinate_column(columns[coord["end"]], str(names[coord["end"]]), source, row_label),
         })
         _check_ends(ranges, source, row_label)
@@ -280,5 +302,5 @@ def capitalized(s: str) -> str:
 
 __all__ = [
     "count_data_from_array", "count_data_from_frame", "count_data_from_columns", "SEQNAMES_ALIASES", "START_ALIASES",
-    "END_ALIASES", "capitalized",
+    "END_ALIASES", "capitalized", "file_start_offset",
 ]

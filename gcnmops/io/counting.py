@@ -21,8 +21,9 @@ import pandas as pd
 
 from ..data import CountData, make_count_data
 from ..errors import InputError
-from .bam import (INFLATER_NAME, BamHeader, bam_windows, count_bam_native, count_bam_pysam, default_threads, is_cram,
-                  make_plan, make_pool, read_bam_header, read_cram_header, read_regions)
+from .bam import INFLATER_NAME, count_bam_native, count_bam_pysam, default_threads, make_pool, read_bam_header
+from .bamheader import BamHeader, is_cram, read_cram_header
+from .regions import bam_windows, make_plan, read_regions
 
 ENGINES = ("native", "pysam")
 #: count table formats ``write_counts`` writes, by the end of the file name (``gcnmops run`` reads each)
@@ -240,7 +241,7 @@ def write_counts(data: CountData, path: str | os.PathLike) -> Path:
     ``.npz`` (``counts`` regions x samples, ``sample_names``, ``seqnames``, ``start``, ``end``; uncompressed,
     read in place). Whole-number counts are written as integers. :func:`gcnmops.read_counts` reads each back
     (coordinates 1-based, closed)."""
-    from .writers import atomic_write
+    from .atomic import atomic_write
 
     path = Path(path)
     fmt = count_format(path)

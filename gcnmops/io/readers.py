@@ -31,6 +31,7 @@ import csv
 import gzip
 import logging
 import lzma
+import math
 import os
 import re
 import zipfile
@@ -44,20 +45,22 @@ import pandas as pd
 from ..data import (CountData, Validated, chromosome_blocks, coordinates, make_count_data, rows_grouped,
                     unsorted_rows, usable_cores)
 from ..errors import InputError
-from .columns import SEQNAMES_ALIASES, count_data_from_array, count_data_from_columns, count_data_from_frame
+from .columns import (SEQNAMES_ALIASES, count_data_from_array, count_data_from_columns, count_data_from_frame,
+                      file_start_offset)
+from .coordinates import AUTO, check_choice
 
 log = logging.getLogger("gcnmops")
 
 #: Accepted file extensions (text formats may add .gz, .bz2 or .xz).
-SUPPORTED_EXTENSIONS = (".tsv", ".txt", ".csv", ".parquet", ".npz", ".npy", ".rds")
+SUPPORTED_EXTENSIONS = (".tsv", ".txt", ".csv", ".bed", ".parquet", ".npz", ".npy", ".rds")
 _COMPRESSIONS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
-_TEXT = (".tsv", ".txt", ".csv")
+_TEXT = (".tsv", ".txt", ".csv", ".bed")
 
 
 # --------------------------------------------------------------------------------------------
 # entry point
 # --------------------------------------------------------------------------------------------
-def read_counts(path_or_obj: Any, *, min_samples: int = 2) -> CountData:
+def read_counts(path_or_obj: Any, *, min_samples: int = 2, coordinates: str = AUTO) -> CountData:
     """Read a regions x samples read-count matrix from a file or an in-memory object.
 
     Files, by extension: ``.tsv``, ``.txt`` (tab, comma or whitespace separated), ``.csv`` (each
@@ -77,6 +80,10 @@ def read_counts(path_or_obj: Any, *, min_samples: int = 2) -> CountData:
         + one numeric column per sample.
     min_samples : int, default 2
         fewest samples accepted (cn.mops needs a cohort; singlecn.mops 1).
+    coordinates : {"auto", "0-based", "1-based"}, default "auto"
+        a file's start convention: "auto" reads BED-style files (a ``#`` header, ``.bed``, a tool's own format)
+        as 0-based, half-open and others as 1-based, closed, and refuses a file whose bins contradict that
+        (:mod:`gcnmops.io.coordinates`); 0-based starts are converted to cn.mops's 1-based ones.
 
     Returns
     -------
@@ -96,7 +103,7 @@ def read_counts(path_or_obj: Any, *, min_samples: int = 2) -> CountData:
         return make_count_data(path_or_obj.counts, path_or_obj.sample_names, path_or_obj.ranges,
                                min_samples=min_samples)
     if isinstance(path_or_obj, (str, os.PathLike)):
-        return read_count_file(path_or_obj, min_samples=min_samples)
+        return read_count_file(path_or_obj, min_samples=min_samples, coordinates=coordinates)
     if isinstance(path_or_obj, pd.DataFrame):
         return count_data_from_frame(path_or_obj, min_samples=min_samples)
     if isinstance(path_or_obj, np.ndarray):
@@ -112,9 +119,10 @@ def read_counts(path_or_obj: Any, *, min_samples: int = 2) -> CountData:
     )
 
 
-def read_count_file(path: str | os.PathLike, *, min_samples: int = 2) -> CountData:
+def read_count_file(path: str | os.PathLike, *, min_samples: int = 2, coordinates: str = AUTO) -> CountData:
     """Read counts from a file; the format is taken from the extension (see :func:`read_counts`). Messages
     quote the path as given."""
+    check_choice(coordinates)
     p = Path(path)
     shown = str(os.fspath(path)) if not isinstance(os.fspath(path), bytes) else os.fsdecode(path)
     fmt, compression = detect_format(p)
@@ -125,9 +133,9 @@ def read_count_file(path: str | os.PathLike, *, min_samples: int = 2) -> CountDa
     if p.stat().st_size == 0:
         raise InputError(f"Count file {shown} is empty.")
     if fmt in _TEXT:
-        return _read_text(p, fmt, compression, min_samples, shown)
+        return _read_text(p, fmt, compression, min_samples, shown, coordinates)
     if fmt == ".parquet":
-        return _read_parquet(p, min_samples, shown)
+        return _read_parquet(p, min_samples, shown, coordinates)
     if fmt in (".npz", ".npy"):
         try:
             return _read_npz(p, min_samples) if fmt == ".npz" else _read_npy(p, min_samples)
@@ -254,9 +262,10 @@ def _joined(parts: list[pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(parts, copy=False) if parts else pd.DataFrame()
 
 
-def _read_text(path: Path, fmt: str, compression: str | None, min_samples: int, shown: str | None = None) -> CountData:
+def _read_text(path: Path, fmt: str, compression: str | None, min_samples: int, shown: str | None = None,
+               coordinates: str = AUTO) -> CountData:
     shown = shown or str(path)
-    table = _TextTable(path, fmt, compression, shown)
+    table = _TextTable(path, fmt, compression, shown, coordinates)
     df = _joined(list(table.parts()))
     if len(df) == 0:
         raise InputError(f"Count file {shown} has a header but no data rows.")
@@ -267,12 +276,13 @@ class _TextTable:
     """A text count table's layout (comments, header, separator; see the module docstring), read in parts of
     about TEXT_PART_BYTES (``parts``) and turned into CountData (``count_data``) with the file's messages."""
 
-    def __init__(self, path: Path, fmt: str, compression: str | None, shown: str):
+    def __init__(self, path: Path, fmt: str, compression: str | None, shown: str, coordinates: str = AUTO):
         self.path, self.compression, self.shown = path, compression, shown
+        self.coordinates, self.offset = coordinates, None
         header_line, header_no, next_line, comments = _table_start(path, compression, shown)
         if not header_line:
             raise InputError(f"Count file {shown} is empty (no non-blank line{' besides # comments' if comments else ''}).")
-        if fmt == ".tsv":
+        if fmt in (".tsv", ".bed"):
             sep = "\t"
         elif fmt == ".csv":
             sep = ","
@@ -296,6 +306,8 @@ class _TextTable:
         self.sep, self.has_header, self.header_line, self.header_no = sep, has_header, header_line, header_no
         self.seq_cols = [f for f in fields if f.lower() in SEQNAMES_ALIASES] if has_header else []
         self.first_data_no = header_no + 1 if has_header else header_no
+        self.declared = ("a BED-style '#' header line" if has_header and header_line.lstrip().startswith("#") else
+                         "a .bed file" if fmt == ".bed" else None)
 
     def parts(self, rows: int | None = None):
         """The table's rows as DataFrames of about TEXT_PART_BYTES (``rows`` rows each, if given); parse
@@ -353,6 +365,9 @@ class _TextTable:
                     f"must have the same number of {_sep_name(sep)}-separated fields."
                 )
         line_of = _data_line_numbers(path, compression, self.first_data_no) if _needs_line_numbers(df) else None
+        if self.offset is None:  # the first part decides the file's convention
+            self.offset = file_start_offset(list(df.columns), [df.iloc[:, j] for j in range(df.shape[1])],
+                                            coordinates=self.coordinates, declared=self.declared, source=shown)
 
         def row_label(i: int) -> str:
             i += first_row
@@ -363,10 +378,12 @@ class _TextTable:
         return count_data_from_columns(
             list(df.columns), [df.iloc[:, j] for j in range(df.shape[1])], source=shown,
             min_samples=min_samples, default_sample_names=not self.has_header, row_label=row_label,
+            start_offset=self.offset,
         )
 
 
-def read_count_parts(path: str | os.PathLike, *, min_samples: int = 2, rows: int | None = None):
+def read_count_parts(path: str | os.PathLike, *, min_samples: int = 2, rows: int | None = None,
+                     coordinates: str = AUTO):
     """A text or Parquet count file (as :func:`read_counts` reads it) in parts of rows: (CountData of the part,
     False) for each part, in file order, each checked as ``read_counts`` checks a file; (None, True) for a part
     whose chromosomes are not contiguous or whose starts decrease (``read_counts`` sorts the whole file: read
@@ -378,7 +395,7 @@ def read_count_parts(path: str | os.PathLike, *, min_samples: int = 2, rows: int
     if not p.is_file():
         raise InputError(f"Count file not found: {shown}")
     if fmt in _TEXT:
-        table = _TextTable(p, fmt, compression, shown)
+        table = _TextTable(p, fmt, compression, shown, coordinates)
         parts = table.parts(rows)
 
         def convert(df, at):
@@ -392,9 +409,15 @@ def read_count_parts(path: str | os.PathLike, *, min_samples: int = 2, rows: int
             raise InputError(f"Cannot read {shown} as Parquet: {e}") from None
         names = [c for c in f.schema_arrow.names if not c.startswith("__index_level_")]
         parts = (b.to_pandas() for b in f.iter_batches(batch_size=rows or 1 << 18, columns=names))
+        offset: list[int] = []  # the first part decides the file's convention; the others follow it
 
         def convert(df, at):
-            return count_data_from_frame(df, min_samples=min_samples, source=shown)
+            cols = [df.iloc[:, j] for j in range(df.shape[1])]
+            if not offset:
+                offset.append(file_start_offset(list(df.columns), cols, coordinates=coordinates, declared=None,
+                                                source=shown))
+            return count_data_from_columns(list(df.columns), cols, source=shown, min_samples=min_samples,
+                                           start_offset=offset[0])
     else:
         raise InputError(f"{shown}: only text and Parquet tables are read in parts.")
     at = 0
@@ -484,7 +507,7 @@ def _find_ragged_line(path: Path, compression: str | None, sep: str, has_header:
 # --------------------------------------------------------------------------------------------
 # binary formats
 # --------------------------------------------------------------------------------------------
-def _read_parquet(path: Path, min_samples: int, shown: str | None = None) -> CountData:
+def _read_parquet(path: Path, min_samples: int, shown: str | None = None, coordinates: str = AUTO) -> CountData:
     shown = shown or str(path)
     try:
         df = pd.read_parquet(path)
@@ -496,7 +519,7 @@ def _read_parquet(path: Path, min_samples: int, shown: str | None = None) -> Cou
         raise InputError(f"Parquet file {shown} holds no data (no columns or no rows).")
     if not isinstance(df.index, pd.RangeIndex):
         df = df.reset_index(drop=True)
-    return count_data_from_frame(df, min_samples=min_samples, source=shown)
+    return count_data_from_frame(df, min_samples=min_samples, source=shown, coordinates=coordinates)
 
 
 def _read_npz(path: Path, min_samples: int) -> CountData:
@@ -518,6 +541,14 @@ def _read_npz(path: Path, min_samples: int) -> CountData:
                 f"{path} has no array 'counts' (found: {', '.join(sorted(keys)) or 'none'}); save the "
                 "regions x samples matrix as counts=..., optionally with sample_names, seqnames, start, end."
             )
+        for key in ("counts", "sample_names", "seqnames", "start", "end"):
+            if key in keys:
+                name = key + ".npy" if key + ".npy" in z.zip.namelist() else key
+                info = z.zip.getinfo(name)
+                if info.flag_bits & 0x1:
+                    raise InputError(f"{path}: the array {key!r} is encrypted; save the archive without a password.")
+                with z.zip.open(info) as fh:  # only its header is read (inflated) here
+                    _check_npy_size(fh, info.file_size, f"{path} (array {key!r})")
         counts = _npz_member(z, path, "counts", checks, keep_float64=False)
         names = z["sample_names"] if "sample_names" in keys else None
         coords = {k: _npz_member(z, path, k, checks) for k in ("seqnames", "start", "end") if k in keys}
@@ -695,8 +726,54 @@ def _seqname_objects(values: np.ndarray):
     return pd.Series(out, dtype=object)
 
 
+def _check_npy_size(fh, size: int, what: str) -> None:
+    """Refuse, before anything is allocated, the .npy array read from ``fh`` (at its start; ``size`` bytes, its
+    real, uncompressed length) whose header's shape x itemsize is not the data that follows (a damaged file, or a
+    header claiming a huge array) or would not fit in the available memory (``available_memory``): InputError."""
+    version = np.lib.format.read_magic(fh)
+    if version == (1, 0):
+        shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
+    elif version == (2, 0):
+        shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
+    else:
+        return  # a newer layout: np.load checks it
+    if dtype.hasobject:
+        return  # refused by np.load (no pickles)
+    nbytes = math.prod(shape) * dtype.itemsize
+    data = size - fh.tell()
+    if nbytes != data:
+        raise InputError(f"{what}: the header claims an array of shape {shape} ({nbytes:,} bytes of "
+                         f"{dtype}), but {data:,} bytes of data follow: the file is damaged or not a .npy array "
+                         "numpy wrote.")
+    available = available_memory()
+    if available is not None and nbytes > available:
+        raise InputError(f"{what} is an array of shape {shape} ({nbytes / 1e9:,.1f} GB in memory), more than the "
+                         f"memory available ({available / 1e9:,.1f} GB): nothing was read. Convert it with "
+                         "`gcnmops convert` and run with --stream, or use a machine with more memory.")
+
+
+def available_memory() -> int | None:
+    """Bytes of memory this process can still take (the system's available memory, within a cgroup's limit),
+    or None where the system does not say."""
+    found = []
+    try:
+        with open("/proc/meminfo") as fh:
+            found += [int(line.split()[1]) * 1024 for line in fh if line.startswith("MemAvailable:")]
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit.isdigit():
+            found.append(int(limit) - int(Path("/sys/fs/cgroup/memory.current").read_text()))
+    except (OSError, ValueError):
+        pass
+    return max(0, min(found)) if found else None
+
+
 def _read_npy(path: Path, min_samples: int) -> CountData:
     try:
+        with open(path, "rb") as fh:
+            _check_npy_size(fh, os.fstat(fh.fileno()).st_size, str(path))
         arr = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as e:
         raise InputError(f"Cannot read {path} as a .npy array: {e}") from None

@@ -1,4 +1,4 @@
-"""Chunked count matrices on disk, read a chromosome at a time, and the Zarr store of a streamed result.
+"""Chunked count matrices on disk, read a chromosome at a time.
 
 Count stores (:func:`open_count_store`):
 
@@ -12,21 +12,17 @@ Rows of a chromosome must be contiguous and in increasing start order (``gcnmops
 as ``gcnmops.read_counts`` does). Counts stay in their stored dtype until a chromosome is taken
 (:meth:`CountStore.chromosome`: validated, float64, column-major).
 
-The result store (:class:`ResultStore`): the per-region matrices of a streamed run, written a chromosome at
-a time into a Zarr group under a temporary name in the output folder and renamed to ``matrices.zarr`` with
-the other result files (:meth:`ResultStore.publish`). :class:`StoredResult` reads one back.
+The result store of a streamed run is ``gcnmops.outputs.resultstore``'s (chunked and made as here).
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
 import shutil
-import tempfile
-import threading
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -35,19 +31,11 @@ import pandas as pd
 from ..data import (CountData, check_names, chromosome_blocks, make_count_data, rows_grouped, unsorted_rows,
                     usable_cores, validate_counts, validate_ranges)
 from ..errors import InputError
-from ..result import CNVDetectionResult, ResultCounts
-from .writers import signals_held
+from ..files import check_target, holds_only, publish_folder, remove_stale, temp_folder
 
 #: the Zarr array of the counts in a count store, and the file of its regions beside it
 COUNTS = "counts"
 RANGES_FILE = "ranges.parquet"
-#: the result store's folder in an output folder (params.json's ``matrixStore`` names it)
-MATRIX_STORE = "matrices.zarr"
-#: the per-region matrices a streamed run may keep (file stems of io.writers.MATRICES, and the posteriors);
-#: ``integer_copy_number`` (the model's copy-number class per region, int8 indices) is always kept
-STREAM_MATRICES = ("normalized_data", "local_assessments", "individual_call", "integer_copy_number", "ini_call",
-                   "params_L", "params_A", "posterior_probs")
-ALWAYS_KEPT = ("integer_copy_number",)
 #: bytes of one stored chunk of a count store or a result store (about)
 CHUNK_BYTES = 16 << 20
 _INT32_MAX = np.iinfo(np.int32).max
@@ -76,6 +64,26 @@ def create_array(path: str, shape: tuple, chunks: tuple, dtype, compress: bool =
 def is_zarr_path(p: Path) -> bool:
     """A Zarr store's folder (by name or by its metadata files)."""
     return p.suffix == ".zarr" or (p.is_dir() and any((p / f).exists() for f in (".zarray", ".zgroup", "zarr.json")))
+
+
+def is_count_store(path: Path) -> bool:
+    """True when the folder ``path`` is a count store gcnmops wrote (``convert``, ``save_counts``): a Zarr group
+    naming its samples that holds nothing but its counts array and regions (``CountStoreWriter`` replaces only
+    such a folder)."""
+    attrs = None
+    for name, key in ((".zattrs", None), ("zarr.json", "attributes")):  # zarr 2, zarr 3
+        try:
+            meta = json.loads((path / name).read_text())
+        except (OSError, ValueError):
+            continue
+        attrs = meta.get(key) if key and isinstance(meta, dict) else meta
+        break
+    return isinstance(attrs, dict) and "sample_names" in attrs and holds_only(path, _COUNT_STORE_FILES.match)
+
+
+#: the files of a count store, relative names (zarr 2 and zarr 3 layouts)
+_COUNT_STORE_FILES = re.compile(r"^(\.zgroup|\.zattrs|\.zmetadata|zarr\.json|" + re.escape(RANGES_FILE) + r"|" +
+                                COUNTS + r"(/(\.zarray|\.zattrs|zarr\.json|\d+(\.\d+)*|c(/\d+)*))?)$")
 
 
 def store_chunks(m: int, n: int, itemsize: int) -> tuple[int, int]:
@@ -322,11 +330,10 @@ class CountStoreWriter:
     (``integral_dtype``), widened (int64, float64) should a later part need it."""
 
     def __init__(self, path, n: int, sample_names: list[str], m_hint: int | None = None):
-        self.path = Path(path)
-        if self.path.exists() and not is_zarr_path(self.path):
-            raise InputError(f"{self.path} exists and is not a Zarr store: choose another name (-o).")
+        self.path = check_target(path, is_count_store, "the count store")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent))
+        remove_stale(self.path.parent)  # of a conversion killed outright
+        self.tmp = temp_folder(self.path)
         self.n, self.names, self.m_hint = n, list(sample_names), m_hint
         self.m = 0
         self.array = None
@@ -372,14 +379,7 @@ class CountStoreWriter:
             group.attrs["col_sums"] = [int(v) for v in self.sums]
         if self.ranges:
             pd.concat(self.ranges, ignore_index=True).to_parquet(self.tmp / RANGES_FILE, index=False)
-        old = None
-        if self.path.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.", suffix=".old.tmp", dir=self.path.parent))
-            os.rmdir(old)
-            os.replace(self.path, old)
-        os.replace(self.tmp, self.path)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        publish_folder(self.tmp, self.path)
         return self.path
 
     def abort(self) -> None:
@@ -480,164 +480,7 @@ def save_count_data(data: CountData, path, rows_per_chunk: int | None = None,
         raise
 
 
-# ------------------------------------------------------------------------------------------------ results
-_TEMP_STORE = re.compile(r"^\." + re.escape(MATRIX_STORE) + r"\..+\.tmp$")
-
-
-class ResultStore:
-    """The matrices of a streamed result: a Zarr group written under a temporary name in ``outdir``.
-
-    ``shapes``: name -> (shape, dtype) of each kept matrix (STREAM_MATRICES' names); rows are chunked by
-    about CHUNK_BYTES, at most ``max_rows`` (a chromosome's: a write then never holds a chunk larger than what it
-    writes), and samples by at most 256. ``write(name, a, b, value)`` stores rows a:b; ``write_behind(writes)``
-    runs a chromosome's writes on a background thread, one chromosome at a time (``wait``); ``publish`` and
-    ``abort`` wait for them first (nothing is written into the store after either)."""
-
-    def __init__(self, outdir: Path, shapes: dict, attrs: dict, gr: pd.DataFrame, max_rows: int | None = None):
-        self.outdir = Path(outdir)
-        for entry in self.outdir.iterdir():  # of a streamed run killed outright
-            if _TEMP_STORE.match(entry.name) and entry.is_dir():
-                shutil.rmtree(entry, ignore_errors=True)
-        self.tmp = Path(tempfile.mkdtemp(prefix=f".{MATRIX_STORE}.", suffix=".tmp", dir=self.outdir))
-        self.old: Path | None = None
-        self._pool: ThreadPoolExecutor | None = None  # the background writer (write_behind)
-        self._thread_name = f"gcnmops-store-{id(self):x}"
-        self._behind: Future | None = None
-        zarr = zarr_module()
-        group = zarr.open_group(str(self.tmp), mode="w")
-        self.arrays = {}
-        for name, (shape, dtype) in shapes.items():
-            dtype = np.dtype(dtype)
-            width = int(np.prod(shape[1:])) if len(shape) > 1 else 1
-            rows = min(shape[0], max_rows or shape[0], max(1024, CHUNK_BYTES // (dtype.itemsize * min(width, 256))))
-            chunks = (rows,) + tuple(min(s, 256) for s in shape[1:])
-            compress = name in ("individual_call", "integer_copy_number")  # runs of equal values
-            self.arrays[name] = create_array(str(self.tmp / name), shape, chunks, dtype, compress=compress)
-        group.attrs.update(attrs)
-        gr.to_parquet(self.tmp / RANGES_FILE, index=False)
-
-    def write(self, name: str, a: int, b: int, value: np.ndarray) -> None:
-        self.arrays[name][a:b] = value
-
-    def write_behind(self, writes: Callable[[], None]) -> None:
-        """Run ``writes`` (a chromosome's ``write`` calls) on the background writer once the writes handed over
-        before are done (waited for here: one chromosome in flight at most); their error is raised here."""
-        self.wait()
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self._thread_name)
-        self._behind = self._pool.submit(writes)
-
-    def wait(self) -> None:
-        """Wait for the background writes; raise their error."""
-        behind, self._behind = self._behind, None
-        if behind is not None:
-            behind.result()
-
-    def _stop(self) -> None:
-        """The background writer ended (its running writes finished, the others dropped)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
-        for thread in threading.enumerate():  # a signal raised inside submit() can leave its worker unknown to the pool
-            if thread.name.startswith(self._thread_name + "_"):
-                thread.join()
-
-    def publish(self) -> None:
-        """Rename the store to ``matrices.zarr`` (an earlier one is moved aside; ``drop_old`` removes it), once
-        the background writes are done."""
-        self.wait()
-        self._stop()
-        final = self.outdir / MATRIX_STORE
-        if final.exists():
-            self.old = Path(tempfile.mkdtemp(prefix=f".{MATRIX_STORE}.", suffix=".old.tmp", dir=self.outdir))
-            os.rmdir(self.old)
-            os.replace(final, self.old)
-        os.replace(self.tmp, final)
-
-    def unpublish(self) -> None:
-        """Undo ``publish`` (the other result files could not be renamed)."""
-        final = self.outdir / MATRIX_STORE
-        if final.exists() and not self.tmp.exists():
-            os.replace(final, self.tmp)
-        if self.old is not None and self.old.exists():
-            os.replace(self.old, final)
-            self.old = None
-
-    def drop_old(self) -> None:
-        if self.old is not None:
-            shutil.rmtree(self.old, ignore_errors=True)
-
-    def abort(self) -> None:
-        """Remove the store, once the background writer has stopped (Ctrl-C and SIGTERM held meanwhile)."""
-        with signals_held():
-            self._stop()
-            shutil.rmtree(self.tmp, ignore_errors=True)
-
-
-@dataclass
-class StoredResult(ResultCounts):
-    """A streamed result: the call tables in memory, the per-region matrices as Zarr arrays of ``store`` read
-    on demand (``matrix(name)``; names of STREAM_MATRICES, those kept). ``compute()`` loads everything into a
-    :class:`gcnmops.CNVDetectionResult` (every matrix must have been kept)."""
-
-    gr: pd.DataFrame
-    params: dict
-    segmentation: pd.DataFrame
-    cnvs: pd.DataFrame
-    cnvr: pd.DataFrame
-    sample_names: list[str]
-    store: str
-    kept: list[str]
-    ranged: bool = True
-    timings: dict = field(default_factory=dict)
-    gpu_stats: dict = field(default_factory=dict)
-
-    def matrix(self, name: str):
-        """The Zarr array of a kept matrix (slice it to read rows: ``matrix("local_assessments")[a:b]``)."""
-        if name not in self.kept:
-            raise InputError(f"The matrix {name!r} was not kept by this streamed run (kept: {', '.join(self.kept)}); "
-                             "run again with it in --keep (keep= in Python).")
-        return zarr_module().open_array(os.path.join(self.store, name), mode="r")
-
-    @property
-    def local_assessments(self):
-        return self.matrix("local_assessments") if "local_assessments" in self.kept else \
-            self.matrix("integer_copy_number")  # summary() reads only its shape
-
-    def compute(self) -> CNVDetectionResult:
-        """The whole result in this process (numpy arrays, column-major): for results that fit in memory."""
-        needed = [n for n in STREAM_MATRICES if n != "posterior_probs"]
-        missing = [n for n in needed if n not in self.kept]
-        if missing:
-            raise InputError(f"compute() needs every matrix; this streamed run did not keep {', '.join(missing)}. "
-                             "Read the kept ones with matrix(name), or run again with --keep all.")
-        values = {n: np.asfortranarray(self.matrix(n)[...]) for n in self.kept}
-        params = dict(self.params, L=values.pop("params_L"), A=values.pop("params_A"))
-        return CNVDetectionResult(
-            gr=self.gr, normalized_data=values["normalized_data"], local_assessments=values["local_assessments"],
-            individual_call=values["individual_call"], ini_call=values["ini_call"],
-            cn_index=values["integer_copy_number"], posterior_probs=values.get("posterior_probs"), params=params,
-            segmentation=self.segmentation, cnvs=self.cnvs, cnvr=self.cnvr, sample_names=list(self.sample_names),
-            ranged=self.ranged, timings=dict(self.timings), gpu_stats=dict(self.gpu_stats))
-
-
-def open_stored_result(folder: Path, params: dict, tables: dict, sample_names: list[str]) -> StoredResult:
-    """The StoredResult of an output folder whose params.json names a matrix store (io.results.read_result)."""
-    store = Path(folder) / params.get("matrixStore", MATRIX_STORE)
-    if not store.is_dir():
-        raise InputError(f"{store} is missing: the streamed result's matrices were not written (or moved away).")
-    group = zarr_module().open_group(str(store), mode="r")
-    kept = [str(k) for k in group.attrs.get("kept", [])]
-    gr = pd.read_parquet(store / RANGES_FILE)
-    gr["seqnames"] = gr["seqnames"].astype(object)
-    params = dict(params)
-    params["cov"] = np.array([params["cov"][s] for s in sample_names], dtype=np.float64)
-    return StoredResult(gr=gr, params=params, sample_names=sample_names, store=str(store), kept=kept,
-                        ranged=bool(group.attrs.get("ranged", True)), **tables)
-
 
 __all__ = ["CountStore", "open_count_store", "checked_ranges", "CountStoreWriter", "write_count_store",
-           "save_count_data", "convert_counts", "read_rows", "ResultStore", "StoredResult", "open_stored_result",
-           "create_array", "is_zarr_path",
-           "store_chunks", "integral_dtype", "counts_kind", "zarr_module", "COUNTS", "RANGES_FILE", "MATRIX_STORE",
-           "STREAM_MATRICES", "ALWAYS_KEPT"]
+           "save_count_data", "convert_counts", "read_rows", "create_array", "is_zarr_path",
+           "store_chunks", "integral_dtype", "counts_kind", "zarr_module", "COUNTS", "RANGES_FILE", "CHUNK_BYTES"]

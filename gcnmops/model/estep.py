@@ -20,6 +20,8 @@ import numpy as np
 from numba import njit, prange
 from numba.extending import register_jitable
 
+from ..cuda.config import ESTEP_BLOCKS_PER_SM, ESTEP_LOCAL_WORK_MAX, ESTEP_THREADS_PER_BLOCK
+from ..cuda.kernels import cached_kernel
 from ..cuda.probe import Backend, as_backend
 from ..exact.libm import TABLES, log_glibc
 from ..exact.rmath import lgamma_r
@@ -135,18 +137,15 @@ def estep_cpu(x: np.ndarray, cov: np.ndarray, lam: np.ndarray, alpha: np.ndarray
 
 
 # ------------------------------------------------------------------------------------------ GPU driver
-#: threads per block and the largest sample count whose INI buffer is a per-thread local array
-GPU_THREADS_PER_BLOCK = 128
-GPU_LOCAL_WORK_MAX = 64
-_GPU_KERNELS: dict = {}
-
-
 def _gpu_kernel(NC: int, NW: int, KEEP: bool):
+    """The kernel for NC classes, a local INI buffer of NW samples (0: a thread-fastest global scratch), posteriors
+    kept or not (cuda.kernels' cache)."""
+    return cached_kernel(_build_gpu_kernel, NC, NW, KEEP)
+
+
+def _build_gpu_kernel(NC: int, NW: int, KEEP: bool):
     """cuda.jit kernel for NC classes (compile-time: per-thread state in local arrays), a local INI buffer of NW
     samples (0: a thread-fastest global scratch), posteriors kept or not."""
-    key = (NC, NW, KEEP)
-    if key in _GPU_KERNELS:
-        return _GPU_KERNELS[key]
     from numba import float64
 
     from ..cuda.nofma import jit_nofma
@@ -179,8 +178,7 @@ def _gpu_kernel(NC: int, NW: int, KEEP: bool):
                                   tabs)
 
     # no contraction: the likelihoods round as the CPU's (R's long-double mean of the INI terms needs it too)
-    _GPU_KERNELS[key] = jit_nofma(_nofma_estep_kernel)
-    return _GPU_KERNELS[key]
+    return jit_nofma(_nofma_estep_kernel)
 
 
 def estep_gpu(x: np.ndarray, cov: np.ndarray, lam: np.ndarray, alpha: np.ndarray, spec: ModelSpec,
@@ -192,10 +190,10 @@ def estep_gpu(x: np.ndarray, cov: np.ndarray, lam: np.ndarray, alpha: np.ndarray
     n = lam.shape[1]
     out = _outputs(lam, alpha, J, keep_post)
     with cuda.gpus[device_id]:
-        tpb = min(GPU_THREADS_PER_BLOCK, 32 * ((m + 31) // 32))
+        tpb = min(ESTEP_THREADS_PER_BLOCK, 32 * ((m + 31) // 32))
         sms = getattr(cuda.gpus[device_id], "MULTIPROCESSOR_COUNT", 1)  # (absent in the simulator)
-        blocks = max(1, min((m + tpb - 1) // tpb, 32 * sms))
-        nw = J if J <= GPU_LOCAL_WORK_MAX else 0
+        blocks = max(1, min((m + tpb - 1) // tpb, ESTEP_BLOCKS_PER_SM * sms))
+        nw = J if J <= ESTEP_LOCAL_WORK_MAX else 0
         work = cuda.device_array((J, blocks * tpb) if nw == 0 else (1, 1), order="F")
         d = [cuda.to_device(a) for a in (x, cov, lam, alpha, spec.log2_folds)]
         init, prior = cuda.to_device(spec.alpha_init), cuda.to_device(spec.alpha_prior)

@@ -12,7 +12,7 @@ number of classes, a compile-time constant of each specialization: with the fold
 array ``n`` is known to the compiler, every class loop unrolls and the state stays in registers ("unroll"
 variant; "rolled" keeps the run-time class count, so the state goes to local memory; used for many classes).
 The WORK_BUFFERS per-sample buffers (the median's buffer, then lgamma(x_k + 1); the normalizers; the INI terms)
-are local arrays for N <= LOCAL_WORK_MAX (local memory is interleaved per thread by the hardware, so it
+are local arrays for N <= EM_LOCAL_WORK_MAX (local memory is interleaved per thread by the hardware, so it
 coalesces like a column-major array) and per-thread slices of the global scratch beyond. The
 minReadCount short-cut is decided per region inside the kernel. The likelihoods use glibc's exp and log
 (exact/libm.py), as on the CPU, from copies of their tables in each block's shared memory; the kernel is built
@@ -34,6 +34,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..cuda import plan as _plan
+from ..cuda.config import (EM_BLOCKS_PER_SM, EM_LOCAL_WORK_MAX, EM_MAX_REGISTERS, EM_THREADS_PER_BLOCK,
+                           EM_UNROLL_MAX_CLASSES)
+from ..cuda.kernels import cached_kernel
 from .chunks import OUT_FIELDS, POST_FIELD, ChunkPipeline
 from ..cuda.runtime import device_module, is_device_array, kernel_arg, make_backend, simulating
 from .spec import ModelOutput, ModelSpec
@@ -45,33 +48,17 @@ except Exception:  # noqa: BLE001 - numba without its CUDA target: the GPU backe
 
 log = logging.getLogger("gcnmops")
 
-#: the class loops are unrolled (state in registers) up to this many classes
-UNROLL_MAX_CLASSES = 16
-#: the per-sample work buffers are per-thread local arrays up to this many samples (global scratch beyond)
-LOCAL_WORK_MAX = 128
 #: per-sample buffers of em.fit_region per thread: lgamma(x_k + 1), the normalizers s_k, the INI terms
 WORK_BUFFERS = 3
-#: threads per block (H100, BM-A: 0.108 s at 256, 0.113 s at 128, 0.117 s at 64)
-THREADS_PER_BLOCK = 256
-#: blocks per SM of a launch with a global scratch (a grid-stride loop; H100 1M x 400: 2, 4 and 16 within 2 %)
-BLOCKS_PER_SM = 4
 #: the posterior scratch is used where it takes at most this share of the device memory budget
 STORE_SHARE = 0.25
 
 
 # ----------------------------------------------------------------------------------------------- kernel
-_KERNELS: dict = {}
-_KERNELS_LOCK = threading.Lock()
-
-
 def get_kernel(nc: int, nw: int, keep_post: bool, variant: str = "unroll", max_registers: int | None = None):
-    """The cuda.jit kernel specialized for ``nc`` classes and local work size ``nw`` (0: global scratch)."""
-    key = (nc, nw, bool(keep_post), variant, max_registers)
-    with _KERNELS_LOCK:
-        k = _KERNELS.get(key)
-        if k is None:
-            k = _KERNELS[key] = _build_kernel(*key)
-        return k
+    """The cuda.jit kernel specialized for ``nc`` classes and local work size ``nw`` (0: global scratch), from
+    cuda.kernels' cache."""
+    return cached_kernel(_build_kernel, nc, nw, bool(keep_post), variant, max_registers)
 
 
 def _build_kernel(NC: int, NW: int, KEEP: bool, variant: str, max_registers):
@@ -148,28 +135,27 @@ class KernelConfig:
     """Launch choices; the defaults are the measured best on an H100 (benchmarks/RESULTS.md).
 
     ``threads_per_block``; ``variant``: "unroll" (class count compiled in, state in registers), "rolled"
-    (run-time class count) or "auto" (unroll up to UNROLL_MAX_CLASSES classes); ``work``: the per-sample
-    buffer in "local" memory, in "global" thread-fastest scratch, or "auto" (local up to LOCAL_WORK_MAX
+    (run-time class count) or "auto" (unroll up to EM_UNROLL_MAX_CLASSES classes); ``work``: the per-sample
+    buffer in "local" memory, in "global" thread-fastest scratch, or "auto" (local up to EM_LOCAL_WORK_MAX
     samples); ``max_registers``: the per-thread register cap handed to the compiler (None: uncapped);
     ``posteriors``: each cycle's posteriors "store"d in a global scratch between the E-step and the M-step's
     T, "recompute"d, or "auto" (stored where the scratch takes at most STORE_SHARE of the memory budget and
     can be allocated).
     """
 
-    threads_per_block: int = THREADS_PER_BLOCK
+    threads_per_block: int = EM_THREADS_PER_BLOCK
     variant: str = "auto"
     work: str = "auto"
-    # H100, BM-A, 128 threads/block: 0.113 s at 128 registers; 96: 0.122, 168: 0.126, 192: 0.167, uncapped 0.167
-    max_registers: int | None = 128
+    max_registers: int | None = EM_MAX_REGISTERS
     posteriors: str = "auto"
 
     def resolve(self, n: int, N: int) -> tuple[str, int]:
         variant = self.variant
         if variant == "auto":
-            variant = "unroll" if n <= UNROLL_MAX_CLASSES else "rolled"
+            variant = "unroll" if n <= EM_UNROLL_MAX_CLASSES else "rolled"
         work = self.work
         if work == "auto":
-            work = "local" if N <= LOCAL_WORK_MAX else "global"
+            work = "local" if N <= EM_LOCAL_WORK_MAX else "global"
         return variant, (local_work_size(N) if work == "local" else 0)
 
 
@@ -204,9 +190,9 @@ class _Device:
 
     def scratch_threads(self, capacity: int) -> int:
         """Threads of a launch over ``capacity`` rows with a global scratch (grid-stride loop, at most
-        BLOCKS_PER_SM blocks per SM): the scratch's rows."""
+        EM_BLOCKS_PER_SM blocks per SM): the scratch's rows."""
         tpb = self.cfg.threads_per_block
-        blocks = min(math.ceil(capacity / tpb), max(1, self.sm_count * BLOCKS_PER_SM))
+        blocks = min(math.ceil(capacity / tpb), max(1, self.sm_count * EM_BLOCKS_PER_SM))
         return blocks * tpb
 
     def scratch_width(self, store: bool) -> int:

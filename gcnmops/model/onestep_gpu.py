@@ -5,21 +5,21 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda  # module level: a kernel's ``cuda`` must be a global (the CUDA simulator swaps globals)
 
+from ..cuda.config import ONESTEP_BLOCKS_PER_SM, ONESTEP_LOCAL_WORK_MAX, ONESTEP_THREADS_PER_BLOCK
+from ..cuda.kernels import cached_kernel
 from .onestep import OneStepSpec, onestep_region
 from .spec import ModelOutput
 
-#: threads per block and the largest sample count whose INI buffer is a per-thread local array
-GPU_THREADS_PER_BLOCK = 128
-GPU_LOCAL_WORK_MAX = 128
-_GPU_KERNELS: dict = {}
-
 
 def _gpu_kernel(NC: int, NW: int, KEEP: bool):
+    """The kernel for NC classes, a local INI buffer of NW samples (0: a thread-fastest global scratch), posteriors
+    kept or not (cuda.kernels' cache)."""
+    return cached_kernel(_build_gpu_kernel, NC, NW, KEEP)
+
+
+def _build_gpu_kernel(NC: int, NW: int, KEEP: bool):
     """cuda.jit kernel for NC classes (compile-time: the per-thread state is local arrays), a local INI
     buffer of NW samples (0: a thread-fastest global scratch), posteriors kept or not."""
-    key = (NC, NW, KEEP)
-    if key in _GPU_KERNELS:
-        return _GPU_KERNELS[key]
     from numba import float64
 
     from ..cuda.nofma import jit_nofma
@@ -52,8 +52,7 @@ def _gpu_kernel(NC: int, NW: int, KEEP: bool):
 
     # no contraction: R's long-double sums are emulated with error-free transformations, which a fused
     # multiply-add would break, and the likelihoods must round as the CPU's
-    _GPU_KERNELS[key] = jit_nofma(_nofma_onestep_kernel)
-    return _GPU_KERNELS[key]
+    return jit_nofma(_nofma_onestep_kernel)
 
 
 def fit_onestep_gpu(x: np.ndarray, cov: np.ndarray, lam: np.ndarray, spec: OneStepSpec,
@@ -66,10 +65,10 @@ def fit_onestep_gpu(x: np.ndarray, cov: np.ndarray, lam: np.ndarray, spec: OneSt
     n = spec.folds.size
     out = ModelOutput.allocate(m, n, N, keep_post)
     with cuda.gpus[device_id]:
-        tpb = min(GPU_THREADS_PER_BLOCK, 32 * ((m + 31) // 32))  # (a tiny matrix needs no full block)
+        tpb = min(ONESTEP_THREADS_PER_BLOCK, 32 * ((m + 31) // 32))  # (a tiny matrix needs no full block)
         sms = getattr(cuda.gpus[device_id], "MULTIPROCESSOR_COUNT", 1)  # (absent in the simulator)
-        blocks = max(1, min((m + tpb - 1) // tpb, 16 * sms))
-        nw = N if N <= GPU_LOCAL_WORK_MAX else 0
+        blocks = max(1, min((m + tpb - 1) // tpb, ONESTEP_BLOCKS_PER_SM * sms))
+        nw = N if N <= ONESTEP_LOCAL_WORK_MAX else 0
         work = cuda.device_array((N if nw == 0 else 1, blocks * tpb if nw == 0 else 1), order="F")
         d = {k: cuda.to_device(v) for k, v in dict(
             x=x, cov=np.ascontiguousarray(cov, dtype=np.float64), lam=np.ascontiguousarray(lam, dtype=np.float64),
@@ -86,4 +85,4 @@ def fit_onestep_gpu(x: np.ndarray, cov: np.ndarray, lam: np.ndarray, spec: OneSt
     return out
 
 
-__all__ = ["fit_onestep_gpu", "GPU_THREADS_PER_BLOCK", "GPU_LOCAL_WORK_MAX"]
+__all__ = ["fit_onestep_gpu"]

@@ -9,11 +9,11 @@ by ``firsts``/``ends`` (int64, covering rows 0..m-1 in order). Kernels are compi
   factors need: whether any count is not finite or not a whole number, and per block and column the sum of the
   counts, of their absolute values and of the kept (non-silent) rows' counts, the number of kept rows and whether
   the block has a non-zero count; the silent-row flags (m,) stay on the device. A GPU block of TPB threads sums a
-  tile of TILE_ROWS rows of one chromosome block (ROWS_PER_THREAD rows per thread, tiles never straddle blocks),
-  reduces in shared memory and adds its sums to the block's with one atomic addition per sum. For whole numbers
-  whose column sums of absolute values stay below 2^52 every partial sum is a whole number below 2^52, so every
-  order of summation gives the exact sum (the CPU's); beyond, the sums of absolute values still reach 2^52 in any
-  order (rounding is monotone), so the check that decides it answers as for the exact sums.
+  tile of TILE_ROWS rows of one chromosome block (NORMALIZE_ROWS_PER_THREAD rows per thread, cuda/config.py; tiles
+  never straddle blocks), reduces in shared memory and adds its sums to the block's with one atomic addition per
+  sum. For whole numbers whose column sums of absolute values stay below 2^52 every partial sum is a whole number
+  below 2^52, so every order of summation gives the exact sum (the CPU's); beyond, the sums of absolute values
+  still reach 2^52 in any order (rounding is monotone), so the check that decides it answers as for the exact sums.
 - ``_nofma_ratios``: kernels.row_variance_to_mean of every row of the selected blocks scaled by the block's
   factors, NaN for silent rows (which factors.ratios_mode drops as it drops NaN ratios: the kept rows' ratios
   remain, in row order, as the CPU computes them); one thread per row.
@@ -23,12 +23,16 @@ by ``firsts``/``ends`` (int64, covering rows 0..m-1 in order). Kernels are compi
 from __future__ import annotations
 
 import math
-import threading
 from typing import NamedTuple
 
 import numpy as np
 from numba.extending import register_jitable
 
+from ..cuda.config import (NORMALIZE_ROW_MAX_BLOCKS, NORMALIZE_ROW_MAX_BLOCKS_SIM, NORMALIZE_ROW_THREADS_PER_BLOCK,
+                           NORMALIZE_ROW_THREADS_PER_BLOCK_SIM, NORMALIZE_ROWS_PER_THREAD,
+                           NORMALIZE_SUMS_THREADS_PER_BLOCK, NORMALIZE_SUMS_THREADS_PER_BLOCK_SIM)
+from ..cuda.kernels import cached_kernel
+from ..cuda.nofma import jit_nofma
 from ..cuda.runtime import device_module, kernel_arg, simulating
 from .kernels import SILENT_BELOW, row_variance_to_mean
 
@@ -37,12 +41,10 @@ try:  # module level: the kernels' ``cuda`` must be a global (the CUDA simulator
 except Exception:  # noqa: BLE001 - numba without its CUDA target: nothing here is called
     cuda = float64 = None
 
-#: threads per GPU block of the sums kernel (its shared arrays' size; a power of two); fewer in the CUDA simulator,
-#: which runs each as a Python thread
-TPB = 32 if simulating() else 128
-#: rows each of its threads reads: a tile is TILE_ROWS consecutive rows of one chromosome block
-ROWS_PER_THREAD = 8
-TILE_ROWS = TPB * ROWS_PER_THREAD
+#: threads per GPU block of the sums kernel in this process (its shared arrays' size)
+TPB = NORMALIZE_SUMS_THREADS_PER_BLOCK_SIM if simulating() else NORMALIZE_SUMS_THREADS_PER_BLOCK
+#: a tile: TILE_ROWS consecutive rows of one chromosome block, NORMALIZE_ROWS_PER_THREAD for each thread
+TILE_ROWS = TPB * NORMALIZE_ROWS_PER_THREAD
 #: columns per round of its shared-memory reduction; the shared array's rows: the round's kept-row sums, sums and
 #: sums of absolute values, then (first round) the kept-row count and the non-zero, non-finite and fractional flags
 COLS_PER_ROUND = 8
@@ -106,7 +108,7 @@ def _nofma_block_sums(Y, firsts, ends, tile_offs, silent, acc):
     nonfinite = 0.0
     fractional = 0.0
     for k in range(N):
-        for r in range(ROWS_PER_THREAD):
+        for r in range(NORMALIZE_ROWS_PER_THREAD):
             i = r0 + r * TPB
             if i < r1:
                 v = Y[i, k]
@@ -119,7 +121,7 @@ def _nofma_block_sums(Y, firsts, ends, tile_offs, silent, acc):
                 elif v != math.floor(v):
                     fractional = 1.0
     kept = 0.0
-    for r in range(ROWS_PER_THREAD):
+    for r in range(NORMALIZE_ROWS_PER_THREAD):
         i = r0 + r * TPB
         if i < r1:
             if (loud >> r) & 1:
@@ -134,7 +136,7 @@ def _nofma_block_sums(Y, firsts, ends, tile_offs, silent, acc):
             s_all = 0.0
             s_abs = 0.0
             if k < N:
-                for r in range(ROWS_PER_THREAD):
+                for r in range(NORMALIZE_ROWS_PER_THREAD):
                     i = r0 + r * TPB
                     if i < r1:
                         v = Y[i, k]
@@ -195,18 +197,10 @@ class Kernels(NamedTuple):
     scale: object
 
 
-_KERNELS: list[Kernels] = []
-_LOCK = threading.Lock()
-
-
 def kernels() -> Kernels:
-    """The three kernels, built once (numba compiles, or loads from its disk cache, at each first launch)."""
-    with _LOCK:
-        if not _KERNELS:
-            from ..cuda.nofma import jit_nofma
-
-            _KERNELS.append(Kernels(jit_nofma(_nofma_block_sums), jit_nofma(_nofma_ratios), jit_nofma(_nofma_scale)))
-        return _KERNELS[0]
+    """The three kernels, from cuda.kernels' cache (numba compiles, or loads from its disk cache, at each first
+    launch)."""
+    return Kernels(*(cached_kernel(jit_nofma, k) for k in (_nofma_block_sums, _nofma_ratios, _nofma_scale)))
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -227,7 +221,8 @@ class BlockSums(NamedTuple):
 def _launch_size(n: int) -> tuple[int, int]:
     """(blocks, threads per block) of a one-thread-per-row launch over n rows (its threads loop over the rows). The
     CUDA simulator, which starts a Python thread per GPU thread, gets a few small blocks."""
-    tpb, most = (32, 2) if simulating() else (256, 4096)
+    tpb, most = ((NORMALIZE_ROW_THREADS_PER_BLOCK_SIM, NORMALIZE_ROW_MAX_BLOCKS_SIM) if simulating()
+                 else (NORMALIZE_ROW_THREADS_PER_BLOCK, NORMALIZE_ROW_MAX_BLOCKS))
     return max(1, min(most, (n + tpb - 1) // tpb)), tpb
 
 
@@ -303,5 +298,5 @@ def scale(Y, sel: Selected, F: np.ndarray, silent) -> None:
                                    kernel_arg(_factors(F)), kernel_arg(silent))
 
 
-__all__ = ["TPB", "ROWS_PER_THREAD", "TILE_ROWS", "Kernels", "kernels", "BlockSums", "block_sums", "Selected",
+__all__ = ["TPB", "TILE_ROWS", "Kernels", "kernels", "BlockSums", "block_sums", "Selected",
            "selected", "ratios", "scale"]

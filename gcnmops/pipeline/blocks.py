@@ -1,13 +1,18 @@
 """What the stages pass along for a block of regions (pipeline.stages): its regions, what it needs of the whole
-matrix, and its normalization."""
+matrix, and its normalization; and the whole run's call tables gathered from its blocks (``BlockTables``)."""
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from ..calls.cnvs import NO_CNV_MESSAGE
 from ..data import CountData
+from ..result import CNVDetectionResult, empty_cnvr, empty_segments
+
+log = logging.getLogger("gcnmops")
 
 
 @dataclass(frozen=True)
@@ -47,4 +52,49 @@ class Regions:
         return cls(data.genomic_ranges(), data.blocks(), list(data.sample_names), data.ranges is not None)
 
 
-__all__ = ["Genome", "Normalized", "Regions"]
+class BlockTables:
+    """The call tables of a run's blocks (whole chromosomes), gathered into the whole run's tables in block
+    order (cn.mops orders them by chromosome, then sample, then start: block by block). As a context manager it
+    holds back the calls' per-block "No CNVs" message; ``tables()`` says it once for the run, where cn.mops would
+    (it segments, ``segments``, and no block has a CNV)."""
+
+    def __init__(self, n_blocks: int, sample_names: list[str], segments: bool):
+        self.segmentation: list[pd.DataFrame | None] = [None] * n_blocks
+        self.cnvs: list[pd.DataFrame | None] = [None] * n_blocks
+        self.cnvr: list[pd.DataFrame | None] = [None] * n_blocks
+        self.sample_names = list(sample_names)
+        self.segments = segments
+        self._quiet = _NoCnvFilter()
+
+    def __enter__(self) -> "BlockTables":
+        log.addFilter(self._quiet)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        log.removeFilter(self._quiet)
+
+    def put(self, k: int, result: CNVDetectionResult) -> None:
+        """Block ``k``'s tables (its result's segmentation, cnvs and cnvr)."""
+        self.segmentation[k], self.cnvs[k], self.cnvr[k] = result.segmentation, result.cnvs, result.cnvr
+
+    def tables(self) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+        """(segmentation, cnvs, cnvr) of the whole run."""
+        if self.segments and not any(c is not None and len(c) for c in self.cnvs):
+            log.info(NO_CNV_MESSAGE)
+        return (_concat(self.segmentation, empty_segments()), _concat(self.cnvs, empty_segments()),
+                _concat(self.cnvr, empty_cnvr(self.sample_names)))
+
+
+class _NoCnvFilter(logging.Filter):
+    """Holds back calls_from_segments' per-call "No CNVs" message (said once for the whole run instead)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != NO_CNV_MESSAGE
+
+
+def _concat(parts: list[pd.DataFrame | None], empty: pd.DataFrame) -> pd.DataFrame:
+    parts = [p for p in parts if p is not None and len(p)]
+    return pd.concat(parts, ignore_index=True) if parts else empty
+
+
+__all__ = ["Genome", "Normalized", "Regions", "BlockTables"]

@@ -8,7 +8,7 @@ import logging
 import warnings
 from dataclasses import fields
 
-from ..cuda.probe import Backend
+from ..cuda.probe import Backend, device_ids
 from ..data import CountData
 from ..errors import InputError
 from ..io import read_counts
@@ -132,9 +132,17 @@ def run_mops(data: CountData, params: CnMopsParams, backend: str | Backend = "au
 
     ``out``: optional preallocated ModelOutput the model writes into (the R bridge passes views of R-allocated
     matrices); ``fit_options`` go to the model (e.g. ``devices``). On the GPU backend the normalization and the
-    model are device-resident where they fit (resident_gpu.py); the sub-stage seconds and counts are the result's
-    ``gpu_stats``."""
+    model are device-resident where they fit (resident_gpu.py); with several ``devices`` and several chromosomes,
+    whole chromosomes run on every device (multigpu.py; one chromosome: its rows are split across the devices for
+    the model). The sub-stage seconds and counts are the result's ``gpu_stats``."""
     check_segment_args(params)
     warn_few_regions(data.n_regions, stacklevel=3)
     plan = RunPlan.build(method or method_spec(params.method), params, backend, data.n_regions)
+    devices = fit_options.get("devices")
+    if plan.backend is Backend.GPU and devices is not None and out is None and len(data.blocks()) > 1:
+        ids = device_ids(devices)
+        if len(ids) > 1:  # whole chromosomes on every device, the whole pipeline
+            from .multigpu import run_on_devices
+
+            return run_on_devices(plan, data, ids, {} if timings is None else timings)
     return run_block(plan, data, timings=timings, out=out, **fit_options)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from ..calls.integer import calc_integer_copy_numbers
 from ..cuda.probe import resolve_backend
-from ..io.callfiles import VcfOptions
-from ..io.writers import ResultWriter
+from ..outputs.callfiles import VcfOptions
+from ..outputs.writers import ResultWriter
 from ..result import CNVDetectionResult
 from ..progress import timed_stage
 from .stages import MODEL_DONE

@@ -16,14 +16,14 @@ to float64 (``CountStore.chromosome``), then normalized (``normalization.cpu.nor
 genome's column sums; on the GPU backend ``normalization.gpu.normalize_chromosomes_gpu`` where its answer cannot
 depend on them), fitted (``model.fit``), segmented and called (``calls.cnvs.calls_from_segments``; the GPU
 segmentation on the GPU backend), labelled with integer copy numbers (``calls.integer.calc_integer_copy_numbers``:
-every CNV lies in one chromosome) and its matrices written into the result store (io.store.ResultStore).
+every CNV lies in one chromosome) and its matrices written into the result store (outputs.resultstore.ResultStore).
 
 Reading, computing and writing overlap: while chromosome k is computed (in the calling thread), chromosome k + 1
 is read on a read-ahead thread and chromosome k - 1's matrices are written by the result store's background
 writer (``ResultStore.write_behind``). Memory: the counts of two chromosomes (k and k + 1), the result of k and
 the kept matrices of k - 1. A failure of either thread is the run's error; the clean-up waits for the writer.
 
-The call tables are written at the end as by ``gcnmops run`` (``io.writers.ResultWriter``; BED/VCF qualities read
+The call tables are written at the end as by ``gcnmops run`` (``outputs.writers.ResultWriter``; BED/VCF qualities read
 sINI only around the CNV regions, kept in a sparse temporary file). All or nothing, as the other writers.
 
 Out of scope: a single chromosome larger than memory (its counts and results are held at once); the
@@ -46,24 +46,24 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..calls.cnvs import NO_CNV_MESSAGE
 from ..calls.integer import calc_integer_copy_numbers, overlapping_rows, threshold_fallback
 from ..cuda.probe import resolve_backend
 from ..errors import InputError
-from ..io.callfiles import VcfOptions
-from ..io.store import (ALWAYS_KEPT, MATRIX_STORE, STREAM_MATRICES, CountStore, ResultStore, StoredResult,
-                        open_count_store)
-from ..io.writers import ResultWriter, check_formats, output_error, signals_held
+from ..io.atomic import output_error, signals_held
+from ..io.store import CountStore, open_count_store
+from ..outputs.callfiles import VcfOptions
+from ..outputs.resultstore import ALWAYS_KEPT, MATRIX_STORE, STREAM_MATRICES, ResultStore, StoredResult
+from ..outputs.writers import ResultWriter, check_formats
 from ..normalization.factors import coverage_ratios
 from ..normalization.kernels import column_coverages
 from ..params import ModelKind, method_spec
 from ..progress import tick
-from ..result import CNVDetectionResult, empty_cnvr, empty_segments
+from ..result import CNVDetectionResult
 from ..data import CountData, validate_counts
 from .cnmops import check_segment_args, warn_few_regions
 from .methods import build_params
 from .plan import RunPlan, method_cnvr
-from .blocks import Genome
+from .blocks import BlockTables, Genome
 from .stages import run_block
 
 log = logging.getLogger("gcnmops")
@@ -269,23 +269,14 @@ def _shapes(kept: list[str], m: int, N: int, n: int) -> dict:
     return {name: every[name] for name in kept}
 
 
-class _NoCnvFilter(logging.Filter):
-    """Holds back calls_from_segments' per-call "No CNVs" message (said once for the whole run instead)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.getMessage() != NO_CNV_MESSAGE
-
-
 def _stream(store: CountStore, plan: RunPlan, genome: Genome, kept: list[str], rstore: ResultStore, sparse, integer: bool,
             timings: dict, on_chromosome, outdir: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Every chromosome through the pipeline, the next one read ahead and the last one's matrices written behind
     (see the module docstring); the call tables (integer labels where asked)."""
-    names = list(store.sample_names)
     blocks = store.blocks
     m = store.shape[0]
-    segs, cnvs, cnvrs, labelled = [], [], [], []
-    quiet = _NoCnvFilter()
-    log.addFilter(quiet)
+    labelled = []
+    gathered = BlockTables(len(blocks), list(store.sample_names), plan.segments).__enter__()
     reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gcnmops-readahead")
     try:
         done = 0
@@ -307,9 +298,7 @@ def _stream(store: CountStore, plan: RunPlan, genome: Genome, kept: list[str], r
             rstore.write_behind(partial(_write, rstore, matrices, sparse, around, a, b, timings, outdir))
             del matrices, around
             timings["write_wait"] += time.perf_counter() - t1
-            segs.append(result.segmentation)
-            cnvs.append(result.cnvs)
-            cnvrs.append(result.cnvr)
+            gathered.put(k, result)
             labelled.append(integer and len(result.cnvr) > 0)
             del result
             done += b - a
@@ -321,21 +310,18 @@ def _stream(store: CountStore, plan: RunPlan, genome: Genome, kept: list[str], r
         timings["write_wait"] += time.perf_counter() - t1
     finally:
         reader.shutdown(wait=False, cancel_futures=True)  # after a failure: a read under way is left to end
-        log.removeFilter(quiet)
-    any_cnv = any(len(c) for c in cnvs)
-    if not any_cnv and plan.segments:
-        log.info(NO_CNV_MESSAGE)
+        gathered.__exit__()
     if integer and any(labelled):  # chromosomes without CNVs: their segments labelled as calc_integer_copy_numbers does
         p = plan.params
         classes = np.asarray(p.classes, dtype=object)
         mi = list(classes).index(p.main_class)
         stat = "median" if p.use_median else "mean"
         rparams = {"upperThreshold": p.upper_threshold, "lowerThreshold": p.lower_threshold}
-        segs = [s if done_ else s.assign(CN=threshold_fallback(np.full(len(s), p.main_class, dtype=object),
-                                                                s[stat].to_numpy(float), rparams, classes, mi))
-                for s, done_ in zip(segs, labelled)]
-    return (_concat(segs, empty_segments()), _concat(cnvs, empty_segments()),
-            _concat(cnvrs, empty_cnvr(names)))
+        gathered.segmentation = [
+            s if done_ else s.assign(CN=threshold_fallback(np.full(len(s), p.main_class, dtype=object),
+                                                           s[stat].to_numpy(float), rparams, classes, mi))
+            for s, done_ in zip(gathered.segmentation, labelled)]
+    return gathered.tables()
 
 
 def _read(store: CountStore, block: tuple[str, int, int], timings: dict) -> CountData:
@@ -360,11 +346,6 @@ def _write(rstore: ResultStore, matrices: dict, sparse, around: tuple | None, a:
         raise output_error(err, outdir) from None
     finally:
         timings["write"] += time.perf_counter() - t0
-
-
-def _concat(parts: list[pd.DataFrame], empty: pd.DataFrame) -> pd.DataFrame:
-    parts = [p for p in parts if len(p)]
-    return pd.concat(parts, ignore_index=True) if parts else empty
 
 
 def _matrix(result: CNVDetectionResult, name: str) -> np.ndarray:

@@ -11,7 +11,7 @@ and the variance before the GPU pass; local maxima, the breakpoint threshold and
 
 Identical segments. The kernels ask NVVM for no FMA contraction (cuda/nofma.py; checked in the PTX
 locally) and the prefix sums run in the CPU's order, so the window arithmetic follows the CPU's; the t tail
-uses libdevice's log/exp/lgamma. Measured on an H100: GPU p_i within 2.2e-13 relative of the CPU's at BM-A
+is R's pt() with glibc's exp, log and log1p (exact/tdist.py), as on the CPU. Measured on an H100: GPU p_i within 2.2e-13 relative of the CPU's at BM-A
 scale (2.5e-14 at BM-B, <= 8e-15 on the golden cases), the same best window everywhere. Each GPU value stands
 for the interval p (1 -+ TAU), TAU = 1e-9. The breakpoints depend on p only through comparisons (local maxima:
 p_r > p_i among neighbours; the type-7 quantile of the local-maximum statistic; stat > threshold), so the
@@ -37,32 +37,34 @@ pipeline) and no vector to clean, the per-vector constants are computed there to
 thread per vector) and nothing is copied in or rearranged; otherwise the host cleans the vectors into that layout
 (``prepare_vectors``) and it is copied in once. p comes back in the same order; the segments are reported in
 the output order (task = block * N + sample).
+
+This module drives; the CUDA kernels are in segmentation/device_kernels.py, the host pass after the statistic
+(breakpoints, recomputation, merging) in segmentation/finish.py.
 """
 from __future__ import annotations
 
-import math
-import threading
 import time
 from functools import partial
 from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
-from numba import float64, int32, int64, njit, prange
+from numba import njit, prange
 from numba.extending import register_jitable
 
-from ..cuda.nofma import jit_nofma
+from ..cuda.config import (DEVICE_PREPARE_MAX_ROWS, SEGMENT_MASK_MAX_BLOCKS, SEGMENT_MEDIAN_MAX_BLOCKS,
+                           SEGMENT_MEDIAN_THREADS_PER_BLOCK, SEGMENT_MEDIAN_THREADS_PER_BLOCK_SIM, SEGMENT_PREFIX_MAX_BLOCKS,
+                           SEGMENT_PREFIX_THREADS_PER_BLOCK, SEGMENT_SPREAD_MAX_BLOCKS,
+                           SEGMENT_SPREAD_THREADS_PER_BLOCK, SEGMENT_STAT_MAX_BLOCKS, SEGMENT_THREADS_PER_BLOCK,
+                           SEGMENT_THREADS_PER_BLOCK_SIM)
 from ..cuda.runtime import Landing, device_copy, device_module, kernel_arg, make_backend
 from ..errors import InputError
-from ..exact.rstats import ld_mean, mean_of_two, quantile7_low_index
-from .host import (EPS_QUANTILE, SELECT_SAMPLE, abs_diffs, breakpoint_count, clean, dirt, fill_segments,
-                   has_neighbourhood, kth_pair_with_zeros, local_half_width, quantile7_sampled, segment_bounds,
-                   segment_ends_sparse, vector_constants, vector_scale, window_scratch)
+from .device_kernels import _segment_values_kernels, kernels, prepare_kernel
+from .finish import _bounds_all, _fill_all, _finish_all
+from .host import SELECT_SAMPLE, clean, vector_constants, window_scratch
 from .interface import (checked_columns, label_tasks, output_arrays, report_cleaning, resolve_params,
                         segment_frame)
-from ..exact.tdist import t_neglog_upper
-from .kernels import (candidate_range, is_candidate, jump_exceeds, prefix_sums, scan_position, window_count,
-                      window_t)
+from .kernels import candidate_count, is_candidate, prefix_sums, scan_position, window_count
 
 try:  # module level: the kernels' ``cuda`` must be a global (the CUDA simulator swaps module globals)
     from numba import cuda
@@ -71,10 +73,6 @@ except Exception:  # noqa: BLE001 - numba without its CUDA target
 
 #: a GPU p stands for [p (1 - TAU), p (1 + TAU)]; measured GPU/CPU differences are ~1e-14 relative
 TAU = 1e-9
-THREADS_PER_BLOCK = 128
-#: kernels with one thread per vector or per segment (few threads, long sequential loops) use small blocks, so that
-#: they spread over every multiprocessor
-SPREAD_THREADS_PER_BLOCK = 32
 #: the statistic comes back in this many parts (the host finishes one while the GPU computes the next) ...
 STATISTIC_GROUPS = 4
 #: ... where there are at least this many candidate positions
@@ -117,16 +115,6 @@ def vector_of_task(nb: int, N: int) -> np.ndarray:
     """v[task]: the vector (sample * nb + block) of output task = block * N + sample."""
     task = np.arange(nb * N, dtype=np.int64)
     return (task % N) * nb + task // N
-
-
-@register_jitable
-def candidate_count(x, min_seg, eps):
-    """The number of candidate positions of x (``is_candidate``, without a branch)."""
-    nc = 0
-    lo, hi = candidate_range(x.shape[0], min_seg)
-    for i in range(lo, hi):
-        nc += jump_exceeds(x, i, eps)
-    return nc
 
 
 @njit(parallel=True, cache=True, error_model="numpy", nogil=True)
@@ -179,40 +167,6 @@ def prepare_vectors(values: np.ndarray, firsts: np.ndarray, ends: np.ndarray, pa
     return HostVectors(xt, offs, task_offsets(ncand), vec_eps, vec_V, vec_thi, vec_tlo, dirty)
 
 
-def _nofma_prepare(x, offs, eps_given, eps, default_t, t_hi, t_lo, min_seg, work, sample, dirty, vec_eps, vec_V,
-                   vec_thi, vec_tlo, ncand):
-    """``_prepare_all`` on the device, one thread per vector, for vectors that need no cleaning (dirty[v] != 0:
-    the others are left as they are); ``work``: scratch like x; ``sample``: SELECT_SAMPLE values of scratch per
-    vector (the eps selection's sample). The host's formulas and selection, so the values are the host's bit for
-    bit."""
-    start = cuda.grid(1)
-    stride = cuda.gridsize(1)
-    for v in range(start, offs.shape[0] - 1, stride):
-        o = offs[v]
-        m = offs[v + 1] - o
-        xv = x[o:o + m]
-        d = dirt(xv)
-        dirty[v] = d
-        if d != 0 or m == 0:
-            continue
-        ve = eps
-        if not eps_given:
-            wv = work[o:o + m]
-            abs_diffs(xv, wv)
-            ve = quantile7_sampled(wv, m - 1, EPS_QUANTILE, sample[v * SELECT_SAMPLE:(v + 1) * SELECT_SAMPLE])
-        th, tl, V = vector_scale(xv, default_t, t_hi, t_lo)
-        ncand[v] = candidate_count(xv, min_seg, ve)
-        vec_eps[v] = ve
-        vec_V[v] = V
-        vec_thi[v] = th
-        vec_tlo[v] = tl
-
-
-_PREPARE_KERNEL: list = []
-
-#: vectors up to this long are prepared on the GPU, one thread each; longer ones on the host, whose cores run the
-#: sequential sums (R's mean, Welford's variance) several times faster than one GPU thread
-DEVICE_PREPARE_MAX_ROWS = 200_000
 
 
 def _tiles(firsts: np.ndarray, ends: np.ndarray, m: int) -> bool:
@@ -232,15 +186,12 @@ def device_prepare(device_values, values: np.ndarray, firsts: np.ndarray, ends: 
         return None
     nv = firsts.size * N
     offs = task_offsets(np.tile(ends - firsts, N))
-    with _LOCK:
-        if not _PREPARE_KERNEL:
-            _PREPARE_KERNEL.append(jit_nofma(_nofma_prepare))
     xp = device_module()
     d_x = device_layout(device_values, firsts, ends)
     out = [np.zeros(nv, dtype=np.int8)] + [np.zeros(nv) for _ in range(4)] + [np.zeros(nv, dtype=np.int64)]
     d_out = [xp.asarray(a) for a in out]
-    tpb = SPREAD_THREADS_PER_BLOCK
-    _PREPARE_KERNEL[0][_blocks_for(nv, tpb, 1 << 16), tpb](
+    tpb = SEGMENT_SPREAD_THREADS_PER_BLOCK
+    prepare_kernel()[_blocks_for(nv, tpb, SEGMENT_SPREAD_MAX_BLOCKS), tpb](
         kernel_arg(d_x), kernel_arg(xp.asarray(offs)), params["eps_given"], params["eps"], params["default_t"],
         params["t_hi"], params["t_lo"], params["min_seg"], kernel_arg(xp.empty(d_x.size)),
         kernel_arg(xp.empty(nv * SELECT_SAMPLE)), *(kernel_arg(d) for d in d_out))
@@ -252,72 +203,8 @@ def device_prepare(device_values, values: np.ndarray, firsts: np.ndarray, ends: 
 
 
 # ---------------------------------------------------------------------------------------------------------
-# GPU kernels (the CPU's source: kernels.prefix_sums, kernels.is_candidate, kernels.scan_position)
+# the statistic on the GPU (the kernels: device_kernels.py)
 # ---------------------------------------------------------------------------------------------------------
-
-@register_jitable
-def locate(offs, k):
-    """(task, o, m, i): the vector holding flat position k of the layout (binary search in
-    ``offs``), its offset and length, and k's position in it."""
-    lo = 0
-    hi = offs.shape[0] - 2
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if offs[mid] <= k:
-            lo = mid
-        else:
-            hi = mid - 1
-    o = offs[lo]
-    return lo, o, offs[lo + 1] - o, k - o
-
-
-_KERNELS: dict = {}
-_LOCK = threading.Lock()
-
-
-def kernels(nw: int):
-    """(prefix, mask, stat) kernels; ``nw`` = window count (local scratch size), compiled once per value."""
-    with _LOCK:
-        k = _KERNELS.get(nw)
-        if k is None:
-            k = _KERNELS[nw] = _build_kernels(nw)
-        return k
-
-
-def _build_kernels(NW: int):
-    def _nofma_prefix(xt, offs, St, Qt):
-        """S, Q = running sums of x, x^2 per vector, in the CPU's order (one thread per vector)."""
-        task = cuda.grid(1)
-        if task < offs.shape[0] - 1:
-            o = offs[task]
-            e = offs[task + 1]
-            prefix_sums(xt[o:e], St[o:e], Qt[o:e])
-
-    def _nofma_mask(xt, offs, vec_eps, min_seg, mask):
-        """mask[k] = 1 where position k is a candidate (the CPU's test)."""
-        start = cuda.grid(1)
-        stride = cuda.gridsize(1)
-        total = offs[offs.shape[0] - 1]
-        for k in range(start, total, stride):
-            task, o, m, i = locate(offs, k)
-            mask[k] = 1 if is_candidate(xt[o:o + m], i, min_seg, vec_eps[task]) else 0
-
-    def _nofma_stat(idx, n_idx, xt, St, Qt, offs, vec_V, min_seg, delta, max_int, w, jinv, jnn, jc, p, jstar):
-        """p[r], jstar[r] = scan_position of candidate position idx[r] (r-th candidate, in layout order)."""
-        ybuf = cuda.local.array(NW, float64)
-        ebuf = cuda.local.array(NW, float64)
-        qbuf = cuda.local.array(NW, float64)
-        start = cuda.grid(1)
-        stride = cuda.gridsize(1)
-        for r in range(start, n_idx, stride):
-            task, o, m, i = locate(offs, idx[r])
-            val, js = scan_position(St[o:o + m], Qt[o:o + m], i, m, min_seg, delta, max_int, w, vec_V[task], jinv,
-                                    jnn, jc, ybuf, ebuf, qbuf)
-            p[r] = val
-            jstar[r] = js
-
-    return (jit_nofma(_nofma_prefix), jit_nofma(_nofma_mask), jit_nofma(_nofma_stat))
-
 
 def device_layout(device_values, firsts: np.ndarray, ends: np.ndarray):
     """xt (``HostVectors``'s layout) of a device-resident (m, N) column-major matrix: the matrix itself where the
@@ -412,9 +299,10 @@ def gpu_statistic(xt: np.ndarray, offs: np.ndarray, coffs: np.ndarray, vec_eps: 
     sync()
     t["seg_h2d"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    tpb = 32 if simulating() else THREADS_PER_BLOCK
-    prefix[_blocks_for(offs.size - 1, 1, 1 << 20), 1](d_x, d_offs, d_S, d_Q)
-    mask_k[_blocks_for(total, tpb, 4096), tpb](d_x, d_offs, d_eps, min_seg, d_mask)
+    tpb = SEGMENT_THREADS_PER_BLOCK_SIM if simulating() else SEGMENT_THREADS_PER_BLOCK
+    ptb = SEGMENT_PREFIX_THREADS_PER_BLOCK
+    prefix[_blocks_for(offs.size - 1, ptb, SEGMENT_PREFIX_MAX_BLOCKS), ptb](d_x, d_offs, d_S, d_Q)
+    mask_k[_blocks_for(total, tpb, SEGMENT_MASK_MAX_BLOCKS), tpb](d_x, d_offs, d_eps, min_seg, d_mask)
     sync()
     t["seg_prefix_mask"] = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -430,8 +318,9 @@ def gpu_statistic(xt: np.ndarray, offs: np.ndarray, coffs: np.ndarray, vec_eps: 
         for g in range(bounds.size - 1):
             a, b = int(coffs[bounds[g]]), int(coffs[bounds[g + 1]])
             if b > a:
-                stat_k[_blocks_for(b - a, tpb, 1 << 20), tpb](d_idx[a:b], b - a, d_x, d_S, d_Q, d_offs, d_V, min_seg,
-                                                              delta, max_int, w, *tables, d_p[a:b], d_j[a:b])
+                stat_k[_blocks_for(b - a, tpb, SEGMENT_STAT_MAX_BLOCKS), tpb](
+                    d_idx[a:b], b - a, d_x, d_S, d_Q, d_offs, d_V, min_seg, delta, max_int, w, *tables, d_p[a:b],
+                    d_j[a:b])
                 p[a:b] = d_p[a:b].copy_to_host()
                 jstar[a:b] = d_j[a:b].copy_to_host()
         return Statistic(p, jstar, bounds)
@@ -447,9 +336,9 @@ def gpu_statistic(xt: np.ndarray, offs: np.ndarray, coffs: np.ndarray, vec_eps: 
         for g in range(bounds.size - 1):
             a, b = int(coffs[bounds[g]]), int(coffs[bounds[g + 1]])
             if b > a:
-                stat_k[_blocks_for(b - a, tpb, 1 << 20), tpb](kernel_arg(d_idx[a:b]), b - a, *args, min_seg, delta,
-                                                              max_int, w, *tables, kernel_arg(d_p[a:b]),
-                                                              kernel_arg(d_j[a:b]))
+                stat_k[_blocks_for(b - a, tpb, SEGMENT_STAT_MAX_BLOCKS), tpb](
+                    kernel_arg(d_idx[a:b]), b - a, *args, min_seg, delta, max_int, w, *tables, kernel_arg(d_p[a:b]),
+                    kernel_arg(d_j[a:b]))
                 d_p[a:b].get(out=p[a:b], blocking=False)
                 d_j[a:b].get(out=jstar[a:b], blocking=False)
             e = cp.cuda.Event(disable_timing=True)
@@ -460,23 +349,6 @@ def gpu_statistic(xt: np.ndarray, offs: np.ndarray, coffs: np.ndarray, vec_eps: 
         landing.close()
         raise
     return Statistic(p, jstar, bounds, events, landing)
-
-
-@njit(cache=True, error_model="numpy")
-def _exact_p(S, Q, i, m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf, ebuf, qbuf, js, full, memo):
-    """The CPU's p_i: the CPU's exact tail of the GPU's best window ``js`` (the window arithmetic is
-    IEEE-identical, so this is the CPU's own maximum unless two of the position's windows have tails within
-    rounding of each other), or with ``full`` (or js < 0) the whole CPU scan (cpu._final_ends). ``memo``:
-    (t, dof, tail) of the last tail computed here, reused for the same (t, dof): the two sides of a one-region
-    spike often have the same window statistic."""
-    if js >= 0 and not full:
-        t, dof = window_t(S, Q, i, js, w, V)
-        if not (t == memo[0] and dof == memo[1]):
-            memo[0] = t
-            memo[1] = dof
-            memo[2] = t_neglog_upper(t, dof)
-        return memo[2]
-    return scan_position(S, Q, i, m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf, ebuf, qbuf)[0]
 
 
 @njit(parallel=True, cache=True, error_model="numpy", nogil=True)
@@ -503,285 +375,8 @@ def cpu_statistic(xt, offs, coffs, vec_eps, vec_V, min_seg, delta, max_int, w):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# host, after the GPU pass
+# the final segments' means and medians on the GPU (the host pass before them: finish.py)
 # ---------------------------------------------------------------------------------------------------------
-
-@njit(cache=True, error_model="numpy")
-def _statuses(pos, p, n, m, exact, tau, h, status, slo, sup):
-    """Local-maximum status of every candidate c (position pos[c], statistic p[c]; the others are 0) from the
-    intervals (exact values: points) and the bounds of its statistic: status 0 = surely a local maximum
-    (stat = p), 1 = surely not (stat = 0), 2 = undecided (stat = 0 or p: bounds [0, p_up]). Only candidates can
-    be neighbours that decide: a 0 is never above a positive value."""
-    for c in range(n):
-        v = p[c]
-        i = pos[c]
-        vlo = v if exact[c] else v * (1.0 - tau)
-        vup = v if exact[c] else v * (1.0 + tau)
-        st = 0
-        if has_neighbourhood(i, h, m) and v > 0.0:
-            r = c - 1
-            while r >= 0 and pos[r] >= i - h:
-                st = _neighbour_status(p[r], exact[r], tau, vlo, vup, st)
-                r -= 1
-            r = c + 1
-            while st != 1 and r < n and pos[r] <= i + h:
-                st = _neighbour_status(p[r], exact[r], tau, vlo, vup, st)
-                r += 1
-        status[c] = st
-        if st == 0:
-            slo[c] = vlo
-            sup[c] = vup
-        elif st == 1:
-            slo[c] = 0.0
-            sup[c] = 0.0
-        else:
-            slo[c] = 0.0
-            sup[c] = vup
-
-
-@register_jitable
-def _neighbour_status(pr, exact_r, tau, vlo, vup, st):
-    """The status so far (``_statuses``) after one more neighbour with statistic pr: 1 once a neighbour is surely
-    larger, 2 while one may be larger."""
-    if st == 1:
-        return 1
-    rlo = pr if exact_r else pr * (1.0 - tau)
-    rup = pr if exact_r else pr * (1.0 + tau)
-    if rlo > vup:  # surely p_r > p_i
-        return 1
-    if not rup <= vlo:  # p_r > p_i possible: undecided (unless another neighbour decides)
-        return 2
-    return st
-
-
-@register_jitable
-def _threshold_ranks(alpha, m):
-    """(r_lo, r_hi): the 0-based ranks of the order statistics the breakpoint threshold is made of (-1: none)."""
-    if alpha < 1.0:
-        r_lo = quantile7_low_index(m, 1.0 - alpha)
-        return r_lo, r_lo + 1 if r_lo + 1 < m else r_lo
-    k = breakpoint_count(alpha, m)
-    if k > 0:
-        return m - k, m - k
-    return -1, -1
-
-
-@njit(cache=True, error_model="numpy")
-def _mark_open(pos, p, n, m, exact, tau, h, r_lo, r_hi, status, slo, sup, wk):
-    """Mark (status bit 4) the candidates that must be exact: those whose statistic's bounds overlap [T_lo, T_up]
-    (the span of the order statistics r_lo, r_hi of all m positions) and their undecided neighbours. Returns
-    the number of marks. ``wk``: scratch (n)."""
-    _statuses(pos, p, n, m, exact, tau, h, status, slo, sup)
-    for c in range(n):
-        wk[c] = slo[c]
-    t_low = kth_pair_with_zeros(wk, n, m - n, r_lo)[0]
-    for c in range(n):
-        wk[c] = sup[c]
-    t_up = kth_pair_with_zeros(wk, n, m - n, r_hi)[0]
-    nmark = 0
-    for c in range(n):
-        if sup[c] >= t_low and slo[c] <= t_up and sup[c] > 0.0:
-            if not exact[c]:
-                status[c] |= 4
-                nmark += 1
-            if (status[c] & 3) == 2:
-                i = pos[c]
-                for r in range(c - 1, -1, -1):
-                    if pos[r] < i - h:
-                        break
-                    if not exact[r] and p[r] > 0.0:
-                        status[r] |= 4
-                        nmark += 1
-                for r in range(c + 1, n):
-                    if pos[r] > i + h:
-                        break
-                    if not exact[r] and p[r] > 0.0:
-                        status[r] |= 4
-                        nmark += 1
-    return nmark
-
-
-@njit(cache=True, error_model="numpy")
-def _candidate_positions(x, min_seg, eps, pos):
-    """pos[c] = the position of the c-th candidate of x (``is_candidate``); returns their number. ``pos``: length
-    >= len(x)."""
-    n = 0
-    lo, hi = candidate_range(x.shape[0], min_seg)
-    for i in range(lo, hi):  # no branch: a quarter of the positions are candidates, in no predictable order
-        pos[n] = i
-        n += jump_exceeds(x, i, eps)
-    return n
-
-
-@njit(cache=True, error_model="numpy")
-def _finish_one(x, pos, p, js, n, full, V, t_hi, t_lo, alpha, no_merge, min_seg, delta, max_int, w, tau, flags,
-                exact, status, fscratch, work, jinv, jnn, jc, ybuf, ebuf, qbuf):
-    """Breakpoints and merging of one clean vector x from its GPU statistic p[c] at the candidate positions pos[c]
-    (c < n; p modified in place where recomputed). flags (zero on entry): 1 where a final segment ends. Returns
-    (count, recomputed). ``fscratch``: float64 of length >= 2 len(x) + 4 n; ``work``: len(x).
-
-    Candidates whose statistic's bounds overlap [T_lo, T_up] (the span of the order statistics the threshold
-    is made of) get exact CPU values, and so do the undecided neighbours of such positions; bounds only
-    shrink when values are recomputed, so one round leaves every overlapping position exact with a decided
-    local-maximum status (see the module's docstring for why that fixes every decision)."""
-    m = x.shape[0]
-    if m == 0:
-        return 0, 0
-    S = fscratch[0:m]
-    Q = fscratch[m:2 * m]
-    slo = fscratch[2 * m:2 * m + n]
-    sup = fscratch[2 * m + n:2 * m + 2 * n]
-    wk = fscratch[2 * m + 2 * n:2 * m + 3 * n]
-    stat = fscratch[2 * m + 3 * n:2 * m + 4 * n]
-    h = local_half_width(min_seg)
-    memo = np.full(3, math.nan)
-    # exact where known: no window evaluated gives 0 on both sides; non-finite values (never seen) are
-    # recomputed so that the intervals stay finite
-    nre = 0
-    for c in range(n):
-        exact[c] = p[c] == 0.0
-        if math.isnan(p[c]) or math.isinf(p[c]):
-            if nre == 0:
-                prefix_sums(x, S, Q)
-            p[c] = _exact_p(S, Q, pos[c], m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf, ebuf, qbuf, js[c],
-                            full, memo)
-            exact[c] = True
-            nre += 1
-    r_lo, r_hi = _threshold_ranks(alpha, m)
-    if r_lo >= 0 and _mark_open(pos, p, n, m, exact, tau, h, r_lo, r_hi, status, slo, sup, wk):
-        if nre == 0:
-            prefix_sums(x, S, Q)
-        for c in range(n):
-            if status[c] & 4:
-                p[c] = _exact_p(S, Q, pos[c], m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf, ebuf, qbuf,
-                                js[c], full, memo)
-                exact[c] = True
-                nre += 1
-    # the rest of cpu._final_ends on the (now decision-equivalent) statistic
-    return segment_ends_sparse(x, pos, p, n, flags, h, alpha, no_merge, t_hi, t_lo, min_seg, stat, work), nre
-
-
-@njit(parallel=True, cache=True, error_model="numpy", nogil=True)
-def _finish_all(xt, offs, coffs, p_c, j_c, full, vec_eps, vec_V, vec_thi, vec_tlo, alpha, no_merge, min_seg, delta,
-                max_int, w, tau, flags, counts, recomputed, first_task, end_task):
-    """``_finish_one`` of vectors first_task:end_task (``HostVectors``'s order; p_c modified in place where
-    recomputed; flags zero on entry)."""
-    for task in prange(first_task, end_task):
-        o = offs[task]
-        m = offs[task + 1] - o
-        x = xt[o:o + m]
-        c0 = coffs[task]
-        n = coffs[task + 1] - c0
-        pos = np.empty(m, dtype=np.int64)
-        _candidate_positions(x, min_seg, vec_eps[task], pos)
-        jinv, jnn, jc, ybuf, ebuf, qbuf = window_scratch(min_seg, max_int, w)
-        c, nre = _finish_one(x, pos, p_c[c0:c0 + n], j_c[c0:c0 + n], n, full, vec_V[task], vec_thi[task],
-                             vec_tlo[task], alpha, no_merge, min_seg, delta, max_int, w, tau, flags[o:o + m],
-                             np.empty(n, dtype=np.bool_), np.empty(n, dtype=np.int8), np.empty(2 * m + 4 * n),
-                             np.empty(m), jinv, jnn, jc, ybuf, ebuf, qbuf)
-        counts[task] = c
-        recomputed[task] = nre
-
-
-@njit(parallel=True, cache=True, error_model="numpy", nogil=True)
-def _fill_all(xt, offs, flags, out_off, out_start, out_end, out_mean, out_median):
-    """Start, end (1-based, block-relative), mean and median of every final segment (host.fill_segments on
-    ``HostVectors``'s layout; vector v's segments go to out_off[v]:)."""
-    for task in prange(offs.shape[0] - 1):
-        f = offs[task]
-        e = offs[task + 1]
-        fill_segments(xt[f:e], flags[f:e], out_off[task], out_start, out_end, out_mean, out_median)
-
-
-@njit(parallel=True, cache=True, error_model="numpy", nogil=True)
-def _bounds_all(offs, flags, out_off, out_start, out_end):
-    """Start and end (1-based, block-relative) of every final segment (host.segment_bounds per vector; vector v's
-    segments go to out_off[v]:)."""
-    for task in prange(offs.shape[0] - 1):
-        segment_bounds(flags[offs[task]:offs[task + 1]], out_off[task], out_start, out_end)
-
-
-#: the sign bit of an int64 (ordered_key)
-_SIGN_BIT = np.int64(-(2 ** 63))
-#: bins of the segment medians' radix select: one digit of 8 bits, 8 passes over a 64-bit key
-RADIX_BINS = 256
-#: threads of each segment's block in the medians' kernel (the CUDA simulator runs a few: each is a Python thread)
-MEDIAN_THREADS_PER_BLOCK = 256
-
-
-@register_jitable
-def ordered_key(b):
-    """The int64 whose bits, read as an unsigned number, order as the float64 of bits ``b`` does (any non-NaN;
-    -0.0 just below +0.0): the sign bit flipped for non-negative values, every bit for negative ones."""
-    return b ^ _SIGN_BIT if b >= 0 else ~b
-
-
-def _nofma_segment_means(xt, seg_first, seg_len, out_mean):
-    """R's long double mean() of every final segment (host.fill_segments's formula, bit for bit), one thread per
-    segment (the sums run in order): segment k is xt[seg_first[k]:seg_first[k] + seg_len[k]]."""
-    for k in range(cuda.grid(1), seg_first.shape[0], cuda.gridsize(1)):
-        a = seg_first[k]
-        out_mean[k] = ld_mean(xt[a:a + seg_len[k]], seg_len[k])
-
-
-def _nofma_segment_medians(xt, keys, seg_first, seg_len, out_median):
-    """R's median() of every final segment (``median_inplace``'s values: the middle order statistic, for even
-    lengths mean_of_two of the two middle ones), one block per segment. Each order statistic is found by radix
-    select on the values' ordered keys (``keys``: xt's bits as int64): 8 passes, each counting the next 8 bits
-    of the keys that share the bits chosen so far in a shared histogram, so nothing is copied or reordered;
-    then a thread holding that key reads its value."""
-    hist = cuda.shared.array(RADIX_BINS, int32)
-    state = cuda.shared.array(2, int64)
-    found = cuda.shared.array(2, float64)
-    tid = cuda.threadIdx.x
-    nt = cuda.blockDim.x
-    for k in range(cuda.blockIdx.x, seg_first.shape[0], cuda.gridDim.x):
-        a = seg_first[k]
-        n = seg_len[k]
-        for j in range(2 - n % 2):  # the upper middle (j = 0; rank n // 2), for even n the lower one too
-            rank = n // 2 - j
-            target = 0
-            for pss in range(8):
-                shift = 56 - 8 * pss
-                for b in range(tid, RADIX_BINS, nt):
-                    hist[b] = 0
-                cuda.syncthreads()
-                for i in range(tid, n, nt):
-                    v = ordered_key(keys[a + i])
-                    if pss == 0 or ((v ^ target) >> min(shift + 8, 63)) == 0:
-                        cuda.atomic.add(hist, (v >> shift) & (RADIX_BINS - 1), 1)
-                cuda.syncthreads()
-                if tid == 0:
-                    below = 0
-                    d = 0
-                    while below + hist[d] <= rank:
-                        below += hist[d]
-                        d += 1
-                    state[0] = target | (np.int64(d) << shift)
-                    state[1] = rank - below
-                cuda.syncthreads()
-                target = state[0]
-                rank = state[1]
-                cuda.syncthreads()
-            for i in range(tid, n, nt):
-                if ordered_key(keys[a + i]) == target:
-                    found[j] = xt[a + i]  # equal keys: equal values, whichever thread writes
-            cuda.syncthreads()
-        if tid == 0:
-            out_median[k] = found[0] if n % 2 == 1 else mean_of_two(found[1], found[0])
-        cuda.syncthreads()
-
-
-_VALUES_KERNELS: list = []
-
-
-def _segment_values_kernels():
-    """(means kernel, medians kernel), compiled once."""
-    with _LOCK:
-        if not _VALUES_KERNELS:
-            _VALUES_KERNELS.extend((jit_nofma(_nofma_segment_means), jit_nofma(_nofma_segment_medians)))
-        return _VALUES_KERNELS
-
 
 def _bits(d_x):
     """The device vector ``d_x`` (contiguous float64) read as int64, a kernel argument: a view on a GPU, a copy
@@ -807,10 +402,10 @@ def device_segment_values(d_x, vec: HostVectors, flags: np.ndarray, out_off_v: n
     d_mean = be.device_array(n, np.float64)
     d_median = be.device_array(n, np.float64)
     means, medians = _segment_values_kernels()
-    tpb = SPREAD_THREADS_PER_BLOCK
-    means[_blocks_for(n, tpb, 1 << 16), tpb](d_x, d_first, d_len, d_mean)
-    tpb = 8 if simulating() else MEDIAN_THREADS_PER_BLOCK
-    medians[min(n, 1 << 16), tpb](d_x, _bits(d_x), d_first, d_len, d_median)
+    tpb = SEGMENT_SPREAD_THREADS_PER_BLOCK
+    means[_blocks_for(n, tpb, SEGMENT_SPREAD_MAX_BLOCKS), tpb](d_x, d_first, d_len, d_mean)
+    tpb = SEGMENT_MEDIAN_THREADS_PER_BLOCK_SIM if simulating() else SEGMENT_MEDIAN_THREADS_PER_BLOCK
+    medians[min(n, SEGMENT_MEDIAN_MAX_BLOCKS), tpb](d_x, _bits(d_x), d_first, d_len, d_median)
     d_mean.copy_to_host(out["mean"])
     d_median.copy_to_host(out["median"])
 

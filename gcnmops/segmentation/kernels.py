@@ -1,9 +1,10 @@
 """The segmentation's per-position arithmetic, one ``register_jitable`` source for the numba CPU drivers
-(segmentation/cpu.py, the host passes of segmentation/gpu.py) and the numba.cuda kernels (segmentation/gpu.py,
-compiled without FMA contraction by cuda/nofma.py), so that both round alike.
+(segmentation/cpu.py, the host passes of segmentation/gpu.py and finish.py) and the numba.cuda kernels
+(segmentation/device_kernels.py, compiled without FMA contraction by cuda/nofma.py), so that both round alike.
 
 - ``prefix_sums``: S, Q = running sums of x and x^2, the windows' sums are differences of them;
 - ``is_candidate``: whether position i is a candidate breakpoint (the only positions with p_i > 0);
+  ``candidate_count``: how many x has;
 - ``window_t`` .. ``position_stat_plain``: the per-position statistic p_i, the largest q = -log P(T_dof > t)
   of cyber-t tests between growing windows left and right of i (``position_stat_plain`` is the definition,
   ``position_scan`` the screened evaluation, see segmentation/cpu.py), and ``scan_position``: p_i with the
@@ -59,6 +60,16 @@ def is_candidate(x, i, min_seg, eps):
 
 
 @register_jitable
+def candidate_count(x, min_seg, eps):
+    """The number of candidate positions of x (``is_candidate``, without a branch)."""
+    nc = 0
+    lo, hi = candidate_range(x.shape[0], min_seg)
+    for i in range(lo, hi):
+        nc += jump_exceeds(x, i, eps)
+    return nc
+
+
+@register_jitable
 def window_count(min_seg, max_int):
     """Scratch length of the per-position window buffers: max_int - min_seg + 1, at least 1."""
     nwin = max_int - min_seg + 1
@@ -78,8 +89,8 @@ def window_t(S, Q, i, j, w, V):
     hi = i + j + 1
     ml = (S[i] - S[lo]) / n1
     mr = (S[hi] - S[i]) / n1
-    sl = (Q[i] - Q[lo]) - n1 * (ml * ml)
-    sr = (Q[hi] - Q[i]) - n1 * (mr * mr)
+    sl = (Q[i] - Q[lo]) - n1 * ml * ml  # cn.mops: (j+1)*meanLeft*meanLeft, left to right
+    sr = (Q[hi] - Q[i]) - n1 * mr * mr
     nn = j + w - 1.0
     vl = (sl + w * V) / nn
     vr = (sr + w * V) / nn

@@ -20,7 +20,7 @@
 }
 
 # 0-based class index of each label (NA when not a class), with the labels' dimensions: the label
-# matrix read back (gcnmops.io.rresult.from_r); C, as the matrix has a label per region and sample.
+# matrix read back (gcnmops.outputs.rresult.from_r); C, as the matrix has a label per region and sample.
 .label_index <- function(labels, classes) .Call(C_gm_label_index, labels, classes)
 
 .labels <- function(idx, classes) {

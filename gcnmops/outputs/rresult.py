@@ -1,7 +1,7 @@
 """R results -> Python: an R ``CNVDetectionResult`` (gcn.mops's or cn.mops's, live or in an ``.rds``)
 becomes a :class:`~gcnmops.result.CNVDetectionResult` whose numeric matrices are views of R's memory.
 
-The way there (Python result -> R object, ``.rds`` output) is :mod:`gcnmops.io.robject`; this module is
+The way there (Python result -> R object, ``.rds`` output) is :mod:`gcnmops.outputs.robject`; this module is
 apart from it because it builds results (it imports :mod:`gcnmops.result`, which the writers must not).
 """
 from __future__ import annotations
@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..io.rsession import as_scalar, as_strings, element, is_null, r_array, r_session
 from ..result import SEGMENT_COLUMNS, CNVDetectionResult, empty_cnvr, empty_segments
-from .rsession import as_scalar, as_strings, element, is_null, r_array, r_session
 
 _R_HELPERS = r"""
 local({

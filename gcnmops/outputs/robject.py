@@ -6,7 +6,7 @@ build the object from it (``.build_result``, the very builder ``gcn.mops()`` use
 directions give the same object, of the class cn.mops and gcn.mops share by name). :func:`write_rds` saves
 it (the ``rds`` output format). The engine side of the R package (``gcnmops.rbridge``) fills its bridge
 environments with the same :func:`result_into_env` / :func:`tables_into_env`. The way back (R object ->
-Python result) is :mod:`gcnmops.io.rresult`.
+Python result) is :mod:`gcnmops.outputs.rresult`.
 
 Python users whose R code (run through rpy2) then calls gcn.mops functions on the object register the
 engine once with ``gcnmops.rbridge.attach()``.
@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .rsession import double_vector, int_vector, r_array, r_session, string_vector
+from ..io.rsession import double_vector, int_vector, r_array, r_session, string_vector
 
 _R_HELPERS = r"""
 local({

@@ -109,7 +109,7 @@ def read_result(outdir: str | os.PathLike):
     params = json.loads((folder / "params.json").read_text())
     samples = [str(s) for s in params.pop("sampleNames")]
     if "matrixStore" in params:  # a streamed run: the matrices in a Zarr store
-        from .store import open_stored_result
+        from .resultstore import open_stored_result
 
         tables = {name: _table(folder, name, samples) for name in ("segmentation", "cnvs", "cnvr")}
         return open_stored_result(folder, params, tables, samples)

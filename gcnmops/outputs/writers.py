@@ -6,9 +6,9 @@ included) is first written under a temporary name in the output folder; only whe
 they renamed to their final names, with the folder's list of them (``.gcnmops-files``); then the files an earlier
 run listed there that this one did not write are removed, so a folder never mixes two runs' files. A failure
 anywhere (an exception, a full disk, Ctrl-C or SIGTERM) removes the temporary files and leaves the folder as it
-was; a full disk or a folder that cannot be written is an InputError naming the folder (``output_error``). A
-writer killed outright (SIGKILL) leaves temporary files, which the next run into the folder removes
-(``remove_temporaries``).
+was; a full disk or a folder that cannot be written is an InputError naming the folder
+(``io.atomic.output_error``). A writer killed outright (SIGKILL) leaves temporary files, which the next run into
+the folder removes (``remove_temporaries``).
 
 Always written: ``segmentation.tsv``, ``cnvs.tsv``, ``cnvr.tsv`` (cn.mops's columns; missing values ``NA``)
 and ``params.json``. The formats (``FORMATS``; ``DEFAULT_FORMATS`` when none are named):
@@ -16,10 +16,10 @@ and ``params.json``. The formats (``FORMATS``; ``DEFAULT_FORMATS`` when none are
 - ``parquet``: the per-region matrices ``normalized_data``, ``local_assessments``, ``individual_call``,
   ``integer_copy_number`` (labels, dictionary-encoded), ``ini_call``, ``params_L``, ``params_A`` (columns
   seqnames, start, end + one per sample/class), zstd-compressed, lossless; pandas, R (arrow) and DuckDB
-  read them. Encodings per column (``parquet_options``): seqnames dictionary, start/end DELTA_BINARY_PACKED,
-  continuous floats BYTE_STREAM_SPLIT, floats of few values dictionary, runs plain. Each file is encoded in
-  parts of whole row groups on every core and joined into one file (``join_parquet``). At genome scale a few
-  percent of the text's size and time.
+  read them. Encodings per column (``parquet.parquet_options``): seqnames dictionary, start/end
+  DELTA_BINARY_PACKED, continuous floats BYTE_STREAM_SPLIT, floats of few values dictionary, runs plain. Each
+  file is encoded in parts of whole row groups on every core and joined into one file (``parquet.join_parquet``).
+  At genome scale a few percent of the text's size and time.
 - ``tsv`` / ``tsv.gz``: the same matrices as tab-separated text (gzip level 1), through Arrow's C++ CSV
   writer, several files at a time. Floats in the shortest form that reads back to the identical double;
   NaN as ``NA`` and infinities as ``Inf``/``-Inf`` (R's spellings).
@@ -40,17 +40,11 @@ and ``params.json``. The formats (``FORMATS``; ``DEFAULT_FORMATS`` when none are
 """
 from __future__ import annotations
 
-import errno
 import gzip
-import itertools
 import json
 import os
-import re
-import signal
-import tempfile
 import threading
 from collections.abc import Callable, Iterable
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -58,17 +52,19 @@ import pandas as pd
 
 from ..data import usable_cores
 from ..errors import InputError
+from ..files import remove_inside, umask
+from ..io.atomic import TEMPORARY, output_error, publish, signals_held, temp_beside
 from ..progress import ticker
-from .formats import DEFAULT_FORMATS, FORMATS, check_formats
 from .callfiles import (VcfOptions, bed_cnvr, bed_cnvs, bed_max_position, bgzip, have_pysam, index_suffix,
                         sample_vcf_name, seg_table, tabix, vcf_max_position, write_vcf)
+from .formats import DEFAULT_FORMATS, FORMATS, check_formats
+from .parquet import encode_parquet, join_parts, parquet_array, parquet_options, parquet_table
 
 #: the per-region matrices (file stems), written by "parquet", "tsv" and "tsv.gz"
 MATRICES = ("normalized_data", "local_assessments", "individual_call", "integer_copy_number", "ini_call",
             "params_L", "params_A")
 #: the call tables (file stems), always written as TSV
 TABLES = ("segmentation", "cnvs", "cnvr")
-PARQUET_COMPRESSION = "zstd"
 #: the list of the files of the last run written into a folder (hidden)
 MANIFEST = ".gcnmops-files"
 #: the folders below the output folder a run may write into (``plots.plot_files``)
@@ -77,99 +73,18 @@ GZIP_LEVEL = 1  # the TSVs compress ~3x at level 1; higher levels cost several t
 
 
 # -------------------------------------------------------------------------------------------------
-# atomic files
+# the all-or-nothing batch
 # -------------------------------------------------------------------------------------------------
-
-@contextmanager
-def signals_held():
-    """Ctrl-C and SIGTERM wait until the block has run (main thread only): a clean-up interrupted by a second
-    signal (a second Ctrl-C, a job scheduler's repeated SIGTERM) would leave files behind. A signal that came
-    meanwhile is raised again once the handlers are back."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    came: list[int] = []
-    # a handler installed outside Python (e.g. R's, when R embeds the engine) cannot be put back: left alone
-    held = [sig for sig in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(sig) is not None]
-    previous = {sig: signal.signal(sig, lambda sig, frame: came.append(sig)) for sig in held}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        if came:
-            signal.raise_signal(came[0])
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _temp_beside(path: Path) -> Path:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    return Path(tmp)
-
-
-#: the names ``_temp_beside`` gives (mkstemp: 8 random characters)
-_TEMPORARY = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")
-#: errno values of a full disk or quota, and of a folder that cannot be written
-_NO_SPACE = {errno.ENOSPC, errno.EDQUOT}
-_NO_WRITE = {errno.EACCES, errno.EPERM, errno.EROFS}
-
 
 def remove_temporaries(folder) -> int:
     """Remove the temporary files a writer killed outright (SIGKILL, out of memory) left in ``folder`` and its
     ``SUBFOLDERS``; a folder is written by one run at a time. Returns how many were removed."""
     folders = [Path(folder)] + [Path(folder) / sub for sub in SUBFOLDERS]
     entries = [e for f in folders if f.is_dir() and not f.is_symlink() for e in f.iterdir()]
-    removed = [e for e in entries if _TEMPORARY.match(e.name) and e.is_file()]
+    removed = [e for e in entries if TEMPORARY.match(e.name) and e.is_file()]
     for entry in removed:
         entry.unlink(missing_ok=True)
     return len(removed)
-
-
-def output_error(err: OSError, folder) -> InputError:
-    """The InputError for ``err`` raised while writing into ``folder``: a full disk, a folder that cannot be
-    written, or what the system said; nothing of the failed write is left."""
-    where = f"the output folder {str(folder)!r}"
-    code = err.errno
-    if code is None and (found := re.search(r"\[errno (\d+)\]", str(err), re.IGNORECASE)):
-        code = int(found.group(1))  # Arrow's errors carry the system's error in their text only
-    if code in _NO_SPACE:
-        return InputError(f"No space left on the device of {where} (disk full or quota reached): nothing was "
-                          "written. Free some space, or write to another folder (-o).")
-    if code in _NO_WRITE:
-        return InputError(f"Cannot write into {where}: {err.strerror}. Nothing was written; choose a folder you "
-                          "can write (-o).")
-    name = Path(err.filename).name if err.filename else ""
-    name = name[1:-13] if _TEMPORARY.match(name) else name
-    return InputError(f"Writing into {where} failed" + (f" at {name!r}" if name else "") +
-                      f": {err.strerror or err}. Nothing was written.")
-
-
-def _publish(tmp: Path, path: Path, mode: int) -> None:
-    os.chmod(tmp, mode)  # mkstemp creates 0600; give the file the permissions open() would
-    os.replace(tmp, path)
-
-
-def atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
-    """Call ``write(tmp)`` on a temporary file beside ``path`` and rename it to ``path`` on success. An OSError
-    (a full disk, no permission) becomes an InputError naming the folder."""
-    path = Path(path)
-    try:
-        tmp = _temp_beside(path)
-        try:
-            write(tmp)
-            _publish(tmp, path, 0o666 & ~_umask())
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-    except OSError as err:
-        raise output_error(err, path.parent) from None
-    return path
 
 
 class _Batch:
@@ -232,11 +147,12 @@ class _Batch:
         if path.is_dir():
             raise InputError(f"{str(path)!r} is a folder, where gcnmops writes a file: move it away or write to "
                              "another folder (-o).")
+        _check_no_link(self.outdir, path.parent)
         with signals_held():  # what is made on disk is recorded, for ``abort``, before a signal can unwind
             if path.parent != self.outdir and not path.parent.is_dir():
                 path.parent.mkdir()
                 self.folders.append(path.parent)
-            tmp = _temp_beside(path)
+            tmp = temp_beside(path)
             self.staged.append((tmp, path))
 
         def write_and_report(t: Path) -> None:
@@ -283,11 +199,11 @@ class _Batch:
         old = manifest.read_text().split("\n") if manifest.is_file() else []
         names = sorted(path.relative_to(self.outdir).as_posix() for _, path in self.staged)
         self.write(MANIFEST, lambda t: t.write_text("".join(f"{n}\n" for n in names)), inline=True)
-        mode = 0o666 & ~_umask()
+        mode = 0o666 & ~umask()
         published = 0
         try:
             for tmp, path in self.staged:
-                _publish(tmp, path, mode)
+                publish(tmp, path, mode)
                 published += 1
         except BaseException:
             for tmp, _ in self.staged[published:]:
@@ -298,15 +214,9 @@ class _Batch:
         return [path for _, path in self.staged if path.name != MANIFEST]
 
     def _remove_earlier(self, name: str) -> None:
-        """Remove the file ``name`` of an earlier run's manifest (and its folder, when that is left empty)."""
-        parts = Path(name).parts
-        if Path(name).is_absolute() or ".." in parts or len(parts) > 2:
-            return  # not a name this module writes
-        path = self.outdir / name
-        if path.is_file() or path.is_symlink():
-            path.unlink(missing_ok=True)
-        if len(parts) == 2 and path.parent.is_dir() and not any(path.parent.iterdir()):
-            path.parent.rmdir()
+        """Remove the file ``name`` of an earlier run's manifest (and its folder, when that is left empty), only
+        where it lies inside the folder: no link followed, a regular file of this user's (``files.remove_inside``)."""
+        remove_inside(self.outdir, name)
 
 
 # -------------------------------------------------------------------------------------------------
@@ -425,7 +335,17 @@ def check_output_folder(outdir) -> Path:
     if not os.access(parent, os.W_OK | os.X_OK):
         raise InputError(f"The output folder {str(outdir)!r} cannot be written: no write permission in "
                          f"{str(parent)!r}.")
+    for sub in SUBFOLDERS:
+        _check_no_link(outdir, outdir / sub)
     return outdir
+
+
+def _check_no_link(outdir: Path, folder: Path) -> None:
+    """An InputError when ``folder``, below ``outdir``, is a symbolic link: files are written only inside the
+    output folder."""
+    if folder != outdir and folder.is_symlink():
+        raise InputError(f"{str(folder)!r} is a symbolic link, where gcnmops writes files into a folder of its own "
+                         f"inside {str(outdir)!r}: remove the link, or write to another folder (-o).")
 
 
 #: more files of a write_result batch: extra(sizes) -> (name relative to the folder, write(tmp)) pairs
@@ -562,7 +482,7 @@ def _write_text_matrices(result, batch: _Batch, compress: bool, names=MATRICES) 
 
 
 def _write_parquet_matrices(result, batch: _Batch, names=MATRICES) -> None:
-    """Each matrix file in parts of whole row groups encoded in parallel (``_encode_parquet``), joined in order
+    """Each matrix file in parts of whole row groups encoded in parallel (``encode_parquet``), joined in order
     into the file by its own job (``join_parquet``) as the parts come."""
     import pyarrow.parquet  # noqa: F401  (imported here: an import racing in the pool's threads can fail)
 
@@ -574,8 +494,8 @@ def _write_parquet_matrices(result, batch: _Batch, names=MATRICES) -> None:
 
     for name, table in _iter_parquet_tables(result, names, coords):  # parts encoded while the next table is made
         options = parquet_options(table)
-        parts = [batch.submit(_encode_parquet, table.slice(a, per), options, per) for a in range(0, max(rows, 1), per)]
-        batch.write(name + ".parquet", lambda t, j=(table, options, parts): _join_parts(t, *j), waits=True)
+        parts = [batch.submit(encode_parquet, table.slice(a, per), options, per) for a in range(0, max(rows, 1), per)]
+        batch.write(name + ".parquet", lambda t, j=(table, options, parts): join_parts(t, *j), waits=True)
 
 
 #: rows of a Parquet row group at most (Arrow's default); a matrix file is written in parts of one row group,
@@ -597,9 +517,9 @@ def parquet_tables(result) -> dict:
 
 
 def parquet_coordinates(gr: pd.DataFrame) -> list:
-    """The columns seqnames, start, end of ``gr`` as Arrow arrays (``_parquet_array``), as every matrix file holds
+    """The columns seqnames, start, end of ``gr`` as Arrow arrays (``parquet_array``), as every matrix file holds
     them."""
-    return [_parquet_array(c) for c in _gr_columns(gr)]
+    return [parquet_array(c) for c in _gr_columns(gr)]
 
 
 def _iter_parquet_tables(result, names=MATRICES, coordinates: Callable[[], list] | None = None):
@@ -608,374 +528,9 @@ def _iter_parquet_tables(result, names=MATRICES, coordinates: Callable[[], list]
     coords = None
     for name, (names, columns) in matrix_columns(result, names).items():
         coords = coords or (coordinates or (lambda: parquet_coordinates(result.gr)))()
-        yield name, _parquet_table(names, coords + columns[3:])
+        yield name, parquet_table(names, coords + columns[3:])
 
 
-def _parquet_array(c):
-    """A column as Arrow: Arrow arrays as they are, numbers as they are (zero-copy), anything else as strings,
-    dictionary-encoded (missing values null)."""
-    import pyarrow as pa
-
-    if isinstance(c, (pa.Array, pa.ChunkedArray)):
-        return c
-    values = c.to_numpy() if isinstance(c, pd.Series) else np.asarray(c)
-    if values.dtype.kind in "iuf":
-        return pa.array(values)
-    values = np.asarray(values, dtype=object)
-    try:  # one look-up per run of equal values (the rows of a chromosome)
-        firsts = np.concatenate([[0], np.flatnonzero(values[1:] != values[:-1]) + 1]) if len(values) else \
-            np.zeros(0, dtype=np.intp)
-        run_codes, uniques = pd.factorize(pd.Series(values[firsts], dtype=object), use_na_sentinel=True)
-        codes = np.repeat(run_codes, np.diff(np.append(firsts, len(values))))
-    except (TypeError, ValueError):  # values that do not compare elementwise
-        codes, uniques = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=True)
-    return pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32), mask=codes < 0),
-                                          pa.array([str(u) for u in uniques], pa.string()))
-
-
-def _parquet_table(names: list, columns: list):
-    """The table of the columns; a column without nulls (NaN is a value, not a null) is marked required, which
-    spares the writer its definition levels (a third of its time for a float column)."""
-    import pyarrow as pa
-
-    arrays = [_parquet_array(c) for c in columns]
-    schema = pa.schema([pa.field(str(n), a.type, nullable=a.null_count > 0) for n, a in zip(names, arrays)])
-    return pa.Table.from_arrays(arrays, schema=schema)
-
-
-def parquet_options(table) -> dict:
-    """``pq.write_table`` options for a matrix table, chosen per column (sizes and times at genome scale in
-    benchmarks/RESULTS.md): strings (seqnames, copy-number labels) dictionary-encoded; integers (start, end)
-    DELTA_BINARY_PACKED; floats by ``_float_encoding``; zstd; statistics for the coordinates only (what a
-    reader filters on)."""
-    import pyarrow as pa
-
-    dictionary, encoding = [], {}
-    for field, column in zip(table.schema, table.columns):
-        if pa.types.is_dictionary(field.type):
-            dictionary.append(field.name)
-        elif pa.types.is_integer(field.type):
-            encoding[field.name] = "DELTA_BINARY_PACKED"
-        elif pa.types.is_floating(field.type):
-            kind = _float_encoding(column)
-            if kind == "dictionary":
-                dictionary.append(field.name)
-            elif kind is not None:
-                encoding[field.name] = kind
-    return {"compression": PARQUET_COMPRESSION, "use_dictionary": dictionary, "column_encoding": encoding or None,
-            "write_statistics": [c for c in ("seqnames", "start", "end") if c in table.column_names]}
-
-
-def _float_encoding(column) -> str | None:
-    """The encoding of a float column, judged on three windows of 4096 values: mostly runs of equal values
-    (piecewise-constant calls) -> None, plain (zstd packs runs faster than a dictionary); few distinct values
-    (normalized counts: multiples of a sample's factor) -> "dictionary"; else (posterior assessments, model
-    parameters) "BYTE_STREAM_SPLIT" (each byte of the doubles apart: zstd then finds the exponents' repeats)."""
-    values = column.chunk(0).to_numpy(zero_copy_only=False) if column.num_chunks == 1 else column.to_numpy()
-    w, n = 4096, len(values)
-    windows = [values] if n <= 3 * w else [values[:w], values[n // 2 - w // 2:n // 2 + w // 2], values[-w:]]
-    pairs = sum(len(v) - 1 for v in windows if len(v))
-    if pairs and 2 * sum(int(np.count_nonzero(v[1:] == v[:-1])) for v in windows if len(v)) >= pairs:
-        return None
-    sample = np.concatenate(windows)
-    return "dictionary" if 4 * len(np.unique(sample)) <= len(sample) else "BYTE_STREAM_SPLIT"
-
-
-def write_parquet(path, names: list[str], columns: list) -> None:
-    """A Parquet file of equally long columns: numpy arrays (float64 and integers kept as they are, strings
-    dictionary-encoded) or Arrow arrays; encodings as ``parquet_options``. Lossless."""
-    import pyarrow.parquet as pq
-
-    table = _parquet_table(names, columns)
-    pq.write_table(_int32_indices(table), path, **parquet_options(table))
-
-
-def _encode_parquet(table, options: dict, rows: int):
-    """``table`` as a Parquet file in memory (an Arrow buffer)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    sink = pa.BufferOutputStream()
-    pq.write_table(_int32_indices(table), sink, row_group_size=rows, **options)
-    return sink.getvalue()
-
-
-def _int32_indices(table):
-    """``table`` with its dictionary columns' indices widened to int32 (Arrow writes int8 indices a third
-    slower), as every file has them."""
-    import pyarrow as pa
-
-    for i, field in enumerate(table.schema):
-        if pa.types.is_dictionary(field.type) and field.type.index_type != pa.int32():
-            wide = pa.dictionary(pa.int32(), field.type.value_type)
-            table = table.set_column(i, field.with_type(wide), table.column(i).cast(wide))
-    return table
-
-
-def _join_parts(path: Path, table, options: dict, parts: list) -> None:
-    """The file of the parts' (futures') Parquet files, joined as they complete; each part is dropped once
-    written. Written in one piece instead should the parts' footers not be ones ``join_parquet`` knows."""
-    import pyarrow.parquet as pq
-
-    def buffers():
-        while parts:
-            yield parts.pop(0).result()
-
-    try:
-        join_parquet(path, buffers())
-    except _FooterError:
-        parts.clear()
-        pq.write_table(_int32_indices(table), path, **options)
-
-
-def join_parquet(path, parts) -> None:
-    """One Parquet file of the row groups of ``parts`` (buffers holding whole Parquet files of one schema, written
-    with the same options), in order: their column chunks copied as they are, their footers merged with every
-    file offset moved (``_merge_footers``). A single part is written as it is."""
-    rest = iter(parts)
-    ahead = [next(rest)]
-    ahead.extend(itertools.islice(rest, 1))
-
-    def in_order():  # each part dropped once written
-        while ahead:
-            yield ahead.pop(0)
-        yield from rest
-
-    with open(path, "wb") as fh:
-        if len(ahead) == 1:
-            fh.write(memoryview(ahead.pop()))
-            return
-        fh.write(b"PAR1")
-        position, footers, shifts = 4, [], []
-        for part in in_order():
-            view = memoryview(part)
-            size = len(view)
-            meta = int.from_bytes(view[size - 8:size - 4], "little") if size >= 12 else -1
-            if size < 12 or bytes(view[:4]) != b"PAR1" or bytes(view[size - 4:]) != b"PAR1" or not 0 < meta <= size - 12:
-                raise _FooterError("not a Parquet file")
-            body = view[4:size - 8 - meta]
-            fh.write(body)
-            shifts.append(position - 4)
-            position += len(body)
-            footers.append(bytes(view[size - 8 - meta:size - 8]))
-            del view, part
-        footer = _merge_footers(footers, shifts)
-        fh.write(footer)
-        fh.write(len(footer).to_bytes(4, "little") + b"PAR1")
-
-
-# A Parquet footer is a FileMetaData struct in Thrift's compact protocol. Joining files needs only its row groups
-# with their file offsets moved; everything else is copied byte for byte.
-_T_I16, _T_I64, _T_LIST, _T_STRUCT = 4, 6, 9, 12
-#: ColumnMetaData: data_page_offset, index_page_offset, dictionary_page_offset, bloom_filter_offset
-_COLUMN_META = {9: "offset", 10: "offset", 11: "offset", 14: "offset"}
-#: ColumnChunk: file_offset, meta_data; a page index (offset_index_offset, column_index_offset) holds offsets of
-#: its own, which are not moved: refused
-_COLUMN_CHUNK = {2: "offset", 3: _COLUMN_META, 4: "refuse", 6: "refuse", 8: "refuse", 9: "refuse"}
-#: RowGroup: columns, file_offset, ordinal
-_ROW_GROUP = {1: [_COLUMN_CHUNK], 5: "offset", 7: "ordinal"}
-
-
-class _FooterError(ValueError):
-    """A footer ``join_parquet`` cannot merge (never one of pyarrow's with ``parquet_options``)."""
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, pos
-        shift += 7
-
-
-def _varint_bytes(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _zigzag(value: int) -> int:
-    return (value << 1) ^ (value >> 63)
-
-
-def _unzigzag(value: int) -> int:
-    return (value >> 1) ^ -(value & 1)
-
-
-def _list_header(buf: bytes, pos: int) -> tuple[int, int, int]:
-    """(size, element type, position after the header) of a list."""
-    b = buf[pos]
-    size, pos = b >> 4, pos + 1
-    if size == 15:
-        size, pos = _varint(buf, pos)
-    return size, b & 0x0F, pos
-
-
-def _list_header_bytes(size: int, element: int) -> bytes:
-    return bytes([size << 4 | element]) if size < 15 else bytes([0xF0 | element]) + _varint_bytes(size)
-
-
-def _skip(buf: bytes, pos: int, kind: int, element: bool = False) -> int:
-    """The position after a value of Thrift compact type ``kind`` (``element``: inside a list, set or map)."""
-    if kind in (1, 2):  # booleans: in a field's header, or one byte as an element
-        return pos + 1 if element else pos
-    if kind == 3:
-        return pos + 1
-    if kind in (4, 5, 6):
-        return _varint(buf, pos)[1]
-    if kind == 7:
-        return pos + 8
-    if kind == 8:
-        size, pos = _varint(buf, pos)
-        return pos + size
-    if kind in (9, 10):
-        size, item, pos = _list_header(buf, pos)
-        for _ in range(size):
-            pos = _skip(buf, pos, item, True)
-        return pos
-    if kind == 11:
-        size, pos = _varint(buf, pos)
-        if size:
-            types, pos = buf[pos], pos + 1
-            for _ in range(size):
-                pos = _skip(buf, _skip(buf, pos, types >> 4, True), types & 0x0F, True)
-        return pos
-    if kind == 12:
-        return _fields(buf, pos)[1]
-    raise _FooterError(f"unknown Thrift type {kind}")
-
-
-_STOP = -1  # ``_header``'s type at a struct's stop byte
-
-
-def _header(buf: bytes, pos: int, last: int) -> tuple[int, int, int]:
-    """(field id, type, position after the header) of the field header at ``pos`` of a struct (``last``: the
-    previous field's id); type _STOP at the struct's stop byte."""
-    b = buf[pos]
-    pos += 1
-    if b == 0:
-        return last, _STOP, pos
-    kind, delta = b & 0x0F, b >> 4
-    if delta:
-        return last + delta, kind, pos
-    raw, pos = _varint(buf, pos)
-    return _unzigzag(raw), kind, pos
-
-
-def _fields(buf: bytes, pos: int) -> tuple[list[tuple[int, int, int, int]], int]:
-    """[(field id, type, value start, value end)] of the struct at ``pos``, and the position after it."""
-    fields, last = [], 0
-    while True:
-        field, kind, pos = _header(buf, pos, last)
-        if kind == _STOP:
-            return fields, pos
-        end = _skip(buf, pos, kind)
-        fields.append((field, kind, pos, end))
-        last, pos = field, end
-
-
-def _patched(buf: bytes, pos: int, rules: dict, shift: int, ordinal: int) -> tuple[bytes, int]:
-    """The struct at ``pos`` with its offsets moved by ``shift`` and its ordinal set, by ``rules`` (field id ->
-    "offset", "ordinal", "refuse", the rules of a struct, or [the rules of a list's structs]); the position after it.
-    One pass: each value is read once."""
-    out, copied, last = bytearray(), pos, 0
-    while True:
-        field, kind, pos = _header(buf, pos, last)
-        if kind == _STOP:
-            out += buf[copied:pos]
-            return bytes(out), pos
-        last = field
-        rule = rules.get(field)
-        if rule is None:
-            pos = _skip(buf, pos, kind)
-            continue
-        out += buf[copied:pos]
-        if rule == "offset" and kind == _T_I64:
-            value, pos = _varint(buf, pos)
-            out += _varint_bytes(_zigzag(_unzigzag(value) + shift))
-        elif rule == "ordinal" and kind == _T_I16:
-            pos = _varint(buf, pos)[1]
-            out += _varint_bytes(_zigzag(ordinal))
-        elif isinstance(rule, dict) and kind == _T_STRUCT:
-            patched, pos = _patched(buf, pos, rule, shift, ordinal)
-            out += patched
-        elif isinstance(rule, list) and kind == _T_LIST:
-            head, items, pos = _patched_list(buf, pos, rule[0], shift, ordinal, 0)
-            out += head + b"".join(items)
-        else:
-            raise _FooterError(f"field {field} (type {kind}) cannot be moved")
-        copied = pos
-
-
-def _patched_list(buf: bytes, pos: int, rules: dict, shift: int, ordinal: int, step: int
-                  ) -> tuple[bytes, list[bytes], int]:
-    """(header, structs, position after it) of the list of structs at ``pos``, each ``_patched`` (the i-th with
-    ordinal ``ordinal + i * step``)."""
-    size, item, p = _list_header(buf, pos)
-    if item != _T_STRUCT:
-        raise _FooterError("a list of structs expected")
-    items, end = [], p
-    for i in range(size):
-        patched, end = _patched(buf, end, rules, shift, ordinal + i * step)
-        items.append(patched)
-    return bytes(buf[pos:p]), items, end
-
-
-def _footer(meta: bytes, shift: int, ordinal: int) -> tuple[dict[int, tuple[int, int, int]], list[bytes], int]:
-    """The fields of the FileMetaData ``meta`` (field id -> (type, value start, value end)), its row groups with
-    their offsets moved by ``shift`` and ordinals from ``ordinal`` on (the structs, without the list's header),
-    and the position after it; one pass."""
-    fields, groups, pos, last = {}, [], 0, 0
-    while True:
-        field, kind, start = _header(meta, pos, last)
-        if kind == _STOP:
-            return fields, groups, start
-        if field == 4 and kind == _T_LIST:
-            _, groups, pos = _patched_list(meta, start, _ROW_GROUP, shift, ordinal, 1)
-        else:
-            pos = _skip(meta, start, kind)
-        fields[field] = (kind, start, pos)
-        last = field
-
-
-def _merge_footers(footers: list[bytes], shifts: list[int]) -> bytes:
-    """The FileMetaData of the files whose bodies lie ``shifts`` bytes further on in the joined file: the first
-    file's, with num_rows the sum and row_groups all the files' row groups (offsets moved, ordinals renumbered).
-    The files must agree on everything else (schema, key-value metadata, ...)."""
-    try:
-        first, groups, end = _footer(footers[0], shifts[0], 0)
-        if end != len(footers[0]):
-            raise _FooterError("trailing bytes after the footer")
-        same = {field: footers[0][start:stop] for field, (_, start, stop) in first.items() if field not in (3, 4)}
-        rows = 0
-        for k, (meta, shift) in enumerate(zip(footers, shifts)):
-            fields = first
-            if k:
-                fields, more, _ = _footer(meta, shift, len(groups))
-                groups = groups + more
-            if {f: meta[a:b] for f, (_, a, b) in fields.items() if f not in (3, 4)} != same or \
-                    fields.get(3, (0,))[0] != _T_I64 or fields.get(4, (0,))[0] != _T_LIST:
-                raise _FooterError("the parts differ in more than their row groups")
-            rows += _unzigzag(_varint(meta, fields[3][1])[0])
-    except IndexError:
-        raise _FooterError("a truncated footer") from None
-    out, copied, meta = bytearray(), 0, footers[0]
-    for field, (_, start, stop) in first.items():
-        if field == 3:
-            out += meta[copied:start] + _varint_bytes(_zigzag(rows))
-        elif field == 4:
-            out += meta[copied:start] + _list_header_bytes(len(groups), _T_STRUCT) + b"".join(groups)
-        else:
-            continue
-        copied = stop
-    out += meta[copied:]
-    return bytes(out)
 
 
 class _Staged:

@@ -1,10 +1,10 @@
 """The output formats a run writes, by name, and the check of the names a user gives (the writers themselves are
-io.writers's): importable without pandas, so that the command line's help and option checks stay light."""
+outputs.writers's): importable without pandas, so that the command line's help and option checks stay light."""
 from __future__ import annotations
 
 from ..errors import InputError
 
-#: every output format (io.writers's docstring says what each writes)
+#: every output format (outputs.writers's docstring says what each writes)
 FORMATS = ("parquet", "tsv", "tsv.gz", "bed", "vcf", "seg", "rds")
 #: written when no formats are named
 DEFAULT_FORMATS = ("parquet", "bed", "vcf", "seg")

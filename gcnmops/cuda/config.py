@@ -1,0 +1,77 @@
+"""Every GPU tunable in one place: the block sizes, grid caps, local-work limits and compile choices of each family
+of kernels, each with what it means and its unit.
+
+Families were tuned (or sized) on their own, so a quantity may have different values in two families: the name
+says which kernels read it. A ``*_SIM`` value replaces its namesake in numba's CUDA simulator, which runs every GPU
+thread as a Python thread (small blocks and grids keep the tests fast). Imports nothing: the stage drivers read
+these at import.
+"""
+from __future__ import annotations
+
+# ------------------------------------------------------------------------ the EM (model/gpu.py), one thread per region
+#: threads per block (H100, BM-A: 0.108 s at 256, 0.113 s at 128, 0.117 s at 64)
+EM_THREADS_PER_BLOCK = 256
+#: blocks per SM of a launch with a global scratch (a grid-stride loop; H100 1M x 400: 2, 4 and 16 within 2 %)
+EM_BLOCKS_PER_SM = 4
+#: samples: the per-sample work buffers are per-thread local arrays up to this many (a global scratch beyond)
+EM_LOCAL_WORK_MAX = 128
+#: classes: the class loops are unrolled (state in registers) up to this many
+EM_UNROLL_MAX_CLASSES = 16
+#: registers per thread handed to the compiler as its cap (H100, BM-A, 128 threads/block: 0.113 s at 128
+#: registers; 96: 0.122, 168: 0.126, 192: 0.167, uncapped 0.167)
+EM_MAX_REGISTERS = 128
+
+# ------------------ the E-step against fixed parameters (model/estep.py): one thread per region, the whole matrix
+#: threads per block (fewer for a matrix of fewer regions: whole warps)
+ESTEP_THREADS_PER_BLOCK = 128
+#: grid cap in blocks per SM (a grid-stride loop beyond)
+ESTEP_BLOCKS_PER_SM = 32
+#: samples: the INI buffer is a per-thread local array up to this many (a thread-fastest global scratch beyond)
+ESTEP_LOCAL_WORK_MAX = 64
+
+# ---------------------------------------------- the one-step model (model/onestep_gpu.py): as the E-step's launch
+#: threads per block (fewer for a matrix of fewer regions: whole warps)
+ONESTEP_THREADS_PER_BLOCK = 128
+#: grid cap in blocks per SM (a grid-stride loop beyond)
+ONESTEP_BLOCKS_PER_SM = 16
+#: samples: the INI buffer is a per-thread local array up to this many (a thread-fastest global scratch beyond)
+ONESTEP_LOCAL_WORK_MAX = 128
+
+# ---------------------------------------------------------------- normalization (normalization/device_kernels.py)
+#: threads per block of the sums kernel: the size of its shared arrays, a power of two
+NORMALIZE_SUMS_THREADS_PER_BLOCK = 128
+NORMALIZE_SUMS_THREADS_PER_BLOCK_SIM = 32
+#: rows each thread of the sums kernel reads (a tile: threads per block x this many consecutive rows)
+NORMALIZE_ROWS_PER_THREAD = 8
+#: threads per block of the one-thread-per-row kernels (ratios, scale)
+NORMALIZE_ROW_THREADS_PER_BLOCK = 256
+NORMALIZE_ROW_THREADS_PER_BLOCK_SIM = 32
+#: grid cap in blocks of the one-thread-per-row kernels (their threads loop over the rows beyond)
+NORMALIZE_ROW_MAX_BLOCKS = 4096
+NORMALIZE_ROW_MAX_BLOCKS_SIM = 2
+
+# ------------------------------------------------------- segmentation (segmentation/gpu.py, device_kernels.py)
+#: threads per block of the candidate mask and statistic kernels (one thread per position)
+SEGMENT_THREADS_PER_BLOCK = 128
+SEGMENT_THREADS_PER_BLOCK_SIM = 32
+#: grid cap in blocks of the candidate mask kernel (a grid-stride loop beyond)
+SEGMENT_MASK_MAX_BLOCKS = 4096
+#: grid cap in blocks of the statistic kernel (a grid-stride loop beyond)
+SEGMENT_STAT_MAX_BLOCKS = 1 << 20
+#: threads per block of the prefix-sums kernel (one thread per vector)
+SEGMENT_PREFIX_THREADS_PER_BLOCK = 1
+#: grid cap in blocks of the prefix-sums kernel: the most vectors it sums (it has no grid-stride loop)
+SEGMENT_PREFIX_MAX_BLOCKS = 1 << 20
+#: threads per block of the kernels with one thread per vector or per segment (few threads, long sequential
+#: loops: small blocks spread them over every multiprocessor)
+SEGMENT_SPREAD_THREADS_PER_BLOCK = 32
+#: grid cap in blocks of those kernels (a grid-stride loop beyond)
+SEGMENT_SPREAD_MAX_BLOCKS = 1 << 16
+#: threads of each segment's block in the medians' kernel (one block per segment)
+SEGMENT_MEDIAN_THREADS_PER_BLOCK = 256
+SEGMENT_MEDIAN_THREADS_PER_BLOCK_SIM = 8
+#: grid cap in blocks of the medians' kernel (a grid-stride loop over the segments beyond)
+SEGMENT_MEDIAN_MAX_BLOCKS = 1 << 16
+#: vectors up to this long are prepared on the GPU, one thread each; longer ones on the host, whose cores run the
+#: sequential sums (R's mean, Welford's variance) several times faster than one GPU thread
+DEVICE_PREPARE_MAX_ROWS = 200_000

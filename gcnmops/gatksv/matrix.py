@@ -1,0 +1,206 @@
+"""GATK-SV depth matrices as the cn.MOPS step's shell sees them: text tables ``#Chr Start End <samples>`` of
+0-based, half-open bins with one cell per sample, kept as numbers where a cell is a plain integer and verbatim
+where it is not (the scripts' tools each read such a cell their own way: see :mod:`.shelltools`).
+
+Also the two steps of a ``CNSampleNormal`` task before ``cnMOPS_workflow.sh``: GATK ``PrintSVEvidence -L
+<contig>`` (the contig's rows, sample columns in Java String order) and the sex passes' column selection
+(``grep -wf ids.to.include`` over the numbered header, then awk).
+"""
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+from .shelltools import awk_equal, grep_words
+
+_PLAIN_INT = re.compile(r"[-+]?\d+")
+
+
+@dataclass
+class DepthMatrix:
+    """Rows (m) x samples (N) of a depth matrix.
+
+    header: the header line as written (no newline); samples: its fields after the first three; contig (m,)
+    object, start/end (m,) int64 as written (0-based start); values (m, N) float64, order F: each plain-integer
+    cell's value, NaN where the cell is not one; text: {(row, column): cell} of those other cells, verbatim."""
+
+    header: str
+    samples: list[str]
+    contig: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    values: np.ndarray
+    text: dict = field(default_factory=dict)
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.start)
+
+    def take(self, rows, columns=None, header: str | None = None) -> "DepthMatrix":
+        """The matrix of ``rows`` (index array or slice) and sample ``columns`` (indices; all by default)."""
+        rows = np.arange(self.n_rows)[rows] if isinstance(rows, slice) else np.asarray(rows, dtype=np.int64)
+        cols = np.arange(len(self.samples)) if columns is None else np.asarray(columns, dtype=np.int64)
+        samples = [self.samples[c] for c in cols]
+        if header is None:
+            header = "\t".join(self.header.split("\t")[:3] + samples)
+        text = {}
+        if self.text:
+            row_at = {int(r): i for i, r in enumerate(rows)}
+            col_at = {int(c): j for j, c in enumerate(cols)}
+            text = {(row_at[r], col_at[c]): t for (r, c), t in self.text.items() if r in row_at and c in col_at}
+        return DepthMatrix(header, samples, self.contig[rows], self.start[rows], self.end[rows],
+                           np.asfortranarray(self.values[np.ix_(rows, cols)]), text)
+
+    def numbers(self, reader) -> np.ndarray:
+        """The cells as the tool ``reader`` (:func:`.shelltools.bedtools_number` or ``r_number``) reads them."""
+        if not self.text:
+            return self.values
+        out = self.values.copy(order="F")
+        for (r, c), t in self.text.items():
+            out[r, c] = reader(t)
+        return out
+
+    def cell_text(self, r: int, c: int) -> str:
+        t = self.text.get((r, c))
+        return t if t is not None else str(int(self.values[r, c]))
+
+    def lines(self):
+        """The table as text lines (no newlines), header first, cells as written."""
+        yield self.header
+        ints = np.where(np.isnan(self.values), 0, self.values).astype(np.int64)
+        for r in range(self.n_rows):
+            cells = [str(v) for v in ints[r].tolist()]
+            for (rr, c), t in self.text.items():
+                if rr == r:
+                    cells[c] = t
+            yield "\t".join([str(self.contig[r]), str(self.start[r]), str(self.end[r])] + cells)
+
+
+def _open_text(path: Path):
+    with open(path, "rb") as fh:
+        magic = fh.read(2)
+    if magic == b"\x1f\x8b":
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="surrogateescape", newline="")
+    return open(path, "rt", encoding="utf-8", errors="surrogateescape", newline="")
+
+
+def read_depth_matrix(path: str | os.PathLike) -> DepthMatrix:
+    """A depth matrix from a text file (plain, gzip or bgzip): its first line is the header."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"Depth matrix not found: {path}")
+    with _open_text(p) as fh:
+        header = fh.readline().rstrip("\n")
+    if not header:
+        raise InputError(f"{path} is empty: a depth matrix starts with its header line '#Chr<TAB>Start<TAB>End<TAB>"
+                         "<samples>'.")
+    fields = header.split("\t")
+    if len(fields) < 4:
+        raise InputError(f"{path}: the header line has {len(fields)} tab-separated fields; a depth matrix has "
+                         "#Chr, Start, End and one column per sample.")
+    try:
+        df = pd.read_csv(p, sep="\t", header=None, skiprows=1, dtype={0: object}, na_filter=False,
+                         low_memory=False, compression="gzip" if _gz(p) else None, encoding="utf-8",
+                         encoding_errors="surrogateescape")
+    except pd.errors.EmptyDataError:
+        df = pd.DataFrame(columns=range(len(fields)))
+    except pd.errors.ParserError as e:
+        raise InputError(f"Cannot read {path} as a depth matrix: {e}") from None
+    return _matrix(df, header, fields, str(path))
+
+
+def _gz(p: Path) -> bool:
+    with open(p, "rb") as fh:
+        return fh.read(2) == b"\x1f\x8b"
+
+
+def _matrix(df: pd.DataFrame, header: str, fields: list[str], shown: str) -> DepthMatrix:
+    if df.shape[1] != len(fields):
+        raise InputError(f"{shown}: the data rows have {df.shape[1]} fields but the header has {len(fields)}.")
+    coords = []
+    for j, name in ((1, "Start"), (2, "End")):
+        col = df.iloc[:, j]
+        if col.dtype.kind != "i":
+            num = pd.to_numeric(col, errors="coerce")
+            bad = num.isna() | (num != np.floor(num))
+            i = int(np.argmax(bad.to_numpy()))
+            raise InputError(f"{shown}, data row {i + 1}: {name} {col.iloc[i]!r} is not a whole number.")
+        coords.append(col.to_numpy(dtype=np.int64))
+    samples = fields[3:]
+    m, n = len(df), len(samples)
+    values = np.empty((m, n), dtype=np.float64, order="F")
+    text: dict = {}
+    for k in range(n):
+        col = df.iloc[:, 3 + k]
+        if col.dtype.kind in "iu":
+            values[:, k] = col.to_numpy()
+            continue
+        cells = col.astype(str).to_numpy(dtype=object)
+        for r, cell in enumerate(cells):
+            if _PLAIN_INT.fullmatch(cell):
+                values[r, k] = int(cell)
+            else:
+                values[r, k] = np.nan
+                text[(r, k)] = cell
+    contig = df.iloc[:, 0].astype(str).to_numpy(dtype=object)
+    return DepthMatrix(header, samples, contig, coords[0], coords[1], values, text)
+
+
+def java_order(names: list[str]) -> list[int]:
+    """Indices of ``names`` in Java String order (UTF-16 code units), the order of a TreeSet<String>."""
+    return sorted(range(len(names)), key=lambda i: names[i].encode("utf-16-be", "surrogatepass"))
+
+
+def print_sv_evidence(m: DepthMatrix, contig: str) -> DepthMatrix:
+    """``PrintSVEvidence --evidence-file <matrix> -L <contig>``: the contig's rows, the sample columns in Java
+    String order, the header ``#Chr Start End <samples>``."""
+    rows = np.flatnonzero(m.contig == contig)
+    order = java_order(m.samples)
+    return m.take(rows, order, header="\t".join(["#Chr", "Start", "End"] + [m.samples[i] for i in order]))
+
+
+def ped_samples(ped: str | os.PathLike, sex: str | None = None) -> list[str]:
+    """``cut -f2`` of the ped's lines (of those whose 5th whitespace-separated field equals ``sex`` in awk's
+    comparison, when given): the sample IDs the WDL takes from it."""
+    p = Path(ped)
+    if not p.is_file():
+        raise InputError(f"Ped file not found: {ped}")
+    out = []
+    for line in p.read_text(encoding="utf-8", errors="surrogateescape").splitlines():
+        if sex is not None:
+            f = line.split()
+            if len(f) < 5 or not awk_equal(f[4], sex):
+                continue
+        cells = line.split("\t")
+        out.append(cells[1] if len(cells) > 1 else cells[0])
+    return out
+
+
+def sex_columns(m: DepthMatrix, ids: list[str], what: str) -> DepthMatrix:
+    """The task's column selection for a sex pass: header fields numbered as ``cat -n`` numbers them, those
+    that ``grep -wf ids.to.include`` prints kept (awk ``$1,$2,$3,$k...``: whitespace-split, in header order)."""
+    fields = m.header.split("\t")
+    if any(re.search(r"\s", f) or not f for f in fields) or any(re.search(r"\s", t) or not t for t in m.text.values()):
+        raise InputError(f"{what}: a sample name or cell is empty or holds a blank; the task's awk column selection "
+                         "splits on blanks and would misplace the columns.")
+    numbered = [f"{k:6d}\t{f}" for k, f in enumerate(fields, start=1)]
+    chosen = [k + 1 for k in grep_words(numbered, ids)]
+    if not chosen:
+        raise InputError(f"{what}: no column of the matrix belongs to a sample of this sex in the ped file (the task's "
+                         "awk program would be empty and fail).")
+    if any(k <= 3 for k in chosen):
+        raise InputError(f"{what}: a sample ID of the ped file matches the coordinate column(s) "
+                         f"{', '.join(fields[k - 1] for k in chosen if k <= 3)} as a word.")
+    cols = [k - 4 for k in chosen]
+    return m.take(slice(None), cols)
+
+
+__all__ = ["DepthMatrix", "read_depth_matrix", "java_order", "print_sv_evidence", "ped_samples", "sex_columns"]

@@ -1,0 +1,99 @@
+"""``runcnMOPS.R -I ID covMatrix OUTDIR``: cn.mops with its defaults on a GATK-SV coverage table, integer copy
+numbers, the CNVs as GFF3 (``OUTDIR/ID.cnMOPS.gff``).
+
+What the script does, kept here: every cell is read as R's ``as.numeric`` reads it and NA becomes 0; samples
+whose median is 0 are removed (``EXCLUDING SAMPLES DUE TO NO COVERAGE:`` and their IDs, no newline after
+them) and fewer than three left stop it; the ranges are ``[Start, End]`` from the table's **0-based** Start
+unchanged (one base wider than the bins, overlapping the next bin by one base: what GATK-SV's calls are made
+on); the sample columns are the header's names but Chr, Start, Stop and Strand, each name once (its first
+column). When cn.mops finds no CNV region, ``calcIntegerCopyNumbers`` stops (the WDL then leaves an empty GFF):
+:data:`NO_CNV_REGIONS`.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..data import make_count_data
+from ..errors import InputError
+from .gff import gff3_text
+from .matrix import read_depth_matrix
+from .rebin import BinTable, raw_table
+
+#: calcIntegerCopyNumbers' message when there is nothing to call (the WDL's EMPTY_OUTPUT_ERROR)
+NO_CNV_REGIONS = "No CNV regions in result object. Rerun cn.mops with different parameters!"
+
+
+class EmptyResult(Exception):
+    """cn.mops found no CNV region: runcnMOPS.R stops with NO_CNV_REGIONS (exit status 1)."""
+
+
+def _median_zero(values: np.ndarray) -> np.ndarray:
+    return np.median(values, axis=0) == 0 if values.shape[0] else np.zeros(values.shape[1], dtype=bool)
+
+
+def count_data(table: BinTable, out=None):
+    """The CountData runcnMOPS.R hands cn.mops (NA -> 0, median-0 samples removed, 0-based starts unchanged)."""
+    out = out or sys.stdout
+    values = np.where(np.isnan(table.values), 0.0, table.values)
+    names = list(table.samples)
+    if len(names) < 2:
+        raise InputError("runcnMOPS.R needs at least two sample columns (R's apply() fails on one).")
+    zero = _median_zero(values)
+    if zero.any():
+        out.write("\nEXCLUDING SAMPLES DUE TO NO COVERAGE:\n" + "\n".join(n for n, z in zip(names, zero) if z))
+        out.flush()
+        keep = np.flatnonzero(~zero)
+        if len(keep) < 3:
+            raise InputError("runcnMOPS.R: Less than three samples retained in coverage matrix after filtering on "
+                             "median coverage")
+        values, names = values[:, keep], [names[k] for k in keep]
+    columns, seen = [], set()
+    for k, n in enumerate(names):
+        if n not in seen and n not in ("Chr", "Start", "Stop", "Strand"):
+            columns.append(k)
+        seen.add(n)
+    ranges = pd.DataFrame({"seqnames": np.asarray(table.contig, dtype=object), "start": table.start,
+                           "end": table.end})
+    return make_count_data(np.asfortranarray(values[:, columns]), [names[k] for k in columns], ranges,
+                           what="the coverage matrix")
+
+
+def call_gff(table: BinTable, *, backend: str = "auto", date: str | None = None, out=None) -> str:
+    """The GFF3 text runcnMOPS.R writes for ``table``; EmptyResult when there is no CNV region."""
+    import gcnmops
+
+    data = count_data(table, out)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = gcnmops.cn_mops(data, backend=backend)
+    for w in caught:
+        (out or sys.stderr).write(f"Warning message:\n{w.message}\n")
+    try:
+        res = gcnmops.calc_integer_copy_numbers(res, backend=backend)
+    except InputError as e:
+        if str(e) == NO_CNV_REGIONS:
+            raise EmptyResult(NO_CNV_REGIONS) from None
+        raise
+    return gff3_text(res.cnvs, date)
+
+
+def run_cnmops(matrix: str | os.PathLike, outdir: str | os.PathLike, ID: str = "CNMOPS", *,
+               backend: str = "auto") -> Path:
+    """runcnMOPS.R: ``OUTDIR/ID.cnMOPS.gff`` from the coverage table ``matrix``; EmptyResult (nothing written)
+    when cn.mops finds no CNV region, as the script stops."""
+    table = raw_table(read_depth_matrix(matrix))
+    text = call_gff(table, backend=backend)
+    path = Path(f"{os.fspath(outdir)}/{ID}.cnMOPS.gff")
+    if not path.parent.is_dir():
+        raise InputError(f"Output folder {path.parent} does not exist.")
+    path.write_text(text, encoding="utf-8", errors="surrogateescape")
+    return path
+
+
+__all__ = ["NO_CNV_REGIONS", "EmptyResult", "count_data", "call_gff", "run_cnmops"]

@@ -1,0 +1,139 @@
+"""Every GPU of a machine: whole chromosomes placed on the devices, largest first, each device running its
+chromosomes through the stage order (stages.run_block) on its own host thread, the results landing in place in
+whole-matrix arrays.
+
+cn.mops normalizes and segments per chromosome and fits every region on its own, so a chromosome is a block that
+needs of the rest only what ``stages.Genome`` holds (each sample's total count, norm 2's coverages), computed first
+on the whole matrix. A device's thread takes the largest chromosome not yet taken (the longest first, so the
+devices finish together), makes it the thread's current device (cuda.runtime.on_device) and runs the stages
+there: normalization, the model, the segmentation's statistic on that GPU, their host passes on the thread's share
+of the cores (numba's thread count is per thread). The call tables are gathered in chromosome order (blocks.BlockTables): the result is the single-GPU
+and the CPU result, bit for bit.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+
+import numba
+import numpy as np
+
+from ..cuda.runtime import on_device
+from ..data import CountData
+from ..model.spec import ModelOutput
+from ..normalization import sample_coverage
+from ..progress import timed_stage
+from ..result import CNVDetectionResult
+from .blocks import BlockTables, Genome, Normalized, Regions
+from .plan import RunPlan
+from .stages import MODEL_DONE, model_result, run_block
+
+#: the stages whose seconds each device adds up (the run's timings take the slowest device's)
+_STAGES = ("normalize", "model", "segment_call")
+
+
+def genome_of(plan: RunPlan, counts: np.ndarray) -> Genome:
+    """What every chromosome block needs of the whole matrix ``counts`` (m, N) float64: each sample's total count
+    (as normalize_chromosomes sums the whole matrix) and norm 2's coverages."""
+    colsums = counts.sum(axis=0) if plan.normalizes else None
+    cov = sample_coverage(counts) if plan.uses_coverage else np.ones(counts.shape[1])
+    return Genome(colsums, cov)
+
+
+def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timings: dict) -> CNVDetectionResult:
+    """The run on every device of ``devices`` (ids), whole chromosomes placed largest first; the result of
+    ``stages.run_block`` on the whole matrix. ``timings`` gain "genome" (the whole-matrix sums), and per stage the
+    slowest device's seconds; ``gpu_stats`` sums the devices' sub-stage statistics, with each device's wall time
+    (``device_<id>_seconds``) and chromosome count."""
+    regions = Regions.of(data)
+    blocks = regions.blocks
+    with timed_stage(timings, "genome"):
+        genome = genome_of(plan, data.counts)
+    landing = _Landing(data.n_regions, data.n_samples, len(plan.params.classes), plan.params.return_posterior)
+    order = sorted(range(len(blocks)), key=lambda k: blocks[k][1] - blocks[k][2])  # largest first, stable
+    taken = iter(order)
+    take = threading.Lock()
+    per_device: dict[int, dict] = {d: {"chromosomes": 0} for d in devices}
+    errors: list[BaseException] = []
+
+    share = max(1, numba.get_num_threads() // len(devices))
+
+    def work(device: int) -> None:
+        stats = per_device[device]
+        t0 = time.perf_counter()
+        try:
+            numba.set_num_threads(share)  # this thread's parallel loops: its share of the cores
+            with on_device(device):
+                while not errors:
+                    with take:
+                        k = next(taken, None)
+                    if k is None:
+                        break
+                    _, b0, b1 = blocks[k]
+                    block_timings: dict = {}
+                    result = run_block(plan, [data.rows(b0, b1)], genome=genome, timings=block_timings,
+                                       devices=[device])
+                    landing.put(b0, b1, result)
+                    gathered.put(k, result)
+                    stats["chromosomes"] += 1
+                    for name, value in {**block_timings, **result.gpu_stats}.items():
+                        if isinstance(value, (int, float)) and not isinstance(value, bool):
+                            stats[name] = stats.get(name, 0) + value
+        except BaseException as err:  # noqa: BLE001 - the run's error, raised by the calling thread
+            errors.append(err)
+        stats["seconds"] = time.perf_counter() - t0
+
+    with BlockTables(len(blocks), regions.sample_names, plan.segments) as gathered:
+        threads = [threading.Thread(target=work, args=(d,), name=f"gcnmops-gpu{d}") for d in devices]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    if errors:
+        raise errors[0]
+    for stage in _STAGES:
+        timings[stage] = timings.get(stage, 0.0) + max(s.get(stage, 0.0) for s in per_device.values())
+    gpu_stats = {f"device_{d}_{key}": s[key] for d, s in per_device.items() for key in ("seconds", "chromosomes")}
+    result = landing.result(plan, regions, genome, timings, gpu_stats)
+    listener = MODEL_DONE.get()
+    if listener is not None:
+        listener(result)
+    segmentation, cnvs, cnvr = gathered.tables()
+    return result.replace(segmentation=segmentation, cnvs=cnvs, cnvr=cnvr)
+
+
+class _Landing:
+    """The whole run's matrices (column-major), filled block by block in place (rows b0:b1)."""
+
+    def __init__(self, m: int, N: int, n: int, post: bool):
+        self.normalized = np.empty((m, N), order="F")
+        self.sini = np.empty((m, N), order="F")
+        self.individual = np.empty((m, N), order="F")
+        self.cn = np.empty((m, N), dtype=np.int8, order="F")
+        self.ini = np.empty(m)
+        self.lam = np.empty((m, n), order="F")
+        self.alpha = np.empty((m, n), order="F")
+        self.post = np.empty((m, n, N), order="F") if post else None
+
+    def put(self, b0: int, b1: int, r: CNVDetectionResult) -> None:
+        self.normalized[b0:b1] = r.normalized_data
+        self.sini[b0:b1] = r.local_assessments
+        self.individual[b0:b1] = r.individual_call
+        self.cn[b0:b1] = r.cn_index
+        self.ini[b0:b1] = r.ini_call
+        self.lam[b0:b1] = r.params["L"]
+        self.alpha[b0:b1] = r.params["A"]
+        if self.post is not None:
+            self.post[b0:b1] = r.posterior_probs
+
+    def result(self, plan: RunPlan, regions: Regions, genome: Genome, timings: dict,
+               gpu_stats: dict) -> CNVDetectionResult:
+        """The whole run's result with empty call tables (they come from BlockTables)."""
+        model = ModelOutput(lam=self.lam, alpha=self.alpha, sini=self.sini, cn=self.cn, ini=self.ini, post=self.post)
+        cov = genome.cov if plan.uses_coverage else np.ones(len(regions.sample_names))
+        part = model_result(plan, regions, Normalized(self.normalized, None, cov), model, timings, gpu_stats)
+        return part.replace(individual_call=self.individual)
+
+
+__all__ = ["run_on_devices", "genome_of"]

@@ -1,0 +1,202 @@
+"""GATK-SV's cn.MOPS step (gcnmops.gatksv) against the goldens of the real scripts (../shared/golden/gatksv): every
+pass's GFF (but its ##date line) and every CleanCNMops output, byte for byte; the scripts' interfaces."""
+from __future__ import annotations
+
+import gzip
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gcnmops.exact.rformat import as_character
+from gcnmops.gatksv import shelltools
+
+GOLD = Path(__file__).resolve().parents[2] / "shared" / "golden" / "gatksv" / "simA"
+if not GOLD.is_dir():
+    GOLD = Path("/work/shared/golden/gatksv/simA")
+needs_golden = pytest.mark.skipif(not GOLD.is_dir(), reason="GATK-SV goldens not found")
+INPUTS = GOLD / "inputs"
+CALLS = {"header": dict(r1=3, r2=10, stitch=False), "large": dict(r1=1000, r2=100, stitch=True)}
+pytest.importorskip("pysam")
+
+
+def _no_date(text: str) -> str:
+    return "".join(line for line in text.splitlines(True) if not line.startswith("##date "))
+
+
+def _gunzip(path: Path) -> str:
+    with gzip.open(path, "rt") as fh:
+        return fh.read()
+
+
+@pytest.fixture(scope="module")
+def calls(tmp_path_factory):
+    """Both CNMOPS calls of GatherBatchEvidence run by `gcnmops gatk-sv cnmops` (CPU)."""
+    out = {}
+    for prefix, c in CALLS.items():
+        folder = tmp_path_factory.mktemp(prefix)
+        args = [sys.executable, "-m", "gcnmops", "gatk-sv", "cnmops", "--bincov-matrix",
+                str(INPUTS / "simA.bincov.bed.gz"), "--chrom-file", str(INPUTS / "chrom_file.fai"), "--allo-file",
+                str(INPUTS / "allo_file.fai"), "--ped-file", str(INPUTS / "simA.ped"), "--exclude-list",
+                str(INPUTS / "exclude_list.bed"), "--r1", str(c["r1"]), "--r2", str(c["r2"]), "--batch", "simA",
+                "--prefix", prefix, "-o", str(folder), "--backend", "cpu"]
+        if c["stitch"]:
+            args.append("--stitch-and-clean-large-events")
+        r = subprocess.run(args, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        out[prefix] = folder
+    return out
+
+
+@needs_golden
+@pytest.mark.parametrize("name", sorted(p.name for p in (GOLD / "passes").iterdir()) if GOLD.is_dir() else [])
+def test_pass_gff(calls, name):
+    r = int(name.rsplit(".r", 1)[1])
+    folder = calls["header" if r in (3, 10) else "large"]
+    ours = (folder / "passes" / name / "cnMOPS.cnMOPS.gff").read_text()
+    gold = (GOLD / "passes" / name / "cnMOPS.cnMOPS.gff").read_text()
+    assert _no_date(ours) == _no_date(gold)
+    if gold:
+        assert f"##date {time.strftime('%Y-%m-%d')}\n" in ours
+    else:
+        assert ours == ""  # the empty-result rule
+
+
+@needs_golden
+@pytest.mark.parametrize("prefix", list(CALLS))
+@pytest.mark.parametrize("cnv", ["DEL", "DUP"])
+def test_clean_outputs(calls, prefix, cnv):
+    name = f"simA.{cnv}.{prefix}.bed.gz"
+    assert _gunzip(calls[prefix] / name) == _gunzip(GOLD / "clean" / prefix / name)
+    assert (calls[prefix] / f"{name}.tbi").is_file()
+    if prefix == "large":
+        pre = f"simA.{cnv}.large.prestitch.bed"
+        assert (calls[prefix] / pre).read_text() == (GOLD / "clean" / prefix / pre).read_text()
+
+
+@needs_golden
+def test_workflow_interface(tmp_path):
+    """cnMOPS_workflow.sh's interface on a sex pass's RD.txt, as CNSampleNormal calls it."""
+    from gcnmops.gatksv.matrix import ped_samples, print_sv_evidence, read_depth_matrix, sex_columns
+
+    m = print_sv_evidence(read_depth_matrix(INPUTS / "simA.bincov.bed.gz"), "chrX")
+    m = sex_columns(m, ped_samples(INPUTS / "simA.ped", "2"), "chrX.2")
+    rd = tmp_path / "chrX.2.RD.txt"
+    rd.write_text("\n".join(m.lines()) + "\n")
+    ex = str(INPUTS / "exclude_list.bed")
+    r = subprocess.run([sys.executable, "-m", "gcnmops", "gatk-sv", "workflow", "-S", ex, "-x", ex, "-r", "10", "-o",
+                        str(tmp_path), "-M", str(rd), "--backend", "cpu"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "STATUS | " in r.stdout and "REBINNING COVERAGE MATRIX..." in r.stdout
+    gold = GOLD / "passes" / "chrX.2.r10"
+    assert _gunzip(tmp_path / "cnMOPS.compressed_matrix.bed.gz") == _gunzip(gold / "cnMOPS.compressed_matrix.bed.gz")
+    assert _no_date((tmp_path / "calls" / "cnMOPS.cnMOPS.gff").read_text()) == \
+        _no_date((gold / "cnMOPS.cnMOPS.gff").read_text())
+    assert (tmp_path / "GFFs.list").read_text() == f"{tmp_path}/calls/cnMOPS.cnMOPS.gff\n"
+
+
+@needs_golden
+def test_runcnmops_interface(tmp_path):
+    """runcnMOPS.R's interface: a GFF, or status 1 with calcIntegerCopyNumbers' message (the empty rule)."""
+    base = [sys.executable, "-m", "gcnmops", "gatk-sv", "runcnmops", "--backend", "cpu", "-I", "cnMOPS"]
+    r = subprocess.run(base + [str(GOLD / "passes/chrY.1.r100/cnMOPS.compressed_matrix.bed.gz"), str(tmp_path)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert _no_date((tmp_path / "cnMOPS.cnMOPS.gff").read_text()) == \
+        _no_date((GOLD / "passes/chrY.1.r100/cnMOPS.cnMOPS.gff").read_text())
+    (tmp_path / "cnMOPS.cnMOPS.gff").unlink()
+    r = subprocess.run(base + [str(GOLD / "passes/chrY.1.r1000/cnMOPS.compressed_matrix.bed.gz"), str(tmp_path)],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and "No CNV regions in result object" in r.stderr
+    assert not (tmp_path / "cnMOPS.cnMOPS.gff").exists()
+
+
+def test_runcnmops_rules(tmp_path, capsys):
+    """NA cells read as 0, median-0 samples excluded with the script's message, 0-based starts kept as they are."""
+    from gcnmops.gatksv.matrix import read_depth_matrix
+    from gcnmops.gatksv.rebin import raw_table
+    from gcnmops.gatksv.runcnmops import count_data
+
+    p = tmp_path / "m.bed"
+    rows = ["#Chr\tStart\tEnd\ta\tb\tzero\tc"] + [f"chr1\t{i * 100}\t{(i + 1) * 100}\t{10 + i}\t{'NA' if i == 2 else 7}"
+                                                  f"\t0\t{i % 5}" for i in range(6)]
+    p.write_text("\n".join(rows) + "\n")
+    data = count_data(raw_table(read_depth_matrix(p)))
+    assert "\nEXCLUDING SAMPLES DUE TO NO COVERAGE:\nzero" == capsys.readouterr().out
+    assert data.sample_names == ["a", "b", "c"]
+    assert data.counts[2, 1] == 0.0  # NA -> 0
+    assert list(data.ranges["start"][:2]) == [0, 100] and list(data.ranges["end"][:2]) == [100, 200]
+
+
+def test_as_character_examples():
+    assert as_character(-0.998507434913206) == "-0.998507434913206"
+    assert as_character(-7.14226847429137e-05) == "-7.14226847429137e-05"
+    assert as_character(8.0245013640008e-71) == "8.0245013640008e-71"
+    assert as_character(0.0) == "0" and as_character(-0.0) == "0" and as_character(100000.0) == "1e+05"
+    assert as_character(123456.0) == "123456" and as_character(0.0001) == "1e-04" and as_character(1 / 3) == \
+        "0.333333333333333"
+
+
+@pytest.mark.skipif(shutil.which("Rscript") is None, reason="needs R")
+def test_as_character_vs_r(tmp_path):
+    rng = np.random.default_rng(7)
+    vals = list(rng.normal(size=200) * 10.0 ** rng.integers(-40, 40, 200)) + \
+        [round(float(a), int(k)) for a, k in zip(rng.normal(size=100), rng.integers(0, 8, 100))] + \
+        [1e15, 1e16, 99999.99999999999, 0.1 + 0.2, 123456789012345678.0, 1e-300]
+    (tmp_path / "v.txt").write_text("\n".join(repr(float(v)) for v in vals))
+    r = subprocess.run(["Rscript", "-e", f"writeLines(as.character(as.numeric(readLines('{tmp_path}/v.txt'))))"],
+                       capture_output=True, text=True, check=True)
+    assert [as_character(float(v)) for v in vals] == r.stdout.splitlines()
+
+
+@pytest.mark.skipif(shutil.which("sort") is None, reason="needs GNU sort")
+def test_version_sort_vs_gnu_sort():
+    names = ["chr1", "chr10", "chr2", "chrX", "chrY", "chr1_KI270706v1_random", "chrUn_GL000195v1", "chrM", "1", "10",
+             "2", "X", "chr01", "chr1.5", "a.b.tar.gz", "a.b", ".hidden", "chr~1", "HLA-A*01:01", "chrEBV", ""]
+    r = subprocess.run(["sort", "-V"], input="\n".join(names) + "\n", capture_output=True, text=True, check=True,
+                       env={"LC_ALL": "C"})
+    assert shelltools.version_sorted(names) == r.stdout.splitlines()
+
+
+@pytest.mark.skipif(shutil.which("bedtools") is None, reason="needs bedtools")
+def test_rebin_vs_bedtools_map(tmp_path):
+    """compress_cov's sums, '.' cells and window edges against bedtools map (cells bedtools reads oddly included)."""
+    from gcnmops.gatksv.matrix import read_depth_matrix
+    from gcnmops.gatksv.rebin import compress_cov
+
+    rng = np.random.default_rng(5)
+    odd = ["NA", ".", "1e3", "--5", "5-", "1.2.3", "x", "007", "12345678901"]
+    lines = ["#Chr\tStart\tEnd\ts1\ts2"]
+    for contig, n in (("chr2", 37), ("chr10", 23)):
+        for i in range(n):
+            cells = [str(int(v)) for v in rng.integers(0, 50, 2)]
+            if rng.random() < 0.2:
+                cells[int(rng.integers(0, 2))] = odd[int(rng.integers(0, len(odd)))]
+            lines.append(f"{contig}\t{100 * i + 40}\t{100 * (i + 1) + 40}\t" + "\t".join(cells))
+    p = tmp_path / "m.txt"
+    p.write_text("\n".join(lines) + "\n")
+    ours = list(compress_cov(read_depth_matrix(p), 3).lines())[1:]
+    expect = []
+    for contig in ("chr2", "chr10"):  # sort -V order
+        rows = [ln for ln in lines[1:] if ln.split("\t")[0] == contig]
+        lo, hi = int(rows[0].split("\t")[1]), int(rows[-1].split("\t")[2])
+        (tmp_path / "a.bed").write_text("".join(f"{contig}\t{s}\t{s + 300}\n" for s in range(lo, hi + 1, 300)))
+        (tmp_path / "b.bed").write_text("\n".join(rows) + "\n")
+        r = subprocess.run(["bedtools", "map", "-c", "4,5", "-o", "sum", "-a", str(tmp_path / "a.bed"), "-b",
+                            str(tmp_path / "b.bed")], capture_output=True, text=True, check=True)
+        expect += [ln for ln in r.stdout.splitlines() if ln.split("\t")[3] != "."]
+    assert ours == expect
+
+
+def test_grep_words_and_bash_read():
+    lines = [f"{k:6d}\t{f}" for k, f in enumerate(["#Chr", "Start", "End", "S.1", "S_2", "A-B", "5"], start=1)]
+    assert shelltools.grep_words(lines, ["S_2"]) == [4]
+    assert shelltools.grep_words(lines, ["S"]) == [3]  # 'S' is a word of 'S.1', not of 'S_2'
+    assert shelltools.grep_words(lines, ["5"]) == [4, 6]  # the column number 5 matches too, as in the task
+    assert shelltools.grep_words(lines, ["A"]) == [5]
+    assert shelltools.grep_words(lines, ["x", ""]) == list(range(7))
+    assert shelltools.bash_read("  a\\ b\t") == "a b"

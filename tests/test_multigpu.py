@@ -1,0 +1,136 @@
+"""Several GPUs of a machine (pipeline/multigpu.py): whole chromosomes placed on the devices, each device's thread
+running the stage order; the result equals the whole matrix run bit for bit.
+
+Without a GPU the placement, the per-device threads and the assembly run on the CPU backend (two workers, the
+device switch a no-op) and, in numba's CUDA simulator, with the GPU stages on chromosome blocks; on a machine
+with several GPUs (``pytest -m gpu``) through ``cn_mops(..., devices="all")``.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import cudasim
+from gcnmops.cuda.probe import Backend
+from gcnmops.data import make_count_data
+from gcnmops.params import METHODS
+from gcnmops.pipeline import multigpu
+from gcnmops.pipeline.plan import RunPlan
+from gcnmops.pipeline.stages import run_block
+
+MATRICES = ("normalized_data", "local_assessments", "individual_call", "ini_call", "cn_index", "posterior_probs")
+TABLES = ("segmentation", "cnvs", "cnvr")
+
+
+def cohort(sizes=(700, 1200, 90, 4, 500), n=7, seed=5, silent: int | None = 3):
+    """Chromosomes of ``sizes`` regions (one tiny), uneven region means, planted gains and losses; the chromosome
+    ``silent`` without a read."""
+    rng = np.random.default_rng(seed)
+    m = sum(sizes)
+    mu = rng.gamma(4.0, 30.0, size=(m, 1)) * rng.uniform(0.7, 1.3, size=(1, n))
+    dose = np.ones((m, n))
+    for _ in range(12):
+        s, k = rng.integers(0, m - 40), rng.integers(0, n)
+        dose[s:s + rng.integers(6, 40), k] = rng.choice([0.02, 0.5, 1.5, 2.0])
+    y = rng.poisson(mu * dose).astype(float)
+    names = np.repeat([f"chr{i + 1}" for i in range(len(sizes))], sizes)
+    if silent is not None:
+        first = sum(sizes[:silent])
+        y[first:first + sizes[silent]] = 0.0
+    starts = np.concatenate([np.arange(k) * 1000 + 1 for k in sizes])
+    ranges = pd.DataFrame({"seqnames": names, "start": starts, "end": starts + 999})
+    return make_count_data(y, [f"S{k}" for k in range(n)], ranges)
+
+
+def assert_same(a, b):
+    for name in MATRICES:
+        x, y = getattr(a, name), getattr(b, name)
+        assert (x is None) == (y is None), name
+        if x is not None:
+            assert np.array_equal(x, y, equal_nan=True), name
+    for key in ("L", "A", "cov"):
+        assert np.array_equal(a.params[key], b.params[key], equal_nan=True), key
+    for name in TABLES:
+        assert getattr(a, name).equals(getattr(b, name)), name
+
+
+@pytest.mark.parametrize("method,params", [
+    ("cn.mops", {}), ("cn.mops", {"norm": 0}), ("cn.mops", {"norm": 2, "return_posterior": True}),
+    ("haplo", {"norm": 2}), ("exome", {"use_median": True}),
+])
+def test_chromosomes_on_workers_equal_the_whole_run(method, params, monkeypatch):
+    """Two workers take the chromosomes largest first; every matrix and table equals run_block on the whole
+    matrix (the CPU backend here: the device switch does nothing)."""
+    monkeypatch.setattr(multigpu, "on_device", lambda device: contextlib.nullcontext())
+    data = cohort()
+    row = METHODS[method]
+    plan = RunPlan(row, row.params(**params), Backend.CPU, data.n_regions)
+    timings: dict = {}
+    got = multigpu.run_on_devices(plan, data, [0, 1], timings)
+    assert_same(got, run_block(plan, data))
+    assert sum(got.gpu_stats[f"device_{d}_chromosomes"] for d in (0, 1)) == 5
+    assert {"genome", "normalize", "model", "segment_call"} <= set(timings)
+
+
+def test_a_failing_device_fails_the_run(monkeypatch):
+    """An error on one device's thread is the run's error; the other device stops taking chromosomes."""
+    monkeypatch.setattr(multigpu, "on_device", lambda device: contextlib.nullcontext())
+    real = multigpu.run_block
+
+    def failing(plan, held, **kw):
+        if kw.get("devices") == [1]:
+            raise RuntimeError("device 1 failed (test)")
+        return real(plan, held, **kw)
+
+    monkeypatch.setattr(multigpu, "run_block", failing)
+    data = cohort()
+    plan = RunPlan(METHODS["cn.mops"], METHODS["cn.mops"].params(), Backend.CPU, data.n_regions)
+    with pytest.raises(RuntimeError, match="device 1 failed"):
+        multigpu.run_on_devices(plan, data, [0, 1], {})
+
+
+CHILD = r'''
+    import json, sys
+    import numpy as np
+    from gcnmops.cuda.probe import Backend
+    from gcnmops.params import METHODS
+    from gcnmops.pipeline import multigpu
+    from gcnmops.pipeline.plan import RunPlan
+    from gcnmops.pipeline.stages import run_block
+    import test_multigpu as t
+
+    out = {}
+    data = t.cohort(sizes=(150, 220, 4, 90), n=5, silent=2)
+    for name, params in (("norm1", {}), ("norm2_post", {"norm": 2, "return_posterior": True})):
+        p = METHODS["cn.mops"].params(**params)
+        gpu = multigpu.run_on_devices(RunPlan(METHODS["cn.mops"], p, Backend.GPU, data.n_regions), data, [0], {})
+        cpu = run_block(RunPlan(METHODS["cn.mops"], p, Backend.CPU, data.n_regions), data)
+        try:
+            t.assert_same(gpu, cpu)
+            out[name] = "identical"
+        except AssertionError as err:
+            out[name] = f"differs: {err}"
+    json.dump(out, open(f"{sys.argv[1]}/result.json", "w"))
+'''
+SCENARIO = cudasim.register(__name__, CHILD)
+
+
+@pytest.mark.parametrize("name", ["norm1", "norm2_post"])
+def test_sim_gpu_stages_on_chromosome_blocks(cuda_simulator, name):
+    """In the CUDA simulator: the GPU stages on chromosome blocks (the whole genome's sums given, the model from
+    host memory, the segmentation's statistic on the device) equal the CPU run of the whole matrix."""
+    assert cuda_simulator.result(SCENARIO)[name] == "identical"
+
+
+@pytest.mark.gpu
+def test_every_gpu_equals_the_cpu():
+    """``cn_mops(devices="all")`` on this machine's GPUs (several: chromosomes on every device) equals the CPU."""
+    import gcnmops
+
+    data = cohort(sizes=(40_000, 65_000, 12_000, 4, 30_000, 55_000), n=24, seed=9)
+    for params in ({}, {"norm": 2, "return_posterior": True}):
+        assert_same(gcnmops.cn_mops(data, backend="gpu", devices="all", **params),
+                    gcnmops.cn_mops(data, backend="cpu", **params))
