@@ -108,7 +108,6 @@ class CnMopsParams:
                 "SegmentationParams": dict(self.segment_args)}
 
 
-
 @dataclass(frozen=True)
 class Parameter:
     """One of cn.mops's parameters: the ONE row every face reads (the Python keyword, the CLI flag and its help,
@@ -141,7 +140,7 @@ class Parameter:
 
 
 def comma_floats(text: str) -> list[float]:
-    """A vector of numbers as the command line and the batch manifests write it: "0.025,0.5,1"."""
+    """A vector of numbers as the command line writes it: "0.025,0.5,1"."""
     return [float(v) for v in text.split(",")]
 
 

@@ -232,8 +232,8 @@ if check.stdout.strip():
     sys.exit(0)
 lib = folder / "lib"
 lib.mkdir()
-install = subprocess.run(["R", "CMD", "INSTALL", "--no-test-load", "-l", str(lib), str(repo / "r_package" / "gcn.mops")],
-                         capture_output=True, text=True)
+install = subprocess.run(["R", "CMD", "INSTALL", "--no-test-load", "-l", str(lib),
+                          str(repo / "r_package" / "gcn.mops")], capture_output=True, text=True)
 if install.returncode:
     sys.exit("R CMD INSTALL failed:\n" + install.stdout[-3000:] + install.stderr[-3000:])
 import rpy2.robjects as ro
