@@ -12,7 +12,8 @@ from pathlib import Path
 
 from .errors import InputError
 from .outputs.formats import DEFAULT_FORMATS, FORMATS, check_formats
-from .params import METHODS, ModelKind
+from .params import KINDS, METHODS, PARAMETERS, ModelKind
+from .params import comma_strings as _strings
 
 #: sample counts whose GPU kernels ``gcnmops warmup`` compiles besides the example's 40 (one per work-buffer size)
 WARMUP_SAMPLES = (6, 15, 30, 100)
@@ -21,16 +22,8 @@ STAGE_WEIGHTS = {"read": 1.0, "normalize": 1.0, "model": 4.0, "segment_call": 4.
                  "plots": 2.0, "report": 0.3}
 
 
-def _floats(text: str) -> list[float]:
-    return [float(v) for v in text.split(",")]
-
-
 def _devices(text: str):
     return "all" if text == "all" else [int(v) for v in text.split(",")]
-
-
-def _strings(text: str) -> list[str]:
-    return [v.strip() for v in text.split(",")]
 
 
 def _add_input_options(p: argparse.ArgumentParser) -> None:
@@ -72,42 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--backend", choices=["auto", "cpu", "gpu"], default="auto",
                      help="where the model runs: auto (a usable GPU, else the CPU; default), cpu or gpu")
     run.add_argument("--devices", type=_devices, help="GPU backend: device ids, comma separated, or 'all' (default 0)")
-    run.add_argument("--I", type=_floats, help="fold changes, comma separated (default: the method's)")
-    run.add_argument("--classes", type=_strings, help="labels, comma separated (default: the method's)")
-    run.add_argument("--prior-impact", type=float, help="cn.mops priorImpact: weight of the prior of the normal class "
-                                                          "(default: the method's, cn.mops 1, exome 10)")
-    run.add_argument("--cyc", type=int, help="cn.mops cyc: EM cycles (default 20)")
-    run.add_argument("--norm", type=int, choices=[0, 1, 2], default=1,
-                     help="cn.mops norm: 0 none, 1 normalize the counts (default), 2 model coverage as a factor")
-    run.add_argument("--norm-type", default="poisson", help="cn.mops normType: poisson (default), mean, median, "
-                                                             "quant, mode or min")
-    run.add_argument("--size-factor", default="mean", help="cn.mops sizeFactor: mean (default), median, quant or mode")
-    run.add_argument("--norm-qu", type=float, default=0.25, help="cn.mops normQu: quantile for normType quant "
-                                                                  "(default 0.25)")
-    run.add_argument("--qu-size-factor", type=float, default=0.75, help="cn.mops quSizeFactor: quantile for "
-                                                                          "sizeFactor quant (default 0.75)")
-    run.add_argument("--upper-threshold", type=float, help="cn.mops upperThreshold: segment mean of sINI at or above "
-                                                             "which a gain is called (default 0.5)")
-    run.add_argument("--lower-threshold", type=float, help="cn.mops lowerThreshold: segment mean at or below which a "
-                                                             "loss is called (default -0.9; exome -0.8)")
-    run.add_argument("--min-width", type=int, help="cn.mops minWidth: fewest regions of a CNV (default 3; exome 5)")
-    run.add_argument("--seg-algorithm", help="cn.mops segAlgorithm: fast (default) or DNAcopy (needs R + DNAcopy)")
-    run.add_argument("--min-read-count", type=float, help="cn.mops minReadCount: regions whose counts are all at or "
-                                                            "below it are not modelled (default 5; exome 1)")
-    run.add_argument("--use-median", action="store_true", help="cn.mops useMedian: call CNVs on segment medians "
-                                                                "instead of means")
-    run.add_argument("--return-posterior", action="store_true", help="cn.mops returnPosterior: keep the posterior "
-                                                                      "probabilities (regions x classes x samples)")
+    _add_parameter_flags(run)
     run.add_argument("--no-integer", action="store_true", help="skip integer copy numbers")
     run.add_argument("--formats", type=_strings, default=None,
                      help=f"output formats, comma separated, from {','.join(FORMATS)} (default: "
                           f"{','.join(DEFAULT_FORMATS)}; the call tables and params.json are always written)")
-    run.add_argument("--reference-fai", metavar="FAI", help="VCF contig lengths from this FASTA index (samtools "
-                                                            "faidx; default: each chromosome's last window end)")
-    run.add_argument("--reference", metavar="FASTA", help="REF bases of the VCF (and its contig lengths, without "
-                                                          "--reference-fai) from this FASTA (default: REF N)")
-    run.add_argument("--per-sample-vcf", action="store_true", help="also one VCF per sample, cnvr.<sample>.vcf.gz "
-                                                                   "+ index, with the CNV regions it carries")
+    _add_vcf_options(run)
     run.add_argument("--threads", type=int, help="threads of the CPU stages (numba; default: all CPUs)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.add_argument("-v", "--verbose", action="store_true", help="also log the libraries' messages")
@@ -169,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                              "a count store there is replaced)")
     conv.add_argument("--rows", type=int, help="rows per part read from a text or Parquet table (default: ~64 MB of "
                                                "text, 262,144 Parquet rows)")
-    _add_casemode(sub, run)
+    _add_casemode(sub)
     _add_gatksv(sub)
     return parser
 
@@ -220,14 +183,45 @@ def _add_gatksv(sub) -> None:
     cm.add_argument("-o", "--outdir", required=True, help="output folder: passes/<contig>.<mode>.r<r>/ and the BEDs")
 
 
-#: the run options that are cn.mops parameters, shared with ``reference build``
-PARAMETER_DESTS = ("I", "classes", "prior_impact", "cyc", "norm", "norm_type", "size_factor", "norm_qu",
-                   "qu_size_factor", "upper_threshold", "lower_threshold", "min_width", "seg_algorithm",
-                   "min_read_count", "use_median", "return_posterior")
+def _add_parameter_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per cn.mops parameter, made from the parameter table (params.PARAMETERS): ``--prior-impact`` for
+    ``prior_impact``, its value read by the row's parser (a switch for a logical), its help cn.mops's name and
+    meaning with each method's default; not given (None): the method's default."""
+    for p in PARAMETERS.values():
+        parse = KINDS[p.kind][1]
+        text = f"cn.mops {p.r_name}: {p.described.replace('``', '').rstrip('.')}".replace("%", "%%")
+        if parse is None:
+            parser.add_argument(p.flag, dest=p.name, action="store_true", default=None,
+                                help=f"{text} (default off)")
+        else:
+            listed = "comma separated; " if p.kind in ("floats", "strings") else ""
+            parser.add_argument(p.flag, dest=p.name, type=parse,
+                                help=f"{text} ({listed}default {_method_defaults(p)})")
 
 
-def _add_casemode(sub, run) -> None:
-    """``reference build COHORT -o REF`` and ``call NEW --reference REF -o OUT`` (gcnmops.casemode)."""
+def _method_defaults(p) -> str:
+    """The defaults of parameter ``p`` as --help shows them: cn.mops's, then each method's that differs."""
+    def shown(value) -> str:
+        return ",".join(str(v) for v in value) if isinstance(value, (tuple, list)) else str(value)
+
+    base = METHODS["cn.mops"].parameter_defaults()[p.name]
+    other = [f"{m.name} {shown(m.defaults[p.name])}" for m in METHODS.values()
+             if p.name in m.defaults and m.defaults[p.name] != base]
+    return "; ".join([shown(base), *other])
+
+
+def _add_vcf_options(parser: argparse.ArgumentParser) -> None:
+    """How the VCFs are written (outputs.callfiles.VcfOptions), the same options for run and call."""
+    parser.add_argument("--reference-fai", metavar="FAI", help="VCF contig lengths from this FASTA index (samtools "
+                                                            "faidx; default: each chromosome's last window end)")
+    parser.add_argument("--reference", metavar="FASTA", help="REF bases of the VCF (and its contig lengths, without "
+                                                          "--reference-fai) from this FASTA (default: REF N)")
+    parser.add_argument("--per-sample-vcf", action="store_true", help="also one VCF per sample, cnvr.<sample>.vcf.gz "
+                                                                   "+ index, with the CNV regions it carries")
+
+
+def _add_casemode(sub) -> None:
+    """``reference build COHORT -o REF`` and ``call NEW --reference-cohort REF -o OUT`` (gcnmops.casemode)."""
     ref = sub.add_parser("reference", help="a stored reference cohort to call new samples against")
     build = ref.add_subparsers(dest="reference_command", required=True, help="build: a reference from a cohort").add_parser(
         "build", help="fit a cohort once and store it (per-region parameters, normalization, settings)")
@@ -236,15 +230,14 @@ def _add_casemode(sub, run) -> None:
     build.add_argument("--method", choices=[m.name for m in METHODS.values() if m.model is ModelKind.EM],
                        default="cn.mops",
                        help="the cohort method whose model and defaults the reference has (default cn.mops)")
-    for action in run._actions:  # the cn.mops parameters, as run takes them
-        if action.dest in PARAMETER_DESTS:
-            build._add_action(action)
+    _add_parameter_flags(build)
     build.add_argument("--no-counts", action="store_true", help="do not store the cohort's counts (smaller; "
                                                                 "call --mode refit then impossible)")
     build.set_defaults(devices=None)
     call = sub.add_parser("call", help="call CNVs of new samples against a stored reference (gcnmops reference build)")
     call.add_argument("input", help="the new samples' counts, in the reference's regions")
-    call.add_argument("--reference", required=True, metavar="REF", help="the reference folder")
+    call.add_argument("--reference-cohort", metavar="REF", help="the reference cohort's folder (gcnmops reference "
+                                                                "build; required, no default)")
     call.add_argument("-o", "--outdir", required=True, help="output folder (created)")
     call.add_argument("--mode", choices=["frozen", "refit"], default="frozen",
                       help="frozen: the reference's per-region parameters, E-step only (default); refit: cn.mops on "
@@ -252,6 +245,7 @@ def _add_casemode(sub, run) -> None:
     call.add_argument("--no-integer", action="store_true", help="skip integer copy numbers")
     call.add_argument("--formats", type=_strings, default=None,
                       help=f"output formats from {','.join(FORMATS)} (default: {','.join(DEFAULT_FORMATS)})")
+    _add_vcf_options(call)
     for p in (build, call):
         if p is build:
             p.add_argument("--sex-aware", action="store_true", help="model chrX/chrY outside the pseudo-autosomal "
@@ -294,20 +288,25 @@ def _reference_build(args) -> int:
 
 
 def _call(args) -> int:
+    cohort = _reference_cohort(args)
     gpu = _gpu_warmup(args)
     from .casemode import call_samples, load_reference
+    from .outputs.callfiles import VcfOptions
     from .outputs.writers import check_output_folder, write_result
     from .pipeline.family import cnvr_per_sample
 
     formats = check_formats(args.formats)
     check_output_folder(args.outdir)
+    vcf = VcfOptions(args.reference_fai, args.reference, args.per_sample_vcf).checked()
     _set_threads(args.threads)
     t0 = time.perf_counter()
-    ref = load_reference(args.reference)
+    ref = load_reference(cohort)
+    if "vcf" in formats:
+        vcf.checked(ref.ranges)  # the new samples' regions are the reference's
     if gpu is not None:
         gpu.wait()
     result = call_samples(args.input, ref, args.mode, sex=args.sex, integer=not args.no_integer, backend=args.backend)
-    written = write_result(result.replace(cnvr=cnvr_per_sample(result)), args.outdir, formats=formats)
+    written = write_result(result.replace(cnvr=cnvr_per_sample(result)), args.outdir, formats=formats, vcf=vcf)
     s = result.summary()
     print(f"gcnmops call ({args.mode}, reference {ref.n_samples} samples, method {ref.method}): {s['regions']:,} "
           f"regions x {s['samples']} new samples\n  CNVs {s['cnvs']:,}   CNV regions {s['cnv_regions']:,}\n"
@@ -316,6 +315,21 @@ def _call(args) -> int:
     if "sex" in result.params:
         print(_sexes(result.params["sex"]))
     return 0
+
+
+def _reference_cohort(args) -> str:
+    """call's reference cohort folder (--reference-cohort); InputError where none is given, or where --reference
+    names one (--reference is the FASTA of the VCF's REF bases, as in run)."""
+    from .casemode.reference import MANIFEST
+
+    if args.reference is not None and (Path(args.reference) / MANIFEST).is_file():
+        raise InputError(f"--reference {args.reference} is a reference cohort (gcnmops reference build): give it as "
+                         f"--reference-cohort {args.reference}. --reference is the FASTA of the VCF's REF bases, as in "
+                         "gcnmops run.")
+    if args.reference_cohort is None:
+        raise InputError("give the reference cohort to call against: --reference-cohort REF (a folder written by "
+                         "gcnmops reference build)")
+    return args.reference_cohort
 
 
 def _sexes(info: list[dict]) -> str:
@@ -472,14 +486,7 @@ def _figures(args, progress):
 
 def _method_kwargs(args, method) -> dict:
     """The method's keyword arguments from the options given (None: the method's default)."""
-    kwargs = {k: v for k, v in dict(
-        I=args.I, classes=args.classes, prior_impact=args.prior_impact, cyc=args.cyc, norm=args.norm,
-        norm_type=args.norm_type, size_factor=args.size_factor, norm_qu=args.norm_qu,
-        qu_size_factor=args.qu_size_factor, upper_threshold=args.upper_threshold,
-        lower_threshold=args.lower_threshold, min_width=args.min_width, seg_algorithm=args.seg_algorithm,
-        min_read_count=args.min_read_count, use_median=args.use_median,
-        return_posterior=args.return_posterior, devices=args.devices).items()
-        if v is not None}
+    kwargs = {k: v for k, v in ((p, getattr(args, p)) for p in (*PARAMETERS, "devices")) if v is not None}
     if "devices" in kwargs and not method.devices:
         raise InputError("--devices applies to --method " + " and ".join(m.name for m in METHODS.values() if m.devices))
     if not method.use_median and kwargs.pop("use_median", False):  # these methods always use segment means

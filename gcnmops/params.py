@@ -98,19 +98,104 @@ class CnMopsParams:
                        return_posterior=as_bool(self.return_posterior, "return_posterior"))
 
     def r_params(self) -> dict:
-        """The result's params list with cn.mops's names (without cov, L, A)."""
-        out = {
-            "method": self.method, "folds": list(self.I), "classes": list(self.classes),
-            "priorImpact": self.prior_impact, "cyc": self.cyc, "normType": self.norm_type,
-            "normQu": self.norm_qu, "upperThreshold": self.upper_threshold,
-            "lowerThreshold": self.lower_threshold, "minWidth": self.min_width,
-            "segAlgorithm": self.seg_algorithm, "minReadCount": self.min_read_count,
-            "useMedian": self.use_median, "mainClass": self.main_class, "version": VERSION,
-            "SegmentationParams": dict(self.segment_args),
-        }
+        """The result's params list with cn.mops's names (without cov, L, A): the PARAMETERS with a
+        ``result_name``, in the table's order, between the method and the normal class."""
+        values = {p.result_name: getattr(self, p.name) for p in PARAMETERS.values() if p.result_name is not None}
+        values.update(folds=list(self.I), classes=list(self.classes))
         if self.method in NO_USE_MEDIAN:
-            del out["useMedian"]
-        return out
+            del values["useMedian"]
+        return {"method": self.method, **values, "mainClass": self.main_class, "version": VERSION,
+                "SegmentationParams": dict(self.segment_args)}
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One of cn.mops's parameters: the ONE row every face reads (the Python keyword, the CLI flag and its help,
+    the R bridge's and the batch manifests' cn.mops names, the docstrings' Parameters sections).
+
+    ``name``: ours, CnMopsParams's field and the Python keyword (snake_case); ``r_name``: cn.mops's (R's argument,
+    camelCase); ``kind``: its value, a key of KINDS ("floats": a vector of numbers, "strings": a vector of
+    labels); ``meaning``: what it does (in cn.mops's terms); ``choices``: its allowed values, where a set is
+    (checked by CnMopsParams.validated); ``result_name``: its name in the result's params list (cn.mops's
+    ``folds`` for ``I``), None where that list does not hold it."""
+
+    name: str
+    r_name: str
+    kind: str
+    meaning: str
+    choices: tuple = ()
+    result_name: str | None = None
+
+    @property
+    def flag(self) -> str:
+        """The command line's flag: ``--prior-impact`` for ``prior_impact`` (``--I`` for ``I``)."""
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def described(self) -> str:
+        """The meaning, with the choices where the parameter has a set of them."""
+        if not self.choices:
+            return self.meaning
+        return f"{self.meaning} One of {', '.join(repr(c) if isinstance(c, str) else str(c) for c in self.choices)}."
+
+
+def comma_floats(text: str) -> list[float]:
+    """A vector of numbers as the command line writes it: "0.025,0.5,1"."""
+    return [float(v) for v in text.split(",")]
+
+
+def comma_strings(text: str) -> list[str]:
+    """A vector of labels as the command line writes it: "CN0, CN1" (spaces around commas dropped)."""
+    return [v.strip() for v in text.split(",")]
+
+
+#: a parameter's kind -> (its type in the docstrings, the command line's parser of its value; None: a switch)
+KINDS: dict[str, tuple[str, object]] = {
+    "floats": ("sequence of float", comma_floats), "strings": ("sequence of str", comma_strings),
+    "float": ("float", float), "int": ("int", int), "str": ("str", str), "bool": ("bool", None),
+}
+
+
+def _parameter(name, r_name, kind, meaning, choices=(), in_result=True) -> Parameter:
+    return Parameter(name, r_name, kind, meaning, tuple(choices),
+                     ("folds" if name == "I" else r_name) if in_result else None)
+
+
+#: cn.mops's parameters (spec section 1), by our name, in cn.mops's order: THE table of their names, kinds and
+#: meanings; the CLI's flags, the R bridge's name mapping, parameter_name and the docstrings are built from it
+PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
+    _parameter("I", "I", "floats", "expected fold change of each copy-number class relative to the normal class "
+               "(CN2; haplocn.mops CN1); the model's Poisson means are lambda x I."),
+    _parameter("classes", "classes", "strings", "labels of the classes, one per fold change (\"CN0\" ... \"CN8\"); "
+               "integer copy numbers are read from the digits."),
+    _parameter("prior_impact", "priorImpact", "float", "weight of the Dirichlet prior on the normal class: larger "
+               "values make the model call fewer CNVs."),
+    _parameter("cyc", "cyc", "int", "EM cycles per region."),
+    _parameter("norm", "norm", "int", "0: no normalization; 1: normalize the counts per chromosome "
+               "(normalize_chromosomes); 2: model the raw counts with per-sample coverage factors.", (0, 1, 2),
+               in_result=False),
+    _parameter("norm_type", "normType", "str", "normalization (see normalize_chromosomes).", NORM_TYPES),
+    _parameter("size_factor", "sizeFactor", "str", "how a sample's size factor is taken.", SIZE_FACTORS,
+               in_result=False),
+    _parameter("norm_qu", "normQu", "float", "quantile of normType \"quant\", in (0, 1)."),
+    _parameter("qu_size_factor", "quSizeFactor", "float", "quantile of sizeFactor \"quant\", in (0, 1).",
+               in_result=False),
+    _parameter("upper_threshold", "upperThreshold", "float", "a segment whose mean (median with use_median) of the "
+               "local assessments (sINI, log2 fold) is at or above this is a gain."),
+    _parameter("lower_threshold", "lowerThreshold", "float", "a segment whose mean (median) is at or below this is "
+               "a loss."),
+    _parameter("min_width", "minWidth", "int", "fewest consecutive regions of a CNV (also the segmentation's "
+               "minSeg)."),
+    _parameter("seg_algorithm", "segAlgorithm", "str", "\"fast\" (cn.mops's own segmentation) or \"DNAcopy\" (R's "
+               "DNAcopy through rpy2; the fast one with a warning where R cannot be reached)."),
+    _parameter("min_read_count", "minReadCount", "float", "regions where every sample has at most this many reads "
+               "are not modelled (the normal class's answer)."),
+    _parameter("use_median", "useMedian", "bool", "call CNVs on segment medians instead of means."),
+    _parameter("return_posterior", "returnPosterior", "bool", "keep the posterior probabilities (regions x classes "
+               "x samples, float64) in ``result.posterior_probs``.", in_result=False),
+)}
+#: the same rows by cn.mops's names (priorImpact -> prior_impact's row)
+BY_R_NAME: dict[str, Parameter] = {p.r_name: p for p in PARAMETERS.values()}
 
 
 #: CnMopsParams fields an entry point does not take (the method table sets them)
@@ -189,7 +274,7 @@ def _method(name, function, aliases, result_method, model, defaults=None, option
 
 
 #: the cn.mops family, by our method name: THE table every entry point, the CLI, the batch runner and the
-#: distributed pipeline read (the R bridge's argument names are rbridge._R_ARGS)
+#: distributed pipeline read (their parameters' names are PARAMETERS)
 METHODS: dict[str, Method] = {m.name: m for m in (
     _method("cn.mops", "cn_mops", ("cnmops", "cn_mops"), "cn.mops", "em", devices=True),
     _method("exome", "exome_cn_mops", ("exomecn.mops",), "cn.mops", "em", devices=True,
@@ -225,10 +310,13 @@ def canonical_method(name) -> str:
 
 
 def parameter_name(name: str) -> str:
-    """Our keyword for a parameter name: snake_case as is, cn.mops's camelCase converted (priorImpact ->
-    prior_impact, segMedianT -> seg_median_t); ``I`` stays ``I``."""
+    """Our keyword for a parameter name: snake_case as is, cn.mops's names through the PARAMETERS table
+    (priorImpact -> prior_impact), other camelCase names (the segmentation's) converted (segMedianT ->
+    seg_median_t); ``I`` stays ``I``."""
     name = name.strip()
-    if name == "I" or "_" in name or name.islower():
+    if name in BY_R_NAME:
+        return BY_R_NAME[name].name
+    if "_" in name or name.islower():
         return name
     return re.sub(r"(?<!^)([A-Z])", r"_\1", name).lower()
 

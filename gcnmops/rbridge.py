@@ -43,19 +43,11 @@ from .io.rsession import (as_scalar, as_strings, double_vector, element, int_vec
                           r_session, string_vector)
 from .outputs.robject import label_codes, result_into_env, tables_into_env
 from .outputs.rresult import from_r
-from .params import VERSION, CnMopsParams
+from .params import BY_R_NAME, PARAMETERS, VERSION, CnMopsParams, Parameter
 
 log = logging.getLogger("gcnmops")
 
 
-#: cn.mops's argument names -> CnMopsParams fields
-_R_ARGS = {
-    "I": "I", "classes": "classes", "priorImpact": "prior_impact", "cyc": "cyc", "norm": "norm",
-    "normType": "norm_type", "sizeFactor": "size_factor", "normQu": "norm_qu", "quSizeFactor": "qu_size_factor",
-    "upperThreshold": "upper_threshold", "lowerThreshold": "lower_threshold", "minWidth": "min_width",
-    "segAlgorithm": "seg_algorithm", "minReadCount": "min_read_count", "useMedian": "use_median",
-    "returnPosterior": "return_posterior",
-}
 #: cn.mops segment()'s argument names -> ours
 _SEGMENT_ARGS = {"alpha": "alpha", "segMedianT": "seg_median_t", "minSeg": "min_seg", "eps": "eps",
                  "delta": "delta", "maxInt": "max_int", "cyberWeight": "cyber_weight"}
@@ -132,30 +124,47 @@ def _threads(parallel):
 
 
 def _params_from_r(plist, method: str = "cn.mops") -> CnMopsParams:
-    kw = {}
-    for rname, pyname in _R_ARGS.items():
-        v = element(plist, rname)
-        if v is None:
+    """The validated parameters of a run from the R list ``plist`` (cn.mops's names)."""
+    params, segment_args, _ = _r_arguments(plist)
+    return CnMopsParams(method=method, segment_args=segment_args, **params).validated()
+
+
+def _r_arguments(plist) -> tuple[dict, dict, dict]:
+    """cn.mops's arguments in the R list ``plist`` (R's names; NULL: not given) as three dicts of the Python API's
+    keywords: cn.mops's parameters (named through params.BY_R_NAME), the segmentation's arguments (``segment_args``:
+    cn.mops's fast-segmentation names mapped; others -- DNAcopy's nperm, undo.splits, ..., and the seed R draws for
+    DNAcopy -- passed on: the pipeline checks them against the segmentation used) and ``verbose``/``parallel``."""
+    params, segment_args, other = {}, {}, {}
+    if plist is None or is_null(plist) or not len(plist):
+        return params, segment_args, other
+    for rname, value in zip(list(plist.names), plist):
+        if is_null(value):
             continue
-        if rname in ("I",):
-            kw[pyname] = tuple(float(x) for x in r_array(v)) if v.typeof != r_session().ri.RTYPES.STRSXP else list(v)
-        elif rname == "classes":
-            kw[pyname] = tuple(as_strings(v))
-        else:
-            kw[pyname] = as_scalar(v)
-    seg = {}
-    seg_list = element(plist, "segment_args")
-    if seg_list is not None and len(seg_list):
-        for name, value in zip(list(seg_list.names), seg_list):
-            # cn.mops's fast-segmentation names mapped; others (DNAcopy's nperm, undo.splits, ..., and the
-            # seed R draws for DNAcopy) passed on: the pipeline checks them against the segmentation used
-            seg[_SEGMENT_ARGS.get(name, name)] = as_scalar(value)
-    if isinstance(kw.get("norm"), bool):
-        kw["norm"] = int(kw["norm"])
-    for name in ("cyc", "norm", "min_width"):
-        if isinstance(kw.get(name), float) and float(kw[name]).is_integer():
-            kw[name] = int(kw[name])
-    return CnMopsParams(method=method, segment_args=seg, **kw).validated()
+        if rname == "segment_args":
+            for sname, svalue in zip(list(value.names) if len(value) else [], value):
+                segment_args[_SEGMENT_ARGS.get(sname, sname)] = as_scalar(svalue)
+        elif rname in BY_R_NAME:
+            p = BY_R_NAME[rname]
+            params[p.name] = _r_value(p, value)
+        elif rname in ("verbose", "parallel"):
+            other[rname] = as_scalar(value)
+    return params, segment_args, other
+
+
+def _r_value(p: Parameter, value):
+    """The R value of cn.mops's parameter ``p`` as the Python API takes it, by the row's kind: a vector of numbers
+    (of strings as they are: the checks refuse them) or of labels, else a scalar (a whole-number double as an int
+    where the parameter is one)."""
+    if p.kind == "floats":
+        if value.typeof == r_session().ri.RTYPES.STRSXP:
+            return list(as_strings(value))
+        return tuple(float(x) for x in r_array(value))
+    if p.kind == "strings":
+        return tuple(as_strings(value))
+    v = as_scalar(value)
+    if p.kind == "int" and isinstance(v, float) and v.is_integer():
+        return int(v)
+    return v
 
 
 def _count_data_from_env(env) -> CountData:
@@ -196,7 +205,7 @@ def _put_into(dest: np.ndarray, src: np.ndarray | None) -> bool:
 
 def _r_names(message: str) -> str:
     """An engine message with cn.mops's argument names (size_factor -> sizeFactor, ...) for R users."""
-    for rname, pyname in {**_R_ARGS, **_SEGMENT_ARGS}.items():
+    for rname, pyname in {**{p.r_name: p.name for p in PARAMETERS.values()}, **_SEGMENT_ARGS}.items():
         if "_" in pyname:
             message = re.sub(rf"\b{pyname}\b", rname, message)
     return message
@@ -474,31 +483,10 @@ _references: dict = {}
 
 
 def _family_kwargs(plist) -> dict:
-    """cn.mops's arguments in the R list ``plist`` (R's names; NULL: not given) -> the Python API's keywords
-    (snake_case; the segmentation's arguments mapped or passed on; ``parallel`` kept as it is)."""
-    kw = {}
-    if plist is None or is_null(plist) or not len(plist):
-        return kw
-    for rname, value in zip(list(plist.names), plist):
-        if is_null(value):
-            continue
-        if rname == "segment_args":
-            for sname, svalue in zip(list(value.names) if len(value) else [], value):
-                kw[_SEGMENT_ARGS.get(sname, sname)] = as_scalar(svalue)
-        elif rname == "I":
-            kw["I"] = tuple(float(v) for v in r_array(value))
-        elif rname == "classes":
-            kw["classes"] = tuple(as_strings(value))
-        elif rname in _R_ARGS:
-            kw[_R_ARGS[rname]] = as_scalar(value)
-        elif rname in ("verbose", "parallel"):
-            kw[rname] = as_scalar(value)
-    if isinstance(kw.get("norm"), bool):
-        kw["norm"] = int(kw["norm"])
-    for name in ("cyc", "norm", "min_width"):
-        if isinstance(kw.get(name), float) and float(kw[name]).is_integer():
-            kw[name] = int(kw[name])
-    return kw
+    """cn.mops's arguments in the R list ``plist`` -> the Python API's keywords (:func:`_r_arguments`'s three
+    dicts in one)."""
+    params, segment_args, other = _r_arguments(plist)
+    return {**params, **segment_args, **other}
 
 
 def _reference_summary(handle: str, ref, path) -> dict:

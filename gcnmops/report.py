@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .params import PARAMETERS
+
 #: CNV regions listed in the table (the files have all of them)
 MAX_TABLE_ROWS = 200
 
@@ -70,9 +72,9 @@ def _summary_section(result) -> str:
         ["regions", s["regions"]], ["samples", s["samples"]], ["chromosomes", s["chromosomes"]],
         ["segments", s["segments"]], ["CNVs", s["cnvs"]], ["CNV regions", s["cnv_regions"]],
     ]
+    names = [q.result_name for q in PARAMETERS.values() if q.result_name is not None] + ["mainClass"]
     params = [[k, ", ".join(str(v) for v in p[k]) if isinstance(p[k], (list, tuple)) else p[k]]
-              for k in ("classes", "folds", "priorImpact", "cyc", "normType", "upperThreshold", "lowerThreshold",
-                        "minWidth", "segAlgorithm", "minReadCount", "mainClass", "useMedian") if k in p]
+              for k in names if k in p]
     timing = [[k, f"{v:.2f} s"] for k, v in result.timings.items()]
     parts = ["<h2>Summary</h2>", '<div class="cols"><div>', _table(None, rows), "</div><div>",
              _table(["parameter", "value"], params), "</div>"]

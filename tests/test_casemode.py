@@ -302,14 +302,45 @@ def test_cli_reference_build_and_call(tmp_path, capsys):
     frame(new).to_csv(tmp_path / "new.tsv", sep="\t", index=False)
     assert main(["reference", "build", str(tmp_path / "cohort.tsv"), "-o", str(tmp_path / "ref"), "--backend", "cpu",
                  "--quiet"]) == 0
-    assert main(["call", str(tmp_path / "new.tsv"), "--reference", str(tmp_path / "ref"), "-o", str(tmp_path / "out"),
-                 "--backend", "cpu", "--quiet", "--formats", "tsv"]) == 0
+    assert main(["call", str(tmp_path / "new.tsv"), "--reference-cohort", str(tmp_path / "ref"), "-o",
+                 str(tmp_path / "out"), "--backend", "cpu", "--quiet", "--formats", "tsv"]) == 0
     out = capsys.readouterr().out
     assert "frozen" in out and (tmp_path / "out" / "cnvs.tsv").exists()
     frame(new).iloc[:-1].to_csv(tmp_path / "short.tsv", sep="\t", index=False)
-    assert main(["call", str(tmp_path / "short.tsv"), "--reference", str(tmp_path / "ref"), "-o",
+    assert main(["call", str(tmp_path / "short.tsv"), "--reference-cohort", str(tmp_path / "ref"), "-o",
                  str(tmp_path / "out2"), "--quiet"]) == 2
     assert "error:" in capsys.readouterr().err
+
+
+def test_cli_call_reference_is_the_fasta_as_in_run(tmp_path, capsys):
+    """call's --reference is run's (the FASTA of the VCF's REF bases), the cohort is --reference-cohort: an
+    old-style --reference REFDIR and a call without a cohort are refused before any work (error:, exit 2)."""
+    from gcnmops.cli import main
+
+    pysam = pytest.importorskip("pysam")
+    _, _, ref_data, new, ref = _cohort()
+    ref.save(tmp_path / "ref")
+    counts = tmp_path / "new.tsv"
+    pd.concat([new.ranges, pd.DataFrame(new.counts, columns=new.sample_names)], axis=1).to_csv(counts, sep="\t",
+                                                                                             index=False)
+    for extra, fragment in ((["--reference", str(tmp_path / "ref")], "--reference-cohort " + str(tmp_path / "ref")),
+                            ([], "--reference-cohort REF"),
+                            (["--reference-cohort", str(tmp_path / "ref"), "--reference", str(tmp_path / "none.fa")],
+                             "not found")):
+        assert main(["call", str(counts), "-o", str(tmp_path / "out"), "--quiet", "--backend", "cpu", *extra]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error:") and fragment in err, err
+        assert not (tmp_path / "out").exists()
+    rng = np.random.default_rng(0)
+    fasta = tmp_path / "ref.fa"
+    ends = new.ranges.groupby("seqnames", sort=False)["end"].max()
+    fasta.write_text("".join(f">{c}\n{''.join(rng.choice(list('ACGT'), int(n)))}\n" for c, n in ends.items()))
+    assert main(["call", str(counts), "--reference-cohort", str(tmp_path / "ref"), "--reference", str(fasta), "-o",
+                 str(tmp_path / "out"), "--quiet", "--backend", "cpu", "--formats", "vcf", "--per-sample-vcf"]) == 0
+    assert (tmp_path / "out" / f"cnvr.{new.sample_names[0]}.vcf.gz").exists()
+    with pysam.VariantFile(str(tmp_path / "out" / "cnvr.vcf.gz")) as vcf, pysam.FastaFile(str(fasta)) as fa:
+        records = list(vcf)
+        assert records and all(r.ref == fa.fetch(r.chrom, r.pos - 1, r.pos) for r in records)
 
 
 def _cli(*args, timeout: int = 300):
