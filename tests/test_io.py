@@ -198,9 +198,9 @@ def test_npz_bad_counts_are_named_as_before(tmp_path, blocks):
 
 
 def test_npz_checks_the_crc_of_members_read_in_place(tmp_path, monkeypatch):
-    from gcnmops.io import readers
+    from gcnmops.io import npz
 
-    monkeypatch.setattr(readers._NpzCrc, "PIECE", 1000)  # CRC-32s of pieces, combined
+    monkeypatch.setattr(npz._NpzCrc, "PIECE", 1000)  # CRC-32s of pieces, combined
     p = tmp_path / "c.npz"
     _npz(p, np.full((1000, 3), 7, dtype=np.int32))
     assert read_counts(p).counts.sum() == 21000

@@ -22,7 +22,7 @@ import pytest
 from gcnmops import files, jitcache
 from gcnmops.cli import main
 from gcnmops.errors import InputError
-from gcnmops.io import read_counts, readers
+from gcnmops.io import npz, read_counts
 from gcnmops.outputs import writers
 from gcnmops.io.store import save_count_data
 
@@ -347,7 +347,7 @@ def _peak(fn) -> int:
 def test_a_zip_bomb_is_refused_before_it_is_inflated(tmp_path, monkeypatch):
     bomb = _bomb(tmp_path / "bomb.npz", rows=1 << 20)  # 64 MB inflated
     assert bomb.stat().st_size < 1 << 20
-    monkeypatch.setattr(readers, "available_memory", lambda: 32 << 20)  # as if 64 MB were more than there is
+    monkeypatch.setattr(npz, "available_memory", lambda: 32 << 20)  # as if 64 MB were more than there is
 
     def read():
         with pytest.raises(InputError, match="more than the memory available"):
