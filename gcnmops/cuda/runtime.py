@@ -381,6 +381,26 @@ def on_device(device_id: int) -> ExitStack:
     return stack
 
 
+def in_threads(work: dict) -> None:
+    """Run each callable of ``work`` (thread name -> callable) in a thread of its own, wait for all, and re-raise
+    the first exception in the caller's thread."""
+    errors: list = []
+
+    def guarded(fn):
+        try:
+            fn()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guarded, args=(fn,), name=name) for name, fn in work.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
 def make_backend(device_id: int = 0, prefer: str = "auto"):
     """cupy where importable (and not simulating), else numba.cuda's own."""
     sim = simulating()

@@ -38,7 +38,7 @@ from ..cuda.config import (EM_BLOCKS_PER_SM, EM_LOCAL_WORK_MAX, EM_MAX_REGISTERS
                            EM_UNROLL_MAX_CLASSES)
 from ..cuda.kernels import cached_kernel
 from .chunks import OUT_FIELDS, POST_FIELD, ChunkPipeline
-from ..cuda.runtime import device_module, is_device_array, kernel_arg, make_backend, simulating
+from ..cuda.runtime import device_module, in_threads, is_device_array, kernel_arg, make_backend, simulating
 from .spec import ModelOutput, ModelSpec
 
 try:  # module level: the kernel's ``cuda`` must be a global (the CUDA simulator swaps module globals)
@@ -421,26 +421,6 @@ def _run_shared_queue(devs: list, x: np.ndarray, out: ModelOutput, direct: bool,
         return rows, chunks, plans, taken
     in_threads({f"gcnmops-gpu{d.device_id}": (lambda d=d: d.run(x, out, puller(d.device_id), direct)) for d in devs})
     return rows, chunks, plans, taken
-
-
-def in_threads(work: dict) -> None:
-    """Run each callable of ``work`` (thread name -> callable) in a thread of its own, wait for all, and re-raise
-    the first exception in the caller's thread."""
-    errors: list = []
-
-    def guarded(fn):
-        try:
-            fn()
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-            errors.append(exc)
-
-    threads = [threading.Thread(target=guarded, args=(fn,), name=name) for name, fn in work.items()]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
 
 
 def fit_gpu_device(x, cov: np.ndarray, spec: ModelSpec, keep_post: bool = False, out: ModelOutput | None = None,

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import numba
 import numpy as np
 
-from ..cuda.runtime import on_device
+from ..cuda.runtime import in_threads, on_device
 from ..data import CountData
 from ..model.spec import ModelOutput
 from ..normalization import sample_coverage
@@ -58,9 +58,8 @@ def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timin
     order = sorted(range(len(blocks)), key=lambda k: blocks[k][1] - blocks[k][2])  # largest first, stable
     taken = iter(order)
     take = threading.Lock()
+    failed = threading.Event()  # a device failed: the others take no more chromosomes
     per_device: dict[int, dict] = {d: {"chromosomes": 0} for d in devices}
-    errors: list[BaseException] = []
-
     share = max(1, numba.get_num_threads() // len(devices))
 
     def work(device: int) -> None:
@@ -69,7 +68,7 @@ def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timin
         try:
             numba.set_num_threads(share)  # this thread's parallel loops: its share of the cores
             with on_device(device):
-                while not errors:
+                while not failed.is_set():
                     with take:
                         k = next(taken, None)
                     if k is None:
@@ -84,18 +83,14 @@ def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timin
                     for name, value in {**block_timings, **result.gpu_stats}.items():
                         if isinstance(value, (int, float)) and not isinstance(value, bool):
                             stats[name] = stats.get(name, 0) + value
-        except BaseException as err:  # noqa: BLE001 - the run's error, raised by the calling thread
-            errors.append(err)
-        stats["seconds"] = time.perf_counter() - t0
+        except BaseException:
+            failed.set()
+            raise
+        finally:
+            stats["seconds"] = time.perf_counter() - t0
 
     with BlockTables(len(blocks), regions.sample_names, plan.segments) as gathered:
-        threads = [threading.Thread(target=work, args=(d,), name=f"gcnmops-gpu{d}") for d in devices]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    if errors:
-        raise errors[0]
+        in_threads({f"gcnmops-gpu{d}": (lambda d=d: work(d)) for d in devices})
     for stage in _STAGES:
         timings[stage] = timings.get(stage, 0.0) + max(s.get(stage, 0.0) for s in per_device.values())
     gpu_stats = {f"device_{d}_{key}": s[key] for d, s in per_device.items() for key in ("seconds", "chromosomes")}
