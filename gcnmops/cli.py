@@ -738,8 +738,8 @@ def entry() -> None:
     """The ``gcnmops`` command (and ``python -m gcnmops``): ``main``, then the process ends at once.
 
     Every file is complete and renamed by then; what is left is tearing down the GPU's pinned host memory and
-    context, and freeing the result's arrays one by one, which took 1.4 s of a 13 s BM-A run on an H100: the
-    operating system reclaims all of it at once instead (``os._exit`` after flushing the output streams)."""
+    context, and freeing the result's arrays one by one, a noticeable part of a large run (benchmarks/RESULTS.md):
+    the operating system reclaims all of it at once instead (``os._exit`` after flushing the output streams)."""
     import os
 
     code = main()

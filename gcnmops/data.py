@@ -85,8 +85,8 @@ class CountData:
 @dataclass(frozen=True)
 class Validated:
     """A CountData as :func:`make_count_data` returned it, unchanged since, that our own code (the command line)
-    hands to an entry point: ``read_counts`` takes it as it is instead of validating every count and region again
-    (~0.4 s at 7 M regions). Not for users: a CountData built or changed by hand is validated by every entry
+    hands to an entry point: ``read_counts`` takes it as it is instead of validating every count and region
+    again. Not for users: a CountData built or changed by hand is validated by every entry
     point."""
 
     data: CountData

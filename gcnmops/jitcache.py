@@ -255,8 +255,7 @@ def caching() -> bool:
 def compile_bytecode() -> int:
     """Byte-compile the package's modules into its ``__pycache__`` folders where that is writable, as ``pip
     install`` does; ``gcnmops warmup`` calls it for a source checkout run where Python writes no bytecode
-    (``PYTHONDONTWRITEBYTECODE``): each process would compile ~190 modules from source (0.5 s on the H100
-    machine). Returns how many files were compiled; a read-only install compiles none (never an error)."""
+    (``PYTHONDONTWRITEBYTECODE``): each process would compile every module from source. Returns how many files were compiled; a read-only install compiles none (never an error)."""
     import compileall
 
     before = sum(1 for _ in PACKAGE_DIR.rglob("__pycache__/*.pyc"))

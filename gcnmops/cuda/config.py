@@ -9,16 +9,15 @@ these at import.
 from __future__ import annotations
 
 # ------------------------------------------------------------------------ the EM (model/gpu.py), one thread per region
-#: threads per block (H100, BM-A: 0.108 s at 256, 0.113 s at 128, 0.117 s at 64)
+#: threads per block (the fastest measured, benchmarks/RESULTS.md)
 EM_THREADS_PER_BLOCK = 256
-#: blocks per SM of a launch with a global scratch (a grid-stride loop; H100 1M x 400: 2, 4 and 16 within 2 %)
+#: blocks per SM of a launch with a global scratch (a grid-stride loop; 2, 4 and 16 measured alike)
 EM_BLOCKS_PER_SM = 4
 #: samples: the per-sample work buffers are per-thread local arrays up to this many (a global scratch beyond)
 EM_LOCAL_WORK_MAX = 128
 #: classes: the class loops are unrolled (state in registers) up to this many
 EM_UNROLL_MAX_CLASSES = 16
-#: registers per thread handed to the compiler as its cap (H100, BM-A, 128 threads/block: 0.113 s at 128
-#: registers; 96: 0.122, 168: 0.126, 192: 0.167, uncapped 0.167)
+#: registers per thread handed to the compiler as its cap (the fastest measured, benchmarks/RESULTS.md)
 EM_MAX_REGISTERS = 128
 
 # ------------------ the E-step against fixed parameters (model/estep.py): one thread per region, the whole matrix

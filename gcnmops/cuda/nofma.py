@@ -5,8 +5,8 @@ x log(lambda) - lgamma(x + 1) - lambda, R's lgamma series, the segmentation's wi
 results far beyond the last bit, and near-ties then decide differently from the CPU. Kernels whose Python
 name contains ``NOFMA_MARK`` are compiled with NVVM's ``-fma=0`` (explicit ``fma`` calls stay fused) and
 linked as PTX, whose ``.rn`` operations no later stage may fuse: numba-cuda links with LTO where nvJitLink
-is installed, and nvJitLink's link-time code generation contracts again (seen on an H100: R's lgamma 1 ulp
-off in a quarter of the arguments in an LTO-linked kernel). ``jit_nofma`` does both.
+is installed, and nvJitLink's link-time code generation contracts again (R's lgamma was then 1 ulp off in
+an LTO-linked kernel). ``jit_nofma`` does both.
 """
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ def gpu_available() -> bool:
     """True when a real CUDA device can run the model here (numba-cuda and a driver); never raises.
 
     Probed once per process, under a lock: numba-cuda's driver initialization is not thread-safe, and
-    several task threads of one Dask worker asking at once saw no GPU (seen on an H100 with 8 threads)."""
+    several task threads of one Dask worker asking at once saw no GPU."""
     with _PROBE_LOCK:
         if not _PROBED:
             _PROBED.append(_probe_gpu())
@@ -52,8 +52,8 @@ def gpu_count() -> int:
 @functools.cache
 def driver_library_loads() -> bool:
     """False where the CUDA driver library certainly cannot be loaded (Linux without ``libcuda.so.1``): then no
-    GPU is usable, and the probe answers at once instead of importing numba-cuda (~0.25-0.4 s of a CPU run with
-    ``--backend auto``). True elsewhere (other systems: numba-cuda's own search decides)."""
+    GPU is usable, and the probe answers at once instead of importing numba-cuda (a noticeable part of a CPU run
+    with ``--backend auto``). True elsewhere (other systems: numba-cuda's own search decides)."""
     if not sys.platform.startswith("linux"):
         return True
     try:
@@ -128,7 +128,7 @@ def warm_up_gpu(devices: int | Sequence[int] | str | None = None) -> GpuWarmup |
     "all"; an id or a list of ids, as the model's ``devices``) on a background thread, and return it; None where no
     GPU can be there (no driver library, the CUDA simulator) or cuda-python's driver binding is missing.
 
-    This is the costly part of the run's first GPU use (~0.5 s on an H100: the probe and the first context), moved
+    This is the costly part of the run's first GPU use (the probe and the first context), moved
     to overlap with the imports and the input read of a command. Safe by construction:
 
     - the thread makes raw driver calls only (cuda-python's ``cuda.bindings.driver``, which releases the GIL): it

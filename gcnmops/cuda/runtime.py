@@ -294,9 +294,8 @@ _REGISTER_PORTABLE = 1
 class Landing:
     """Host arrays that device copies land in (or leave from), page-locked in place.
 
-    A fresh pinned allocation costs ~0.74 s per GB on an H100 machine (3.2 GB: 2.4 s); a plain array whose pages
-    are touched by every core and then registered (cudaHostRegister) costs ~0.07 s per GB and takes copies at the
-    same 55 GB/s. ``empty`` makes such an array, ``lock`` locks an existing one (``device_copy``'s source);
+    A fresh pinned allocation costs about ten times as much as a plain array whose pages are touched by every
+    core and then registered (cudaHostRegister), which takes copies at the same speed. ``empty`` makes such an array, ``lock`` locks an existing one (``device_copy``'s source);
     ``close`` (or leaving the ``with`` block) unregisters them all, after the copies into or out of them have
     completed: they are then ordinary numpy arrays that the caller keeps."""
 
@@ -343,7 +342,7 @@ def pinned_empty(shape, dtype=np.float64) -> np.ndarray:
     copies; the block returns to the pool when the array is freed); a plain array in the simulator."""
     if simulating():
         return np.empty(shape, dtype=dtype, order="F")
-    import cupy  # not cupyx.empty_pinned: importing cupyx loads scipy (~0.5 s of every GPU run's start)
+    import cupy  # not cupyx.empty_pinned: importing cupyx loads scipy at every GPU run's start
 
     dtype = np.dtype(dtype)
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
@@ -354,9 +353,9 @@ def pinned_empty(shape, dtype=np.float64) -> np.ndarray:
 def device_copy(host: np.ndarray):
     """A column-major device copy (cupy) of the host array ``host``; in the simulator a numpy copy.
 
-    Pageable memory crosses PCIe through the driver's staging buffers (~1 GB/s on a fresh process's first copy,
-    0.8 s for BM-A's counts on an H100); its pages are page-locked in place for the copy instead (cudaHostRegister:
-    ~0.03 s per GB for memory already touched), then released."""
+    Pageable memory crosses PCIe slowly through the driver's staging buffers on a fresh process's first copy; its
+    pages are page-locked in place for the copy instead (cudaHostRegister, cheap for memory already touched), then
+    released."""
     if simulating():
         return host.copy(order="F")
     import cupy

@@ -3,8 +3,8 @@
 The kernel calls ``em.fit_region`` (the formulas of the CPU's ``em.fit_lanes``, from the same helpers) from a
 grid-stride loop: the E-step streams over the samples, one posterior column (n x 1) at a time, adding it to the
 per-class sums and storing it in the thread's row of a global posterior scratch, from which the M-step's T is
-summed class by class, so that every sum runs in cn.mops's order (H100, 1M x 400: 1.07 s; recomputing each
-cycle's posteriors instead of storing them, where the scratch does not fit the device, 1.77 s). Every array is
+summed class by class, so that every sum runs in cn.mops's order (where the scratch does not fit the device,
+each cycle's posteriors are recomputed instead of stored, more slowly: benchmarks/RESULTS.md). Every array is
 region-fastest (column-major) and every scratch thread-fastest, so thread r and thread r+1 touch neighbouring
 addresses and each warp's loads and stores coalesce. Per-thread state (alpha,
 lambda, log lambda, the M-step accumulators, the posterior column) lives in ``cuda.local.array``s sized by the
@@ -132,7 +132,7 @@ def local_work_size(N: int) -> int:
 # --------------------------------------------------------------------------------------- device state
 @dataclass
 class KernelConfig:
-    """Launch choices; the defaults are the measured best on an H100 (benchmarks/RESULTS.md).
+    """Launch choices; the defaults are the fastest measured (benchmarks/RESULTS.md).
 
     ``threads_per_block``; ``variant``: "unroll" (class count compiled in, state in registers), "rolled"
     (run-time class count) or "auto" (unroll up to EM_UNROLL_MAX_CLASSES classes); ``work``: the per-sample

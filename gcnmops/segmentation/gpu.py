@@ -24,7 +24,7 @@ both order statistics with its GPU value as with its exact one, so the counts be
 threshold and every decision equal those of the all-exact statistic, which segmentation/cpu.py's result equals by
 construction (its own screening keeps the same invariant). The recomputation is one CPU tail per position
 (the exact tail of the GPU's best window, ``_exact_p``); sINI near zero gives many exact ties between
-neighbours, so up to ~17% of the candidates are recomputed (BM-A: 4.5M of 25.9M, ~0.2 s on 16 cores).
+neighbours, so a sizeable share of the candidates is recomputed (benchmarks/RESULTS.md has the counts).
 
 Residual assumption: the GPU value is within TAU of the CPU's. It holds unless two windows of one position
 have tails within rounding of each other and that decides the window loop's stop or its maximum; then the
@@ -155,8 +155,8 @@ def prepare_vectors(values: np.ndarray, firsts: np.ndarray, ends: np.ndarray, pa
     N = values.shape[1]
     nv = firsts.size * N
     offs = task_offsets(np.tile(ends - firsts, N))
-    # pageable on purpose: page-locked xt made the host passes over it 4-5x slower on the H100 machine
-    # (prepare 0.25 -> 0.85 s, fill 0.16 -> 0.83 s at BM-A) for 0.1 s saved on the copy
+    # pageable on purpose: page-locked xt made the host passes over it several times slower for little saved on
+    # the copy (benchmarks/RESULTS.md)
     xt = np.empty(int(offs[-1]))
     vec_eps, vec_V, vec_thi, vec_tlo = (np.empty(nv) for _ in range(4))
     dirty = np.zeros(nv, dtype=np.int8)
