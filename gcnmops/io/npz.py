@@ -16,6 +16,17 @@ from ..errors import InputError
 from .columns import count_data_from_array
 
 
+def array_header(fh) -> tuple | None:
+    """(shape, fortran order, dtype) of the .npy header at ``fh``'s position (left after it); None for a layout
+    other than versions 1.0 and 2.0."""
+    version = np.lib.format.read_magic(fh)
+    if version == (1, 0):
+        return np.lib.format.read_array_header_1_0(fh)
+    if version == (2, 0):
+        return np.lib.format.read_array_header_2_0(fh)
+    return None
+
+
 def read_npz(path: Path, min_samples: int) -> CountData:
     """An .npz archive (see :func:`read_counts`). Arrays stored uncompressed (``np.savez``) are read in place
     (``_npz_member``): the counts are converted to float64 straight from the file and the seqnames become one
@@ -98,13 +109,10 @@ def _npz_member(z, path: Path, key: str, checks: list, keep_float64: bool = True
                 return z[key]
             start = info.header_offset + 30 + sum(struct.unpack("<HH", local[26:30]))
             fh.seek(start)
-            version = np.lib.format.read_magic(fh)
-            if version == (1, 0):
-                shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
-            elif version == (2, 0):
-                shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
-            else:
+            header = array_header(fh)
+            if header is None:
                 return z[key]
+            shape, fortran, dtype = header
             offset = fh.tell()
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         if dtype.hasobject or nbytes == 0 or offset - start + nbytes != info.file_size or \
@@ -224,13 +232,10 @@ def _check_npy_size(fh, size: int, what: str) -> None:
     """Refuse, before anything is allocated, the .npy array read from ``fh`` (at its start; ``size`` bytes, its
     real, uncompressed length) whose header's shape x itemsize is not the data that follows (a damaged file, or a
     header claiming a huge array) or would not fit in the available memory (``available_memory``): InputError."""
-    version = np.lib.format.read_magic(fh)
-    if version == (1, 0):
-        shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
-    elif version == (2, 0):
-        shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
-    else:
+    header = array_header(fh)
+    if header is None:
         return  # a newer layout: np.load checks it
+    shape, _, dtype = header
     if dtype.hasobject:
         return  # refused by np.load (no pickles)
     nbytes = math.prod(shape) * dtype.itemsize
