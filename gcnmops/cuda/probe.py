@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from enum import StrEnum
 
 from ..errors import InputError
-from .runtime import simulating
 
 log = logging.getLogger("gcnmops")
 
@@ -35,6 +34,13 @@ def gpu_available() -> bool:
 
 def _probe_gpu() -> bool:
     return gpu_count() > 0
+
+
+def simulating() -> bool:
+    """cuda.runtime.simulating, imported when asked (this module is imported by ``--help``, which loads no numba)."""
+    from .runtime import simulating
+
+    return simulating()
 
 
 def gpu_count() -> int:
