@@ -30,9 +30,8 @@ from ..data import CountData, validate_counts
 from ..errors import InputError
 from ..normalization import normalize
 from ..normalization.checks import check_norm_args
-from ..normalization.factors import coverage_ratios
 from ..params import CnMopsParams, Method, ModelKind, method_spec
-from ..pipeline.blocks import Genome
+from ..pipeline.blocks import Genome, genome_of
 from ..pipeline.cnmops import check_segment_args, warn_few_regions
 from ..pipeline.family import check_same_regions, log_note, read_named_counts, read_single_sample
 from ..pipeline.methods import build_params
@@ -205,8 +204,8 @@ def _genome(runner: Runner, plan: RunPlan, matrices: list[Matrix], rows: int, ch
         sums.append(s)
         stats.append(c)
     n = sum(matrix.shape[1] for matrix in matrices)
-    return Genome(np.concatenate(sums) if plan.normalizes else None,
-                  coverage_ratios(np.concatenate(stats)) if plan.uses_coverage else np.ones(n))
+    return genome_of(plan.normalizes, plan.uses_coverage, n, np.concatenate(sums) if plan.normalizes else None,
+                     np.concatenate(stats) if plan.uses_coverage else None)
 
 
 def _run_blocks(runner: Runner, job: BlockJob, layout: Layout, cases: Matrix, ctrl: Matrix | None) -> list[dict]:

@@ -10,6 +10,7 @@ import pandas as pd
 
 from ..calls.cnvs import NO_CNV_MESSAGE
 from ..data import CountData
+from ..normalization.factors import coverage_ratios
 from ..result import CNVDetectionResult, empty_cnvr, empty_segments
 
 log = logging.getLogger("gcnmops")
@@ -24,6 +25,16 @@ class Genome:
 
     colsums: np.ndarray | None
     cov: np.ndarray
+
+
+def genome_of(normalizes: bool, uses_coverage: bool, n_samples: int, colsums: np.ndarray | None = None,
+              coverage_stats: np.ndarray | None = None) -> Genome:
+    """The Genome of a run (``normalizes``, ``uses_coverage``: its plan's) from what its path computed over the
+    whole matrix: each sample's total count ``colsums`` (N,) where it normalizes, and where it uses coverages each
+    sample's coverage statistic ``coverage_stats`` (N,) (normalization.kernels.column_coverages), made into
+    coverages as sample_coverage makes them; ones otherwise."""
+    cov = coverage_ratios(coverage_stats) if uses_coverage else np.ones(n_samples)
+    return Genome(colsums if normalizes else None, cov)
 
 
 @dataclass
@@ -98,4 +109,4 @@ def _concat(parts: list[pd.DataFrame | None], empty: pd.DataFrame) -> pd.DataFra
     return pd.concat(parts, ignore_index=True) if parts else empty
 
 
-__all__ = ["Genome", "Normalized", "Regions", "BlockTables"]
+__all__ = ["Genome", "genome_of", "Normalized", "Regions", "BlockTables"]

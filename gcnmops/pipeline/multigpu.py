@@ -26,23 +26,16 @@ import numpy as np
 from ..cuda.runtime import in_threads, on_device
 from ..data import CountData
 from ..model.spec import ModelOutput
-from ..normalization import sample_coverage
+from ..normalization.checks import count_matrix
+from ..normalization.kernels import column_coverages
 from ..progress import timed_stage
 from ..result import CNVDetectionResult
-from .blocks import BlockTables, Genome, Normalized, Regions
+from .blocks import BlockTables, Genome, Normalized, Regions, genome_of
 from .plan import RunPlan
 from .stages import MODEL_DONE, model_result, run_block
 
 #: the stages whose seconds each device adds up (the run's timings take the slowest device's)
 _STAGES = ("normalize", "model", "segment_call")
-
-
-def genome_of(plan: RunPlan, counts: np.ndarray) -> Genome:
-    """What every chromosome block needs of the whole matrix ``counts`` (m, N) float64: each sample's total count
-    (as normalize_chromosomes sums the whole matrix) and norm 2's coverages."""
-    colsums = counts.sum(axis=0) if plan.normalizes else None
-    cov = sample_coverage(counts) if plan.uses_coverage else np.ones(counts.shape[1])
-    return Genome(colsums, cov)
 
 
 def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timings: dict) -> CNVDetectionResult:
@@ -53,7 +46,10 @@ def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timin
     regions = Regions.of(data)
     blocks = regions.blocks
     with timed_stage(timings, "genome"):
-        genome = genome_of(plan, data.counts)
+        counts = data.counts  # the whole matrix's sums, as normalize_chromosomes and sample_coverage take them
+        genome = genome_of(plan.normalizes, plan.uses_coverage, data.n_samples,
+                           counts.sum(axis=0) if plan.normalizes else None,
+                           column_coverages(count_matrix(counts)) if plan.uses_coverage else None)
     landing = _Landing(data.n_regions, data.n_samples, len(plan.params.classes), plan.params.return_posterior)
     order = sorted(range(len(blocks)), key=lambda k: blocks[k][1] - blocks[k][2])  # largest first, stable
     taken = iter(order)
@@ -135,4 +131,4 @@ class _Landing:
         return part.replace(individual_call=self.individual)
 
 
-__all__ = ["run_on_devices", "genome_of"]
+__all__ = ["run_on_devices"]

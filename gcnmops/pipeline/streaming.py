@@ -54,7 +54,6 @@ from ..io.store import CountStore, open_count_store
 from ..outputs.callfiles import VcfOptions
 from ..outputs.resultstore import ALWAYS_KEPT, MATRIX_STORE, STREAM_MATRICES, ResultStore, StoredResult
 from ..outputs.writers import ResultWriter, check_formats
-from ..normalization.factors import coverage_ratios
 from ..normalization.kernels import column_coverages
 from ..params import ModelKind, method_spec
 from ..progress import tick
@@ -63,7 +62,7 @@ from ..data import CountData, validate_counts
 from .cnmops import check_segment_args, warn_few_regions
 from .methods import build_params
 from .plan import RunPlan, method_cnvr
-from .blocks import BlockTables, Genome
+from .blocks import BlockTables, Genome, genome_of
 from .stages import run_block
 
 log = logging.getLogger("gcnmops")
@@ -251,15 +250,15 @@ def _genome(store: CountStore, plan: RunPlan, budget: int) -> Genome:
     """The cross-chromosome quantities: the genome's column sums (normalization), the coverages (norm=2)."""
     N = store.shape[1]
     colsums = store.exact_col_sums(budget) if plan.normalizes else None
-    cov = np.ones(N)
+    stats = None
     if plan.uses_coverage:
         parts = []
         for c0, c1 in store.column_groups(budget):
             x = validate_counts(store.columns(c0, c1), sample_names=store.sample_names[c0:c1], ranges=store.ranges)
             parts.append(column_coverages(x))
             tick(c1, N)
-        cov = coverage_ratios(np.concatenate(parts))  # = normalization.sample_coverage of the whole matrix
-    return Genome(colsums, cov)
+        stats = np.concatenate(parts)
+    return genome_of(plan.normalizes, plan.uses_coverage, N, colsums, stats)
 
 
 def _shapes(kept: list[str], m: int, N: int, n: int) -> dict:
