@@ -72,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"output formats, comma separated, from {','.join(FORMATS)} (default: "
                           f"{','.join(DEFAULT_FORMATS)}; the call tables and params.json are always written)")
     _add_vcf_options(run)
+    _add_selection_options(run)
     run.add_argument("--threads", type=int, help="threads of the CPU stages (numba; default: all CPUs)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.add_argument("-v", "--verbose", action="store_true", help="also log the libraries' messages")
@@ -172,7 +173,27 @@ def _add_vcf_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reference", metavar="FASTA", help="REF bases of the VCF (and its contig lengths, without "
                                                           "--reference-fai) from this FASTA (default: REF N)")
     parser.add_argument("--per-sample-vcf", action="store_true", help="also one VCF per sample, cnvr.<sample>.vcf.gz "
-                                                                   "+ index, with the CNV regions it carries")
+                                                                   "+ index, with its own CNVs (POS/END those of its "
+                                                                   "calls; INFO CNVR the cohort's region)")
+
+
+def _add_selection_options(parser: argparse.ArgumentParser) -> None:
+    """What a run leaves out before the model (pipeline.selection), how its calls are filtered (calls.filters)
+    and its per-window tracks."""
+    parser.add_argument("--exclude", metavar="BED", help="remove the windows overlapping these regions (BED, 0-based) "
+                                                         "before the model, as GATK-SV's -x (default: none)")
+    parser.add_argument("--exclude-samples", metavar="auto|LIST",
+                        help="remove samples before the model: 'auto' those whose read counts make them outliers "
+                             "(median count 0, far more empty windows than the cohort: see sample_qc.tsv), or names, "
+                             "comma separated (default: none)")
+    parser.add_argument("--min-length", type=int, metavar="BP", help="mark calls shorter than BP bases: FILTER Short "
+                                                                      "in the VCFs, a filter column in the BEDs and "
+                                                                      "TSVs (default: none)")
+    parser.add_argument("--min-quality", type=int, metavar="Q", help="mark calls of quality below Q (phred): FILTER "
+                                                                      "LowQual, as --min-length (default: none)")
+    parser.add_argument("--tracks", action="store_true", help="also per-window tracks for IGV/UCSC: per sample "
+                                                              "bgzipped, indexed bedGraphs of the log2 ratios and "
+                                                              "sINI under tracks/ (default off)")
 
 
 def _add_casemode(sub) -> None:
@@ -332,7 +353,9 @@ def _run(args) -> int:
         warnings.simplefilter("ignore")
         build_params(method.name, {k: v for k, v in kwargs.items() if k not in RUN_ARGS})
     sex_kwargs = _sex_kwargs(args, method)
-    formats = check_formats(args.formats)
+    formats = tuple(dict.fromkeys(check_formats(args.formats) + (("tracks",) if args.tracks else ())))
+    selection = {"exclude": args.exclude, "exclude_samples": args.exclude_samples, "min_length": args.min_length,
+                 "min_quality": args.min_quality}
     check_output_folder(args.outdir)
     vcf = VcfOptions(args.reference_fai, args.reference, args.per_sample_vcf).checked()
     _set_threads(args.threads)
@@ -354,7 +377,7 @@ def _run(args) -> int:
         else:
             result, written = run_and_write(method.name, data, args.outdir, controls=controls, backend=args.backend,
                                             integer=not args.no_integer, formats=formats, timings={"read": read_s},
-                                            extra=_figures(args, progress), vcf=vcf, **kwargs)
+                                            extra=_figures(args, progress), vcf=vcf, **selection, **kwargs)
     print(_summary(result, Path(args.outdir), len(written)))
     if "sex" in result.params:
         print(_sexes(result.params["sex"]))
@@ -369,6 +392,9 @@ def _sex_kwargs(args, method) -> dict | None:
         if given:
             raise InputError(f"{' and '.join(given)} appl{'y' if len(given) > 1 else 'ies'} with --sex-aware only")
         return None
+    given = [o for o in _selection_given(args) if o != "--tracks"]
+    if given:
+        raise InputError(f"{', '.join(given)}: not available with --sex-aware")
     from .casemode.api import check_sex_aware_method
     from .casemode.sex import sex_value
 
@@ -378,6 +404,13 @@ def _sex_kwargs(args, method) -> dict | None:
     for k, v in enumerate(args.sex or ()):
         sex_value(v, f"number {k + 1}")
     return {"sex": args.sex, "genome": None if args.genome == "none" else args.genome or "hg38"}
+
+
+def _selection_given(args) -> list[str]:
+    """The options of _add_selection_options given on the command line."""
+    return [f for f, v in (("--exclude", args.exclude), ("--exclude-samples", args.exclude_samples),
+                           ("--min-length", args.min_length), ("--min-quality", args.min_quality),
+                           ("--tracks", args.tracks or None)) if v is not None]
 
 
 def _sex_aware_run(args, method, data, kwargs: dict, sex_kwargs: dict, formats, vcf, progress, read_s: float):
@@ -504,6 +537,16 @@ def _summary(result, outdir: Path, n_files: int) -> str:
         "  time per stage: " + ", ".join(f"{k} {v:.2f} s" for k, v in result.timings.items()),
         f"  {n_files} files written to {outdir}",
     ]
+    qc = result.sample_qc
+    if qc is not None:
+        flagged = qc[qc["outlier"]]
+        lines.append(f"  sample QC ({outdir / 'sample_qc.tsv'}): " + (
+            "no outlier" if flagged.empty else f"{len(flagged)} outlier(s): " + "; ".join(
+                f"{r.sample} ({r.reasons}{', excluded' if r.excluded else ''})"
+                for r in flagged.itertuples(index=False))))
+        named = [s for s in result.selection.get("excludedSamples", []) if s not in set(flagged["sample"])]
+        if named:
+            lines.append(f"  excluded before the model: {', '.join(named)}")
     return "\n".join(lines)
 
 
@@ -536,10 +579,11 @@ def _run_streaming(args, method, gpu) -> int:
 
     given = [o for o, v in (("--example", args.example), ("--controls", args.controls), ("--plots", args.plots),
                             ("--report", args.report), ("--sex-aware", getattr(args, "sex_aware", False)))
-             if v]
+             if v] + _selection_given(args)
     if given or not args.input:
         raise InputError(f"{', '.join(given) or 'no INPUT'}: a streamed run takes a count store or Parquet INPUT "
-                         "and none of --example, --controls, --plots, --report, --sex-aware")
+                         "and none of --example, --controls, --plots, --report, --sex-aware, --exclude, "
+                         "--exclude-samples, --min-length, --min-quality, --tracks")
     kwargs = _method_kwargs(args, method)
     kwargs.pop("devices", None)
     formats = stream_formats(args.formats)

@@ -95,6 +95,12 @@ class CNVDetectionResult(ResultCounts):
         seconds per stage.
     gpu_stats : dict
         the GPU backend's sub-stage seconds and counts (norm_*, model_*, seg_*; empty on the CPU).
+    sample_qc : DataFrame or None
+        per-sample quality control (``calls.qc.sample_qc``: coverage, spread, calls, outlier flag, exclusion) of a
+        run made by ``run_and_write``; None otherwise.
+    selection : dict
+        what the run left out or filtered, under these names where used: ``excludedSamples`` (names),
+        ``excludeBed`` (path), ``excludedWindows`` (count), ``minLength`` (bp), ``minQuality`` (phred).
 
     ``to_frame(name)`` gives a matrix as a DataFrame labelled by region and sample.
     """
@@ -114,6 +120,8 @@ class CNVDetectionResult(ResultCounts):
     ranged: bool = True
     timings: dict = field(default_factory=dict)
     gpu_stats: dict = field(default_factory=dict)
+    sample_qc: pd.DataFrame | None = None
+    selection: dict = field(default_factory=dict)
 
     @property
     def region_names(self) -> list[str]:

@@ -1,7 +1,8 @@
 """The call files that genome tools load, from a CNVDetectionResult (the writers put them on disk):
 
 - BED9 ``cnvs.bed`` / ``cnvr.bed`` (``bed_cnvs``, ``bed_cnvr``), also bgzipped with a tabix index;
-- VCF 4.2 ``cnvr.vcf.gz`` + index, written through pysam (``write_vcf``; ``write_sample_vcfs`` per sample);
+- VCF 4.2 ``cnvr.vcf.gz`` + index, written through pysam (``write_vcf``; ``write_sample_vcfs``: per sample, its own
+  CNVs);
 - IGV SEG ``segmentation.seg`` (``seg_table``).
 
 Formatting only: each CNV's direction and the phred quality Q of a sample's state come from
@@ -21,6 +22,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..calls.filters import active_filters, filter_status
+from ..calls.qc import log2_ratios
 from ..calls.quality import Evidence, call_qualities, cn_value, cnv_region_pairs, direction, main_cn, window_index
 from ..errors import InputError
 
@@ -149,7 +152,8 @@ def bed_cnvs(result) -> pd.DataFrame:
 
     name: the sample; score: 10 x the CNV's quality Q (0-990, ``calls.quality``); strand ``.``;
     thickStart/thickEnd: the CNV; itemRgb: losses blue, gains red (the plots' colours), grey where the
-    integer copy number is the normal one. Mean, median and CN are in cnvs.tsv (no extra BED columns).
+    integer copy number is the normal one. Mean, median and CN are in cnvs.tsv. With call filters
+    (``result.selection``, ``calls.filters``) a 10th column ``filter``: PASS or the filters the CNV fails.
     """
     order = _sorted_positions(result, result.cnvs)
     cnvs = result.cnvs.iloc[order].reset_index(drop=True)
@@ -157,11 +161,45 @@ def bed_cnvs(result) -> pd.DataFrame:
     q, directions = q[order], [directions[i] for i in order]
     start0 = cnvs["start"].to_numpy(np.int64) - 1
     end = cnvs["end"].to_numpy(np.int64)
-    return pd.DataFrame({
+    frame = pd.DataFrame({
         "chrom": cnvs["seqnames"].astype(str).to_numpy(), "chromStart": start0, "chromEnd": end,
         "name": cnvs["sampleName"].astype(str).to_numpy(), "score": np.minimum(10 * q, 1000), "strand": ".",
         "thickStart": start0, "thickEnd": end, "itemRgb": [_RGB[d] for d in directions],
     }, columns=BED_COLUMNS)
+    return _with_filter(result, frame, cnv_filters(result)[order])
+
+
+def _with_filter(result, frame: pd.DataFrame, status: np.ndarray) -> pd.DataFrame:
+    """``frame`` with a last column ``filter`` (``status``) where the result's selection sets call filters."""
+    return frame.assign(filter=status) if active_filters(result.selection) else frame
+
+
+def cnv_filters(result) -> np.ndarray:
+    """(len(cnvs),) PASS or the failed filters of each CNV (``calls.filters``: its length and quality Q)."""
+    cnvs = result.cnvs
+    length = cnvs["end"].to_numpy(np.int64) - cnvs["start"].to_numpy(np.int64) + 1
+    return filter_status(length, call_qualities(result)[0], result.selection)
+
+
+def cnvr_filters(result) -> np.ndarray:
+    """(len(cnvr),) PASS or the failed filters of each CNV region: its length and the highest quality Q of the
+    CNVs in it (its BED score / 10)."""
+    cnvr = result.cnvr.reset_index(drop=True)
+    q = call_qualities(result)[0]
+    region, cnv = cnv_region_pairs(cnvr, result.cnvs.reset_index(drop=True))
+    best = np.zeros(len(cnvr), np.int64)
+    np.maximum.at(best, region, q[cnv])
+    length = cnvr["end"].to_numpy(np.int64) - cnvr["start"].to_numpy(np.int64) + 1
+    return filter_status(length, best, result.selection)
+
+
+def call_table(result, name: str) -> pd.DataFrame:
+    """The call table ``name`` (segmentation, cnvs, cnvr) as written: cn.mops's columns, and for cnvs and cnvr a
+    last column ``filter`` where the result's selection sets call filters."""
+    frame = getattr(result, name)
+    if name == "segmentation":
+        return frame
+    return _with_filter(result, frame, (cnv_filters if name == "cnvs" else cnvr_filters)(result))
 
 
 def bed_cnvr(result) -> pd.DataFrame:
@@ -169,7 +207,7 @@ def bed_cnvr(result) -> pd.DataFrame:
 
     name: the samples with a CNV overlapping the region, comma separated (``.`` if none); score: the
     highest score of those CNVs; itemRgb: blue if they are all losses, red if all gains, grey otherwise.
-    The per-sample copy numbers are in cnvr.tsv.
+    The per-sample copy numbers are in cnvr.tsv; a 10th column ``filter`` as ``bed_cnvs`` (``cnvr_filters``).
     """
     cnvr = result.cnvr.reset_index(drop=True)
     cnvs = result.cnvs.reset_index(drop=True)
@@ -192,9 +230,10 @@ def bed_cnvr(result) -> pd.DataFrame:
     cnvr = cnvr.iloc[order]
     start0 = cnvr["start"].to_numpy(np.int64) - 1
     end = cnvr["end"].to_numpy(np.int64)
-    return pd.DataFrame({"chrom": cnvr["seqnames"].astype(str).to_numpy(), "chromStart": start0, "chromEnd": end,
-                         "name": names[order], "score": score[order], "strand": ".", "thickStart": start0,
-                         "thickEnd": end, "itemRgb": rgb[order]}, columns=BED_COLUMNS)
+    frame = pd.DataFrame({"chrom": cnvr["seqnames"].astype(str).to_numpy(), "chromStart": start0, "chromEnd": end,
+                          "name": names[order], "score": score[order], "strand": ".", "thickStart": start0,
+                          "thickEnd": end, "itemRgb": rgb[order]}, columns=BED_COLUMNS)
+    return _with_filter(result, frame, cnvr_filters(result)[order])
 
 
 def bed_max_position(result) -> int:
@@ -395,7 +434,7 @@ def _cell_states(result, cnvr: pd.DataFrame, cols: np.ndarray, evidence: Evidenc
     return values, labels, sign != 0, sign, np.where(sign != 0, cls, evidence.main_idx), fractional
 
 
-def vcf_table(result, reference_fai=None, samples=None, carriers_only: bool = False, reference=None) -> VcfTable:
+def vcf_table(result, reference_fai=None, samples=None, reference=None) -> VcfTable:
     """The VCF 4.2 of the CNV regions as header lines and records (``write_vcf`` writes it).
 
     One record per CNV region, sorted by chromosome (gr's order) and position; ID ``cnvr<i>`` (row i of
@@ -413,11 +452,10 @@ def vcf_table(result, reference_fai=None, samples=None, carriers_only: bool = Fa
     sample with a CNV call overlapping the region is 0/1 (haploid 1), the others 0/0 (0). CN: the integer copy
     number (``.`` before integer copy numbers; the nearest integer of FCN for fractional labels, which also
     get FORMAT FCN). CNQ: the quality Q of the sample's state over the region's windows (``calls.quality``).
-    QUAL: the highest CNQ of the carriers (samples with a non-reference GT); FILTER: PASS if there is a
-    carrier, else NoCarrier (QUAL 0).
+    QUAL: the highest CNQ of the carriers (samples with a non-reference GT); FILTER: NoCarrier (QUAL 0) where
+    there is no carrier, else PASS or the call filters (``calls.filters``) the region's length and QUAL fail.
 
-    ``samples``: the samples to write (default all); ``carriers_only``: keep only records where one of them
-    carries the CNV (a per-sample VCF).
+    ``samples``: the samples to write (default all).
     """
     all_samples = list(result.sample_names)
     chosen = all_samples if samples is None else [str(s) for s in samples]
@@ -430,13 +468,7 @@ def vcf_table(result, reference_fai=None, samples=None, carriers_only: bool = Fa
     main_v = main if main is not None else 2.0
     evidence = Evidence(result)
     windows = window_index(result)
-    contigs = vcf_contigs(result, reference_fai, reference)
-    too_long = {c: n for c, n in contigs.items() if n > VCF_MAX_POSITION}
-    if too_long:
-        c, n = next(iter(too_long.items()))
-        raise InputError(f"Chromosome {c} is {n:,} bp long: VCF positions are 32-bit integers (at most "
-                         f"{VCF_MAX_POSITION:,}), so no VCF can hold it; leave vcf out of --formats (the BED and SEG "
-                         "files hold such coordinates).")
+    contigs = _vcf_contigs_checked(result, reference_fai, reference)
     ref_base = _ref_bases(reference)
 
     cnvr = result.cnvr.reset_index(drop=True)
@@ -455,7 +487,7 @@ def vcf_table(result, reference_fai=None, samples=None, carriers_only: bool = Fa
     end = cnvr["end"].to_numpy(np.int64) if k else np.zeros(0, np.int64)
     formats = ["GT", "CN", "CNQ"] + (["FCN"] if fractional else [])
     records = []
-    order = [i for i in _sorted_positions(result, cnvr) if not carriers_only or alt[i].any()]
+    order = list(_sorted_positions(result, cnvr))
     row_sets = [windows.rows(chrom[i], int(start[i]), int(end[i])) for i in order]
     quals = evidence.qualities(row_sets, np.broadcast_to(cols, (len(order), len(cols))), cls[order], sign[order])
     for i, rows, q in zip(order, row_sets, quals):
@@ -463,14 +495,8 @@ def vcf_table(result, reference_fai=None, samples=None, carriers_only: bool = Fa
         if not (loss or gain):
             loss, gain = call_loss[i], call_gain[i]
         svtype = "CNV" if loss == gain else ("DEL" if loss else "DUP")
-        pos = int(start[i]) - 1 if start[i] > 1 else 1
+        pos, info = _sv_info(windows, contigs, str(chrom[i]), int(start[i]), int(end[i]), rows, svtype)
         ref = ref_base(str(chrom[i]), pos)
-        length = int(end[i]) - pos  # END - POS: the region's length (one less for a region at base 1)
-        contig_len = contigs.get(chrom[i], int(end[i]))
-        w0 = windows.width(rows[0]) if rows.size else 0
-        w1 = windows.width(rows[-1]) if rows.size else 0
-        info = {"SVTYPE": svtype, "SVLEN": -length if svtype == "DEL" else length, "IMPRECISE": True,
-                "CIPOS": (-min(w0, pos - 1), w0), "CIEND": (-w1, min(w1, max(contig_len - int(end[i]), 0)))}
         carriers = alt[i]
         qual = int(q[carriers].max()) if carriers.any() else 0
         cells = []
@@ -482,10 +508,78 @@ def vcf_table(result, reference_fai=None, samples=None, carriers_only: bool = Fa
             if fractional:
                 cell["FCN"] = cn
             cells.append(cell)
+        status = filter_status(np.array([end[i] - start[i] + 1]), np.array([qual]), result.selection)[0]
         records.append(VcfRecord(str(chrom[i]), pos, int(end[i]), f"cnvr{i + 1}", ref, f"<{svtype}>", qual,
-                                 "PASS" if carriers.any() else "NoCarrier", info, cells))
+                                 status if carriers.any() else "NoCarrier", info, cells))
     return VcfTable(_vcf_header_lines(result, contigs, fractional, reference_fai, reference), chosen, formats,
                     records)
+
+
+def _vcf_contigs_checked(result, reference_fai=None, reference=None) -> dict[str, int]:
+    """``vcf_contigs``; InputError where a contig is longer than a VCF position holds."""
+    contigs = vcf_contigs(result, reference_fai, reference)
+    too_long = {c: n for c, n in contigs.items() if n > VCF_MAX_POSITION}
+    if too_long:
+        c, n = next(iter(too_long.items()))
+        raise InputError(f"Chromosome {c} is {n:,} bp long: VCF positions are 32-bit integers (at most "
+                         f"{VCF_MAX_POSITION:,}), so no VCF can hold it; leave vcf out of --formats (the BED and SEG "
+                         "files hold such coordinates).")
+    return contigs
+
+
+def _sv_info(windows, contigs: dict, chrom: str, start: int, end: int, rows: np.ndarray, svtype: str):
+    """(POS, INFO) of the symbolic variant [start, end] (1-based, closed) of ``svtype`` over the windows ``rows``:
+    see ``vcf_table``."""
+    pos = start - 1 if start > 1 else 1
+    length = end - pos  # END - POS: the variant's length (one less for one at base 1)
+    contig_len = contigs.get(chrom, end)
+    w0 = windows.width(rows[0]) if rows.size else 0
+    w1 = windows.width(rows[-1]) if rows.size else 0
+    return pos, {"SVTYPE": svtype, "SVLEN": -length if svtype == "DEL" else length, "IMPRECISE": True,
+                 "CIPOS": (-min(w0, pos - 1), w0), "CIEND": (-w1, min(w1, max(contig_len - end, 0)))}
+
+
+def sample_vcf_table(result, sample, reference_fai=None, reference=None) -> VcfTable:
+    """The VCF 4.2 of one sample's own CNVs (its per-sample VCF): one record per CNV of ``sample`` in
+    cnvs.tsv whose direction is a loss or a gain (a CNV whose integer copy number is the normal one is no
+    variant: left out), sorted by position; ID ``cnv<k>`` (row k of cnvs.tsv). POS/END, SVLEN, CIPOS/CIEND as
+    ``vcf_table``'s, of the CNV itself, so the records cover exactly the sample's calls; ALT ``<DEL>`` or
+    ``<DUP>``; INFO CNVR: the ID of the cohort's CNV region (cnvr.vcf.gz) holding the CNV. FORMAT GT, CN (and FCN)
+    from the CNV's copy number as in ``vcf_table``, CNQ the CNV's quality Q (``calls.quality``); QUAL = CNQ;
+    FILTER PASS or the call filters the CNV fails (``cnv_filters``)."""
+    sample = str(sample)
+    if sample not in [str(s) for s in result.sample_names]:
+        raise InputError(f"Unknown sample {sample}; the result's samples: "
+                         f"{', '.join(map(str, result.sample_names[:10]))}.")
+    main = main_cn(result)
+    windows = window_index(result)
+    contigs = _vcf_contigs_checked(result, reference_fai, reference)
+    ref_base = _ref_bases(reference)
+    cnvs = result.cnvs.reset_index(drop=True)
+    q, directions = call_qualities(result)
+    status = cnv_filters(result)
+    region, cnv = cnv_region_pairs(result.cnvr.reset_index(drop=True), cnvs)
+    region_of = dict(zip(cnv[::-1], region[::-1]))  # the first region of a CNV (they hold one each)
+    names = cnvs["sampleName"].astype(str).to_numpy()
+    order = [i for i in _sorted_positions(result, cnvs) if names[i] == sample and directions[i] is not None]
+    labels = cnvs["CN"].to_numpy(dtype=object)
+    fractional = any(cn_value(labels[i]) is not None and "." in str(labels[i]) for i in order)
+    records = []
+    for i in order:
+        chrom, start, end = str(cnvs.at[i, "seqnames"]), int(cnvs.at[i, "start"]), int(cnvs.at[i, "end"])
+        svtype = "DEL" if directions[i] == "loss" else "DUP"
+        pos, info = _sv_info(windows, contigs, chrom, start, end, windows.rows(chrom, start, end), svtype)
+        if i in region_of:
+            info["CNVR"] = f"cnvr{region_of[i] + 1}"
+        cn = cn_value(labels[i])
+        cell = {"GT": _genotype(True, cn, main if main is not None else 2.0),
+                "CN": None if cn is None else int(round(cn)), "CNQ": int(q[i])}
+        if fractional:
+            cell["FCN"] = cn
+        records.append(VcfRecord(chrom, pos, end, f"cnv{i + 1}", ref_base(chrom, pos), f"<{svtype}>", int(q[i]),
+                                 status[i], info, [cell]))
+    header = _vcf_header_lines(result, contigs, fractional, reference_fai, reference, own=True)
+    return VcfTable(header, [sample], ["GT", "CN", "CNQ"] + (["FCN"] if fractional else []), records)
 
 
 def _vcf_source() -> str:
@@ -497,7 +591,9 @@ def _vcf_source() -> str:
         return "dev"
 
 
-def _vcf_header_lines(result, contigs: dict, fractional: bool, reference_fai, reference=None) -> list[str]:
+def _vcf_header_lines(result, contigs: dict, fractional: bool, reference_fai, reference=None,
+                      own: bool = False) -> list[str]:
+    """The meta lines of a VCF of ``result``: of its CNV regions, or (``own``) of one sample's CNVs."""
     p = result.params
     posteriors = result.posterior_probs is not None
     q_source = ("the mean posterior probability p of that state over the region's windows" if posteriors else
@@ -511,12 +607,14 @@ def _vcf_header_lines(result, contigs: dict, fractional: bool, reference_fai, re
             str(reference_fai)[:-4] if str(reference_fai).endswith(".fai") else str(reference_fai))
         lines.append(f"##reference=file://{Path(fasta).resolve()}")
     lines += [f"##contig=<ID={c},length={n}>" for c, n in contigs.items()]
-    lines += [f'##FILTER=<ID={k},Description="{v}">' for k, v in VCF_FILTERS.items()]
+    filters = {**({} if own else VCF_FILTERS), **active_filters(result.selection)}
+    lines += [f'##FILTER=<ID={k},Description="{v}">' for k, v in filters.items()]
+    lines += _qc_header_lines(result)
     lines += [
         '##ALT=<ID=DEL,Description="Deletion: copy number below the normal class">',
         '##ALT=<ID=DUP,Description="Duplication: copy number above the normal class">',
         '##ALT=<ID=CNV,Description="Copy number variable region: losses and gains">',
-        '##INFO=<ID=END,Number=1,Type=Integer,Description="End position of the CNV region">',
+        f'##INFO=<ID=END,Number=1,Type=Integer,Description="End position of the {"CNV" if own else "CNV region"}">',
         '##INFO=<ID=SVTYPE,Number=1,Type=String,Description="Type of structural variant: DEL, DUP or CNV">',
         '##INFO=<ID=SVLEN,Number=1,Type=Integer,Description="END - POS: the length of the CNV region after '
         'the padding base POS; negative for deletions">',
@@ -535,9 +633,27 @@ def _vcf_header_lines(result, contigs: dict, fractional: bool, reference_fai, re
         f'min(99, round(-10 log10(1 - p))), p the probability of the sample\'s state (its CN, or non-normal '
         f'before integer copy numbers, or normal) from {q_source}">',
     ]
+    if own:
+        lines.append('##INFO=<ID=CNVR,Number=1,Type=String,Description="ID of the cohort\'s CNV region holding this '
+                     'CNV (cnvr.vcf.gz)">')
     if fractional:
         lines.append('##FORMAT=<ID=FCN,Number=1,Type=Float,Description="Fractional copy number '
                      '(calcFractionalCopyNumbers)">')
+    return lines
+
+
+def _qc_header_lines(result) -> list[str]:
+    """What the run left out (``result.selection``) and one ``##sampleQC`` line per sample of its sample QC
+    (``calls.qc``; reasons ``|``-separated)."""
+    lines = [f"##gcnmopsSelection={k}:{','.join(map(str, v)) if isinstance(v, list) else v}"
+             for k, v in result.selection.items()]
+    qc = result.sample_qc
+    if qc is not None:
+        for row in qc.itertuples(index=False):
+            lines.append(f"##sampleQC=<ID={row.sample},MedianCount={row.median_count:g},"
+                         f"EmptyFraction={row.empty_fraction:.4g},Log2MAD={row.log2_mad:.4g},CNVs="
+                         f"{'NA' if pd.isna(row.cnvs) else int(row.cnvs)},Outlier={'yes' if row.outlier else 'no'},"
+                         f"Reasons={row.reasons.replace(',', '|') or '.'},Excluded={'yes' if row.excluded else 'no'}>")
     return lines
 
 
@@ -566,13 +682,14 @@ def _vcf_text(table: VcfTable) -> str:
     return "\n".join(out) + "\n"
 
 
-def write_vcf(result, path, reference_fai=None, samples=None, carriers_only: bool = False,
-              compress: bool = True, reference=None) -> Path:
-    """Write ``vcf_table(result, ...)`` to ``path`` through pysam: bgzipped (``compress``) or plain VCF 4.2.
-    Without pysam a plain VCF is written as text (``compress=True`` then raises InputError). No index: see
-    ``tabix`` (preset "vcf") or ``write_sample_vcfs``."""
-    table = vcf_table(result, reference_fai=reference_fai, samples=samples, carriers_only=carriers_only,
-                      reference=reference)
+def write_vcf(result, path, reference_fai=None, samples=None, compress: bool = True, reference=None,
+              own_calls_of=None) -> Path:
+    """Write ``vcf_table(result, ...)`` (``own_calls_of``: ``sample_vcf_table`` of that sample) to ``path``
+    through pysam: bgzipped (``compress``) or plain VCF 4.2. Without pysam a plain VCF is written as text
+    (``compress=True`` then raises InputError). No index: see ``tabix`` (preset "vcf") or ``write_sample_vcfs``."""
+    table = (vcf_table(result, reference_fai=reference_fai, samples=samples, reference=reference)
+             if own_calls_of is None else
+             sample_vcf_table(result, own_calls_of, reference_fai=reference_fai, reference=reference))
     path = Path(path)
     if pysam is None:
         if compress:
@@ -606,15 +723,20 @@ def vcf_max_position(result, reference_fai=None, reference=None) -> int:
     return max(vcf_contigs(result, reference_fai, reference).values(), default=0)
 
 
+def file_stem(sample) -> str:
+    """A sample's name as part of a file name: characters other than letters, digits, ``.``, ``_`` and ``-``
+    replaced by ``_``."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", str(sample))
+
+
 def sample_vcf_name(sample) -> str:
-    """The file name of a sample's own VCF: ``cnvr.<sample>.vcf.gz`` (characters other than letters, digits,
-    ``.``, ``_`` and ``-`` replaced by ``_``)."""
-    return "cnvr." + re.sub(r"[^A-Za-z0-9._-]", "_", str(sample)) + ".vcf.gz"
+    """The file name of a sample's own VCF: ``cnvr.<sample>.vcf.gz`` (``file_stem``)."""
+    return f"cnvr.{file_stem(sample)}.vcf.gz"
 
 
 def write_sample_vcfs(result, outdir, reference_fai=None, samples=None, reference=None) -> list[Path]:
-    """One bgzipped, indexed VCF per sample (``sample_vcf_name`` + .tbi/.csi under ``outdir``): that sample's
-    column, only the CNV regions it carries. Returns the VCF paths. Needs pysam."""
+    """One bgzipped, indexed VCF per sample (``sample_vcf_name`` + .tbi/.csi under ``outdir``): that sample's own
+    CNVs (``sample_vcf_table``). Returns the VCF paths. Needs pysam."""
     _need_pysam("write_sample_vcfs")
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
@@ -622,10 +744,39 @@ def write_sample_vcfs(result, outdir, reference_fai=None, samples=None, referenc
     paths = []
     for s in (result.sample_names if samples is None else samples):
         path = outdir / sample_vcf_name(s)
-        write_vcf(result, path, reference_fai=reference_fai, samples=[s], carriers_only=True, reference=reference)
+        write_vcf(result, path, reference_fai=reference_fai, reference=reference, own_calls_of=s)
         tabix(path, "vcf", str(path) + (".csi" if csi else ".tbi"), csi=csi)
         paths.append(path)
     return paths
+
+
+# -------------------------------------------------------------------------------------------------
+# per-window tracks (bedGraph)
+# -------------------------------------------------------------------------------------------------
+
+#: the per-window tracks of each sample: name -> what it holds
+TRACKS = {"log2ratio": "log2((x + 1) / (m + 1)), x the normalized count, m the cohort's median (calls.qc)",
+          "sini": "sINI, the model's posterior-weighted log2 fold change (local_assessments)"}
+
+
+def track_name(sample, track: str) -> str:
+    """The file of a sample's track: ``tracks/<sample>.<track>.bedgraph`` (``file_stem``; .gz when bgzipped)."""
+    return f"tracks/{file_stem(sample)}.{track}.bedgraph"
+
+
+def track_matrices(result) -> dict[str, np.ndarray]:
+    """Each of TRACKS as an (m, N) matrix of ``result``."""
+    return {"log2ratio": log2_ratios(result.normalized_data), "sini": np.asarray(result.local_assessments)}
+
+
+def bedgraph(result, values: np.ndarray) -> pd.DataFrame:
+    """A bedGraph of one sample's per-window ``values`` (m,): chrom, 0-based start, end, value, in gr's order
+    (chromosomes together, starts increasing: as tabix needs); windows without a finite value left out."""
+    keep = np.isfinite(values)
+    gr = result.gr
+    return pd.DataFrame({"chrom": gr["seqnames"].astype(str).to_numpy()[keep],
+                         "start": gr["start"].to_numpy(np.int64)[keep] - 1,
+                         "end": gr["end"].to_numpy(np.int64)[keep], "value": np.asarray(values, np.float64)[keep]})
 
 
 # -------------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..errors import InputError
 
 #: every output format (outputs.writers's docstring says what each writes)
-FORMATS = ("parquet", "tsv", "tsv.gz", "bed", "vcf", "seg", "rds")
+FORMATS = ("parquet", "tsv", "tsv.gz", "bed", "vcf", "seg", "rds", "tracks")
 #: written when no formats are named
 DEFAULT_FORMATS = ("parquet", "bed", "vcf", "seg")
 

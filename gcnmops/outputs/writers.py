@@ -10,8 +10,10 @@ was; a full disk or a folder that cannot be written is an InputError naming the 
 (``io.atomic.output_error``). A writer killed outright (SIGKILL) leaves temporary files, which the next run into
 the folder removes (``remove_temporaries``).
 
-Always written: ``segmentation.tsv``, ``cnvs.tsv``, ``cnvr.tsv`` (cn.mops's columns; missing values ``NA``)
-and ``params.json``. The formats (``FORMATS``; ``DEFAULT_FORMATS`` when none are named):
+Always written: ``segmentation.tsv``, ``cnvs.tsv``, ``cnvr.tsv`` (cn.mops's columns; missing values ``NA``;
+with call filters a last column ``filter``, ``callfiles.call_table``), ``params.json`` (with what the run left out
+or filtered and each sample's QC flag), and for a run of ``run_and_write`` ``sample_qc.tsv`` (``calls.qc``). The
+formats (``FORMATS``; ``DEFAULT_FORMATS`` when none are named):
 
 - ``parquet``: the per-region matrices ``normalized_data``, ``local_assessments``, ``individual_call``,
   ``integer_copy_number`` (labels, dictionary-encoded), ``ini_call``, ``params_L``, ``params_A`` (columns
@@ -35,6 +37,9 @@ and ``params.json``. The formats (``FORMATS``; ``DEFAULT_FORMATS`` when none are
 - ``seg``: ``segmentation.seg`` for IGV: ID, chrom, loc.start, loc.end, num.mark, seg.mean (the segment
   means of sINI), as DNAcopy writes it (by sample, then chromosome, then start).
 - ``rds``: ``result.rds``, the R CNVDetectionResult (needs R, rpy2 and the gcn.mops R package).
+- ``tracks`` (not by default; ``run --tracks``): per sample and window, for IGV / UCSC, ``tracks/<sample>.log2ratio
+  .bedgraph.gz`` and ``tracks/<sample>.sini.bedgraph.gz`` (bedGraph: chrom, 0-based start, end, value;
+  ``callfiles.TRACKS``) + ``.tbi`` (``.csi`` beyond 512 Mbp); without pysam plain ``.bedgraph``.
 
 ``gcnmops.read_result(outdir)`` reads a written folder back into an equal result.
 """
@@ -55,8 +60,9 @@ from ..errors import InputError
 from ..files import remove_inside, umask
 from ..io.atomic import TEMPORARY, output_error, publish, signals_held, temp_beside
 from ..progress import ticker
-from .callfiles import (VcfOptions, bed_cnvr, bed_cnvs, bed_max_position, bgzip, have_pysam, index_suffix,
-                        sample_vcf_name, seg_table, tabix, vcf_max_position, write_vcf)
+from .callfiles import (TRACKS, VcfOptions, bed_cnvr, bed_cnvs, bed_max_position, bedgraph, bgzip, call_table,
+                        have_pysam, index_suffix, sample_vcf_name, seg_table, tabix, track_matrices, track_name,
+                        vcf_max_position, write_vcf)
 from .formats import DEFAULT_FORMATS, FORMATS, check_formats
 from .parquet import encode_parquet, join_parts, parquet_array, parquet_options, parquet_table
 
@@ -68,7 +74,7 @@ TABLES = ("segmentation", "cnvs", "cnvr")
 #: the list of the files of the last run written into a folder (hidden)
 MANIFEST = ".gcnmops-files"
 #: the folders below the output folder a run may write into (``plots.plot_files``)
-SUBFOLDERS = ("plots",)
+SUBFOLDERS = ("plots", "tracks")
 GZIP_LEVEL = 1  # the TSVs compress ~3x at level 1; higher levels cost several times the time for ~10% more
 
 
@@ -415,7 +421,9 @@ class ResultWriter:
                         if fmt in _MATRIX_FORMATS:
                             batch.drop(name + _MATRIX_SUFFIX[fmt])
                 for name in TABLES:  # the call tables: own threads, as the call files
-                    batch.write(f"{name}.tsv", lambda t, n=name: write_frame(t, getattr(result, n)), waits=True)
+                    batch.write(f"{name}.tsv", lambda t, n=name: write_frame(t, call_table(result, n)), waits=True)
+                if result.sample_qc is not None:
+                    batch.write("sample_qc.tsv", lambda t: write_frame(t, result.sample_qc), waits=True)
                 batch.write("params.json", lambda t: t.write_text(json.dumps(_params_json(result), indent=1)),
                             waits=True)
                 for fmt in self.formats:
@@ -583,11 +591,36 @@ def _write_vcf(result, batch: _Batch, options: VcfOptions = VcfOptions()) -> Non
     ext = index_suffix(vcf_max_position(result, **kw))
     vcf = _Staged(batch, "cnvr.vcf.gz", lambda t: write_vcf(result, t, **kw), waits=True)
     batch.write(f"cnvr.vcf.gz.{ext}", lambda t: tabix(vcf.path(), "vcf", t, csi=ext == "csi"), waits=True)
-    for s in result.sample_names if options.per_sample else ():  # cnvr.<sample>.vcf.gz: its carried regions
-        one = _Staged(batch, sample_vcf_name(s), lambda t, s=s: write_vcf(result, t, samples=[s], carriers_only=True,
-                                                                          **kw), waits=True)
+    for s in result.sample_names if options.per_sample else ():  # cnvr.<sample>.vcf.gz: its own CNVs
+        one = _Staged(batch, sample_vcf_name(s), lambda t, s=s: write_vcf(result, t, own_calls_of=s, **kw),
+                      waits=True)
         batch.write(f"{sample_vcf_name(s)}.{ext}", lambda t, one=one: tabix(one.path(), "vcf", t, csi=ext == "csi"),
                     waits=True)
+
+
+def _write_tracks(result, batch: _Batch) -> None:
+    """Per sample one bedGraph per TRACKS entry, bgzipped + tabix index where pysam is there (else plain)."""
+    matrices = track_matrices(result)
+    ext = index_suffix(bed_max_position(result))
+    for j, s in enumerate(result.sample_names):
+        for track in TRACKS:
+            frame = lambda m=matrices[track], j=j: bedgraph(result, m[:, j])  # noqa: E731
+            name = track_name(s, track)
+            if not have_pysam():
+                batch.write(name, lambda t, f=frame: write_frame(t, f(), header=False), waits=True)
+                continue
+            gz = _Staged(batch, name + ".gz", lambda t, f=frame: _write_bgzipped(t, f()), waits=True)
+            batch.write(f"{name}.gz.{ext}", lambda t, g=gz: tabix(g.path(), "bed", t, csi=ext == "csi"), waits=True)
+
+
+def _write_bgzipped(path: Path, frame: pd.DataFrame) -> None:
+    """``frame`` as headerless text, bgzipped into ``path`` (through a temporary plain file beside it)."""
+    plain = temp_beside(path)
+    try:
+        write_frame(plain, frame, header=False)
+        bgzip(plain, path)
+    finally:
+        plain.unlink(missing_ok=True)
 
 
 def _write_rds(result, batch: _Batch) -> None:
@@ -612,6 +645,7 @@ _WRITERS = {
     "seg": lambda result, batch: batch.write("segmentation.seg", lambda t: write_frame(t, seg_table(result)),
                                              waits=True),
     "rds": _write_rds,
+    "tracks": _write_tracks,
 }
 
 
@@ -630,4 +664,9 @@ def _params_json(result) -> dict:
     scalars = {k: plain(v) for k, v in result.params.items() if k not in ("L", "A", "cov")}
     scalars["cov"] = dict(zip(result.sample_names, np.asarray(result.params["cov"], float).tolist()))
     scalars["sampleNames"] = list(result.sample_names)
+    scalars.update({k: plain(v) for k, v in result.selection.items()})
+    if result.sample_qc is not None:
+        scalars["sampleQC"] = {row.sample: {"outlier": bool(row.outlier), "reasons": row.reasons.split(",")
+                                            if row.reasons else [], "excluded": bool(row.excluded)}
+                               for row in result.sample_qc.itertuples(index=False)}
     return scalars

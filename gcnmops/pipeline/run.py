@@ -6,6 +6,7 @@ import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from ..calls.filters import call_filters
 from ..calls.integer import calc_integer_copy_numbers
 from ..cuda.probe import resolve_backend
 from ..outputs.callfiles import VcfOptions
@@ -15,6 +16,7 @@ from ..progress import timed_stage
 from .stages import MODEL_DONE
 from .family import cnvr_per_sample
 from .methods import RUN_ARGS, build_params, run_method
+from .selection import select
 
 #: the stages ``run_and_write`` reports to its ``on_stage`` callback, in order ("integer" only with integer=True)
 STAGES = ("normalize+model+calls", "integer", "write")
@@ -24,20 +26,27 @@ def run_and_write(method, input, outdir, *, controls=None, backend: str = "auto"
                   formats: list[str] | None = None, timings: dict | None = None,
                   on_stage: Callable[[str], None] | None = None,
                   extra: Callable[[CNVDetectionResult, dict], Iterable[tuple[str, Callable]]] | None = None,
-                  vcf: VcfOptions | None = None, **params) -> tuple[CNVDetectionResult, list[Path]]:
+                  vcf: VcfOptions | None = None, exclude=None, exclude_samples=None,
+                  min_length: int | None = None, min_quality: int | None = None,
+                  **params) -> tuple[CNVDetectionResult, list[Path]]:
     """Run ``method`` (see methods.run_method), label its CNVs with integer copy numbers (``integer``; when there
     are CNV regions) and write every result file under ``outdir`` (``formats``: default all). ``backend`` is
     resolved once, here, for the run and the integer copy numbers. ``timings``: seconds of stages the caller
     ran before (e.g. its own read), put into the result's timings; ``on_stage(name)`` is called after each of
     STAGES. ``extra(result, sizes)``: more files of the same all-or-nothing batch (plots, a report), see
-    ``writers.write_result``; ``vcf``: how the VCFs are written (``callfiles.VcfOptions``). The parameters are
-    checked before anything else (before the GPU is probed).
+    ``writers.write_result``; ``vcf``: how the VCFs are written (``callfiles.VcfOptions``). ``exclude`` (a BED)
+    and ``exclude_samples`` ("auto" or names): windows and samples left out before the model (``selection``);
+    ``min_length`` (bp) and ``min_quality`` (phred): the calls' filters, marked in the call files
+    (``calls.filters``). The result carries its ``sample_qc`` and ``selection``. The parameters are checked
+    before anything else (before the GPU is probed).
     Returns (the result, as written; the paths written); the result's timings gain "integer" and "write"."""
     with warnings.catch_warnings():  # the method warns itself, once
         warnings.simplefilter("ignore")
         build_params(method, {k: v for k, v in params.items() if k not in RUN_ARGS})
+    filters = call_filters(min_length, min_quality)
     backend = resolve_backend(backend)
     report = on_stage or (lambda stage: None)
+    input, controls, selection = select(method, input, controls, exclude=exclude, exclude_samples=exclude_samples)
     writer = ResultWriter(outdir, formats)
     try:
         # the model's matrices are written while the segmentation runs (the CPU cores share the work)
@@ -53,6 +62,7 @@ def run_and_write(method, input, outdir, *, controls=None, backend: str = "auto"
                 with timed_stage(result.timings, "integer"):
                     result = calc_integer_copy_numbers(result, backend=backend)
             report("integer")
+        result = result.replace(sample_qc=selection.qc(result), selection={**selection.entries(), **filters})
     except BaseException:
         writer.abort()
         raise

@@ -1,0 +1,93 @@
+"""What a run leaves out before the model (``--exclude BED``: windows; ``--exclude-samples auto|LIST``: samples) and
+the per-sample QC of its result (``calls.qc``), for ``run_and_write``."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..calls.qc import coverage_qc, excluded_samples, outlier_reasons, sample_qc
+from ..data import CountData, Validated
+from ..errors import InputError
+from ..io import read_counts
+from ..io.exclude import exclude_rows
+from ..params import method_spec
+
+log = logging.getLogger("gcnmops")
+
+
+@dataclass
+class Selection:
+    """The cases' read-count QC before anything is left out (``coverage``), and what was left out."""
+
+    coverage: pd.DataFrame
+    excluded: list[str] = field(default_factory=list)
+    exclude_bed: str | None = None
+    excluded_windows: int = 0
+
+    def entries(self) -> dict:
+        """The result's ``selection`` entries of what was left out (none where nothing was asked)."""
+        out: dict = {}
+        if self.excluded:
+            out["excludedSamples"] = list(self.excluded)
+        if self.exclude_bed is not None:
+            out.update(excludeBed=str(self.exclude_bed), excludedWindows=int(self.excluded_windows))
+        return out
+
+    def qc(self, result) -> pd.DataFrame:
+        """``calls.qc.sample_qc`` of ``result`` (its samples those left in)."""
+        return sample_qc(result, self.coverage, self.excluded)
+
+
+def _count_data(obj, min_samples: int) -> CountData:
+    if isinstance(obj, Validated):
+        return obj.data
+    return read_counts(obj, min_samples=min_samples)
+
+
+def _subset(data: CountData, rows: np.ndarray | None, cols: list[int] | None) -> Validated:
+    counts = data.counts if rows is None else data.counts[rows]
+    counts = counts if cols is None else counts[:, cols]
+    names = list(data.sample_names) if cols is None else [data.sample_names[j] for j in cols]
+    ranges = data.ranges if rows is None or data.ranges is None else data.ranges.iloc[rows].reset_index(drop=True)
+    return Validated(CountData(np.asfortranarray(counts), names, ranges))
+
+
+def select(method, input, controls=None, *, exclude=None, exclude_samples=None):
+    """(cases, controls, Selection): ``input`` and ``controls`` (paths or data, read here) as ``data.Validated``
+    with the windows overlapping the BED ``exclude`` removed from both and the samples ``exclude_samples`` names
+    (``calls.qc.excluded_samples``: "auto" or names) removed from the cases; each removal logged. InputError
+    where nothing would be left to model."""
+    spec = method_spec(method)
+    data = _count_data(input, spec.min_samples)
+    selection = Selection(coverage_qc(data.counts, data.sample_names))
+    names = excluded_samples(exclude_samples, selection.coverage)
+    rows = None
+    if exclude is not None:
+        hit = exclude_rows(data.ranges, exclude)
+        if hit.all():
+            raise InputError(f"--exclude {exclude} covers every window of the counts: nothing is left to model.")
+        rows = np.flatnonzero(~hit)
+        selection.exclude_bed, selection.excluded_windows = str(exclude), int(hit.sum())
+        log.info(f"--exclude {exclude}: {int(hit.sum()):,} of {len(hit):,} windows removed before the model")
+    cols = None
+    if names:
+        cols = [j for j, s in enumerate(data.sample_names) if s not in set(names)]
+        if len(cols) < spec.min_samples:
+            raise InputError(f"--exclude-samples would leave {len(cols)} sample(s); method {spec.name} needs at "
+                             f"least {spec.min_samples}.")
+        reasons = dict(zip(selection.coverage["sample"], outlier_reasons(selection.coverage)))
+        log.info("--exclude-samples: " + ", ".join(f"{s} ({','.join(reasons[s]) or 'named'})" for s in names)
+                 + f" removed before the model; {len(cols)} samples left")
+        selection.excluded = names
+    elif exclude_samples is not None:
+        log.info("--exclude-samples auto: no sample is an outlier of its read counts; all are modelled")
+    cases = _subset(data, rows, cols) if rows is not None or cols is not None else Validated(data)
+    if controls is not None and rows is not None:
+        controls = _subset(_count_data(controls, 1), rows, None)
+    return cases, controls, selection
+
+
+__all__ = ["Selection", "select"]
