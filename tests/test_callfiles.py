@@ -504,17 +504,30 @@ def test_reference_fai_gives_the_contig_lengths(results, tmp_path):
 
 
 @needs_pysam
-def test_per_sample_vcfs(results, tmp_path):
+def test_per_sample_vcfs_hold_the_samples_own_cnvs(results, tmp_path):
+    """Each record of a sample's VCF is one of its CNVs: POS + 1 .. END its own range (0 bases outside its calls),
+    CN its integer copy number, INFO CNVR the cohort region holding it; CNVs of the normal copy number are left
+    out; every non-normal CNV of the sample is there."""
     r = results[1]
     paths = callfiles.write_sample_vcfs(r, tmp_path / "per_sample")
     assert [p.name for p in paths] == [f"cnvr.{s}.vcf.gz" for s in r.sample_names]
-    cells = _non_normal_cells(r)
+    cnvs = r.cnvs.reset_index(drop=True)
+    cnvr = r.cnvr.reset_index(drop=True)
     for s, path in zip(r.sample_names, paths):
         assert path.with_name(path.name + ".tbi").exists()
         header, recs = _records(path)
         assert list(header.samples) == [s]
-        assert sorted(int(rec.id[4:]) - 1 for rec in recs) == sorted(i for i, t in cells if t == s)
-        assert all(rec.samples[s]["GT"] != (0, 0) and list(rec.filter) == ["PASS"] for rec in recs)
+        own = cnvs[(cnvs["sampleName"] == s) & (cnvs["CN"] != "CN2")]
+        assert sorted(int(rec.id[3:]) - 1 for rec in recs) == sorted(own.index)
+        for rec in recs:
+            row = cnvs.loc[int(rec.id[3:]) - 1]
+            start = rec.pos + 1 if rec.pos > 1 else 1  # POS is the padding base before the CNV
+            assert (rec.chrom, start, rec.stop) == (row["seqnames"], row["start"], row["end"])
+            assert rec.samples[s]["CN"] == int(row["CN"][2:]) and rec.samples[s]["GT"] != (0, 0)
+            assert rec.alts == (("<DEL>",) if int(row["CN"][2:]) < 2 else ("<DUP>",))
+            region = cnvr.loc[int(rec.info["CNVR"][4:]) - 1]
+            assert region["start"] <= row["start"] and row["end"] <= region["end"]
+            assert list(rec.filter) == ["PASS"] and rec.qual == rec.samples[s]["CNQ"]
 
 
 @needs_pysam

@@ -91,9 +91,11 @@ def spread(values: np.ndarray) -> tuple[float, float, float]:
 
 def log2_ratios(normalized: np.ndarray) -> np.ndarray:
     """(m, N) log2((x + 1) / (m + 1)) of the normalized counts ``normalized`` (m, N) against each window's median
-    over the samples (NaN where that median is 0 or a count is not finite)."""
+    over the samples' finite counts (NaN where that median is 0 or a count is not finite)."""
     x = np.asarray(normalized, dtype=np.float64)
     med = np.median(x, axis=1, keepdims=True)
+    if not np.isfinite(med).all():  # the median of the finite counts (nanmedian is slower: only where needed)
+        med = np.nanmedian(np.where(np.isfinite(x), x, np.nan), axis=1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
         out = np.log2((x + 1.0) / (med + 1.0))
     out[~(med[:, 0] > 0)] = np.nan
