@@ -157,3 +157,139 @@ def test_filter_status():
     assert list(filter_status(np.array([1]), np.array([0]), {})) == ["PASS"]
     with pytest.raises(InputError, match="--min-length"):
         call_filters(min_length=-1)
+
+
+# ------------------------------------------------------------------------------------------------ a run
+@pytest.fixture(scope="module")
+def run_with_everything(tmp_path_factory):
+    """A cohort with one nearly empty sample, run with --exclude, --exclude-samples auto, both filters, per-sample
+    VCFs and tracks."""
+    from gcnmops.data import make_count_data
+    from gcnmops.example import example_cohort
+    from gcnmops.outputs.callfiles import VcfOptions
+    from gcnmops.pipeline.run import run_and_write
+
+    data, _ = example_cohort(n_regions=1200, n_samples=8, n_cnvs=4, seed=5)
+    counts = data.counts.copy()
+    rng = np.random.default_rng(1)
+    counts[rng.random(len(counts)) < 0.96, 3] = 0.0  # sample 4: 96% empty windows
+    data = make_count_data(counts, data.sample_names, data.ranges)
+    folder = tmp_path_factory.mktemp("qc_run")
+    bed = folder.parent / "exclude.bed"
+    bed.write_text("chr1\t0\t250000\nchr2\t1000000\t1000001\n")  # the first 10 windows of chr1, one base of chr2
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger = logging.getLogger("gcnmops")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        result, written = run_and_write("cn.mops", data, folder, backend="cpu", exclude=str(bed),
+                                        exclude_samples="auto", min_length=200_000, min_quality=20,
+                                        formats=["bed", "vcf", "tracks"], vcf=VcfOptions(per_sample=True))
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    return data, result, folder, [r.getMessage() for r in records]
+
+
+def test_a_run_excludes_the_empty_sample_and_the_windows_and_says_so(run_with_everything):
+    data, result, folder, messages = run_with_everything
+    empty = data.sample_names[3]
+    assert empty not in result.sample_names and len(result.sample_names) == 7
+    assert len(result.gr) == 1200 - 11 and result.gr["start"].iloc[0] == 250_001
+    assert any(empty in m and "median_zero" in m and "removed before the model" in m for m in messages)
+    assert any("11 of 1,200 windows removed" in m for m in messages)
+    params = json.loads((folder / "params.json").read_text())
+    assert params["excludedSamples"] == [empty] and params["excludedWindows"] == 11
+    assert params["minLength"] == 200_000 and params["minQuality"] == 20
+    assert params["sampleQC"][empty] == {"outlier": True, "reasons": ["median_zero", "empty_windows"],
+                                         "excluded": True}
+    table = pd.read_csv(folder / "sample_qc.tsv", sep="\t", keep_default_na=False)
+    assert list(table.columns) == list(qc.QC_COLUMNS) and list(table["sample"]) == list(data.sample_names)
+    row = table.set_index("sample").loc[empty]
+    assert row["median_count"] == 0 and row["empty_fraction"] > 0.9 and row["cnvs"] == "NA"
+    assert row["outlier"] is np.True_ and row["excluded"] is np.True_  # TRUE/FALSE: read as booleans
+    kept = table[table["sample"] != empty]
+    assert not kept["outlier"].any() and not kept["excluded"].any() and (kept["log2_mad"].astype(float) > 0).all()
+    per_sample = result.cnvs.groupby("sampleName").size()
+    assert [int(v) for v in kept["cnvs"]] == [int(per_sample.get(s, 0)) for s in kept["sample"]]
+
+
+@needs_pysam
+def test_the_vcf_header_carries_the_sample_qc_and_the_filters(run_with_everything):
+    data, result, folder, _ = run_with_everything
+    with pysam.VariantFile(str(folder / "cnvr.vcf.gz")) as vcf:
+        header = str(vcf.header)
+        recs = list(vcf)
+    assert f"##sampleQC=<ID={data.sample_names[3]},MedianCount=0," in header
+    assert "Reasons=median_zero|empty_windows,Excluded=yes>" in header
+    assert '##FILTER=<ID=LowQual,Description="Quality below 20' in header and "##FILTER=<ID=Short" in header
+    assert recs
+    for rec in recs:
+        if "NoCarrier" in rec.filter:
+            continue
+        want = {"LowQual"} if rec.qual < 20 else set()
+        want |= {"Short"} if rec.stop - rec.pos < 200_000 else set()  # END - POS: the region's length
+        assert set(rec.filter) == (want or {"PASS"})
+
+
+def test_filters_mark_the_beds_and_tables_instead_of_removing(run_with_everything):
+    _, result, folder, _ = run_with_everything
+    bed = pd.read_csv(folder / "cnvs.bed", sep="\t", header=None, keep_default_na=False)
+    assert bed.shape == (len(result.cnvs), 10)  # every call is still there
+    length = bed[2] - bed[1]
+    want = [";".join([n for n, f in (("LowQual", s < 200), ("Short", w < 200_000)) if f]) or "PASS"
+            for s, w in zip(bed[4], length)]  # score = 10 x Q
+    assert list(bed[9]) == want and len(set(want)) > 1
+    table = pd.read_csv(folder / "cnvs.tsv", sep="\t")
+    assert table.columns[-1] == "filter" and sorted(table["filter"]) == sorted(want)
+    assert pd.read_csv(folder / "cnvr.tsv", sep="\t").columns[-1] == "filter"
+
+
+@pytest.mark.skipif(BCFTOOLS is None, reason="bcftools not installed")
+def test_per_sample_vcfs_have_no_base_outside_the_samples_calls(run_with_everything):
+    _, result, folder, _ = run_with_everything
+    total = 0
+    for s in result.sample_names:
+        out = subprocess.run([BCFTOOLS, "query", "-f", "%CHROM\t%POS\t%END\t%FILTER\n", folder / f"cnvr.{s}.vcf.gz"],
+                             capture_output=True, text=True, check=True).stdout.split("\n")
+        own = result.cnvs[result.cnvs["sampleName"] == s]
+        spans = {(c, a, b) for c, a, b in zip(own["seqnames"], own["start"], own["end"])}
+        for line in filter(None, out):
+            chrom, pos, end, _ = line.split("\t")
+            assert (chrom, int(pos) + 1, int(end)) in spans  # POS: the padding base
+            total += 1
+    assert total > 0
+
+
+@needs_pysam
+def test_tracks_read_back_with_their_coordinates(run_with_everything):
+    _, result, folder, _ = run_with_everything
+    gr = result.gr
+    for j, s in enumerate(result.sample_names[:3]):
+        for track, values in (("sini", result.local_assessments[:, j]),
+                              ("log2ratio", qc.log2_ratios(result.normalized_data)[:, j])):
+            path = folder / "tracks" / f"{s}.{track}.bedgraph.gz"
+            assert (folder / "tracks" / f"{s}.{track}.bedgraph.gz.tbi").is_file()
+            frame = pd.read_csv(path, sep="\t", header=None, names=["chrom", "start", "end", "value"],
+                                float_precision="round_trip")
+            keep = np.isfinite(values)
+            assert (frame["start"].to_numpy() == gr["start"].to_numpy()[keep] - 1).all()  # bedGraph: 0-based
+            assert (frame["end"].to_numpy() == gr["end"].to_numpy()[keep]).all()
+            assert np.array_equal(frame["value"].to_numpy(), values[keep])  # shortest exact text of each double
+            one = gr.iloc[100]
+            with pysam.TabixFile(str(path)) as tbx:  # a window's own base range finds that window alone
+                got = list(tbx.fetch(one["seqnames"], int(one["start"]) - 1, int(one["end"])))
+            assert [ln.split("\t")[1] for ln in got] == [str(one["start"] - 1)]
+
+
+def test_run_flags_reach_the_run(tmp_path):
+    from gcnmops.cli import build_parser, main
+
+    args = build_parser().parse_args(["run", "x.tsv", "-o", str(tmp_path), "--exclude", "b.bed", "--exclude-samples",
+                                      "auto", "--min-length", "1000", "--min-quality", "20", "--tracks"])
+    assert (args.exclude, args.exclude_samples, args.min_length, args.min_quality, args.tracks) == \
+        ("b.bed", "auto", 1000, 20, True)
+    assert main(["run", str(tmp_path / "x.parquet"), "--stream", "--tracks", "-o", str(tmp_path / "o")]) == 2
