@@ -1,7 +1,7 @@
 """A one-page HTML report of a CNVDetectionResult (``run --report``).
 
 ``write_report(result, outdir, files=...)`` writes ``outdir/report.html``: the run summary (method, size,
-parameters, time per stage), CNVs per sample, the CNV regions with their integer copy numbers, the plots of
+parameters, time per stage), the sample QC, CNVs per sample, the CNV regions with their integer copy numbers, the plots of
 ``gcnmops.plots.write_plots`` (written first if absent) and links to every output file. Everything is
 linked relatively, so the folder can be moved or served as it is; no JavaScript, no external resources.
 """
@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from .params import PARAMETERS
 
@@ -82,6 +83,23 @@ def _summary_section(result) -> str:
         parts += ["<div>", _table(["stage", "time"], timing), "</div>"]
     parts.append("</div>")
     return "\n".join(parts)
+
+
+def _sample_qc_section(result) -> str:
+    """The sample QC table (sample_qc.tsv; outliers highlighted) and what the run left out or filtered; empty
+    without a sample QC."""
+    qc = result.sample_qc
+    if qc is None:
+        return ""
+    shown = [c for c in qc.columns if c not in ("sini_iqr", "sini_bivar")]
+    rows = [[None if v is pd.NA else v for v in row] for row in qc[shown].itertuples(index=False)]
+    rows = [[("yes" if v else "no") if isinstance(v, (bool, np.bool_)) else v for v in row] for row in rows]
+    selection = "".join(f"<li>{_e(k)}: {_e(', '.join(map(str, v)) if isinstance(v, list) else v)}</li>"
+                        for k, v in result.selection.items())
+    return "\n".join(["<h2>Sample QC</h2>",
+                      '<p class="muted">outlier rule and columns: gcnmops.calls.qc; the file: sample_qc.tsv</p>',
+                      _table(shown, rows, ["loss" if o else "" for o in qc["outlier"]]),
+                      f"<ul>{selection}</ul>" if selection else ""])
 
 
 def _per_sample_section(result) -> str:
@@ -194,7 +212,8 @@ def report_html(result, outdir, files=(), plots=()) -> str:
             f"<title>gcnmops report: {_e(p.get('method'))}</title><style>{_CSS}</style></head><body>\n"
             f"<h1>gcnmops report</h1>\n<p class=\"muted\">{_e(p.get('method'))} on "
             f"{len(result.sample_names)} sample(s) &middot; gcnmops {_e(__version__)} &middot; {_e(when)}</p>")
-    body = [head, _summary_section(result), _per_sample_section(result), _cnvr_section(result),
+    body = [head, _summary_section(result), _sample_qc_section(result), _per_sample_section(result),
+            _cnvr_section(result),
             _plots_section(result, [Path(x) for x in plots], outdir), _files_section(files, outdir),
             "</body></html>\n"]
     return "\n".join(b for b in body if b)

@@ -293,3 +293,14 @@ def test_run_flags_reach_the_run(tmp_path):
     assert (args.exclude, args.exclude_samples, args.min_length, args.min_quality, args.tracks) == \
         ("b.bed", "auto", 1000, 20, True)
     assert main(["run", str(tmp_path / "x.parquet"), "--stream", "--tracks", "-o", str(tmp_path / "o")]) == 2
+
+
+def test_the_report_shows_the_sample_qc(run_with_everything):
+    from gcnmops.report import report_html
+
+    data, result, folder, _ = run_with_everything
+    page = report_html(result, folder)
+    section = page.split("<h2>Sample QC</h2>")[1].split("<h2>")[0]
+    assert f'<tr class="loss"><td>{data.sample_names[3]}</td>' in section  # the outlier's row highlighted
+    assert section.count('<tr class="loss">') == 1 and "excludedSamples" in section
+    assert section.count("<tr") == 1 + len(data.sample_names)
