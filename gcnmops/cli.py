@@ -416,14 +416,19 @@ def _selection_given(args) -> list[str]:
 def _sex_aware_run(args, method, data, kwargs: dict, sex_kwargs: dict, formats, vcf, progress, read_s: float):
     """(result, paths written) of sex_aware_cn_mops on ``data`` (its integer copy numbers its own: against the
     fitted parameters of each sex), written as run_and_write writes a run."""
+    from .calls.qc import coverage_qc
     from .casemode import sex_aware_cn_mops
+    from .data import Validated
     from .outputs.writers import write_result
+    from .pipeline.selection import Selection
     from .pipeline.family import cnvr_per_sample
     from .progress import timed_stage
 
     result = sex_aware_cn_mops(data, method.name, integer=not args.no_integer, backend=args.backend, **sex_kwargs,
                                **kwargs)
     result.timings["read"] = read_s
+    counts = data.data if isinstance(data, Validated) else data
+    result = result.replace(sample_qc=Selection(coverage_qc(counts.counts, counts.sample_names)).qc(result))
     figures = _figures(args, progress)
     with timed_stage(result.timings, "write"):
         written = write_result(result.replace(cnvr=cnvr_per_sample(result)), args.outdir, formats=formats, vcf=vcf,

@@ -367,6 +367,8 @@ def test_cli_run_sex_aware(tmp_path):
     inferred = json.loads((out / "params.json").read_text())["sex"]
     assert [s["sex"] for s in inferred] == sexes and not any(s["given"] for s in inferred)
     assert "sex: S_1 female (inferred" in proc.stdout and "S_2 male (inferred" in proc.stdout
+    qc = pd.read_csv(out / "sample_qc.tsv", sep="\t")
+    assert list(qc.columns[:2]) == ["sample", "sex"] and qc["sex"].tolist() == sexes  # the inferred sexes
     direct = gcnmops.sex_aware_cn_mops(data, backend="cpu", integer=True)
     cnvs = pd.read_csv(out / "cnvs.tsv", sep="\t")
     assert len(cnvs) == len(direct.cnvs) > 0 and cnvs["CN"].tolist() == direct.cnvs["CN"].tolist()
