@@ -15,6 +15,7 @@ from .gatksv import cli as gatksv_cli
 from .outputs.formats import DEFAULT_FORMATS, FORMATS, check_formats
 from .params import KINDS, METHODS, PARAMETERS, ModelKind
 from .params import comma_strings as _strings
+from .provenance import describe, note_command
 
 #: sample counts whose GPU kernels ``gcnmops warmup`` compiles besides the example's 40 (one per work-buffer size)
 WARMUP_SAMPLES = (6, 15, 30, 100)
@@ -246,6 +247,7 @@ def _call(args) -> int:
     cohort = _reference_cohort(args)
     gpu = _gpu_warmup(args)
     from .casemode import call_samples, load_reference
+    from .cuda.probe import resolve_backend
     from .outputs.callfiles import VcfOptions
     from .outputs.writers import check_output_folder, write_result
     from .pipeline.family import cnvr_per_sample
@@ -261,6 +263,7 @@ def _call(args) -> int:
     if gpu is not None:
         gpu.wait()
     result = call_samples(args.input, ref, args.mode, sex=args.sex, integer=not args.no_integer, backend=args.backend)
+    result.provenance = describe(resolve_backend(args.backend))
     written = write_result(result.replace(cnvr=cnvr_per_sample(result)), args.outdir, formats=formats, vcf=vcf)
     s = result.summary()
     print(f"gcnmops call ({args.mode}, reference {ref.n_samples} samples, method {ref.method}): {s['regions']:,} "
@@ -384,6 +387,7 @@ def _sex_aware_run(args, method, data, kwargs: dict, sex_kwargs: dict, formats, 
     """(result, paths written) of sex_aware_cn_mops on ``data`` (its integer copy numbers its own: against the
     fitted parameters of each sex), written as run_and_write writes a run."""
     from .casemode import sex_aware_cn_mops
+    from .cuda.probe import resolve_backend
     from .outputs.writers import write_result
     from .pipeline.family import cnvr_per_sample
     from .progress import timed_stage
@@ -391,6 +395,7 @@ def _sex_aware_run(args, method, data, kwargs: dict, sex_kwargs: dict, formats, 
     result = sex_aware_cn_mops(data, method.name, integer=not args.no_integer, backend=args.backend, **sex_kwargs,
                                **kwargs)
     result.timings["read"] = read_s
+    result.provenance = describe(resolve_backend(args.backend))
     figures = _figures(args, progress)
     with timed_stage(result.timings, "write"):
         written = write_result(result.replace(cnvr=cnvr_per_sample(result)), args.outdir, formats=formats, vcf=vcf,
@@ -701,6 +706,8 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    note_command(sys.argv[1:] if argv is None else argv, [getattr(args, a, None) for a in ("input", "controls",
+                                                                                            "samples")])
     _configure_logging(getattr(args, "verbose", False))
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _terminate)

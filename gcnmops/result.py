@@ -95,6 +95,9 @@ class CNVDetectionResult(ResultCounts):
         seconds per stage.
     gpu_stats : dict
         the GPU backend's sub-stage seconds and counts (norm_*, model_*, seg_*; empty on the CPU).
+    provenance : dict
+        what made the result (version, command line, date, backend, device, inputs: ``provenance.describe``);
+        empty until a run or the writer fills it.
 
     ``to_frame(name)`` gives a matrix as a DataFrame labelled by region and sample.
     """
@@ -114,6 +117,7 @@ class CNVDetectionResult(ResultCounts):
     ranged: bool = True
     timings: dict = field(default_factory=dict)
     gpu_stats: dict = field(default_factory=dict)
+    provenance: dict = field(default_factory=dict)
 
     @property
     def region_names(self) -> list[str]:

@@ -50,11 +50,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..cuda.probe import Backend
 from ..data import usable_cores
 from ..errors import InputError
 from ..files import remove_inside, umask
 from ..io.atomic import TEMPORARY, output_error, publish, signals_held, temp_beside
 from ..progress import ticker
+from ..provenance import describe
 from .callfiles import (VcfOptions, bed_cnvr, bed_cnvs, bed_max_position, bgzip, have_pysam, index_suffix,
                         sample_vcf_name, seg_table, tabix, vcf_max_position, write_vcf)
 from .formats import DEFAULT_FORMATS, FORMATS, check_formats
@@ -406,6 +408,8 @@ class ResultWriter:
         """Write every file of ``result`` not staged yet (a staged matrix whose array ``result`` no longer holds
         is written again), wait, and rename all together; see ``write_result``."""
         batch = self.batch
+        if not result.provenance:  # a result made outside run_and_write: what is known of it now
+            result.provenance = describe(Backend.GPU if result.gpu_stats else None)
         try:
             try:
                 batch.follow_progress()
@@ -630,4 +634,5 @@ def _params_json(result) -> dict:
     scalars = {k: plain(v) for k, v in result.params.items() if k not in ("L", "A", "cov")}
     scalars["cov"] = dict(zip(result.sample_names, np.asarray(result.params["cov"], float).tolist()))
     scalars["sampleNames"] = list(result.sample_names)
+    scalars["provenance"] = plain(result.provenance)
     return scalars
