@@ -19,6 +19,8 @@ from .provenance import describe, note_command
 
 #: sample counts whose GPU kernels ``gcnmops warmup`` compiles besides the example's 40 (one per work-buffer size)
 WARMUP_SAMPLES = (6, 15, 30, 100)
+#: about how long a first run compiles the CPU's and the GPU's kernels (seconds, a few cores; said when it does)
+COMPILE_SECONDS = {"cpu": 60, "gpu": 30}
 #: relative weights of the stages of a run, for the progress bar (measured shares of a CPU run)
 STAGE_WEIGHTS = {"read": 1.0, "normalize": 1.0, "model": 4.0, "segment_call": 4.0, "integer": 0.5, "write": 2.0,
                  "plots": 2.0, "report": 0.3}
@@ -342,6 +344,7 @@ def _run(args) -> int:
     skipped = {"integer"} if args.no_integer else set()
     skipped |= set() if args.plots or args.report else {"plots"}
     skipped |= set() if args.report else {"report"}
+    _announce_compiling(args, gpu)
     with Progress({k: w for k, w in STAGE_WEIGHTS.items() if k not in skipped}, disable=args.quiet) as progress:
         t0 = time.perf_counter()
         data, controls = _read_input(args, method)
@@ -362,6 +365,21 @@ def _run(args) -> int:
     if "sex" in result.params:
         print(_sexes(result.params["sex"]))
     return 0
+
+
+def _announce_compiling(args, gpu) -> None:
+    """One line on stderr when the kernels a run needs are not compiled on this machine yet (the run then
+    compiles them first, once): the CPU's always, the GPU's too where the GPU may be used (``gpu``: the warm-up
+    _gpu_warmup started). Not with --quiet."""
+    from .jitcache import kernels_cached
+
+    if args.quiet:
+        return
+    cold = [s for s, gpu_kernels in ((COMPILE_SECONDS["cpu"], False), (COMPILE_SECONDS["gpu"], True))
+            if (gpu is not None or not gpu_kernels) and not kernels_cached(gpu=gpu_kernels)]
+    if cold:
+        print(f"compiling kernels (once per machine, ~{sum(cold)} s; `gcnmops warmup` does it ahead of runs)",
+              file=sys.stderr, flush=True)
 
 
 def _sex_kwargs(args, method) -> dict | None:
@@ -563,6 +581,7 @@ def _run_streaming(args, method, gpu) -> int:
               f"{done.seconds:.1f} s; {100 * done.rows_done / done.regions:.0f}% of regions, {elapsed:.0f} s elapsed, "
               f"~{left:.0f} s to go", file=sys.stderr, flush=True)
 
+    _announce_compiling(args, gpu)
     if gpu is not None:
         gpu.wait()
     result = run_streaming(args.input, args.outdir, method=method.name, keep=args.keep, integer=not args.no_integer,

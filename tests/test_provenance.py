@@ -26,6 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_the_version_is_written_once():
     """pyproject reads gcnmops/version.py; CITATION.cff names the same version; nothing else writes one."""
+    if not (ROOT / "pyproject.toml").is_file():
+        pytest.skip("run from an installed package (scripts/check_wheel.sh): no checkout beside the tests")
     text = (ROOT / "pyproject.toml").read_text()
     assert 'dynamic = ["version"]' in text and 'attr = "gcnmops.version.__version__"' in text
     assert not re.search(r'(?m)^version\s*=\s*"', text)
@@ -91,7 +93,8 @@ def test_run_folder_says_what_made_it(tmp_path):
     assert [i["path"] for i in p["inputs"]] == [str(counts)]
     assert p["inputs"][0]["sha256"] == hashlib.sha256(counts.read_bytes()).hexdigest()
 
-    header = [line for line in gzip.open(out / "cnvr.vcf.gz", "rt") if line.startswith("##")]
+    vcf = out / "cnvr.vcf.gz" if (out / "cnvr.vcf.gz").exists() else out / "cnvr.vcf"  # plain text without pysam
+    header = [line for line in (gzip.open if vcf.suffix == ".gz" else open)(vcf, "rt") if line.startswith("##")]
     assert f"##fileDate={made:%Y%m%d}\n" in header
     command = [line for line in header if line.startswith("##gcnmopsCommand=")]
     assert len(command) == 1 and f'Version="{gcnmops.__version__}"' in command[0]
@@ -100,7 +103,7 @@ def test_run_folder_says_what_made_it(tmp_path):
     inputs = [line for line in header if line.startswith("##gcnmopsInput=")]
     assert len(inputs) == 1 and f'Digest="sha256:{p["inputs"][0]["sha256"]}"' in inputs[0]
     if shutil.which("bcftools"):  # htslib reads the lines as structured header lines
-        view = subprocess.run(["bcftools", "view", "-h", str(out / "cnvr.vcf.gz")], capture_output=True, text=True)
+        view = subprocess.run(["bcftools", "view", "-h", str(vcf)], capture_output=True, text=True)
         assert view.returncode == 0 and "##gcnmopsInput=<ID=input1" in view.stdout, view.stderr
 
     result = gcnmops.read_result(out)
