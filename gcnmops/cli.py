@@ -94,7 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                    "normalized_data, local_assessments, individual_call, ini_call, "
                                                    "params_L, params_A, posterior_probs; 'all' (default) or 'none' "
                                                    "(integer_copy_number and the call tables always)")
-    sub.add_parser("info", help="show versions and whether a GPU backend is usable")
+    sub.add_parser("info", help="show versions, whether a GPU backend is usable, the CUDA driver, CuPy and numba-cuda "
+                   "found, and what to install when they disagree")
     warm = sub.add_parser("warmup", help="compile and cache every kernel of a run (once per machine and install; "
                                          "scripts/setup.sh does it)")
     warm.add_argument("--backend", choices=["auto", "cpu", "gpu"], default="auto",
@@ -653,10 +654,12 @@ def _info() -> int:
     import numba
     import numpy
 
+    from .cuda.install import report
     from .cuda.probe import gpu_available
 
     print(f"gcnmops {__import__('gcnmops').__version__}; numpy {numpy.__version__}; numba {numba.__version__}")
     print(f"GPU backend usable: {gpu_available()}")
+    print("\n".join(report()))
     return 0
 
 
