@@ -54,7 +54,7 @@ prepare() {
         mv "$f" ".whl/part$k/"; used=$((used + size))
     done
     rmdir .whl/part1 2>/dev/null || true
-    cp .whl/MANIFEST "$(ls -d .whl/part* | head -1)/"
+    for p in .whl/part*; do cp .whl/MANIFEST "$p/"; done  # whichever part comes first
     rm -rf "$all"
     local parts
     parts=$(ls -d .whl/part* | sort -V)
