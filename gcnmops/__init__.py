@@ -11,11 +11,10 @@ gcnmops``, as before.
 from typing import TYPE_CHECKING
 
 from . import compat, jitcache
+from .version import __version__  # written in one place: version.py
 
 jitcache.configure()  # before any kernel is defined: a writable kernel cache for every user of every install
 compat.patch_numpy_for_numba_cuda()
-
-__version__ = "0.1.0"
 
 #: every public name -> the module that defines it (tests/test_startup.py checks the TYPE_CHECKING block agrees)
 _EXPORTS = {

@@ -15,9 +15,12 @@ from .gatksv import cli as gatksv_cli
 from .outputs.formats import DEFAULT_FORMATS, FORMATS, check_formats
 from .params import KINDS, METHODS, PARAMETERS, ModelKind
 from .params import comma_strings as _strings
+from .provenance import describe, note_command
 
 #: sample counts whose GPU kernels ``gcnmops warmup`` compiles besides the example's 40 (one per work-buffer size)
 WARMUP_SAMPLES = (6, 15, 30, 100)
+#: about how long a first run compiles the CPU's and the GPU's kernels (seconds, a few cores; said when it does)
+COMPILE_SECONDS = {"cpu": 60, "gpu": 30}
 #: relative weights of the stages of a run, for the progress bar (measured shares of a CPU run)
 STAGE_WEIGHTS = {"read": 1.0, "normalize": 1.0, "model": 4.0, "segment_call": 4.0, "integer": 0.5, "write": 2.0,
                  "plots": 2.0, "report": 0.3}
@@ -92,7 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                    "normalized_data, local_assessments, individual_call, ini_call, "
                                                    "params_L, params_A, posterior_probs; 'all' (default) or 'none' "
                                                    "(integer_copy_number and the call tables always)")
-    sub.add_parser("info", help="show versions and whether a GPU backend is usable")
+    sub.add_parser("info", help="show versions, whether a GPU backend is usable, the CUDA driver, CuPy and numba-cuda "
+                   "found, and what to install when they disagree")
     warm = sub.add_parser("warmup", help="compile and cache every kernel of a run (once per machine and install; "
                                          "scripts/setup.sh does it)")
     warm.add_argument("--backend", choices=["auto", "cpu", "gpu"], default="auto",
@@ -267,6 +271,7 @@ def _call(args) -> int:
     cohort = _reference_cohort(args)
     gpu = _gpu_warmup(args)
     from .casemode import call_samples, load_reference
+    from .cuda.probe import resolve_backend
     from .outputs.callfiles import VcfOptions
     from .outputs.writers import check_output_folder, write_result
     from .pipeline.family import cnvr_per_sample
@@ -282,6 +287,7 @@ def _call(args) -> int:
     if gpu is not None:
         gpu.wait()
     result = call_samples(args.input, ref, args.mode, sex=args.sex, integer=not args.no_integer, backend=args.backend)
+    result.provenance = describe(resolve_backend(args.backend))
     written = write_result(result.replace(cnvr=cnvr_per_sample(result)), args.outdir, formats=formats, vcf=vcf)
     s = result.summary()
     print(f"gcnmops call ({args.mode}, reference {ref.n_samples} samples, method {ref.method}): {s['regions']:,} "
@@ -362,6 +368,7 @@ def _run(args) -> int:
     skipped = {"integer"} if args.no_integer else set()
     skipped |= set() if args.plots or args.report else {"plots"}
     skipped |= set() if args.report else {"report"}
+    _announce_compiling(args, gpu)
     with Progress({k: w for k, w in STAGE_WEIGHTS.items() if k not in skipped}, disable=args.quiet) as progress:
         t0 = time.perf_counter()
         data, controls = _read_input(args, method)
@@ -382,6 +389,21 @@ def _run(args) -> int:
     if "sex" in result.params:
         print(_sexes(result.params["sex"]))
     return 0
+
+
+def _announce_compiling(args, gpu) -> None:
+    """One line on stderr when the kernels a run needs are not compiled on this machine yet (the run then
+    compiles them first, once): the CPU's always, the GPU's too where the GPU may be used (``gpu``: the warm-up
+    _gpu_warmup started). Not with --quiet."""
+    from .jitcache import kernels_cached
+
+    if args.quiet:
+        return
+    cold = [s for s, gpu_kernels in ((COMPILE_SECONDS["cpu"], False), (COMPILE_SECONDS["gpu"], True))
+            if (gpu is not None or not gpu_kernels) and not kernels_cached(gpu=gpu_kernels)]
+    if cold:
+        print(f"compiling kernels (once per machine, ~{sum(cold)} s; `gcnmops warmup` does it ahead of runs)",
+              file=sys.stderr, flush=True)
 
 
 def _sex_kwargs(args, method) -> dict | None:
@@ -419,6 +441,7 @@ def _sex_aware_run(args, method, data, kwargs: dict, sex_kwargs: dict, formats, 
     from .calls.qc import coverage_qc
     from .casemode import sex_aware_cn_mops
     from .data import Validated
+    from .cuda.probe import resolve_backend
     from .outputs.writers import write_result
     from .pipeline.selection import Selection
     from .pipeline.family import cnvr_per_sample
@@ -429,6 +452,7 @@ def _sex_aware_run(args, method, data, kwargs: dict, sex_kwargs: dict, formats, 
     result.timings["read"] = read_s
     counts = data.data if isinstance(data, Validated) else data
     result = result.replace(sample_qc=Selection(coverage_qc(counts.counts, counts.sample_names)).qc(result))
+    result.provenance = describe(resolve_backend(args.backend))
     figures = _figures(args, progress)
     with timed_stage(result.timings, "write"):
         written = write_result(result.replace(cnvr=cnvr_per_sample(result)), args.outdir, formats=formats, vcf=vcf,
@@ -607,6 +631,7 @@ def _run_streaming(args, method, gpu) -> int:
               f"{done.seconds:.1f} s; {100 * done.rows_done / done.regions:.0f}% of regions, {elapsed:.0f} s elapsed, "
               f"~{left:.0f} s to go", file=sys.stderr, flush=True)
 
+    _announce_compiling(args, gpu)
     if gpu is not None:
         gpu.wait()
     result = run_streaming(args.input, args.outdir, method=method.name, keep=args.keep, integer=not args.no_integer,
@@ -678,10 +703,12 @@ def _info() -> int:
     import numba
     import numpy
 
+    from .cuda.install import report
     from .cuda.probe import gpu_available
 
     print(f"gcnmops {__import__('gcnmops').__version__}; numpy {numpy.__version__}; numba {numba.__version__}")
     print(f"GPU backend usable: {gpu_available()}")
+    print("\n".join(report()))
     return 0
 
 
@@ -750,6 +777,8 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    note_command(sys.argv[1:] if argv is None else argv, [getattr(args, a, None) for a in ("input", "controls",
+                                                                                            "samples")])
     _configure_logging(getattr(args, "verbose", False))
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _terminate)

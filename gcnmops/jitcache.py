@@ -247,6 +247,27 @@ class _ThenLoader(importlib.abc.Loader):
         self.then(module)
 
 
+def kernels_cached(gpu: bool = False) -> bool:
+    """Whether the kernel cache already holds compiled kernels of gcnmops for the CPU (``gpu=False``) or the GPU
+    (the exact GPU kernels carry ``_nofma_`` in their names): a look at the cache's index files (``.nbi``) of
+    the package's source folders, in the install (``__pycache__``) or under ``NUMBA_CACHE_DIR``, without
+    loading numba. True where nothing is cached at all (``caching()`` False: ``configure`` said so already)."""
+    if not _CACHING or os.environ.get("NUMBA_CACHE_DIR") == "":
+        return True
+    cache = os.environ.get("NUMBA_CACHE_DIR")
+    for root, dirs, _ in os.walk(_SOURCES):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        folder = (Path(cache) / f"{os.path.basename(root)}_{hashlib.sha1(root.encode()).hexdigest()}" if cache
+                  else Path(root) / "__pycache__")
+        try:
+            names = [n for n in os.listdir(folder) if n.endswith(".nbi")]
+        except OSError:
+            continue
+        if any(("_nofma_" in n) == gpu for n in names):
+            return True
+    return False
+
+
 def caching() -> bool:
     """Whether compiled kernels can be cached on disk (False: no folder can be written, see ``configure``)."""
     return _CACHING

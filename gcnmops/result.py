@@ -101,6 +101,9 @@ class CNVDetectionResult(ResultCounts):
     selection : dict
         what the run left out or filtered, under these names where used: ``excludedSamples`` (names),
         ``excludeBed`` (path), ``excludedWindows`` (count), ``minLength`` (bp), ``minQuality`` (phred).
+    provenance : dict
+        what made the result (version, command line, date, backend, device, inputs: ``provenance.describe``);
+        empty until a run or the writer fills it.
 
     ``to_frame(name)`` gives a matrix as a DataFrame labelled by region and sample.
     """
@@ -122,6 +125,7 @@ class CNVDetectionResult(ResultCounts):
     gpu_stats: dict = field(default_factory=dict)
     sample_qc: pd.DataFrame | None = None
     selection: dict = field(default_factory=dict)
+    provenance: dict = field(default_factory=dict)
 
     @property
     def region_names(self) -> list[str]:

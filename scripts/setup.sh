@@ -37,8 +37,8 @@ fi
 if ! .venv/bin/python -c 'import gcnmops, pytest' >/dev/null 2>&1 || [ pyproject.toml -nt .venv/.installed ]; then
     echo "setup: installing the Python package into .venv..." >&2
     .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-    extras="test,bam,dask"
-    if command -v R >/dev/null; then extras="test,bam,dask,r"; fi
+    extras="test,bam,dask,workflows"
+    if command -v R >/dev/null; then extras="$extras,r"; fi
     .venv/bin/python -m pip install -q -e ".[$extras]" "numpy<2" "pandas<3" "pyarrow<20"
     touch .venv/.installed
 fi

@@ -16,8 +16,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "gcnmops"
 
 #: the layers from the bottom up: a room may import its own room and the rooms of lower layers
 LAYERS = [
-    {"exact", "errors", "jitcache", "compat", "files"},
-    {"cuda", "params", "data", "progress"},
+    {"exact", "errors", "jitcache", "compat", "files", "version"},
+    {"cuda", "params", "data", "progress", "provenance"},
     {"result", "example"},
     {"io", "normalization", "model"},
     {"segmentation"},

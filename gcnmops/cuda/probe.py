@@ -195,6 +195,17 @@ def device_ids(devices: int | Sequence[int] | str | None) -> list[int]:
     return ids
 
 
+def device_names(devices: int | Sequence[int] | str | None = None) -> list[str]:
+    """"<id>: <name>" of each GPU ``devices`` names (as ``device_ids``), for a result's provenance."""
+    from numba import cuda
+
+    names = []
+    for i in device_ids(devices):
+        name = cuda.gpus[i].name
+        names.append(f"{i}: {name.decode() if isinstance(name, bytes) else name}")
+    return names
+
+
 def _device_ids(devices, n: int) -> list[int]:
     """The ids of the ``n`` devices that ``devices`` names (None: 0; "all"; an id; a list), each once, in order;
     ids that do not exist are left to the run to refuse."""

@@ -26,6 +26,7 @@ from ..calls.filters import active_filters, filter_status
 from ..calls.qc import log2_ratios
 from ..calls.quality import Evidence, call_qualities, cn_value, cnv_region_pairs, direction, main_cn, window_index
 from ..errors import InputError
+from ..version import __version__
 
 try:  # the [bam] extra: BGZF, tabix, VCF through htslib
     import pysam
@@ -582,13 +583,30 @@ def sample_vcf_table(result, sample, reference_fai=None, reference=None) -> VcfT
     return VcfTable(header, [sample], ["GT", "CN", "CNQ"] + (["FCN"] if fractional else []), records)
 
 
-def _vcf_source() -> str:
-    try:
-        from importlib.metadata import version
+def _quoted(value) -> str:
+    """A VCF meta-information value in double quotes (backslashes and quotes escaped, control characters as
+    spaces)."""
+    text = re.sub(r"[\x00-\x1f\x7f]", " ", str(value))
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
-        return version("gcnmops")
-    except Exception:  # noqa: BLE001 - not installed (source tree): no version
-        return "dev"
+
+def provenance_lines(provenance: dict) -> list[str]:
+    """The VCF header lines saying what made the file (``provenance.describe``'s dict): one
+    ``##gcnmopsCommand=<...>`` and one ``##gcnmopsInput=<...>`` per input fingerprinted."""
+    if not provenance:
+        return []
+    fields = {"Version": provenance.get("gcnmops", __version__), "Date": provenance.get("date"),
+              "CommandLine": provenance.get("command"), "Backend": provenance.get("backend"),
+              "Device": provenance.get("device")}
+    lines = ["##gcnmopsCommand=<ID=gcnmops," + ",".join(f"{k}={_quoted(v)}" for k, v in fields.items()
+                                                      if v is not None) + ">"]
+    for i, fp in enumerate(provenance.get("inputs", []), 1):
+        digest = next(((k, v) for k, v in fp.items() if k.startswith("sha256")), None)
+        parts = {"Path": fp.get("path"), "Size": fp.get("size"), "Modified": fp.get("modified"),
+                 "Digest": None if digest is None else f"{digest[0]}:{digest[1]}"}
+        lines.append(f"##gcnmopsInput=<ID=input{i}," + ",".join(f"{k}={_quoted(v)}" for k, v in parts.items()
+                                                              if v is not None) + ">")
+    return lines
 
 
 def _vcf_header_lines(result, contigs: dict, fractional: bool, reference_fai, reference=None,
@@ -600,8 +618,11 @@ def _vcf_header_lines(result, contigs: dict, fractional: bool, reference_fai, re
                 "a proxy from sINI: p = clip(s/e, 0, 1) for a non-normal state, 1 - clip(|s|/|e'|, 0, 1) for the "
                 "normal one, s the sample's mean sINI over the region's windows, e the log2 fold of its class "
                 "(unknown: the nearest class on its side), e' that of the nearest class on the side of s")
-    lines = [f"##fileDate={datetime.date.today():%Y%m%d}",
-             f"##source=gcnmops {_vcf_source()} ({p.get('method', 'cn.mops')} {p.get('version', '')} semantics)"]
+    provenance = getattr(result, "provenance", None) or {}
+    day = provenance.get("date", "")[:10].replace("-", "") or f"{datetime.date.today():%Y%m%d}"
+    lines = [f"##fileDate={day}",
+             f"##source=gcnmops {__version__} ({p.get('method', 'cn.mops')} {p.get('version', '')} semantics)",
+             *provenance_lines(provenance)]
     if reference is not None or reference_fai is not None:
         fasta = str(reference) if reference is not None else (
             str(reference_fai)[:-4] if str(reference_fai).endswith(".fai") else str(reference_fai))

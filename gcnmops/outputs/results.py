@@ -113,6 +113,7 @@ def read_result(outdir: str | os.PathLike):
 
         tables = {name: _table(folder, name, samples) for name in ("segmentation", "cnvs", "cnvr")}
         return open_stored_result(folder, params, tables, samples)
+    provenance = params.pop("provenance", None) or {}  # what made the folder: the result's, not cn.mops's params
     frames = {name: _matrix_frame(folder, name) for name in MATRICES}
     coords = frames["normalized_data"][["seqnames", "start", "end"]]
     gr = pd.DataFrame({"seqnames": _as_objects(coords["seqnames"]), "start": coords["start"].astype(np.int64),
@@ -132,7 +133,7 @@ def read_result(outdir: str | os.PathLike):
         ini_call=frames["ini_call"]["ini_call"].to_numpy(dtype=np.float64), cn_index=cn_index, posterior_probs=None,
         params=params, segmentation=_table(folder, "segmentation", samples), cnvs=_table(folder, "cnvs", samples),
         cnvr=_table(folder, "cnvr", samples), sample_names=samples,
-        ranged=not (gr["seqnames"] == UNDEF_CHROMOSOME).all())
+        ranged=not (gr["seqnames"] == UNDEF_CHROMOSOME).all(), provenance=provenance)
 
 
 __all__ = ["read_result"]

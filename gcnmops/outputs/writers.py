@@ -55,6 +55,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..cuda.probe import Backend
 from ..data import usable_cores
 from ..errors import InputError
 from ..files import remove_inside, umask
@@ -63,6 +64,7 @@ from ..progress import ticker
 from .callfiles import (TRACKS, VcfOptions, bed_cnvr, bed_cnvs, bed_max_position, bedgraph, bgzip, call_table,
                         have_pysam, index_suffix, sample_vcf_name, seg_table, tabix, track_matrices, track_name,
                         vcf_max_position, write_vcf)
+from ..provenance import describe
 from .formats import DEFAULT_FORMATS, FORMATS, check_formats
 from .parquet import encode_parquet, join_parts, parquet_array, parquet_options, parquet_table
 
@@ -412,6 +414,8 @@ class ResultWriter:
         """Write every file of ``result`` not staged yet (a staged matrix whose array ``result`` no longer holds
         is written again), wait, and rename all together; see ``write_result``."""
         batch = self.batch
+        if not result.provenance:  # a result made outside run_and_write: what is known of it now
+            result.provenance = describe(Backend.GPU if result.gpu_stats else None)
         try:
             try:
                 batch.follow_progress()
@@ -669,4 +673,5 @@ def _params_json(result) -> dict:
         scalars["sampleQC"] = {row.sample: {"outlier": bool(row.outlier), "reasons": row.reasons.split(",")
                                             if row.reasons else [], "excluded": bool(row.excluded)}
                                for row in result.sample_qc.itertuples(index=False)}
+    scalars["provenance"] = plain(result.provenance)
     return scalars

@@ -2,6 +2,7 @@
 line (``gcnmops run``) and the batch runner (``gcnmops batch``) share."""
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -13,6 +14,7 @@ from ..outputs.callfiles import VcfOptions
 from ..outputs.writers import ResultWriter
 from ..result import CNVDetectionResult
 from ..progress import timed_stage
+from ..provenance import describe
 from .stages import MODEL_DONE
 from .family import cnvr_per_sample
 from .methods import RUN_ARGS, build_params, run_method
@@ -56,6 +58,7 @@ def run_and_write(method, input, outdir, *, controls=None, backend: str = "auto"
         finally:
             MODEL_DONE.reset(token)
         result.timings.update(timings or {})
+        result.provenance = describe(backend, params.get("devices"), inputs=_paths(input, controls))
         report("normalize+model+calls")
         if integer:
             if len(result.cnvr):
@@ -74,6 +77,13 @@ def run_and_write(method, input, outdir, *, controls=None, backend: str = "auto"
         result.timings["write"] -= result.timings.get(stage, 0.0)
     report("write")
     return result, written
+
+
+def _paths(*inputs) -> list | None:
+    """The file paths among a run's inputs (a CountData or matrix has none); None (the noted command's inputs,
+    ``provenance.describe``) where no input is a path."""
+    paths = [i for i in inputs if isinstance(i, (str, os.PathLike))]
+    return paths or None
 
 
 __all__ = ["run_and_write", "STAGES"]

@@ -57,6 +57,7 @@ from ..outputs.writers import ResultWriter, check_formats
 from ..normalization.kernels import column_coverages
 from ..params import ModelKind, method_spec
 from ..progress import tick
+from ..provenance import describe
 from ..result import CNVDetectionResult
 from ..data import CountData, validate_counts
 from .cnmops import check_segment_args, warn_few_regions
@@ -214,7 +215,8 @@ def run_streaming(input, outdir, *, method: str = "cn.mops", keep=None, integer:
             individual_call=np.empty((0, 0)), ini_call=np.empty(0), cn_index=np.empty((0, 0), np.int8),
             posterior_probs=sparse.post if sparse else None, params=dict(result_params, L=None, A=None),
             segmentation=segmentation, cnvs=cnvs, cnvr=cnvr, sample_names=list(store.sample_names),
-            ranged=store.ranges is not None)
+            ranged=store.ranges is not None,
+            provenance=describe(backend, inputs=[input] if isinstance(input, (str, os.PathLike)) else None))
 
         def publish(sizes):
             rstore.publish()

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# The built wheel with gcnmops[cuda13]'s dependencies, installed into a clean virtual environment on a GPU machine
+# that has no network (the device tool: /work/.library/device/README.md), then `gcnmops info`, the example on the
+# GPU and `pytest -m gpu` on a subset of the GPU tests, run against the installed package.
+#
+#   1. here, with network:      bash scripts/gpu_wheel_check.sh prepare
+#      builds the wheel, downloads its [cuda13] dependencies and pytest for the GPU machine's Python (3.12, x86-64
+#      manylinux) into .whl/ (ignored), leaving out what that machine's image holds already (IMAGE_HAS, default
+#      "numpy cupy_cuda13x": the venv sees them through --system-site-packages), and cuts them into parts
+#      .whl/part1 .. partN of at most PART_MB MiB each (a wheel larger than that is split into pieces), as one
+#      call may carry 64 MiB with the working tree. It prints the device calls to make.
+#   2. on the GPU machine, one call per part, in a row (the machine keeps the parts while it stays warm):
+#      carry [".whl/partK"], command "bash scripts/gpu_wheel_check.sh device" (calls before the last one only
+#      store their part: the device step waits until every part of .whl/MANIFEST is there).
+#      The last call reassembles the wheels (checked against their SHA-256), makes the venv, installs with
+#      pip --no-index and runs the checks; logs in $OUT (info.txt, example.txt, pytest.txt).
+#   TESTS: the GPU test files run (default below); GCNMOPS_GOLDEN_DIR: golden data, where carried.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+part_mb=${PART_MB:-56}
+tests=${TESTS:-test_landing_gpu.py test_multigpu.py test_model_gpu.py test_pipeline_gpu.py}
+
+prepare() {
+    local python=${PYTHON:-python3} all=.whl/all
+    rm -rf .whl && mkdir -p "$all"
+    grep -qx '/.whl/' .gitignore || echo "warning: .whl/ is not ignored by git (the device tool carries ignored paths only)" >&2
+    "$python" -m build --wheel --outdir "$all" . >/dev/null
+    local wheel
+    wheel=$(ls "$all"/gcnmops-*.whl)
+    "$python" -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
+        --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64 \
+        --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux2010_x86_64 \
+        --platform manylinux_2_12_x86_64 --platform manylinux1_x86_64 -d "$all" "$wheel[cuda13]" pytest 2>&1 \
+        | grep -v '^WARNING: Location' >&2 || true
+    for name in ${IMAGE_HAS-numpy cupy_cuda13x}; do rm -f "$all/$name"-[0-9]*.whl; done
+    # parts of at most part_mb MiB: whole wheels where they fit, larger ones in pieces
+    local limit=$((part_mb << 20)) k=1 used=0 f size piece
+    mkdir -p .whl/part1
+    : >.whl/MANIFEST
+    for f in $(ls -S "$all"/*.whl); do
+        size=$(stat -c %s "$f")
+        echo "$(sha256sum "$f" | cut -d' ' -f1) $(basename "$f")" >>.whl/MANIFEST
+        if ((size > limit)); then
+            split -b "$limit" -d "$f" "$all/$(basename "$f").piece"
+            for piece in "$all/$(basename "$f")".piece*; do
+                k=$((k + 1)); mkdir -p ".whl/part$k"; mv "$piece" ".whl/part$k/"
+                used=$(stat -c %s ".whl/part$k/$(basename "$piece")")
+            done
+            rm "$f"
+            continue
+        fi
+        if ((used + size > limit)); then k=$((k + 1)); used=0; mkdir -p ".whl/part$k"; fi
+        mv "$f" ".whl/part$k/"; used=$((used + size))
+    done
+    rmdir .whl/part1 2>/dev/null || true
+    for p in .whl/part*; do cp .whl/MANIFEST "$p/"; done  # whichever part comes first
+    rm -rf "$all"
+    local parts
+    parts=$(ls -d .whl/part* | sort -V)
+    echo "$(wc -l <.whl/MANIFEST) wheels in $(echo "$parts" | wc -w) parts; device calls, one after another:" >&2
+    for p in $parts; do
+        echo "  run(carry=[\"$p\"], command=\"bash scripts/gpu_wheel_check.sh device\", timeout_s=600)" >&2
+    done
+}
+
+device() {
+    local wheels=/tmp/gcnmops-wheels venv=/tmp/gcnmops-venv out=${OUT:-/tmp/gcnmops-out} manifest name
+    manifest=$(ls .whl/part*/MANIFEST 2>/dev/null | head -1 || true)
+    [ -n "$manifest" ] || { echo "no .whl/part*/MANIFEST here: run prepare, carry the parts" >&2; exit 1; }
+    mkdir -p "$wheels" "$out"
+    local missing=0
+    while read -r sum name; do
+        [ -f "$wheels/$name" ] && continue
+        if ls .whl/part*/"$name" >/dev/null 2>&1; then
+            cp .whl/part*/"$name" "$wheels/$name.tmp"
+        elif ls .whl/part*/"$name".piece* >/dev/null 2>&1; then
+            ls .whl/part*/"$name".piece* | awk -F'[.]piece' '{print $NF, $0}' | sort -n | cut -d' ' -f2- \
+                | xargs cat >"$wheels/$name.tmp"
+        else
+            missing=$((missing + 1)); continue
+        fi
+        if [ "$(sha256sum "$wheels/$name.tmp" | cut -d' ' -f1)" = "$sum" ]; then
+            mv "$wheels/$name.tmp" "$wheels/$name"
+        else
+            rm -f "$wheels/$name.tmp"; missing=$((missing + 1))  # a piece still to come
+        fi
+    done <"$manifest"
+    if ((missing)); then
+        echo "stored; $missing wheel(s) wait for parts still to be carried ($(ls -d .whl/part* | xargs -n1 basename | tr '\n' ' '))" >&2
+        exit 0
+    fi
+    local python=${PYTHON:-python3}
+    echo "== venv from $($python -c 'import sys; print(sys.executable, sys.version.split()[0])') (+ the image's packages)" >&2
+    rm -rf "$venv"
+    "$python" -m venv --system-site-packages "$venv"
+    "$venv/bin/python" -m pip install -q --no-index --find-links "$wheels" "$(ls "$wheels"/gcnmops-*.whl)[cuda13]" pytest
+    cd /tmp  # not the checkout: gcnmops is the installed one
+    "$venv/bin/python" -c 'import gcnmops; print("gcnmops", gcnmops.__version__, "from", gcnmops.__file__)' | tee "$out/info.txt"
+    "$venv/bin/gcnmops" info | tee -a "$out/info.txt"
+    "$venv/bin/gcnmops" run --example --backend gpu -o /tmp/gcnmops-example 2>&1 | tee "$out/example.txt"
+    cp /tmp/gcnmops-example/params.json "$out/example-params.json"
+    rm -rf /tmp/gcnmops-tests && mkdir -p /tmp/gcnmops-tests
+    for f in "$repo"/tests/*.py; do
+        case "$(basename "$f")" in test_*) ;; *) cp "$f" /tmp/gcnmops-tests/ ;; esac
+    done
+    for t in $tests; do cp "$repo/tests/$t" /tmp/gcnmops-tests/; done
+    cd /tmp/gcnmops-tests
+    set -o pipefail
+    "$venv/bin/python" -m pytest -q -p no:cacheprovider -m gpu -rs $tests 2>&1 | tee "$out/pytest.txt"
+}
+
+case "${1:-}" in
+    prepare) prepare ;;
+    device) device ;;
+    *) echo "usage: $0 prepare | device" >&2; exit 2 ;;
+esac
