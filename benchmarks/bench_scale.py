@@ -614,7 +614,7 @@ def main() -> None:
     ap.add_argument("--per-device", type=lambda s: [int(v) for v in s.split(",")], default=[1, 2],
                     help="devices: worker threads per GPU (each value a run)")
     ap.add_argument("--one-gpu", type=lambda s: tuple(int(v) for v in s.lower().split("x")), default=None,
-                    help="devices: then cn_mops on one GPU on a heterogeneous cohort of this shape (e.g. 1000000x400)")
+                    help="devices: then cn_mops on one GPU on a heterogeneous cohort of M x N (e.g. 1000000x400)")
     ap.add_argument("--experiments", type=int, default=20)
     ap.add_argument("--memory-limit", default="1GB")
     ap.add_argument("--repeat", type=int, default=2)

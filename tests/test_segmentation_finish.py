@@ -91,3 +91,26 @@ def test_tied_neighbours_are_not_recomputed():
     for k in ref:
         assert np.array_equal(ref[k], got[k]) and np.array_equal(ref[k], full[k]), k
     assert t_ties["seg_recomputed"] * 2 < t_full["seg_recomputed"], (t_ties, t_full)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("seed", range(3))
+def test_gpu_statistic_on_tie_prone_vectors_gives_the_cpu_segments(seed):
+    """On a real GPU: the statistic from the kernels, finished on the host, equals the CPU segmentation on
+    tie-prone vectors; the tie rule recomputes fewer positions than trusting no GPU window does."""
+    from gcnmops.cuda.probe import gpu_available
+
+    if not gpu_available():
+        pytest.skip("no usable CUDA GPU")
+    rng = np.random.default_rng(300 + seed)
+    x = _matrix(rng, 200_000, 6)
+    blocks = [(0, 120_000), (120_000, 120_050), (120_050, 200_000)]
+    kw = PARAMS[seed]
+    ref = segment_columns_arrays(x, blocks, **kw)
+    t: dict = {}
+    got = sgg.segment_columns_arrays_gpu(x, blocks, timings=t, **kw)
+    t_full: dict = {}
+    full = sgg.segment_columns_arrays_gpu(x, blocks, timings=t_full, full_recompute=True, **kw)
+    for k in ref:
+        assert np.array_equal(ref[k], got[k]) and np.array_equal(ref[k], full[k]), (k, kw)
+    assert t["seg_recomputed"] <= t_full["seg_recomputed"], (t, t_full)

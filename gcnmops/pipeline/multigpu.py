@@ -8,8 +8,8 @@ on the whole matrix. A device's thread takes the largest chromosome not yet take
 devices finish together), makes it the thread's current device (cuda.runtime.on_device) and runs the stages
 there: normalization, the model, the segmentation's statistic on that GPU, their host passes on the thread's
 share of the cores (numba's thread count is per thread). Each device has ``per_device`` such threads, so that
-while one chromosome's segmentation is finished on the host the device computes another's. The call tables are gathered in chromosome order
-(blocks.BlockTables): the result is the single-GPU and the CPU result, bit for bit.
+while one chromosome's segmentation is finished on the host the device computes another's. The call tables are
+gathered in chromosome order (blocks.BlockTables): the result is the single-GPU and the CPU result, bit for bit.
 
 Not yet the default of ``cn_mops(devices=...)`` (which shares the model's rows among the devices): the
 segmentation's host passes, which every device's thread shares the same cores for, dominate the run, so placing
