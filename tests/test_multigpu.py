@@ -107,7 +107,9 @@ CHILD = r'''
     data = t.cohort(sizes=(150, 220, 4, 90), n=5, silent=2)
     for name, params in (("norm1", {}), ("norm2_post", {"norm": 2, "return_posterior": True})):
         p = METHODS["cn.mops"].params(**params)
-        gpu = multigpu.run_on_devices(RunPlan(METHODS["cn.mops"], p, Backend.GPU, data.n_regions), data, [0], {})
+        # one worker thread: the simulator runs kernels from one host thread at a time
+        gpu = multigpu.run_on_devices(RunPlan(METHODS["cn.mops"], p, Backend.GPU, data.n_regions), data, [0], {},
+                                      per_device=1)
         cpu = run_block(RunPlan(METHODS["cn.mops"], p, Backend.CPU, data.n_regions), data)
         try:
             t.assert_same(gpu, cpu)
