@@ -8,6 +8,7 @@ Usage:
   python benchmarks/bench_scale.py gpu   [--regions 5000000] [--samples 50] [--gpus 1,2,4] [--threads 1]
                                          [--repeat 2] [--no-verify]
   python benchmarks/bench_scale.py devices [--regions 5000000] [--samples 50] [--gpus 1,2,4] [--repeat 2]
+                                         [--per-device 1,2] [--one-gpu 1000000x400]
   python benchmarks/bench_scale.py batch [--experiments 20] [--regions 20000] [--samples 20] [--workers 1,2]
   python benchmarks/bench_scale.py gpu-stream [--regions 1000000] [--samples 400] [--backend gpu|cpu]
                                          [--keep local_assessments] [--verify-rows 200000] [--input STORE]
@@ -28,9 +29,12 @@ except for the single-process reference.
 - ``gpu``: the single-process ``gcnmops.cn_mops(backend="gpu")`` on GPU 0, then dask-cuda LocalCUDACluster
   on the first g GPUs (one worker per GPU with t task threads, backend "gpu"), g in ``--gpus``, t in
   ``--threads``; each run compared with the single-process result. Needs GPUs and ``pip install dask-cuda``.
-- ``devices``: one process, whole chromosomes on GPUs 0..g-1 (``pipeline.multigpu.run_on_devices``) for g in
-  ``--gpus`` (g = 1: ``gcnmops.cn_mops(backend="gpu")``), each compared with the one-GPU result; the cohort in
-  memory, best of ``--repeat`` after a warm-up on every device.
+- ``devices``: one process, on a heterogeneous cohort in memory (``heterogeneous_chunk``: gamma region means, 2%
+  empty regions, coverages 0.7-1.3, a CNV every ~2,000 regions per sample): ``gcnmops.cn_mops(backend="gpu")`` on
+  one GPU, then whole chromosomes on GPUs 0..g-1 (``pipeline.multigpu.run_on_devices``) for g in ``--gpus`` with
+  k worker threads per GPU for k in ``--per-device``, each compared with the one-GPU result, best of ``--repeat``
+  after a warm-up on every device; with ``--one-gpu MxN``, then ``cn_mops`` on one GPU on such a cohort of M x N.
+  Prints a table and the one-GPU runs' segmentation sub-stages (seg_*).
 - ``batch``: ``gcnmops batch`` on ``--experiments`` count files with 1..k CPU worker processes.
 - ``gpu-stream``: ``gcnmops.run_streaming`` (one process, one GPU or the CPU: ``--backend``) from a count store
   on disk (the cohort simulated into it chunk by chunk as int32, ``--input`` an existing one) to an output folder
@@ -63,6 +67,8 @@ import gcnmops  # noqa: E402
 from gcnmops import distributed as gd  # noqa: E402
 
 N_CHROM = 22
+#: the heterogeneous cohort's regions without a read
+EMPTY_FRACTION = 0.02
 
 
 # ------------------------------------------------------------------------------------------------ data
@@ -320,41 +326,109 @@ def run_gpu(args) -> dict:
     return out
 
 
+def heterogeneous_chunk(a: int, b: int, n: int, seed: int) -> np.ndarray:
+    """Rows a:b (float64, order F) of a heterogeneous cohort: gamma-distributed region means, EMPTY_FRACTION of
+    the regions without a read, sample coverages 0.7-1.3 and, per sample, a gain or loss (0.5x / 1.5x, 3-40
+    regions) every ~2,000 regions."""
+    coverage = np.random.default_rng([seed, 0]).uniform(0.7, 1.3, size=n)
+    rng = np.random.default_rng([seed, 2, a])
+    mu = rng.gamma(2.0, 45.0, size=b - a)
+    mu[rng.random(b - a) < EMPTY_FRACTION] = 0.0
+    dosage = np.ones((b - a, n))
+    for k in range(n):
+        for s in rng.integers(0, max(1, b - a - 40), size=rng.poisson((b - a) / 2000)):
+            dosage[s:s + rng.integers(3, 40), k] = rng.choice([0.5, 1.5])
+    return np.asfortranarray(rng.poisson(mu[:, None] * coverage[None, :] * dosage).astype(np.float64))
+
+
+def heterogeneous_cohort(m: int, n: int, seed: int, rows: int = 100_000) -> gcnmops.CountData:
+    """The heterogeneous cohort in memory, its chunks simulated on every core."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    counts = np.empty((m, n), order="F")
+
+    def fill(a: int) -> None:
+        counts[a:a + rows] = heterogeneous_chunk(a, min(m, a + rows), n, seed)
+
+    with ThreadPoolExecutor(os.cpu_count()) as pool:
+        list(pool.map(fill, range(0, m, rows)))
+    return gcnmops.CountData(counts, [f"S{k + 1}" for k in range(n)], cohort_ranges(m))
+
+
+def _seg_stats(res) -> dict:
+    """The segmentation's sub-stage seconds and counts of a one-GPU run (seg_*)."""
+    return {k: round(v, 3) if isinstance(v, float) else v for k, v in res.gpu_stats.items() if k.startswith("seg_")}
+
+
 def run_devices(args) -> dict:
-    tmp = Path(tempfile.mkdtemp(prefix="gcnmops-devices-"))
     m, n = args.regions, args.samples
-    data = read_cohort(write_cohort(tmp / "cohort.zarr", m, n, args.seed))
-    shutil.rmtree(tmp, ignore_errors=True)
-    out: dict = {"regions": m, "samples": n, "cores": os.cpu_count(), "runs": []}
+    data = heterogeneous_cohort(m, n, args.seed)
+    out: dict = {"regions": m, "samples": n, "cores": os.cpu_count(), "cohort": "heterogeneous", "runs": []}
     from gcnmops.params import METHODS
     from gcnmops.pipeline.multigpu import run_on_devices
     from gcnmops.pipeline.plan import RunPlan
 
-    def run(counts: gcnmops.CountData, g: int):
-        if g == 1:
+    def run(counts: gcnmops.CountData, g: int, per_device: int):
+        if g == 1 and per_device == 0:
             return gcnmops.cn_mops(counts, backend="gpu")
         row = METHODS["cn.mops"]
-        return run_on_devices(RunPlan.build(row, row.params(), "gpu", counts.n_regions), counts, list(range(g)), {})
+        return run_on_devices(RunPlan.build(row, row.params(), "gpu", counts.n_regions), counts, list(range(g)), {},
+                              per_device=per_device)
 
     warm = gcnmops.CountData(data.counts[:60_000], data.sample_names, data.ranges.iloc[:60_000])
     ref = None
-    for g in args.gpus:
-        run(warm, g)  # every device loads its kernels
+    configs = [(1, 0)] + [(g, k) for g in args.gpus for k in args.per_device]
+    for g, per_device in configs:
+        run(warm, g, per_device or 1)  # every device loads its kernels
         best = None
         for _ in range(args.repeat):
             t0 = time.perf_counter()
-            res = run(data, g)
+            res = run(data, g, per_device)
             whole = time.perf_counter() - t0
             if best is None or whole < best[0]:
                 best = (whole, dict(res.timings))
         ref = res if ref is None else ref
-        row = {"what": f"one process, {g} GPU(s)", "gpus": g, "whole_s": round(best[0], 3),
+        what = "cn_mops, 1 GPU" if per_device == 0 else f"chromosomes on {g} GPU(s) x {per_device} thread(s)"
+        row = {"what": what, "gpus": g, "per_device": per_device, "whole_s": round(best[0], 3),
                "speedup": round(out["runs"][0]["whole_s"] / best[0], 2) if out["runs"] else 1.0,
                "stages": {k: round(v, 3) for k, v in best[1].items()},
                "same_as_1_gpu": compare(res, ref) if args.verify else None}
+        if per_device == 0:
+            row["segmentation"] = _seg_stats(res)
         out["runs"].append(row)
         print(row, flush=True)
+    del data, ref, res
+    if args.one_gpu:
+        m1, n1 = args.one_gpu
+        data = heterogeneous_cohort(m1, n1, args.seed + 1)
+        best = None
+        for _ in range(args.repeat):
+            t0 = time.perf_counter()
+            res = gcnmops.cn_mops(data, backend="gpu")
+            whole = time.perf_counter() - t0
+            if best is None or whole < best[0]:
+                best = (whole, dict(res.timings), _seg_stats(res))
+        row = {"what": f"cn_mops, 1 GPU, {m1} x {n1}", "whole_s": round(best[0], 3),
+               "stages": {k: round(v, 3) for k, v in best[1].items()}, "segmentation": best[2]}
+        out["runs"].append(row)
+        print(row, flush=True)
+    print_devices_table(out)
     return out
+
+
+def print_devices_table(out: dict) -> None:
+    print(f"\n{out['regions']:,} x {out['samples']} (heterogeneous cohort), {out['cores']} cores")
+    print("| run | whole (s) | speedup | normalize | model | segment_call | identical |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for r in out["runs"]:
+        st = r["stages"]
+        same = r.get("same_as_1_gpu")
+        ok = "-" if same is None else ("yes" if all(v in (0, "equal") for v in same.values()) else "NO")
+        print(f"| {r['what']} | {r['whole_s']} | {r.get('speedup', '-')} | {st.get('normalize', 0):.2f} | "
+              f"{st.get('model', 0):.2f} | {st.get('segment_call', 0):.2f} | {ok} |")
+    for r in out["runs"]:
+        if "segmentation" in r:
+            print(f"{r['what']}: {r['segmentation']}")
 
 
 def run_batch_bench(args) -> dict:
@@ -537,6 +611,10 @@ def main() -> None:
     ap.add_argument("--gpus", type=lambda s: [int(v) for v in s.split(",")], default=[1, 2, 4])
     ap.add_argument("--threads", type=lambda s: [int(v) for v in s.split(",")], default=[1],
                     help="gpu: task threads per GPU worker (each value a run)")
+    ap.add_argument("--per-device", type=lambda s: [int(v) for v in s.split(",")], default=[1, 2],
+                    help="devices: worker threads per GPU (each value a run)")
+    ap.add_argument("--one-gpu", type=lambda s: tuple(int(v) for v in s.lower().split("x")), default=None,
+                    help="devices: then cn_mops on one GPU on a heterogeneous cohort of M x N (e.g. 1000000x400)")
     ap.add_argument("--experiments", type=int, default=20)
     ap.add_argument("--memory-limit", default="1GB")
     ap.add_argument("--repeat", type=int, default=2)

@@ -57,19 +57,20 @@ def assert_same(a, b):
         assert getattr(a, name).equals(getattr(b, name)), name
 
 
-@pytest.mark.parametrize("method,params", [
-    ("cn.mops", {}), ("cn.mops", {"norm": 0}), ("cn.mops", {"norm": 2, "return_posterior": True}),
-    ("haplo", {"norm": 2}), ("exome", {"use_median": True}),
+@pytest.mark.parametrize("method,params,per_device", [
+    ("cn.mops", {}, 1), ("cn.mops", {}, 2), ("cn.mops", {"norm": 0}, 2),
+    ("cn.mops", {"norm": 2, "return_posterior": True}, 3), ("haplo", {"norm": 2}, 2),
+    ("exome", {"use_median": True}, 1),
 ])
-def test_chromosomes_on_workers_equal_the_whole_run(method, params, monkeypatch):
-    """Two workers take the chromosomes largest first; every matrix and table equals run_block on the whole
-    matrix (the CPU backend here: the device switch does nothing)."""
+def test_chromosomes_on_workers_equal_the_whole_run(method, params, per_device, monkeypatch):
+    """Two devices' worker threads (``per_device`` each) take the chromosomes largest first; every matrix and table
+    equals run_block on the whole matrix (the CPU backend here: the device switch does nothing)."""
     monkeypatch.setattr(multigpu, "on_device", lambda device: contextlib.nullcontext())
     data = cohort()
     row = METHODS[method]
     plan = RunPlan(row, row.params(**params), Backend.CPU, data.n_regions)
     timings: dict = {}
-    got = multigpu.run_on_devices(plan, data, [0, 1], timings)
+    got = multigpu.run_on_devices(plan, data, [0, 1], timings, per_device=per_device)
     assert_same(got, run_block(plan, data))
     assert sum(got.gpu_stats[f"device_{d}_chromosomes"] for d in (0, 1)) == 5
     assert {"genome", "normalize", "model", "segment_call"} <= set(timings)
@@ -106,7 +107,9 @@ CHILD = r'''
     data = t.cohort(sizes=(150, 220, 4, 90), n=5, silent=2)
     for name, params in (("norm1", {}), ("norm2_post", {"norm": 2, "return_posterior": True})):
         p = METHODS["cn.mops"].params(**params)
-        gpu = multigpu.run_on_devices(RunPlan(METHODS["cn.mops"], p, Backend.GPU, data.n_regions), data, [0], {})
+        # one worker thread: the simulator runs kernels from one host thread at a time
+        gpu = multigpu.run_on_devices(RunPlan(METHODS["cn.mops"], p, Backend.GPU, data.n_regions), data, [0], {},
+                                      per_device=1)
         cpu = run_block(RunPlan(METHODS["cn.mops"], p, Backend.CPU, data.n_regions), data)
         try:
             t.assert_same(gpu, cpu)
@@ -131,8 +134,8 @@ def test_every_gpu_equals_the_cpu():
     from gcnmops.cuda.probe import device_ids
 
     data = cohort(sizes=(40_000, 65_000, 12_000, 4, 30_000, 55_000), n=24, seed=9)
-    for params in ({}, {"norm": 2, "return_posterior": True}):
+    for params, per_device in (({}, 1), ({}, 2), ({"norm": 2, "return_posterior": True}, 2)):
         p = METHODS["cn.mops"].params(**params)
         gpu = multigpu.run_on_devices(RunPlan(METHODS["cn.mops"], p, Backend.GPU, data.n_regions), data,
-                                      device_ids("all"), {})
+                                      device_ids("all"), {}, per_device=per_device)
         assert_same(gpu, run_block(RunPlan(METHODS["cn.mops"], p, Backend.CPU, data.n_regions), data))

@@ -35,6 +35,8 @@ CHILD = r'''
         ("alpha_count", cohort(70, 2, 2), [(0, 70)], {"alpha": 4}),
         ("no_merge_minseg5", cohort(80, 1, 3), [(0, 80)], {"seg_median_t": (0, 0), "min_seg": 5}),
         ("short_blocks_nonfinite", cohort(60, 2, 4), [(0, 3), (3, 4), (4, 60)], {"delta": 3, "max_int": 12}),
+        ("tie_prone", np.column_stack([np.resize(np.repeat([0.0, 0.0, 1.0, 0.0, -1.0, 0.5, 0.0], [9, 3, 1, 6, 1, 2, 7]),
+                                                 110), np.round(cohort(110, 1, 7)[:, 0], 1)]), [(0, 110)], {}),
     ]
     cases[3][1][10, 0] = np.inf
     cases[3][1][20, 1] = np.nan
@@ -152,7 +154,7 @@ def sim_result(cuda_simulator):
     return cuda_simulator.result(SCENARIO)
 
 
-@pytest.mark.parametrize("name", ["default", "alpha_count", "no_merge_minseg5", "short_blocks_nonfinite"])
+@pytest.mark.parametrize("name", ["default", "alpha_count", "no_merge_minseg5", "short_blocks_nonfinite", "tie_prone"])
 def test_sim_segments_identical(sim_result, name):
     assert sim_result[name]["identical"], sim_result[name]
     assert sim_result[name]["candidates"] > 0 or name == "short_blocks_nonfinite"

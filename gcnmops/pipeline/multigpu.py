@@ -7,8 +7,9 @@ needs of the rest only what ``stages.Genome`` holds (each sample's total count, 
 on the whole matrix. A device's thread takes the largest chromosome not yet taken (the longest first, so the
 devices finish together), makes it the thread's current device (cuda.runtime.on_device) and runs the stages
 there: normalization, the model, the segmentation's statistic on that GPU, their host passes on the thread's
-share of the cores (numba's thread count is per thread). The call tables are gathered in chromosome order
-(blocks.BlockTables): the result is the single-GPU and the CPU result, bit for bit.
+share of the cores (numba's thread count is per thread). Each device has ``per_device`` such threads, so that
+while one chromosome's segmentation is finished on the host the device computes another's. The call tables are
+gathered in chromosome order (blocks.BlockTables): the result is the single-GPU and the CPU result, bit for bit.
 
 Not yet the default of ``cn_mops(devices=...)`` (which shares the model's rows among the devices): the
 segmentation's host passes, which every device's thread shares the same cores for, dominate the run, so placing
@@ -36,13 +37,19 @@ from .stages import MODEL_DONE, model_result, run_block
 
 #: the stages whose seconds each device adds up (the run's timings take the slowest device's)
 _STAGES = ("normalize", "model", "segment_call")
+#: worker threads per device: while one chromosome's segmentation finishes on the host, the next one's stages run
+#: on the device
+PER_DEVICE = 2
 
 
-def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timings: dict) -> CNVDetectionResult:
+def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timings: dict,
+                   per_device: int = PER_DEVICE) -> CNVDetectionResult:
     """The run on every device of ``devices`` (ids), whole chromosomes placed largest first; the result of
-    ``stages.run_block`` on the whole matrix. ``timings`` gain "genome" (the whole-matrix sums), and per stage the
-    slowest device's seconds; ``gpu_stats`` sums the devices' sub-stage statistics, with each device's wall time
-    (``device_<id>_seconds``) and chromosome count."""
+    ``stages.run_block`` on the whole matrix. ``per_device``: worker threads per device, each taking chromosomes
+    (with two, one chromosome's host passes overlap another's GPU stages). ``timings`` gain "genome" (the
+    whole-matrix sums), and per stage the slowest device's seconds (its threads' seconds added up);
+    ``gpu_stats`` holds each device's wall time (``device_<id>_seconds``: its slowest thread's) and chromosome
+    count."""
     regions = Regions.of(data)
     blocks = regions.blocks
     with timed_stage(timings, "genome"):
@@ -55,11 +62,13 @@ def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timin
     taken = iter(order)
     take = threading.Lock()
     failed = threading.Event()  # a device failed: the others take no more chromosomes
-    per_device: dict[int, dict] = {d: {"chromosomes": 0} for d in devices}
-    share = max(1, numba.get_num_threads() // len(devices))
+    if per_device < 1:
+        raise ValueError("per_device must be at least 1")
+    stats_of: dict[int, dict] = {d: {"chromosomes": 0, "seconds": 0.0} for d in devices}
+    share = max(1, numba.get_num_threads() // (len(devices) * per_device))
 
     def work(device: int) -> None:
-        stats = per_device[device]
+        stats = stats_of[device]
         t0 = time.perf_counter()
         try:
             numba.set_num_threads(share)  # this thread's parallel loops: its share of the cores
@@ -75,21 +84,23 @@ def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timin
                                        devices=[device])
                     landing.put(b0, b1, result)
                     gathered.put(k, result)
-                    stats["chromosomes"] += 1
-                    for name, value in {**block_timings, **result.gpu_stats}.items():
-                        if isinstance(value, (int, float)) and not isinstance(value, bool):
-                            stats[name] = stats.get(name, 0) + value
+                    with take:
+                        stats["chromosomes"] += 1
+                        for name, value in {**block_timings, **result.gpu_stats}.items():
+                            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                                stats[name] = stats.get(name, 0) + value
         except BaseException:
             failed.set()
             raise
         finally:
-            stats["seconds"] = time.perf_counter() - t0
+            with take:
+                stats["seconds"] = max(stats["seconds"], time.perf_counter() - t0)
 
     with BlockTables(len(blocks), regions.sample_names, plan.segments) as gathered:
-        in_threads({f"gcnmops-gpu{d}": (lambda d=d: work(d)) for d in devices})
+        in_threads({f"gcnmops-gpu{d}-{k}": (lambda d=d: work(d)) for d in devices for k in range(per_device)})
     for stage in _STAGES:
-        timings[stage] = timings.get(stage, 0.0) + max(s.get(stage, 0.0) for s in per_device.values())
-    gpu_stats = {f"device_{d}_{key}": s[key] for d, s in per_device.items() for key in ("seconds", "chromosomes")}
+        timings[stage] = timings.get(stage, 0.0) + max(s.get(stage, 0.0) for s in stats_of.values())
+    gpu_stats = {f"device_{d}_{key}": s[key] for d, s in stats_of.items() for key in ("seconds", "chromosomes")}
     result = landing.result(plan, regions, genome, timings, gpu_stats)
     listener = MODEL_DONE.get()
     if listener is not None:

@@ -37,11 +37,13 @@ def _exact_p(S, Q, i, m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf, ebu
 
 
 @njit(cache=True, error_model="numpy")
-def _statuses(pos, p, n, m, exact, tau, h, status, slo, sup):
+def _statuses(pos, p, js, n, m, exact, tau, h, S, Q, w, V, ties, keys, status, slo, sup):
     """Local-maximum status of every candidate c (position pos[c], statistic p[c]; the others are 0) from the
     intervals (exact values: points) and the bounds of its statistic: status 0 = surely a local maximum
     (stat = p), 1 = surely not (stat = 0), 2 = undecided (stat = 0 or p: bounds [0, p_up]). Only candidates can
-    be neighbours that decide: a 0 is never above a positive value."""
+    be neighbours that decide: a 0 is never above a positive value. With ``ties``, a neighbour whose interval
+    overlaps c's but which has c's GPU value and (t, dof) (``same_tail``; ``keys``: its cache, NaN on entry) is
+    decided: its exact value is c's, and ``_mark_tie_partners`` keeps the two values equal."""
     for c in range(n):
         v = p[c]
         i = pos[c]
@@ -49,14 +51,13 @@ def _statuses(pos, p, n, m, exact, tau, h, status, slo, sup):
         vup = v if exact[c] else v * (1.0 + tau)
         st = 0
         if has_neighbourhood(i, h, m) and v > 0.0:
-            r = c - 1
-            while r >= 0 and pos[r] >= i - h:
-                st = _neighbour_status(p[r], exact[r], tau, vlo, vup, st)
-                r -= 1
-            r = c + 1
-            while st != 1 and r < n and pos[r] <= i + h:
-                st = _neighbour_status(p[r], exact[r], tau, vlo, vup, st)
-                r += 1
+            for r in range(max(c - h, 0), min(c + h + 1, n)):  # candidates within h positions are within h entries
+                if r == c or abs(pos[r] - i) > h:
+                    continue
+                nst = _neighbour_status(p[r], exact[r], tau, vlo, vup, st)
+                if nst == 2 and st != 2 and ties and p[r] == v and same_tail(S, Q, pos, js, c, r, w, V, keys):
+                    nst = st
+                st = nst
         status[c] = st
         if st == 0:
             slo[c] = vlo
@@ -67,6 +68,19 @@ def _statuses(pos, p, n, m, exact, tau, h, status, slo, sup):
         else:
             slo[c] = 0.0
             sup[c] = vup
+
+
+@register_jitable
+def same_tail(S, Q, pos, js, c, r, w, V, keys):
+    """Whether the best windows of candidates c and r (``js``, the GPU's) give bit-identical (t, dof): their
+    exact values, the exact tails of those windows, are then equal, neither above the other. ``keys`` (n, 2):
+    each candidate's (t, dof) once computed, NaN before."""
+    if js[c] < 0 or js[r] < 0:
+        return False
+    for k in (c, r):
+        if keys[k, 0] != keys[k, 0]:
+            keys[k, 0], keys[k, 1] = window_t(S, Q, pos[k], js[k], w, V)
+    return keys[c, 0] == keys[r, 0] and keys[c, 1] == keys[r, 1]
 
 
 @register_jitable
@@ -97,11 +111,11 @@ def _threshold_ranks(alpha, m):
 
 
 @njit(cache=True, error_model="numpy")
-def _mark_open(pos, p, n, m, exact, tau, h, r_lo, r_hi, status, slo, sup, wk):
+def _mark_open(pos, p, js, n, m, exact, tau, h, r_lo, r_hi, S, Q, w, V, ties, keys, status, slo, sup, wk):
     """Mark (status bit 4) the candidates that must be exact: those whose statistic's bounds overlap [T_lo, T_up]
-    (the span of the order statistics r_lo, r_hi of all m positions) and their undecided neighbours. Returns
-    the number of marks. ``wk``: scratch (n)."""
-    _statuses(pos, p, n, m, exact, tau, h, status, slo, sup)
+    (the span of the order statistics r_lo, r_hi of all m positions) and their undecided neighbours (``_statuses``
+    with S, Q, w, V, ``ties``, ``keys``). Returns the number of marks. ``wk``: scratch (n)."""
+    _statuses(pos, p, js, n, m, exact, tau, h, S, Q, w, V, ties, keys, status, slo, sup)
     for c in range(n):
         wk[c] = slo[c]
     t_low = kth_pair_with_zeros(wk, n, m - n, r_lo)[0]
@@ -128,7 +142,31 @@ def _mark_open(pos, p, n, m, exact, tau, h, r_lo, r_hi, status, slo, sup, wk):
                     if not exact[r] and p[r] > 0.0:
                         status[r] |= 4
                         nmark += 1
+    if ties and nmark:
+        nmark += _mark_tie_partners(pos, p, js, n, exact, h, S, Q, w, V, keys, status)
     return nmark
+
+
+@njit(cache=True, error_model="numpy")
+def _mark_tie_partners(pos, p, js, n, exact, h, S, Q, w, V, keys, status):
+    """Mark (status bit 4) every tie partner of a marked candidate, and theirs in turn: a neighbour within h with
+    the same GPU value and the same (t, dof) (``same_tail``), whose comparison ``_statuses`` decided as a tie. Both
+    then get the one exact value, so the local maxima compare them equal as they compared their GPU values.
+    Returns the number of marks added."""
+    added = 0
+    changed = True
+    while changed:
+        changed = False
+        for c in range(n):
+            if not status[c] & 4:
+                continue
+            for r in range(max(c - h, 0), min(c + h + 1, n)):
+                if (r != c and not status[r] & 4 and not exact[r] and p[r] == p[c] and abs(pos[r] - pos[c]) <= h
+                        and same_tail(S, Q, pos, js, c, r, w, V, keys)):
+                    status[r] |= 4
+                    added += 1
+                    changed = True
+    return added
 
 
 @njit(cache=True, error_model="numpy")
@@ -148,7 +186,7 @@ def _finish_one(x, pos, p, js, n, full, V, t_hi, t_lo, alpha, no_merge, min_seg,
                 exact, status, fscratch, work, jinv, jnn, jc, ybuf, ebuf, qbuf):
     """Breakpoints and merging of one clean vector x from its GPU statistic p[c] at the candidate positions pos[c]
     (c < n; p modified in place where recomputed). flags (zero on entry): 1 where a final segment ends. Returns
-    (count, recomputed). ``fscratch``: float64 of length >= 2 len(x) + 4 n; ``work``: len(x).
+    (count, recomputed). ``fscratch``: float64 of length >= 2 len(x) + 6 n; ``work``: len(x).
 
     Candidates whose statistic's bounds overlap [T_lo, T_up] (the span of the order statistics the threshold
     is made of) get exact CPU values, and so do the undecided neighbours of such positions; bounds only
@@ -163,24 +201,25 @@ def _finish_one(x, pos, p, js, n, full, V, t_hi, t_lo, alpha, no_merge, min_seg,
     sup = fscratch[2 * m + n:2 * m + 2 * n]
     wk = fscratch[2 * m + 2 * n:2 * m + 3 * n]
     stat = fscratch[2 * m + 3 * n:2 * m + 4 * n]
+    keys = fscratch[2 * m + 4 * n:2 * m + 6 * n].reshape((n, 2))
+    keys[:] = math.nan
     h = local_half_width(min_seg)
     memo = np.full(3, math.nan)
     # exact where known: no window evaluated gives 0 on both sides; non-finite values (never seen) are
     # recomputed so that the intervals stay finite
     nre = 0
+    if n > 0:
+        prefix_sums(x, S, Q)
     for c in range(n):
         exact[c] = p[c] == 0.0
         if math.isnan(p[c]) or math.isinf(p[c]):
-            if nre == 0:
-                prefix_sums(x, S, Q)
             p[c] = _exact_p(S, Q, pos[c], m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf, ebuf, qbuf, js[c],
                             full, memo)
             exact[c] = True
             nre += 1
     r_lo, r_hi = _threshold_ranks(alpha, m)
-    if r_lo >= 0 and _mark_open(pos, p, n, m, exact, tau, h, r_lo, r_hi, status, slo, sup, wk):
-        if nre == 0:
-            prefix_sums(x, S, Q)
+    if r_lo >= 0 and _mark_open(pos, p, js, n, m, exact, tau, h, r_lo, r_hi, S, Q, w, V, not full, keys, status, slo,
+                                sup, wk):
         for c in range(n):
             if status[c] & 4:
                 p[c] = _exact_p(S, Q, pos[c], m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf, ebuf, qbuf,
@@ -207,7 +246,7 @@ def _finish_all(xt, offs, coffs, p_c, j_c, full, vec_eps, vec_V, vec_thi, vec_tl
         jinv, jnn, jc, ybuf, ebuf, qbuf = window_scratch(min_seg, max_int, w)
         c, nre = _finish_one(x, pos, p_c[c0:c0 + n], j_c[c0:c0 + n], n, full, vec_V[task], vec_thi[task],
                              vec_tlo[task], alpha, no_merge, min_seg, delta, max_int, w, tau, flags[o:o + m],
-                             np.empty(n, dtype=np.bool_), np.empty(n, dtype=np.int8), np.empty(2 * m + 4 * n),
+                             np.empty(n, dtype=np.bool_), np.empty(n, dtype=np.int8), np.empty(2 * m + 6 * n),
                              np.empty(m), jinv, jnn, jc, ybuf, ebuf, qbuf)
         counts[task] = c
         recomputed[task] = nre

@@ -23,8 +23,10 @@ of the lower ends, T_up = the (lo+1)-th of the upper ends). Every other position
 both order statistics with its GPU value as with its exact one, so the counts below/above them, the
 threshold and every decision equal those of the all-exact statistic, which segmentation/cpu.py's result equals by
 construction (its own screening keeps the same invariant). The recomputation is one CPU tail per position
-(the exact tail of the GPU's best window, ``_exact_p``); sINI near zero gives many exact ties between
-neighbours, so a sizeable share of the candidates is recomputed (benchmarks/RESULTS.md has the counts).
+(the exact tail of the GPU's best window, ``_exact_p``). sINI near zero gives many exact ties between
+neighbours: where two neighbours have the same GPU value and their best windows the same (t, dof), their exact
+values are equal too, so that comparison is decided without recomputing either (and where one of them is
+recomputed, so is the other: the local maxima compare them equal as before; finish.py).
 
 Residual assumption: the GPU value is within TAU of the CPU's. It holds unless two windows of one position
 have tails within rounding of each other and that decides the window loop's stop or its maximum; then the
