@@ -315,7 +315,7 @@ def _open_parquet(p: Path) -> CountStore:
                          "gcnmops convert.")
     ranges = None
     if all(c is not None for c in coords):
-        table = pq.read_table(p, columns=coords).to_pandas()
+        table = pq.read_table(p, columns=coords).to_pandas(ignore_metadata=True)  # index-held ones as columns
         ranges = table.set_axis(["seqnames", "start", "end"], axis=1)
     dtypes = {np.dtype(f.schema_arrow.field(s).type.to_pandas_dtype()) for s in samples}
     dtype = np.result_type(*dtypes) if dtypes else np.dtype(np.float64)
