@@ -24,7 +24,8 @@ import pandas as pd
 from ..data import CountData, make_count_data
 from ..errors import InputError
 from ..files import check_target, publish_folder, remove_stale, temp_folder
-from ..io.store import RANGES_FILE, checked_ranges, create_array, is_count_store, save_count_data
+from ..io.store import (LAYOUT, RANGES_FILE, check_zarr_counts, checked_ranges, counts_layout, create_array,
+                        is_count_store, save_count_data)
 
 #: the temporary stores' name prefix (in the system's temporary folder)
 TEMP_PREFIX = "gcnmops-dask-"
@@ -160,12 +161,18 @@ def _open_zarr(p: Path):
     da = _dask_array()
     if not p.exists():
         raise InputError(f"Zarr store not found: {p}")
-    node = zarr.open(str(p), mode="r")
+    try:
+        node = zarr.open(str(p), mode="r")
+    except Exception as e:  # zarr's PathNotFoundError, a damaged store
+        raise InputError(f"{p} is not readable as Zarr ({type(e).__name__}: {e}): write the store with "
+                         "gcnmops.distributed.save_counts.") from None
     if hasattr(node, "shape"):
+        check_zarr_counts(node, p, str(p))
         return da.from_zarr(str(p)), None, None, None
     if "counts" not in node:
         raise InputError(f"The Zarr group {p} has no array 'counts' (write one with "
                          "gcnmops.distributed.save_counts).")
+    check_zarr_counts(node["counts"], p / "counts", str(p), node.attrs.asdict())
     names = node.attrs.get("sample_names")
     sums = node.attrs.get("col_sums")
     ranges = pd.read_parquet(p / RANGES_FILE) if (p / RANGES_FILE).exists() else None
@@ -213,6 +220,7 @@ def save_counts(data, path, *, rows_per_chunk: int | None = None, samples_per_ch
             arr = zarr.open_array(str(tmp / "counts"), mode="w", shape=(m, n), chunks=chunks, dtype="f8")
             data.astype("f8").rechunk(chunks).to_zarr(arr)
             group.attrs["sample_names"] = [f"Sample_{k + 1}" for k in range(n)]
+            group.attrs[LAYOUT] = counts_layout(arr)
             publish_folder(tmp, p)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -111,6 +111,76 @@ def counts_kind(values: np.ndarray) -> tuple[bool, float]:
     return bool(np.all(values == np.floor(values))), float(values.max())
 
 
+#: the group attribute in which a count store records its counts array's layout as written (``counts_layout``)
+LAYOUT = "counts_layout"
+
+
+def counts_layout(array) -> dict:
+    """The layout of a Zarr array as a count store records it: dtype, order, shape and chunks."""
+    return {"dtype": np.dtype(array.dtype).str, "order": array.order, "shape": [int(s) for s in array.shape],
+            "chunks": [int(c) for c in array.chunks]}
+
+
+def check_zarr_counts(array, folder: Path, where: str, attrs=None) -> None:
+    """InputError unless the Zarr array of counts ``array`` (stored in ``folder``; ``attrs``: its group's
+    attributes, if any) is what its metadata says: two-dimensional numbers; the layout its group recorded when
+    it was written (``counts_layout``: a ``.zarray`` edited afterwards reads other values from the same chunks);
+    integers where the group holds integer totals; every chunk present (zarr reads a missing one as its fill
+    value, zeros) and, uncompressed, of its full size. ``where`` names the store in the messages."""
+    if array.ndim != 2:
+        raise InputError(f"The counts of {where} must be two-dimensional (regions x samples), got shape {array.shape}.")
+    if not (np.issubdtype(array.dtype, np.number) or array.dtype == bool):
+        raise InputError(f"The counts of {where} are not numbers (dtype {array.dtype}).")
+    attrs = dict(attrs or {})
+    rewrite = "write the store again (gcnmops convert, gcnmops.distributed.save_counts)"
+    recorded = attrs.get(LAYOUT)
+    if recorded is not None and recorded != counts_layout(array):
+        raise InputError(f"The counts array of {where} does not match the layout recorded when it was written "
+                         f"({recorded}; its metadata now says {counts_layout(array)}): its .zarray was changed, "
+                         f"and its chunks would be read as other numbers. Restore it, or {rewrite}.")
+    sums = attrs.get("col_sums")
+    if sums is not None:
+        if np.ndim(sums) != 1 or len(sums) != array.shape[1]:
+            raise InputError(f"{where} records {np.size(sums)} sample totals (col_sums) for {array.shape[1]} samples: "
+                             f"{rewrite}.")
+        if array.dtype.kind not in "iu":
+            raise InputError(f"{where} records integer sample totals, but its counts array says dtype {array.dtype}: "
+                             f"its .zarray was changed, and its chunks would be read as other numbers. {rewrite}.")
+    missing, total, first = _missing_chunks(array, folder)
+    if missing:
+        (r0, r1), (c0, c1) = first
+        raise InputError(f"{where} lacks {missing} of the {total} chunks of its counts (the first: rows {r0 + 1}-{r1}, "
+                         f"samples {c0 + 1}-{c1}); a missing chunk would be read as zeros. Is the copy complete? "
+                         f"Copy it again, or {rewrite}.")
+
+
+def _missing_chunks(array, folder: Path):
+    """(chunks missing, chunks in all, (rows, samples) of the first missing or short chunk) of a Zarr array
+    stored in ``folder``; an uncompressed chunk file shorter than a chunk counts as missing."""
+    total = int(np.prod(array.cdata_shape))
+    try:
+        meta = json.loads((folder / ".zarray").read_text())
+    except (OSError, ValueError):  # not zarr 2's layout: zarr's own count of the chunks present
+        return max(0, total - int(array.nchunks_initialized)), total, ((0, 0), (0, 0))
+    sep = meta.get("dimension_separator") or "."
+    raw = meta.get("compressor") is None and not meta.get("filters")
+    size = int(np.prod(array.chunks)) * np.dtype(array.dtype).itemsize
+    missing, first = 0, None
+    (rows, cols), (r, c) = array.cdata_shape, array.chunks
+    for i in range(rows):
+        for j in range(cols):
+            f = folder / f"{i}{sep}{j}"
+            try:
+                ok = f.is_file() and (not raw or f.stat().st_size == size)
+            except OSError:
+                ok = False
+            if not ok:
+                missing += 1
+                if first is None:
+                    first = ((i * r, min(array.shape[0], (i + 1) * r)), (j * c, min(array.shape[1], (j + 1) * c)))
+    return missing, total, first
+
+
 # ------------------------------------------------------------------------------------------------ reading
 @dataclass
 class CountStore:
@@ -278,10 +348,7 @@ def _open_zarr(p: Path) -> CountStore:
         raise InputError(f"The Zarr group {p} has no array 'counts' (write one with gcnmops convert or "
                          "gcnmops.distributed.save_counts).")
     arr = node[COUNTS]
-    if arr.ndim != 2:
-        raise InputError(f"The counts of {p} must be two-dimensional (regions x samples), got shape {arr.shape}.")
-    if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
-        raise InputError(f"The counts of {p} are not numbers (dtype {arr.dtype}).")
+    check_zarr_counts(arr, p / COUNTS, str(p), node.attrs.asdict())
     sums = node.attrs.get("col_sums")
     ranges = pd.read_parquet(p / RANGES_FILE) if (p / RANGES_FILE).exists() else None
     return CountStore(p, "zarr", node.attrs.get("sample_names"), ranges, np.dtype(arr.dtype),
@@ -375,6 +442,7 @@ class CountStoreWriter:
             raise InputError("No counts to write (the input has no rows).")
         group = zarr_module().open_group(str(self.tmp), mode="a")
         group.attrs["sample_names"] = self.names
+        group.attrs[LAYOUT] = counts_layout(self.array)
         if self.array.dtype.kind in "iu":  # sums of other values: over whole columns when read (exact_col_sums)
             group.attrs["col_sums"] = [int(v) for v in self.sums]
         if self.ranges:
@@ -483,4 +551,5 @@ def save_count_data(data: CountData, path, rows_per_chunk: int | None = None,
 
 __all__ = ["CountStore", "open_count_store", "checked_ranges", "CountStoreWriter", "write_count_store",
            "save_count_data", "convert_counts", "read_rows", "create_array", "is_zarr_path",
-           "store_chunks", "integral_dtype", "counts_kind", "zarr_module", "COUNTS", "RANGES_FILE", "CHUNK_BYTES"]
+           "store_chunks", "integral_dtype", "counts_kind", "zarr_module", "check_zarr_counts", "counts_layout",
+           "COUNTS", "LAYOUT", "RANGES_FILE", "CHUNK_BYTES"]
