@@ -1,0 +1,128 @@
+"""Inputs that read as a different answer at exit 0 unless refused (issue 34): each class through the one
+validation layer every reader goes through (``data.make_count_data`` / ``check_names`` for names and regions,
+``io.columns`` for columns, ``io.store.check_zarr_counts`` for stores, ``casemode.reference`` for references),
+asserting the clear error: InputError through the API, ``error:`` + exit 2 and nothing written through the CLI;
+plus a small fuzz of stores and archives. Each repaired input gives the clean input's answer."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import gcnmops
+from gcnmops.cli import main
+from gcnmops.errors import InputError
+from gcnmops.io import read_counts
+
+pysam = pytest.importorskip("pysam")
+
+
+def _frame(m: int = 60, n: int = 4, seed: int = 5, chroms=("chr1", "chr2")) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    per = m // len(chroms)
+    df = pd.DataFrame({"seqnames": np.repeat(list(chroms), per),
+                       "start": np.tile(np.arange(per) * 1000 + 1, len(chroms)),
+                       "end": np.tile(np.arange(1, per + 1) * 1000, len(chroms))})
+    for k in range(n):
+        df[f"S{k + 1}"] = rng.poisson(60, len(df))
+    return df
+
+
+def _cli_refuses(args, out: Path, capsys, *words) -> str:
+    """The command line: exit 2, stderr 'error: ...' with ``words``, no traceback, nothing written to ``out``."""
+    assert main([*args, "--quiet", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "Traceback" not in err, err
+    for w in words:
+        assert w in err, err
+    assert not out.exists() or not any(out.iterdir()), list(out.iterdir())
+    return err
+
+
+def _run(path, out: Path) -> pd.DataFrame:
+    assert main(["run", str(path), "--backend", "cpu", "--quiet", "--formats", "bed", "-o", str(out)]) == 0
+    return pd.read_csv(out / "cnvs.tsv", sep="\t")
+
+
+# ------------------------------------------------------------------------------------------ names
+@pytest.mark.parametrize("name", ["chr<1>", "*", "#1", "chr\u00e41", "chr1,alt", "=1", "chr 1", "chr1[2]"])
+def test_chromosome_names_no_output_can_hold_are_refused(name, tmp_path, capsys):
+    df = _frame(chroms=("chr9", name))
+    with pytest.raises(InputError, match="Chromosome name.*VCF"):
+        read_counts(df.copy())
+    path = tmp_path / "c.tsv"
+    df.to_csv(path, sep="\t", index=False)
+    _cli_refuses(["run", str(path)], tmp_path / "o", capsys, "Chromosome name", "VCF")
+
+
+def test_valid_contig_names_pass():
+    for name in ("chrUn_gl000220.1", "HLA-A*01:01", "chrM", "1", "chr1:100-200", "NC_000001.11"):
+        assert read_counts(_frame(chroms=("chr9", name))).chromosomes[-1] == name
+
+
+# ------------------------------------------------------------------------------------------ cells and columns
+def test_nul_byte_in_a_count_is_refused(tmp_path, capsys):
+    text = _frame().to_csv(sep="\t", index=False)
+    lines = text.splitlines()
+    lines[3] = lines[3].rsplit("\t", 1)[0] + "\t6\x002"
+    for name, opener in (("c.tsv", open), ("c.tsv.gz", __import__("gzip").open)):
+        path = tmp_path / name
+        with opener(path, "wt") as fh:
+            fh.write("\n".join(lines) + "\n")
+        with pytest.raises(InputError, match="NUL byte"):
+            read_counts(path)
+        _cli_refuses(["run", str(path)], tmp_path / "o", capsys, "NUL byte")
+        from gcnmops.io.readers import read_count_parts
+        with pytest.raises(InputError, match="NUL byte"):
+            list(read_count_parts(path))
+
+
+def test_columns_found_by_name_and_value_in_any_order(tmp_path):
+    df = _frame()
+    clean = read_counts(df.copy())
+    # a sample called width and one called strand: counts, whatever the column order
+    named = df.rename(columns={"S2": "width", "S3": "strand"})
+    shuffled = named[["S4", "end", "width", "seqnames", "strand", "S1", "start"]]
+    got = read_counts(shuffled)
+    assert sorted(got.sample_names) == ["S1", "S4", "strand", "width"]
+    for old, new in (("S1", "S1"), ("S2", "width"), ("S3", "strand"), ("S4", "S4")):
+        np.testing.assert_array_equal(got.counts[:, got.sample_names.index(new)],
+                                      clean.counts[:, clean.sample_names.index(old)])
+    pd.testing.assert_frame_equal(got.genomic_ranges(), clean.genomic_ranges())
+    # as.data.frame(<GRanges>)'s width and strand columns are the regions', dropped
+    gr = df.copy()
+    gr.insert(3, "width", gr["end"] - gr["start"] + 1)
+    gr.insert(4, "strand", "*")
+    back = read_counts(gr)
+    assert back.sample_names == clean.sample_names
+    np.testing.assert_array_equal(back.counts, clean.counts)
+    path = tmp_path / "w.tsv"
+    named.to_csv(path, sep="\t", index=False)
+    assert read_counts(path).n_samples == 4
+
+
+def test_parquet_coordinates_in_the_index(tmp_path):
+    df = _frame()
+    clean = read_counts(df.copy())
+    path = tmp_path / "i.parquet"
+    df.set_index(["seqnames", "start", "end"]).to_parquet(path)
+    for data in (read_counts(path),):
+        pd.testing.assert_frame_equal(data.genomic_ranges(), clean.genomic_ranges())
+        np.testing.assert_array_equal(data.counts, clean.counts)
+        assert data.sample_names == clean.sample_names
+    from gcnmops.io.readers import read_count_parts
+    parts = [d for d, _ in read_count_parts(path, rows=7)]
+    assert pd.concat([p.genomic_ranges() for p in parts], ignore_index=True).equals(clean.genomic_ranges())
+    assert all(p.sample_names == clean.sample_names for p in parts)
+    plain = tmp_path / "p.parquet"
+    df.to_parquet(plain, index=False)
+    whole = _run(plain, tmp_path / "a")
+    pd.testing.assert_frame_equal(_run(path, tmp_path / "b"), whole)
+    assert main(["run", str(path), "--stream", "--backend", "cpu", "--quiet", "--formats", "bed",
+                 "-o", str(tmp_path / "s")]) == 0
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "s" / "cnvs.tsv", sep="\t"), whole)
