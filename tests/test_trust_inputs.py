@@ -126,3 +126,83 @@ def test_parquet_coordinates_in_the_index(tmp_path):
     assert main(["run", str(path), "--stream", "--backend", "cpu", "--quiet", "--formats", "bed",
                  "-o", str(tmp_path / "s")]) == 0
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "s" / "cnvs.tsv", sep="\t"), whole)
+
+
+# ------------------------------------------------------------------------------------------ BAM and CRAM
+_CONTIGS = [("chrA", 60000), ("chrB", 45000), ("chrC", 30000)]
+
+
+@pytest.fixture(scope="module")
+def alignments(tmp_path_factory):
+    """(folder, FASTA, sorted indexed BAM, indexed CRAM, read starts by contig) of reads on three contigs."""
+    d = tmp_path_factory.mktemp("aln")
+    rng = np.random.default_rng(11)
+    fasta = d / "ref.fa"
+    fasta.write_text("".join(f">{n}\n" + "".join(rng.choice(list("ACGT"), L)) + "\n" for n, L in _CONTIGS))
+    pysam.faidx(str(fasta))
+    header = {"HD": {"VN": "1.6", "SO": "coordinate"}, "SQ": [{"SN": n, "LN": L} for n, L in _CONTIGS]}
+    bam = d / "s1.bam"
+    starts = {}
+    with pysam.AlignmentFile(str(bam), "wb", header=header) as out:
+        for rid, (name, length) in enumerate(_CONTIGS):
+            pos = np.sort(rng.integers(0, length - 100, 1000))
+            starts[name] = pos
+            for k, p in enumerate(pos):
+                a = pysam.AlignedSegment()
+                a.query_name, a.reference_id, a.reference_start = f"{name}_{k}", rid, int(p)
+                a.query_sequence, a.cigarstring, a.mapping_quality, a.flag = "A" * 50, "50M", 30, 0
+                a.query_qualities = pysam.qualitystring_to_array("I" * 50)
+                out.write(a)
+    pysam.index(str(bam))
+    cram = d / "s2.cram"
+    with pysam.AlignmentFile(str(bam)) as src, \
+            pysam.AlignmentFile(str(cram), "wc", template=src, reference_filename=str(fasta)) as out:
+        for read in src.fetch(until_eof=True):
+            out.write(read)
+    pysam.index(str(cram))
+    return d, fasta, bam, cram, starts
+
+
+def test_cram_counts_every_contig_as_pysam_reads_it(alignments):
+    from gcnmops.io.counting import count_reads
+
+    d, fasta, bam, cram, starts = alignments
+    with pysam.AlignmentFile(str(cram), reference_filename=str(fasta)) as f:  # pysam itself, one contig a time
+        assert f.has_index()
+        by_pysam = {n: sum(1 for _ in f.fetch(n)) for n, _ in _CONTIGS}
+    assert by_pysam == {n: 1000 for n, _ in _CONTIGS}
+    window = 5000
+    data = count_reads([bam, cram], window=window, reference=fasta, progress=False)
+    assert data.sample_names == ["s1", "s2"]
+    np.testing.assert_array_equal(data.counts[:, 0], data.counts[:, 1])
+    for name, _ in _CONTIGS:
+        rows = data.chromosomes == name
+        assert data.counts[rows, 1].sum() == 1000, name
+        expect = np.bincount(starts[name] // window, minlength=rows.sum())[:rows.sum()]
+        np.testing.assert_array_equal(data.counts[rows, 1], expect)
+    one = count_reads([cram, cram], sample_names=["a", "b"], ref_seq_names=["chrC", "chrA"], window=window,
+                      reference=fasta, progress=False)
+    assert list(pd.unique(one.chromosomes)) == ["chrC", "chrA"] and one.counts[:, 0].sum() == 2000
+
+
+def test_truncated_bgzf_is_refused(alignments, tmp_path, capsys):
+    from gcnmops.io.bam import _BGZF_EOF, inflate_bgzf
+    from gcnmops.io.counting import count_reads
+
+    d, fasta, bam, cram, _ = alignments
+    raw = bam.read_bytes()
+    assert raw.endswith(_BGZF_EOF)
+    cut = tmp_path / "cut.bam"
+    cut.write_bytes(raw[:-len(_BGZF_EOF)])  # at a block boundary: every block whole
+    for engine in ("native", "pysam"):
+        with pytest.raises(InputError, match="truncated|EOF"):
+            count_reads([bam, cut], window=5000, engine=engine, progress=False)
+    shutil.copy(str(bam) + ".bai", str(cut) + ".bai")
+    with pytest.raises(InputError, match="EOF"):
+        count_reads([bam, cut], ref_seq_names=["chrB"], window=5000, progress=False)
+    with pytest.raises(InputError, match="EOF"):
+        list(inflate_bgzf(cut))
+    out = tmp_path / "c.tsv"
+    assert main(["count", str(bam), str(cut), "--window", "5000", "--quiet", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "EOF" in err and not out.exists()
