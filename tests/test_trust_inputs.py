@@ -206,3 +206,211 @@ def test_truncated_bgzf_is_refused(alignments, tmp_path, capsys):
     assert main(["count", str(bam), str(cut), "--window", "5000", "--quiet", "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error:") and "EOF" in err and not out.exists()
+
+
+# ------------------------------------------------------------------------------------------ count stores
+@pytest.fixture()
+def store(tmp_path):
+    """(a count store of 3,000 regions x 6 samples in 3 x 2 chunks, the CountData it holds)."""
+    from gcnmops.data import make_count_data
+    from gcnmops.io.store import save_count_data
+
+    df = _frame(m=3000, n=6, seed=9, chroms=("chr1", "chr2", "chr3"))
+    data = read_counts(df)
+    path = save_count_data(data, tmp_path / "c.zarr", rows_per_chunk=1000, samples_per_chunk=3)
+    return path, data
+
+
+def _edit_zarray(path: Path, **changes) -> None:
+    meta = path / "counts" / ".zarray"
+    z = json.loads(meta.read_text())
+    z.update(changes)
+    meta.write_text(json.dumps(z))
+
+
+def _store_refused(path: Path, capsys, tmp_path, *words) -> None:
+    from gcnmops.distributed.store import open_matrix
+    from gcnmops.io.store import open_count_store
+
+    for opener in (open_count_store, open_matrix):  # the CLI and streaming path; the Dask path
+        with pytest.raises(InputError) as e:
+            opener(path)
+        for w in words:
+            assert w in str(e.value), str(e.value)
+    _cli_refuses(["run", str(path), "--backend", "cpu"], tmp_path / "o", capsys, *words)
+
+
+def test_store_with_a_missing_chunk_is_refused(store, tmp_path, capsys):
+    from gcnmops.io.store import open_count_store
+
+    path, data = store
+    assert open_count_store(path).shape == data.counts.shape
+    (path / "counts" / "1.1").unlink()
+    _store_refused(path, capsys, tmp_path, "lacks 1 of the 6 chunks", "rows 1001-2000, samples 4-6")
+
+
+@pytest.mark.parametrize("change", [{"dtype": "<f4"}, {"order": "F"}, {"dtype": "<i8"}, {"chunks": [500, 3]}])
+def test_store_metadata_edited_after_writing_is_refused(store, tmp_path, capsys, change):
+    path, _ = store
+    _edit_zarray(path, **change)
+    _store_refused(path, capsys, tmp_path, "was changed")
+
+
+def test_store_of_integer_totals_relabelled_as_floats_is_refused(store, tmp_path, capsys):
+    path, _ = store
+    attrs = json.loads((path / ".zattrs").read_text())
+    del attrs["counts_layout"]  # a store of an earlier gcnmops: its integer totals still tell
+    (path / ".zattrs").write_text(json.dumps(attrs))
+    _edit_zarray(path, dtype="<f4")
+    _store_refused(path, capsys, tmp_path, "integer sample totals")
+
+
+def test_fuzz_stores(store, tmp_path):
+    """Random damage to a store's chunks and metadata: each opening gives the clean store's counts or an
+    InputError, never other numbers."""
+    from gcnmops.io.store import open_count_store
+
+    path, data = store
+    rng = np.random.default_rng(2)
+    files = sorted(p.relative_to(path) for p in path.rglob("*") if p.is_file())
+    outcomes = {"same": 0, "refused": 0}
+    for case in range(25):
+        copy = tmp_path / f"f{case}.zarr"
+        shutil.copytree(path, copy)
+        victim = copy / files[rng.integers(len(files))]
+        action = rng.integers(4)
+        if action == 0:
+            victim.unlink()
+        elif action == 1:
+            victim.write_bytes(victim.read_bytes()[: rng.integers(0, max(1, victim.stat().st_size))])
+        elif action == 2 and victim.name == ".zarray":
+            key = ["dtype", "order", "shape", "chunks"][rng.integers(4)]
+            _edit_zarray(copy, **{key: {"dtype": "<f8", "order": "F", "shape": [3000, 5], "chunks": [1000, 2]}[key]})
+        else:
+            raw = bytearray(victim.read_bytes())
+            if raw:
+                raw[rng.integers(len(raw))] ^= 0xFF
+            victim.write_bytes(bytes(raw))
+        try:
+            s = open_count_store(copy)
+            got = np.vstack([s.chromosome(n, a, b).counts for n, a, b in s.blocks])
+        except InputError:
+            outcomes["refused"] += 1
+            continue
+        except Exception as e:  # a damaged chunk zarr cannot decode: a fault, not a different answer
+            assert type(e).__name__ not in ("AssertionError",), e
+            outcomes["refused"] += 1
+            continue
+        np.testing.assert_array_equal(got, data.counts)
+        assert s.sample_names == data.sample_names
+        outcomes["same"] += 1
+    assert outcomes["refused"] > 0
+
+
+# ------------------------------------------------------------------------------------------ R integer64
+def test_r_integer64_counts_read_as_numbers(tmp_path, capsys):
+    import subprocess
+
+    if subprocess.run(["Rscript", "-e", "stopifnot(requireNamespace('bit64', quietly = TRUE))"],
+                      capture_output=True).returncode != 0:
+        pytest.skip("R with bit64 needed")
+    df = _frame(m=40, n=4)
+    counts = df[[f"S{k + 1}" for k in range(4)]].to_numpy()
+    (tmp_path / "x.tsv").write_text("\n".join(" ".join(map(str, r)) for r in counts))
+    script = f"""
+        x <- as.matrix(read.table("{tmp_path / 'x.tsv'}"))
+        x64 <- bit64::as.integer64(x); dim(x64) <- dim(x); colnames(x64) <- paste0("S", 1:4)
+        saveRDS(x64, "{tmp_path / 'm.rds'}")
+        x64[3, 2] <- bit64::as.integer64("9007199254740993")
+        saveRDS(x64, "{tmp_path / 'big.rds'}")
+    """
+    subprocess.run(["Rscript", "-e", script], check=True, capture_output=True)
+    got = read_counts(tmp_path / "m.rds")
+    np.testing.assert_array_equal(got.counts, counts.astype(float))
+    assert got.sample_names == ["S1", "S2", "S3", "S4"]
+    with pytest.raises(InputError, match="2\\^53"):
+        read_counts(tmp_path / "big.rds")
+    _cli_refuses(["run", str(tmp_path / "big.rds")], tmp_path / "o", capsys, "2^53")
+
+
+# ------------------------------------------------------------------------------------------ per-sample VCF names
+def test_per_sample_vcf_names_are_unique():
+    from gcnmops.outputs.callfiles import sample_vcf_name
+
+    names = ["a/b", "a_b", "a b", "a:b", "NA12878", "s.1-x", "\u00e9"]
+    files = [sample_vcf_name(s) for s in names]
+    assert len(set(files)) == len(names)
+    assert files[1] == "cnvr.a_b.vcf.gz" and files[4] == "cnvr.NA12878.vcf.gz"  # valid names keep their file
+    assert files == [sample_vcf_name(s) for s in names]  # deterministic
+    assert all(f.startswith("cnvr.") and "/" not in f and " " not in f for f in files)
+
+
+# ------------------------------------------------------------------------------------------ case-mode references
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    df = _frame(m=400, n=6, seed=4, chroms=("chr1", "chr2"))
+    path = tmp_path_factory.mktemp("ref") / "ref"
+    gcnmops.build_reference(df, backend="cpu").save(path)
+    return path
+
+
+def _damage(src: Path, dst: Path, how: str) -> None:
+    shutil.copytree(src, dst)
+    part = dst / "part-all"
+    man = json.loads((dst / "manifest.json").read_text())
+    lam = np.load(part / "lambda.npy")
+    if how == "short lambda":
+        np.save(part / "lambda.npy", lam[:-3])
+    elif how == "transposed lambda":
+        np.save(part / "lambda.npy", np.asfortranarray(lam.T))
+    elif how == "NaN lambda":
+        lam[5, 2] = np.nan
+        np.save(part / "lambda.npy", lam)
+    elif how == "alpha not summing to 1":
+        a = np.load(part / "alpha.npy")
+        np.save(part / "alpha.npy", np.asfortranarray(a * 2))
+    elif how == "float32 alpha":
+        np.save(part / "alpha.npy", np.load(part / "alpha.npy").astype(np.float32))
+    elif how == "swapped normalization":
+        levels = man["parts"][0]["normalization"]["chromosomes"]
+        levels[0], levels[1] = levels[1], levels[0]
+    elif how == "normalization of other parameters":
+        man["parts"][0]["normalization"]["norm_type"] = "mean"
+    elif how == "cyc = -3":
+        man["params"]["cyc"] = -3
+    elif how == "NaN level":
+        man["parts"][0]["normalization"]["chromosomes"][0]["reference"] = float("nan")
+    elif how == "short silent":
+        np.save(part / "silent.npy", np.load(part / "silent.npy")[:10])
+    elif how == "regions count":
+        man["n_regions"] = 399
+    elif how == "counts":
+        c = np.load(dst / "counts.npy")
+        c[0, 0] = -1
+        np.save(dst / "counts.npy", c)
+    (dst / "manifest.json").write_text(json.dumps(man))
+
+
+_DAMAGE = ["short lambda", "transposed lambda", "NaN lambda", "alpha not summing to 1", "float32 alpha",
+           "swapped normalization", "normalization of other parameters", "cyc = -3", "NaN level", "short silent",
+           "regions count", "counts"]
+
+
+@pytest.mark.parametrize("how", _DAMAGE)
+def test_damaged_reference_is_refused(reference, tmp_path, capsys, how):
+    bad = tmp_path / "bad"
+    _damage(reference, bad, how)
+    with pytest.raises(InputError, match="damaged|incomplete"):
+        gcnmops.load_reference(bad)
+    new = tmp_path / "new.tsv"
+    _frame(m=400, n=2, seed=8, chroms=("chr1", "chr2")).to_csv(new, sep="\t", index=False)
+    assert main(["call", str(new), "--reference-cohort", str(bad), "--backend", "cpu", "--quiet",
+                 "-o", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "Traceback" not in err and ("damaged" in err or "incomplete" in err), err
+    assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
+
+
+def test_intact_reference_loads(reference):
+    ref = gcnmops.load_reference(reference)
+    assert ref.n_regions == 400 and ref.n_samples == 6

@@ -607,9 +607,17 @@ def vcf_max_position(result, reference_fai=None, reference=None) -> int:
 
 
 def sample_vcf_name(sample) -> str:
-    """The file name of a sample's own VCF: ``cnvr.<sample>.vcf.gz`` (characters other than letters, digits,
-    ``.``, ``_`` and ``-`` replaced by ``_``)."""
-    return "cnvr." + re.sub(r"[^A-Za-z0-9._-]", "_", str(sample)) + ".vcf.gz"
+    """The file name of a sample's own VCF: ``cnvr.<sample>.vcf.gz``. A name with characters other than letters,
+    digits, ``.``, ``_`` and ``-`` has them replaced by ``_`` and gets the first 8 hex digits of the SHA-256 of the
+    name (UTF-8) appended, ``cnvr.a_b-1a2b3c4d.vcf.gz`` for ``a/b``: deterministic, and distinct from the file of
+    the sample named ``a_b`` and of ``a b`` (sample names are unique, so their files are)."""
+    name = str(sample)
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)
+    if safe != name:
+        import hashlib
+
+        safe += "-" + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return "cnvr." + safe + ".vcf.gz"
 
 
 def write_sample_vcfs(result, outdir, reference_fai=None, samples=None, reference=None) -> list[Path]:
