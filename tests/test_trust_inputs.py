@@ -297,10 +297,6 @@ def test_fuzz_stores(store, tmp_path):
         except InputError:
             outcomes["refused"] += 1
             continue
-        except Exception as e:  # a damaged chunk zarr cannot decode: a fault, not a different answer
-            assert type(e).__name__ not in ("AssertionError",), e
-            outcomes["refused"] += 1
-            continue
         np.testing.assert_array_equal(got, data.counts)
         assert s.sample_names == data.sample_names
         outcomes["same"] += 1

@@ -49,16 +49,28 @@ def zarr_module():
     return zarr
 
 
-def create_array(path: str, shape: tuple, chunks: tuple, dtype, compress: bool = True):
+def create_array(path: str, shape: tuple, chunks: tuple, dtype, compress: bool = True, checksum: bool = False):
     """A new Zarr array at ``path`` (replacing any); ``compress=False`` stores raw chunks (real-valued
-    matrices hardly compress, and raw chunks are read and written several times faster)."""
+    matrices hardly compress, and raw chunks are read and written several times faster); ``checksum``: each
+    chunk carries the CRC32 of its values (a damaged chunk is an error when read, not other numbers)."""
     zarr = zarr_module()
     if int(zarr.__version__.split(".")[0]) >= 3:  # zarr 3's spelling
         return zarr.create_array(store=path, shape=shape, chunks=chunks, dtype=dtype, overwrite=True,
                                  compressors="auto" if compress else None)
+    extra = {"filters": [__import__("numcodecs").CRC32()]} if checksum else {}
     if compress:
-        return zarr.open_array(path, mode="w", shape=shape, chunks=chunks, dtype=dtype)
-    return zarr.open_array(path, mode="w", shape=shape, chunks=chunks, dtype=dtype, compressor=None)
+        return zarr.open_array(path, mode="w", shape=shape, chunks=chunks, dtype=dtype, **extra)
+    return zarr.open_array(path, mode="w", shape=shape, chunks=chunks, dtype=dtype, compressor=None, **extra)
+
+
+def read_chunks(read, where: str):
+    """``read()`` (a selection of a store's counts), a chunk zarr cannot decode (a failed checksum, a damaged
+    compressed chunk) an InputError naming the store ``where``."""
+    try:
+        return read()
+    except (RuntimeError, ValueError) as e:
+        raise InputError(f"A chunk of the counts of {where} is damaged ({e}): copy the store again, or write it "
+                         "again (gcnmops convert).") from None
 
 
 def is_zarr_path(p: Path) -> bool:
@@ -212,7 +224,8 @@ class CountStore:
     def rows(self, a: int, b: int) -> np.ndarray:
         """Counts of rows a:b, (b - a, n), in the stored dtype (Zarr: the chunks read in threads, ``read_rows``)."""
         if self.kind == "zarr":
-            return read_rows(zarr_module().open_array(str(self.path / COUNTS), mode="r"), a, b)
+            return read_chunks(lambda: read_rows(zarr_module().open_array(str(self.path / COUNTS), mode="r"), a, b),
+                               str(self.path))
         import pyarrow.parquet as pq
 
         f = pq.ParquetFile(self.path)
@@ -231,7 +244,8 @@ class CountStore:
     def columns(self, c0: int, c1: int) -> np.ndarray:
         """Counts of samples c0:c1 over every region, (m, c1 - c0), in the stored dtype."""
         if self.kind == "zarr":
-            return np.asarray(zarr_module().open_array(str(self.path / COUNTS), mode="r")[:, c0:c1])
+            return read_chunks(lambda: np.asarray(zarr_module().open_array(str(self.path / COUNTS), mode="r")[:, c0:c1]),
+                               str(self.path))
         import pyarrow.parquet as pq
 
         return pq.read_table(self.path, columns=self._columns[c0:c1]).to_pandas().to_numpy()
@@ -334,25 +348,39 @@ def checked_ranges(ranges: pd.DataFrame, m: int, where: str,
     return ranges
 
 
-def _open_zarr(p: Path) -> CountStore:
+def open_counts_array(p: Path, bare: bool = False, how: str = "gcnmops convert or gcnmops.distributed.save_counts"):
+    """(the Zarr counts array of the store ``p``, its group's attributes (a dict; empty for a bare array), the
+    regions of ``ranges.parquet`` or None), checked (``check_zarr_counts``); ``bare``: a bare array at ``p`` is
+    accepted too. Damaged metadata is an InputError saying to write the store again with ``how``."""
     zarr = zarr_module()
     try:
         node = zarr.open(str(p), mode="r")
-    except Exception as e:  # zarr's PathNotFoundError, a damaged store
-        raise InputError(f"{p} holds no array 'counts' readable as Zarr ({type(e).__name__}: {e}): write the store "
-                         "with gcnmops convert or gcnmops.distributed.save_counts.") from None
-    if hasattr(node, "shape"):
-        raise InputError(f"{p} is a bare Zarr array: a count store is a group with an array 'counts' (write one "
-                         "with gcnmops convert or gcnmops.distributed.save_counts).")
-    if COUNTS not in node:
-        raise InputError(f"The Zarr group {p} has no array 'counts' (write one with gcnmops convert or "
-                         "gcnmops.distributed.save_counts).")
-    arr = node[COUNTS]
-    check_zarr_counts(arr, p / COUNTS, str(p), node.attrs.asdict())
-    sums = node.attrs.get("col_sums")
-    ranges = pd.read_parquet(p / RANGES_FILE) if (p / RANGES_FILE).exists() else None
-    return CountStore(p, "zarr", node.attrs.get("sample_names"), ranges, np.dtype(arr.dtype),
-                      tuple(int(s) for s in arr.shape), None if sums is None else np.asarray(sums, dtype=np.float64))
+        if hasattr(node, "shape"):
+            if not bare:
+                raise InputError(f"{p} is a bare Zarr array: a count store is a group with an array 'counts' (write "
+                                 f"one with {how}).")
+            check_zarr_counts(node, p, str(p))
+            return node, {}, None
+        if COUNTS not in node:
+            raise InputError(f"The Zarr group {p} has no array 'counts' (write one with {how}).")
+        arr, attrs = node[COUNTS], node.attrs.asdict()
+        check_zarr_counts(arr, p / COUNTS, str(p), attrs)
+        sums = attrs.get("col_sums")
+        if sums is not None:
+            attrs["col_sums"] = np.asarray(sums, dtype=np.float64)
+        ranges = pd.read_parquet(p / RANGES_FILE) if (p / RANGES_FILE).exists() else None
+    except InputError:
+        raise
+    except Exception as e:  # zarr's PathNotFoundError, damaged metadata (JSON, codecs), a damaged ranges.parquet
+        raise InputError(f"{p} is not readable as a Zarr count store ({type(e).__name__}: {e}): write the store "
+                         f"with {how}.") from None
+    return arr, attrs, ranges
+
+
+def _open_zarr(p: Path) -> CountStore:
+    arr, attrs, ranges = open_counts_array(p)
+    return CountStore(p, "zarr", attrs.get("sample_names"), ranges, np.dtype(arr.dtype),
+                      tuple(int(s) for s in arr.shape), attrs.get("col_sums"))
 
 
 def _open_parquet(p: Path) -> CountStore:
@@ -413,7 +441,7 @@ class CountStoreWriter:
         dtype = integral_dtype(top, whole)
         if self.array is None:
             rows, k = store_chunks(self.m_hint or 1 << 62, self.n, dtype.itemsize)
-            self.array = create_array(str(self.tmp / COUNTS), (0, self.n), (rows, k), dtype)
+            self.array = create_array(str(self.tmp / COUNTS), (0, self.n), (rows, k), dtype, checksum=True)
         elif np.result_type(self.array.dtype, dtype) != self.array.dtype:
             self._widen(np.result_type(self.array.dtype, dtype))
         k = counts.shape[0]
@@ -429,7 +457,7 @@ class CountStoreWriter:
         """The counts written so far rewritten as ``dtype`` (a later part holds larger or non-whole counts)."""
         old = self.array
         path = str(self.tmp / (COUNTS + ".wide"))
-        new = create_array(path, (0, self.n), old.chunks, dtype)
+        new = create_array(path, (0, self.n), old.chunks, dtype, checksum=True)
         for a in range(0, old.shape[0], old.chunks[0]):
             new.append(np.asarray(old[a:a + old.chunks[0]], dtype=dtype), axis=0)
         shutil.rmtree(self.tmp / COUNTS)
@@ -532,7 +560,8 @@ def save_count_data(data: CountData, path, rows_per_chunk: int | None = None,
     writer = CountStoreWriter(path, n, list(data.sample_names), m)
     try:
         writer.array = create_array(str(writer.tmp / COUNTS), (m, n),
-                                    (min(m, rows_per_chunk or rows), min(n, samples_per_chunk or k)), dtype)
+                                    (min(m, rows_per_chunk or rows), min(n, samples_per_chunk or k)), dtype,
+                                    checksum=True)
         step = writer.array.chunks[0]
         for a in range(0, m, step):
             block = data.counts[a:a + step]
@@ -550,6 +579,6 @@ def save_count_data(data: CountData, path, rows_per_chunk: int | None = None,
 
 
 __all__ = ["CountStore", "open_count_store", "checked_ranges", "CountStoreWriter", "write_count_store",
-           "save_count_data", "convert_counts", "read_rows", "create_array", "is_zarr_path",
+           "save_count_data", "convert_counts", "read_rows", "read_chunks", "open_counts_array", "create_array", "is_zarr_path",
            "store_chunks", "integral_dtype", "counts_kind", "zarr_module", "check_zarr_counts", "counts_layout",
            "COUNTS", "LAYOUT", "RANGES_FILE", "CHUNK_BYTES"]
