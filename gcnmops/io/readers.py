@@ -22,7 +22,10 @@ Text tables, the rules:
 - Counts: numbers in [0, 2^53]; coordinates: whole numbers in [0, 2^53], end >= start. Regions whose starts
   decrease within a chromosome are sorted (by chromosome in order of first appearance, start, end; with a
   warning); overlapping and identical regions are kept, as cn.mops keeps them (:mod:`gcnmops.data`).
-- Sample and chromosome names must not hold tabs, newlines or other control characters.
+- Sample and chromosome names must not hold tabs, newlines or other control characters; chromosome names must be
+  contig IDs of the VCF and SAM specifications not starting with '#' (:func:`gcnmops.data.check_contig`).
+- A NUL byte anywhere in a text table is refused (the parser would end the cell there).
+- Parquet tables and DataFrames may keep the coordinates in their (Multi)Index (``set_index``): read from there.
 """
 from __future__ import annotations
 
