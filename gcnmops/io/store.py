@@ -372,7 +372,7 @@ def open_counts_array(p: Path, bare: bool = False, how: str = "gcnmops convert o
     except InputError:
         raise
     except Exception as e:  # zarr's PathNotFoundError, damaged metadata (JSON, codecs), a damaged ranges.parquet
-        raise InputError(f"{p} is not readable as a Zarr count store ({type(e).__name__}: {e}): write the store "
+        raise InputError(f"{p} holds no array 'counts' readable as Zarr ({type(e).__name__}: {e}): write the store "
                          f"with {how}.") from None
     return arr, attrs, ranges
 
