@@ -6,7 +6,6 @@ plus a small fuzz of stores and archives. Each repaired input gives the clean in
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -212,7 +211,6 @@ def test_truncated_bgzf_is_refused(alignments, tmp_path, capsys):
 @pytest.fixture()
 def store(tmp_path):
     """(a count store of 3,000 regions x 6 samples in 3 x 2 chunks, the CountData it holds)."""
-    from gcnmops.data import make_count_data
     from gcnmops.io.store import save_count_data
 
     df = _frame(m=3000, n=6, seed=9, chroms=("chr1", "chr2", "chr3"))
