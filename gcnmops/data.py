@@ -104,6 +104,9 @@ MAX_COUNT = 2 ** 53
 MAX_POSITION = 2 ** 53
 #: characters that break the tab-separated, BED and VCF outputs when they occur in a name
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+#: a chromosome name every output can hold: the contig ID of the VCF (4.3) and SAM specifications, but not starting
+#: with '#' (a comment or header line in BED, VCF and the tab-separated outputs)
+_CONTIG = re.compile(r"[0-9A-Za-z!$%&+./:;?@^_|~-][0-9A-Za-z!#$%&*+./:;=?@^_|~-]*")
 
 
 def validate_counts(values: np.ndarray, what: str = "read count matrix", *, sample_names=None,
@@ -303,7 +306,8 @@ def _cell(r: int, c: int, sample_names, ranges) -> str:
 
 def check_names(names, kind: str = "Sample name") -> None:
     """InputError for a name with a control character (a tab or newline corrupts the tab-separated, BED and
-    VCF outputs) or an empty name."""
+    VCF outputs) or an empty name; a chromosome name (``kind`` "Chromosome name") must also be a contig ID of the
+    VCF and SAM specifications (``check_contig``)."""
     for k, name in enumerate(names):
         if not str(name).strip():
             if kind == "Sample name":
@@ -316,6 +320,21 @@ def check_names(names, kind: str = "Sample name") -> None:
                 hit.group(), f"the control character {hit.group()!r}")
             raise InputError(f"{kind} {str(name)!r} contains {char}, which would corrupt the tab-separated and "
                              "VCF outputs: rename it.")
+        if kind == "Chromosome name":
+            check_contig(str(name))
+
+
+def check_contig(name: str) -> None:
+    """InputError unless ``name`` is a contig ID the VCF (4.3) and SAM specifications accept that does not start
+    with '#': letters, digits and ``!#$%&*+./:;=?@^_|~-`` (ASCII only), not starting with ``*``, ``=`` or ``#``."""
+    if _CONTIG.fullmatch(name):
+        return
+    bad = next((c for c in name if not _CONTIG.fullmatch("a" + c)), None)
+    why = (f"starts with {name[0]!r}" if bad is None else
+           f"contains {'a space' if bad == ' ' else repr(bad)}" + (" (not ASCII)" if ord(bad) > 127 else ""))
+    raise InputError(f"Chromosome name {name!r} {why}: the VCF and BED outputs cannot hold it (VCF contig IDs are "
+                     "letters, digits and !#$%&*+./:;=?@^_|~-, not starting with *, = or #). Rename the "
+                     "chromosome in the input (and in the BAM/CRAM header, for counting).")
 
 
 def _default_sample_names(n: int) -> list[str]:

@@ -186,13 +186,94 @@ def load_reference(path) -> Reference:
                 fits.append(PartFit(part, None, None, None))
         ranges = pd.read_parquet(path / "ranges.parquet") if man["ranged"] else None
         counts = np.load(path / "counts.npy") if man["has_counts"] else None
-    except (OSError, KeyError, ValueError) as err:
+        cm = man["coverage_median"]
+        params = _params_from_json(man["params"])
+        ref = Reference(method=man["method"], params=params, sample_names=list(man["sample_names"]), ranges=ranges,
+                        n_regions=int(man["n_regions"]), fits=fits, coverage_median=math.nan if cm is None else float(cm),
+                        sex_aware=bool(man["sex_aware"]), genome=man["genome"], cohort_sex=man["cohort_sex"],
+                        counts=counts)
+    except (OSError, KeyError, ValueError, TypeError) as err:
         raise InputError(f"The reference {path} is incomplete or damaged ({err}); rebuild it.") from None
-    cm = man["coverage_median"]
-    return Reference(method=man["method"], params=_params_from_json(man["params"]),
-                     sample_names=list(man["sample_names"]), ranges=ranges, n_regions=int(man["n_regions"]),
-                     fits=fits, coverage_median=math.nan if cm is None else float(cm), sex_aware=bool(man["sex_aware"]),
-                     genome=man["genome"], cohort_sex=man["cohort_sex"], counts=counts)
+    check_reference(ref, str(path))
+    return ref
+
+
+def check_reference(ref: Reference, where: str) -> None:
+    """InputError unless every part of ``ref`` is what a build makes (``where`` names it): valid parameters; unique
+    sample names; the regions' count and names; per fitted part its rows (sorted, in range), lambda and alpha
+    float64 (rows of the part x classes) with finite lambdas >= 0 and alphas >= 0 summing to 1 per row, its
+    normalization that of the parameters, its chromosome blocks tiling the part's rows in order (named as the
+    regions are), its silent rows one bool per row; the coverage median of norm=2; the counts kept (regions x
+    samples, finite, >= 0)."""
+    from ..data import check_names, chromosome_blocks, validate_counts, validate_ranges
+
+    def bad(what: str) -> InputError:
+        return InputError(f"The reference {where} is damaged: {what}. Rebuild it (gcnmops reference build).")
+
+    try:
+        params = ref.params.validated()
+    except (InputError, TypeError, ValueError) as err:
+        raise bad(f"its parameters are invalid ({err})") from None
+    m, n_classes = ref.n_regions, len(params.classes)
+    names = ref.sample_names
+    if m < 1 or not names or not all(isinstance(s, str) for s in names) or len(set(names)) != len(names):
+        raise bad(f"{m} regions, sample names {names!r} (need regions and unique names)")
+    check_names(names)
+    seq = None
+    if ref.ranges is not None:
+        try:
+            ranges = validate_ranges(ref.ranges, m)
+        except InputError as err:
+            raise bad(f"its regions: {err}") from None
+        check_names([b[0] for b in chromosome_blocks(ranges["seqnames"])], kind="Chromosome name")
+        seq = ranges["seqnames"].to_numpy(dtype=object)
+    if ref.counts is not None:
+        c = ref.counts
+        if not isinstance(c, np.ndarray) or c.dtype != np.float64 or c.shape != (m, len(names)):
+            raise bad(f"its counts are {getattr(c, 'dtype', type(c))} of shape {getattr(c, 'shape', None)}, not "
+                      f"float64 ({m}, {len(names)})")
+        validate_counts(c, f"counts of the reference {where}")
+    if params.norm == 2 and not (math.isfinite(ref.coverage_median) and ref.coverage_median > 0):
+        raise bad(f"its coverage median is {ref.coverage_median} (norm=2 needs a positive number)")
+    for fit in ref.fits:
+        part, label = fit.part, f"part {fit.part.name!r}"
+        rows = part.rows
+        if rows is not None:
+            if (not isinstance(rows, np.ndarray) or rows.ndim != 1 or rows.dtype.kind not in "iu" or
+                    (rows.size and (rows[0] < 0 or rows[-1] >= m or np.any(np.diff(rows) <= 0)))):
+                raise bad(f"the rows of {label} are not increasing row numbers below {m}")
+        r = m if rows is None else int(rows.size)
+        if fit.lam is None:
+            continue
+        for name, a in (("lambda", fit.lam), ("alpha", fit.alpha)):
+            if not isinstance(a, np.ndarray) or a.dtype != np.float64 or a.shape != (r, n_classes):
+                raise bad(f"the {name} of {label} is {getattr(a, 'dtype', type(a))} of shape "
+                          f"{getattr(a, 'shape', None)}, not float64 ({r} rows, {n_classes} classes)")
+            if not np.isfinite(a).all() or (a < 0).any():
+                raise bad(f"the {name} of {label} holds values that are not finite numbers >= 0")
+        if r and not np.allclose(fit.alpha.sum(axis=1), 1.0, rtol=0, atol=1e-6):
+            raise bad(f"the alphas of {label} do not sum to 1 per region")
+        norm = fit.norm
+        expect = (params.norm, params.norm_type, params.size_factor, float(params.qu_size_factor))
+        if norm is None or (norm.norm, norm.norm_type, norm.size_factor, norm.qu_size_factor) != expect:
+            raise bad(f"the normalization of {label} is not that of its parameters (norm {params.norm}, normType "
+                      f"{params.norm_type}, sizeFactor {params.size_factor}, quSizeFactor {params.qu_size_factor})")
+        silent = norm.silent
+        if not isinstance(silent, np.ndarray) or silent.dtype != bool or silent.shape != (r,):
+            raise bad(f"the silent rows of {label} are not one bool per row ({r})")
+        at = 0
+        for level in norm.levels:
+            if level.first != at or level.end <= level.first or level.status not in ("untouched", "ones", "scaled"):
+                raise bad(f"the chromosome blocks of {label}'s normalization do not tile its {r} rows in order")
+            if level.status == "scaled" and not (math.isfinite(level.reference) and
+                                                 (math.isnan(level.mode) or level.mode > 0)):
+                raise bad(f"the normalization level of chromosome {level.name!r} in {label} is not a finite number")
+            if seq is not None and seq[level.first if rows is None else rows[level.first]] != level.name:
+                raise bad(f"the normalization of {label} names chromosome {level.name!r} where its regions are on "
+                          f"{seq[level.first if rows is None else rows[level.first]]!r}")
+            at = level.end
+        if at != r and r:
+            raise bad(f"the chromosome blocks of {label}'s normalization cover {at} of its {r} rows")
 
 
 def _gcnmops_version() -> str:
@@ -204,4 +285,4 @@ def _gcnmops_version() -> str:
         return "unknown"
 
 
-__all__ = ["Reference", "save_reference", "load_reference", "FORMAT", "FORMAT_VERSION"]
+__all__ = ["Reference", "save_reference", "load_reference", "check_reference", "FORMAT", "FORMAT_VERSION"]

@@ -24,7 +24,8 @@ import pandas as pd
 from ..data import CountData, make_count_data
 from ..errors import InputError
 from ..files import check_target, publish_folder, remove_stale, temp_folder
-from ..io.store import RANGES_FILE, checked_ranges, create_array, is_count_store, save_count_data
+from ..io.store import (LAYOUT, checked_ranges, counts_layout, create_array, is_count_store, open_counts_array,
+                        read_chunks, save_count_data)
 
 #: the temporary stores' name prefix (in the system's temporary folder)
 TEMP_PREFIX = "gcnmops-dask-"
@@ -87,7 +88,7 @@ def read_part(part) -> np.ndarray:
         return np.asarray(part)
     kind, path, rows, cols = part
     if kind == "zarr":
-        return np.asarray(_zarr().open_array(path, mode="r")[rows, cols])
+        return read_chunks(lambda: np.asarray(_zarr().open_array(path, mode="r")[rows, cols]), path)
     return np.array(np.load(path, mmap_mode="r")[rows, cols])
 
 
@@ -156,21 +157,12 @@ def zarr_node(p: Path):
 
 
 def _open_zarr(p: Path):
-    zarr = _zarr()
     da = _dask_array()
     if not p.exists():
         raise InputError(f"Zarr store not found: {p}")
-    node = zarr.open(str(p), mode="r")
-    if hasattr(node, "shape"):
-        return da.from_zarr(str(p)), None, None, None
-    if "counts" not in node:
-        raise InputError(f"The Zarr group {p} has no array 'counts' (write one with "
-                         "gcnmops.distributed.save_counts).")
-    names = node.attrs.get("sample_names")
-    sums = node.attrs.get("col_sums")
-    ranges = pd.read_parquet(p / RANGES_FILE) if (p / RANGES_FILE).exists() else None
-    return (da.from_zarr(str(p / "counts")), names, ranges,
-            None if sums is None else np.asarray(sums, dtype=np.float64))
+    arr, attrs, ranges = open_counts_array(p, bare=True, how="gcnmops.distributed.save_counts")
+    return (da.from_zarr(str(p if arr.path == "" else p / "counts")), attrs.get("sample_names"), ranges,
+            attrs.get("col_sums"))
 
 
 def _open_npy(p: Path):
@@ -210,9 +202,10 @@ def save_counts(data, path, *, rows_per_chunk: int | None = None, samples_per_ch
         try:
             group = zarr.open_group(str(tmp), mode="w")
             chunks = (min(m, rows_per_chunk or 65536), min(n, samples_per_chunk or n))
-            arr = zarr.open_array(str(tmp / "counts"), mode="w", shape=(m, n), chunks=chunks, dtype="f8")
+            arr = create_array(str(tmp / "counts"), (m, n), chunks, "f8", checksum=True)
             data.astype("f8").rechunk(chunks).to_zarr(arr)
             group.attrs["sample_names"] = [f"Sample_{k + 1}" for k in range(n)]
+            group.attrs[LAYOUT] = counts_layout(arr)
             publish_folder(tmp, p)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -455,9 +455,9 @@ def count_bam_native(path: str | os.PathLike, header: BamHeader, plan: CountPlan
             on_bytes(nbytes)
 
     with _MappedFile(Path(path)) as f:
+        _eof_check(f)
         spans = _restricted_spans(f, header, plan)
         if spans is None:
-            _eof_check(f)
             chunks = _inflated_chunks(f, 0, f.size, pool, n_threads, advance, plan, min_mapq)
             head, buf, first = _header_from(chunks, f.path)
             if head.references != header.references or head.lengths != header.lengths:
@@ -526,8 +526,11 @@ def _restricted_spans(f: _MappedFile, header: BamHeader, plan: CountPlan):
 
 
 def _eof_check(f: _MappedFile) -> None:
+    """InputError unless the file ends with BGZF's end-of-file block (htslib warns "EOF marker is absent"): a
+    file cut at a block boundary would otherwise count fewer reads without a word."""
     if f.size < 28 or bytes(f.view[f.size - 28:]) != _BGZF_EOF:
-        log.warning("%s has no BGZF end-of-file marker: it may be truncated.", f.path)
+        raise InputError(f"{f.path}: truncated {f.kind} (no BGZF end-of-file block: htslib reports \"EOF marker "
+                         "is absent\"): is the copy complete? Copy it again, or rewrite it with samtools view -b.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -542,13 +545,15 @@ def count_bam_pysam(path: str | os.PathLike, header: BamHeader, plan: CountPlan,
     with bam:
         names = [header.references[r] for r in plan.refs]
         positions = {r: [] for r in plan.refs}
+        # one iterator at a time: CRAM iterators of one file share its decoder state (made all at once, the
+        # second one's reads come back through the first)
         if bam.has_index():
-            iters = [(r, bam.fetch(name)) for r, name in zip(plan.refs, names)]
+            iters = ((r, lambda name=name: bam.fetch(name)) for r, name in zip(plan.refs, names))
         else:
-            iters = [(None, bam.fetch(until_eof=True))]
+            iters = iter([(None, lambda: bam.fetch(until_eof=True))])
         try:
-            for ref, reads in iters:
-                for read in reads:
+            for ref, fetch in iters:
+                for read in fetch():
                     if read.is_unmapped or read.mapping_quality < min_mapq:
                         continue
                     rid = read.reference_id if ref is None else ref
@@ -581,6 +586,7 @@ def inflate_bgzf(path: str | os.PathLike, *, threads: int | None = None, kind: s
     pool = make_pool(n)
     try:
         with _MappedFile(Path(path), kind) as f:
+            _eof_check(f)
             for chunk in _inflated_chunks(f, 0, f.size, pool, n):
                 yield chunk.data
     finally:

@@ -3,8 +3,10 @@
 Tables (text, Parquet, pandas, R data.frame) hold optional coordinate columns ``seqnames`` (or
 ``chr``/``chrom``/``chromosome``, any case), ``start``, ``end`` and one numeric column per sample.
 Without coordinate columns every column is a sample and the regions are row indices on the
-pseudo-chromosome "undef" (cn.mops's matrix input). ``strand`` and ``width`` columns next to the
-coordinates (``as.data.frame(<GRanges>)``) are checked (one strand) and dropped. Validation of counts,
+pseudo-chromosome "undef" (cn.mops's matrix input). Columns are found by name, in any order. With
+coordinates, a ``strand`` column of strands (+, -, *) and a ``width`` column of the regions' widths
+(``as.data.frame(<GRanges>)``) are checked (one strand) and dropped; a column of either name holding
+anything else is a sample's. Validation of counts,
 names and ranges is :func:`gcnmops.data.make_count_data`'s; this module reports column problems
 (non-numeric or missing cells, incomplete coordinates) with the source, row and column.
 """
@@ -52,9 +54,7 @@ def count_data_from_frame(df: pd.DataFrame, *, min_samples: int = 2, source: str
     """A DataFrame with optional seqnames/start/end columns and one numeric column per sample. ``coordinates``
     (a file's table: "auto", "0-based" or "1-based") and ``declared`` (why it is BED style, or None): the start
     convention as :func:`gcnmops.io.coordinates.start_offset` decides it; None: 1-based, as they are."""
-    coordinate_names = set(SEQNAMES_ALIASES + START_ALIASES + END_ALIASES)
-    if any(n is not None and str(n).strip().lower() in coordinate_names for n in df.index.names):
-        df = df.reset_index()  # coordinates kept in the (Multi)Index
+    df = with_index_coordinates(df)
     if df.shape[1] == 0:
         raise InputError(f"{capitalized(source)} has no columns.")
     default_names = isinstance(df.columns, pd.RangeIndex)
@@ -64,6 +64,15 @@ def count_data_from_frame(df: pd.DataFrame, *, min_samples: int = 2, source: str
                                                              declared=declared, source=source)
     return count_data_from_columns(names, cols, source=source, min_samples=min_samples,
                                     default_sample_names=default_names, start_offset=offset)
+
+
+def with_index_coordinates(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with coordinates kept in its (Multi)Index (``set_index(["seqnames", "start", "end"])``, as Parquet
+    and pandas keep them) as columns; ``df`` itself when its index holds none (row labels, not read)."""
+    coordinate_names = set(SEQNAMES_ALIASES + START_ALIASES + END_ALIASES)
+    if any(n is not None and str(n).strip().lower() in coordinate_names for n in df.index.names):
+        return df.reset_index()
+    return df
 
 
 def file_start_offset(names: Sequence[Any], columns: Sequence[Any], *, coordinates: str, declared: str | None,
@@ -111,21 +120,6 @@ def count_data_from_columns(
             "(or chr/chrom/chromosome), start and end, or none (then every column is a sample)."
         )
     skip = set(coord.values())
-    if coord:
-        for j, k in enumerate(keys):
-            if k == "strand":
-                _check_single_strand(columns[j], source)
-                skip.add(j)
-            elif k == "width":
-                skip.add(j)
-    sample_idx = [j for j in range(len(names)) if j not in skip]
-    if not sample_idx:
-        raise InputError(f"{capitalized(source)} has no sample columns: give one numeric column of read counts per sample.")
-
-    m = len(columns[0])
-    counts = np.empty((m, len(sample_idx)), dtype=np.float64, order="F")
-    for k, j in enumerate(sample_idx):
-        counts[:, k] = _numeric_column(columns[j], str(names[j]), source, bool(coord), row_label)
     ranges = None
     if coord:
         seq = columns[coord["seqnames"]]
@@ -141,6 +135,20 @@ def count_data_from_columns(
             "end": _coordinate_column(columns[coord["end"]], str(names[coord["end"]]), source, row_label),
         })
         _check_ends(ranges, source, row_label)
+        for j, k in enumerate(keys):
+            if k == "strand" and _is_strand(columns[j]):
+                _check_single_strand(columns[j], source)
+                skip.add(j)
+            elif k == "width" and _is_width(columns[j], ranges):
+                skip.add(j)
+    sample_idx = [j for j in range(len(names)) if j not in skip]
+    if not sample_idx:
+        raise InputError(f"{capitalized(source)} has no sample columns: give one numeric column of read counts per sample.")
+
+    m = len(columns[0])
+    counts = np.empty((m, len(sample_idx)), dtype=np.float64, order="F")
+    for k, j in enumerate(sample_idx):
+        counts[:, k] = _numeric_column(columns[j], str(names[j]), source, bool(coord), row_label)
     sample_names = None if default_sample_names else [str(names[j]) for j in sample_idx]
     return make_count_data(counts, sample_names, ranges, min_samples=min_samples,
                            what=f"read count matrix of {source}")
@@ -285,6 +293,19 @@ def _row_names_kind(col) -> str | None:
     return None
 
 
+def _is_strand(col: Any) -> bool:
+    """Whether a column named ``strand`` holds strands (+, -, *: ``as.data.frame(<GRanges>)``), not counts."""
+    vals = pd.unique(pd.Series(np.asarray(col, dtype=object)).dropna().astype(str).str.strip())
+    return len(vals) > 0 and set(vals) <= {"+", "-", "*"}
+
+
+def _is_width(col: Any, ranges: pd.DataFrame) -> bool:
+    """Whether a column named ``width`` holds each region's width, end - start + 1 (``as.data.frame(<GRanges>)``);
+    any other column of that name is a sample's counts."""
+    width = pd.to_numeric(pd.Series(np.asarray(col, dtype=object)), errors="coerce").to_numpy(dtype=np.float64)
+    return bool(np.array_equal(width, (ranges["end"] - ranges["start"] + 1).to_numpy(dtype=np.float64)))
+
+
 def _check_single_strand(col: Any, source: str) -> None:
     vals = pd.unique(pd.Series(np.asarray(col, dtype=object)).dropna().astype(str))
     if len(vals) > 1:
@@ -302,5 +323,5 @@ def capitalized(s: str) -> str:
 
 __all__ = [
     "count_data_from_array", "count_data_from_frame", "count_data_from_columns", "SEQNAMES_ALIASES", "START_ALIASES",
-    "END_ALIASES", "capitalized", "file_start_offset",
+    "END_ALIASES", "capitalized", "file_start_offset", "with_index_coordinates",
 ]

@@ -7,7 +7,8 @@ matrix (regions x samples; column names are the sample names; regions become row
 table (optional seqnames/start/end columns plus sample columns).
 
 R numeric data are read through numpy views of R's memory (doubles zero-copy, integers with R's
-NA mapped to NaN) and copied once, into the column-major float64 count matrix. rpy2 is started by
+NA mapped to NaN) and copied once, into the column-major float64 count matrix; bit64's integer64
+numbers are converted to doubles in R first (exact up to 2^53; larger ones refused). rpy2 is started by
 :mod:`gcnmops.io.rsession`, on first use: the rest of gcnmops works without R.
 """
 from __future__ import annotations
@@ -29,8 +30,23 @@ _R_NA_INTEGER = np.iinfo(np.int32).min
 # One R function describing an object in plain pieces (vectors and strings) that Python can view.
 _R_DESCRIBE = r"""
 local({
+  # bit64's integer64 keeps its integers' bits in a double vector: read as doubles they are ~1e-322; as doubles
+  # they are exact up to 2^53 (a larger count is an error, as validate_counts makes it)
+  from_integer64 <- function(x) {
+    if (!inherits(x, "integer64")) return(x)
+    if (!requireNamespace("bit64", quietly = TRUE))
+      stop("it holds bit64::integer64 numbers and the R package bit64 is not installed", call. = FALSE)
+    big <- bit64::as.integer64("9007199254740992")
+    if (any(x > big, na.rm = TRUE))
+      stop("it holds an integer64 count above 2^53, the largest whole number a double holds exactly", call. = FALSE)
+    d <- dim(x); dn <- dimnames(x)
+    v <- bit64::as.double.integer64(x)
+    if (!is.null(d)) { dim(v) <- d; dimnames(v) <- dn }
+    v
+  }
   col_info <- function(x, nm) {
     if (methods::is(x, "Rle")) x <- S4Vectors::decode(x)
+    x <- from_integer64(x)
     d <- dim(x)
     if (!is.null(d) && length(d) == 2L && !is.data.frame(x)) {
       cn <- colnames(x)
@@ -50,6 +66,7 @@ local({
     unlist(lapply(seq_len(ncol(df)), function(j) col_info(df[[j]], nms[j])), recursive = FALSE)
   }
   describe <- function(obj) {
+    obj <- from_integer64(obj)
     if (isS4(obj)) {
       pkg <- attr(class(obj), "package")
       if (!is.null(pkg)) suppressWarnings(requireNamespace(pkg, quietly = TRUE))
@@ -74,13 +91,15 @@ local({
       return(list(kind = "vector", value = obj, names = names(obj)))
     list(kind = "other", class = paste(class(obj), collapse = "/"), package = "")
   }
+  described <- function(obj) tryCatch(suppressPackageStartupMessages(suppressMessages(describe(obj))),
+                                      error = function(e) list(kind = "refused", message = conditionMessage(e)))
   list(
-    describe = function(obj) suppressPackageStartupMessages(suppressMessages(describe(obj))),
+    describe = described,
     read = function(path) {
       obj <- tryCatch(suppressPackageStartupMessages(suppressMessages(readRDS(path))),
                       error = function(e) e)
       if (!isS4(obj) && inherits(obj, "error")) return(list(kind = "error", message = conditionMessage(obj)))
-      suppressPackageStartupMessages(suppressMessages(describe(obj)))
+      described(obj)
     })
 })
 """
@@ -165,6 +184,8 @@ def _column_values(col: Any):
 
 def _from_description(desc, *, source: str, min_samples: int) -> CountData:
     kind = _get_str(desc, "kind")
+    if kind == "refused":
+        raise InputError(f"Cannot read the counts of {source}: {_get_str(desc, 'message')}.")
     what = f"read count matrix of {source}"
     if kind == "GRanges":
         return _from_granges(desc, source, min_samples)

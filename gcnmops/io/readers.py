@@ -22,7 +22,10 @@ Text tables, the rules:
 - Counts: numbers in [0, 2^53]; coordinates: whole numbers in [0, 2^53], end >= start. Regions whose starts
   decrease within a chromosome are sorted (by chromosome in order of first appearance, start, end; with a
   warning); overlapping and identical regions are kept, as cn.mops keeps them (:mod:`gcnmops.data`).
-- Sample and chromosome names must not hold tabs, newlines or other control characters.
+- Sample and chromosome names must not hold tabs, newlines or other control characters; chromosome names must be
+  contig IDs of the VCF and SAM specifications not starting with '#' (:func:`gcnmops.data.check_contig`).
+- A NUL byte anywhere in a text table is refused (the parser would end the cell there).
+- Parquet tables and DataFrames may keep the coordinates in their (Multi)Index (``set_index``): read from there.
 """
 from __future__ import annotations
 
@@ -45,7 +48,7 @@ from ..data import (CountData, Validated, chromosome_blocks, coordinates, make_c
                     unsorted_rows)
 from ..errors import InputError
 from .columns import (SEQNAMES_ALIASES, count_data_from_array, count_data_from_columns, count_data_from_frame,
-                      file_start_offset)
+                      file_start_offset, with_index_coordinates)
 from .coordinates import AUTO, check_choice
 from .npz import read_npy, read_npz
 from .toolformats import read_tool_file, sniff, stdin_copy
@@ -343,21 +346,23 @@ class _TextTable:
         errors as InputErrors naming the line."""
         sep, shown = self.sep, self.shown
         try:
+            source = _NulGuard(_COMPRESSIONS.get(self.compression, open)(self.path, "rb"), shown)
             parts = pd.read_csv(
-                self.path,
+                source,
                 sep=r"\s+" if sep == "whitespace" else sep,
                 header=0 if self.has_header else None,
                 skiprows=self.header_no - 1,
                 dtype={c: str for c in self.seq_cols} or None,
-                compression="infer",
                 encoding="utf-8-sig",
                 low_memory=False,
                 skip_blank_lines=True,
                 skipinitialspace=sep != "whitespace",
                 chunksize=rows or _rows_per_part(self.path, self.header_line),
             )
-            with parts:  # parts of a large file: Ctrl-C is seen between them
+            with source, parts:  # parts of a large file: Ctrl-C is seen between them
                 yield from parts
+        except InputError:
+            raise
         except pd.errors.EmptyDataError:
             raise InputError(f"Count file {shown} is empty.") from None
         except pd.errors.ParserError as e:
@@ -411,6 +416,32 @@ class _TextTable:
         )
 
 
+class _NulGuard:
+    """A binary file for pandas' parser that refuses a NUL byte (the parser would end the cell there: ``6\\x002``
+    read as 6), checked in each block as it is read (no second pass over the file)."""
+
+    def __init__(self, raw, shown: str):
+        self.raw, self.shown, self.at = raw, shown, 0
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.raw.read(n)
+        k = data.find(b"\x00")
+        if k >= 0:
+            raise InputError(f"{self.shown} holds a NUL byte (at byte {self.at + k + 1} of its text): a count table "
+                             "is plain text; is the file damaged, or in another format?")
+        self.at += len(data)
+        return data
+
+    def __iter__(self):
+        return iter(self.read, b"")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.raw.close()
+
+
 def read_count_parts(path: str | os.PathLike, *, min_samples: int = 2, rows: int | None = None,
                      coordinates: str = AUTO):
     """A text or Parquet count file (as :func:`read_counts` reads it) in parts of rows: (CountData of the part,
@@ -451,6 +482,7 @@ def read_count_parts(path: str | os.PathLike, *, min_samples: int = 2, rows: int
         raise InputError(f"{shown}: only text and Parquet tables are read in parts.")
     at = 0
     for df in parts:
+        df = with_index_coordinates(df)
         if not isinstance(df.index, pd.RangeIndex) or df.index.start != 0:
             df = df.reset_index(drop=True)
         try:
@@ -546,6 +578,7 @@ def _read_parquet(path: Path, min_samples: int, shown: str | None = None, coordi
         raise InputError(f"Cannot read {shown} as Parquet: {e}") from None
     if df.shape[1] == 0 or len(df) == 0:
         raise InputError(f"Parquet file {shown} holds no data (no columns or no rows).")
+    df = with_index_coordinates(df)
     if not isinstance(df.index, pd.RangeIndex):
         df = df.reset_index(drop=True)
     return count_data_from_frame(df, min_samples=min_samples, source=shown, coordinates=coordinates)

@@ -49,16 +49,28 @@ def zarr_module():
     return zarr
 
 
-def create_array(path: str, shape: tuple, chunks: tuple, dtype, compress: bool = True):
+def create_array(path: str, shape: tuple, chunks: tuple, dtype, compress: bool = True, checksum: bool = False):
     """A new Zarr array at ``path`` (replacing any); ``compress=False`` stores raw chunks (real-valued
-    matrices hardly compress, and raw chunks are read and written several times faster)."""
+    matrices hardly compress, and raw chunks are read and written several times faster); ``checksum``: each
+    chunk carries the CRC32 of its values (a damaged chunk is an error when read, not other numbers)."""
     zarr = zarr_module()
     if int(zarr.__version__.split(".")[0]) >= 3:  # zarr 3's spelling
         return zarr.create_array(store=path, shape=shape, chunks=chunks, dtype=dtype, overwrite=True,
                                  compressors="auto" if compress else None)
+    extra = {"filters": [__import__("numcodecs").CRC32()]} if checksum else {}
     if compress:
-        return zarr.open_array(path, mode="w", shape=shape, chunks=chunks, dtype=dtype)
-    return zarr.open_array(path, mode="w", shape=shape, chunks=chunks, dtype=dtype, compressor=None)
+        return zarr.open_array(path, mode="w", shape=shape, chunks=chunks, dtype=dtype, **extra)
+    return zarr.open_array(path, mode="w", shape=shape, chunks=chunks, dtype=dtype, compressor=None, **extra)
+
+
+def read_chunks(read, where: str):
+    """``read()`` (a selection of a store's counts), a chunk zarr cannot decode (a failed checksum, a damaged
+    compressed chunk) an InputError naming the store ``where``."""
+    try:
+        return read()
+    except (RuntimeError, ValueError) as e:
+        raise InputError(f"A chunk of the counts of {where} is damaged ({e}): copy the store again, or write it "
+                         "again (gcnmops convert).") from None
 
 
 def is_zarr_path(p: Path) -> bool:
@@ -111,6 +123,76 @@ def counts_kind(values: np.ndarray) -> tuple[bool, float]:
     return bool(np.all(values == np.floor(values))), float(values.max())
 
 
+#: the group attribute in which a count store records its counts array's layout as written (``counts_layout``)
+LAYOUT = "counts_layout"
+
+
+def counts_layout(array) -> dict:
+    """The layout of a Zarr array as a count store records it: dtype, order, shape and chunks."""
+    return {"dtype": np.dtype(array.dtype).str, "order": array.order, "shape": [int(s) for s in array.shape],
+            "chunks": [int(c) for c in array.chunks]}
+
+
+def check_zarr_counts(array, folder: Path, where: str, attrs=None) -> None:
+    """InputError unless the Zarr array of counts ``array`` (stored in ``folder``; ``attrs``: its group's
+    attributes, if any) is what its metadata says: two-dimensional numbers; the layout its group recorded when
+    it was written (``counts_layout``: a ``.zarray`` edited afterwards reads other values from the same chunks);
+    integers where the group holds integer totals; every chunk present (zarr reads a missing one as its fill
+    value, zeros) and, uncompressed, of its full size. ``where`` names the store in the messages."""
+    if array.ndim != 2:
+        raise InputError(f"The counts of {where} must be two-dimensional (regions x samples), got shape {array.shape}.")
+    if not (np.issubdtype(array.dtype, np.number) or array.dtype == bool):
+        raise InputError(f"The counts of {where} are not numbers (dtype {array.dtype}).")
+    attrs = dict(attrs or {})
+    rewrite = "write the store again (gcnmops convert, gcnmops.distributed.save_counts)"
+    recorded = attrs.get(LAYOUT)
+    if recorded is not None and recorded != counts_layout(array):
+        raise InputError(f"The counts array of {where} does not match the layout recorded when it was written "
+                         f"({recorded}; its metadata now says {counts_layout(array)}): its .zarray was changed, "
+                         f"and its chunks would be read as other numbers. Restore it, or {rewrite}.")
+    sums = attrs.get("col_sums")
+    if sums is not None:
+        if np.ndim(sums) != 1 or len(sums) != array.shape[1]:
+            raise InputError(f"{where} records {np.size(sums)} sample totals (col_sums) for {array.shape[1]} samples: "
+                             f"{rewrite}.")
+        if array.dtype.kind not in "iu":
+            raise InputError(f"{where} records integer sample totals, but its counts array says dtype {array.dtype}: "
+                             f"its .zarray was changed, and its chunks would be read as other numbers. {rewrite}.")
+    missing, total, first = _missing_chunks(array, folder)
+    if missing:
+        (r0, r1), (c0, c1) = first
+        raise InputError(f"{where} lacks {missing} of the {total} chunks of its counts (the first: rows {r0 + 1}-{r1}, "
+                         f"samples {c0 + 1}-{c1}); a missing chunk would be read as zeros. Is the copy complete? "
+                         f"Copy it again, or {rewrite}.")
+
+
+def _missing_chunks(array, folder: Path):
+    """(chunks missing, chunks in all, (rows, samples) of the first missing or short chunk) of a Zarr array
+    stored in ``folder``; an uncompressed chunk file shorter than a chunk counts as missing."""
+    total = int(np.prod(array.cdata_shape))
+    try:
+        meta = json.loads((folder / ".zarray").read_text())
+    except (OSError, ValueError):  # not zarr 2's layout: zarr's own count of the chunks present
+        return max(0, total - int(array.nchunks_initialized)), total, ((0, 0), (0, 0))
+    sep = meta.get("dimension_separator") or "."
+    raw = meta.get("compressor") is None and not meta.get("filters")
+    size = int(np.prod(array.chunks)) * np.dtype(array.dtype).itemsize
+    missing, first = 0, None
+    (rows, cols), (r, c) = array.cdata_shape, array.chunks
+    for i in range(rows):
+        for j in range(cols):
+            f = folder / f"{i}{sep}{j}"
+            try:
+                ok = f.is_file() and (not raw or f.stat().st_size == size)
+            except OSError:
+                ok = False
+            if not ok:
+                missing += 1
+                if first is None:
+                    first = ((i * r, min(array.shape[0], (i + 1) * r)), (j * c, min(array.shape[1], (j + 1) * c)))
+    return missing, total, first
+
+
 # ------------------------------------------------------------------------------------------------ reading
 @dataclass
 class CountStore:
@@ -142,7 +224,8 @@ class CountStore:
     def rows(self, a: int, b: int) -> np.ndarray:
         """Counts of rows a:b, (b - a, n), in the stored dtype (Zarr: the chunks read in threads, ``read_rows``)."""
         if self.kind == "zarr":
-            return read_rows(zarr_module().open_array(str(self.path / COUNTS), mode="r"), a, b)
+            return read_chunks(lambda: read_rows(zarr_module().open_array(str(self.path / COUNTS), mode="r"), a, b),
+                               str(self.path))
         import pyarrow.parquet as pq
 
         f = pq.ParquetFile(self.path)
@@ -161,7 +244,8 @@ class CountStore:
     def columns(self, c0: int, c1: int) -> np.ndarray:
         """Counts of samples c0:c1 over every region, (m, c1 - c0), in the stored dtype."""
         if self.kind == "zarr":
-            return np.asarray(zarr_module().open_array(str(self.path / COUNTS), mode="r")[:, c0:c1])
+            return read_chunks(lambda: np.asarray(zarr_module().open_array(str(self.path / COUNTS), mode="r")[:, c0:c1]),
+                               str(self.path))
         import pyarrow.parquet as pq
 
         return pq.read_table(self.path, columns=self._columns[c0:c1]).to_pandas().to_numpy()
@@ -264,28 +348,39 @@ def checked_ranges(ranges: pd.DataFrame, m: int, where: str,
     return ranges
 
 
-def _open_zarr(p: Path) -> CountStore:
+def open_counts_array(p: Path, bare: bool = False, how: str = "gcnmops convert or gcnmops.distributed.save_counts"):
+    """(the Zarr counts array of the store ``p``, its group's attributes (a dict; empty for a bare array), the
+    regions of ``ranges.parquet`` or None), checked (``check_zarr_counts``); ``bare``: a bare array at ``p`` is
+    accepted too. Damaged metadata is an InputError saying to write the store again with ``how``."""
     zarr = zarr_module()
     try:
         node = zarr.open(str(p), mode="r")
-    except Exception as e:  # zarr's PathNotFoundError, a damaged store
+        if hasattr(node, "shape"):
+            if not bare:
+                raise InputError(f"{p} is a bare Zarr array: a count store is a group with an array 'counts' (write "
+                                 f"one with {how}).")
+            check_zarr_counts(node, p, str(p))
+            return node, {}, None
+        if COUNTS not in node:
+            raise InputError(f"The Zarr group {p} has no array 'counts' (write one with {how}).")
+        arr, attrs = node[COUNTS], node.attrs.asdict()
+        check_zarr_counts(arr, p / COUNTS, str(p), attrs)
+        sums = attrs.get("col_sums")
+        if sums is not None:
+            attrs["col_sums"] = np.asarray(sums, dtype=np.float64)
+        ranges = pd.read_parquet(p / RANGES_FILE) if (p / RANGES_FILE).exists() else None
+    except InputError:
+        raise
+    except Exception as e:  # zarr's PathNotFoundError, damaged metadata (JSON, codecs), a damaged ranges.parquet
         raise InputError(f"{p} holds no array 'counts' readable as Zarr ({type(e).__name__}: {e}): write the store "
-                         "with gcnmops convert or gcnmops.distributed.save_counts.") from None
-    if hasattr(node, "shape"):
-        raise InputError(f"{p} is a bare Zarr array: a count store is a group with an array 'counts' (write one "
-                         "with gcnmops convert or gcnmops.distributed.save_counts).")
-    if COUNTS not in node:
-        raise InputError(f"The Zarr group {p} has no array 'counts' (write one with gcnmops convert or "
-                         "gcnmops.distributed.save_counts).")
-    arr = node[COUNTS]
-    if arr.ndim != 2:
-        raise InputError(f"The counts of {p} must be two-dimensional (regions x samples), got shape {arr.shape}.")
-    if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
-        raise InputError(f"The counts of {p} are not numbers (dtype {arr.dtype}).")
-    sums = node.attrs.get("col_sums")
-    ranges = pd.read_parquet(p / RANGES_FILE) if (p / RANGES_FILE).exists() else None
-    return CountStore(p, "zarr", node.attrs.get("sample_names"), ranges, np.dtype(arr.dtype),
-                      tuple(int(s) for s in arr.shape), None if sums is None else np.asarray(sums, dtype=np.float64))
+                         f"with {how}.") from None
+    return arr, attrs, ranges
+
+
+def _open_zarr(p: Path) -> CountStore:
+    arr, attrs, ranges = open_counts_array(p)
+    return CountStore(p, "zarr", attrs.get("sample_names"), ranges, np.dtype(arr.dtype),
+                      tuple(int(s) for s in arr.shape), attrs.get("col_sums"))
 
 
 def _open_parquet(p: Path) -> CountStore:
@@ -315,7 +410,7 @@ def _open_parquet(p: Path) -> CountStore:
                          "gcnmops convert.")
     ranges = None
     if all(c is not None for c in coords):
-        table = pq.read_table(p, columns=coords).to_pandas()
+        table = pq.read_table(p, columns=coords).to_pandas(ignore_metadata=True)  # index-held ones as columns
         ranges = table.set_axis(["seqnames", "start", "end"], axis=1)
     dtypes = {np.dtype(f.schema_arrow.field(s).type.to_pandas_dtype()) for s in samples}
     dtype = np.result_type(*dtypes) if dtypes else np.dtype(np.float64)
@@ -346,7 +441,7 @@ class CountStoreWriter:
         dtype = integral_dtype(top, whole)
         if self.array is None:
             rows, k = store_chunks(self.m_hint or 1 << 62, self.n, dtype.itemsize)
-            self.array = create_array(str(self.tmp / COUNTS), (0, self.n), (rows, k), dtype)
+            self.array = create_array(str(self.tmp / COUNTS), (0, self.n), (rows, k), dtype, checksum=True)
         elif np.result_type(self.array.dtype, dtype) != self.array.dtype:
             self._widen(np.result_type(self.array.dtype, dtype))
         k = counts.shape[0]
@@ -362,7 +457,7 @@ class CountStoreWriter:
         """The counts written so far rewritten as ``dtype`` (a later part holds larger or non-whole counts)."""
         old = self.array
         path = str(self.tmp / (COUNTS + ".wide"))
-        new = create_array(path, (0, self.n), old.chunks, dtype)
+        new = create_array(path, (0, self.n), old.chunks, dtype, checksum=True)
         for a in range(0, old.shape[0], old.chunks[0]):
             new.append(np.asarray(old[a:a + old.chunks[0]], dtype=dtype), axis=0)
         shutil.rmtree(self.tmp / COUNTS)
@@ -375,6 +470,7 @@ class CountStoreWriter:
             raise InputError("No counts to write (the input has no rows).")
         group = zarr_module().open_group(str(self.tmp), mode="a")
         group.attrs["sample_names"] = self.names
+        group.attrs[LAYOUT] = counts_layout(self.array)
         if self.array.dtype.kind in "iu":  # sums of other values: over whole columns when read (exact_col_sums)
             group.attrs["col_sums"] = [int(v) for v in self.sums]
         if self.ranges:
@@ -464,7 +560,8 @@ def save_count_data(data: CountData, path, rows_per_chunk: int | None = None,
     writer = CountStoreWriter(path, n, list(data.sample_names), m)
     try:
         writer.array = create_array(str(writer.tmp / COUNTS), (m, n),
-                                    (min(m, rows_per_chunk or rows), min(n, samples_per_chunk or k)), dtype)
+                                    (min(m, rows_per_chunk or rows), min(n, samples_per_chunk or k)), dtype,
+                                    checksum=True)
         step = writer.array.chunks[0]
         for a in range(0, m, step):
             block = data.counts[a:a + step]
@@ -482,5 +579,6 @@ def save_count_data(data: CountData, path, rows_per_chunk: int | None = None,
 
 
 __all__ = ["CountStore", "open_count_store", "checked_ranges", "CountStoreWriter", "write_count_store",
-           "save_count_data", "convert_counts", "read_rows", "create_array", "is_zarr_path",
-           "store_chunks", "integral_dtype", "counts_kind", "zarr_module", "COUNTS", "RANGES_FILE", "CHUNK_BYTES"]
+           "save_count_data", "convert_counts", "read_rows", "read_chunks", "open_counts_array", "create_array", "is_zarr_path",
+           "store_chunks", "integral_dtype", "counts_kind", "zarr_module", "check_zarr_counts", "counts_layout",
+           "COUNTS", "LAYOUT", "RANGES_FILE", "CHUNK_BYTES"]

@@ -745,9 +745,17 @@ def vcf_max_position(result, reference_fai=None, reference=None) -> int:
 
 
 def file_stem(sample) -> str:
-    """A sample's name as part of a file name: characters other than letters, digits, ``.``, ``_`` and ``-``
-    replaced by ``_``."""
-    return re.sub(r"[^A-Za-z0-9._-]", "_", str(sample))
+    """A sample's name as part of a file name. A name with characters other than letters, digits, ``.``, ``_`` and
+    ``-`` has them replaced by ``_`` and gets the first 8 hex digits of the SHA-256 of the name (UTF-8) appended,
+    ``a_b-1a2b3c4d`` for ``a/b``: deterministic, and distinct from the stem of the sample named ``a_b`` and of
+    ``a b`` (sample names are unique, so their files are)."""
+    name = str(sample)
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", name)
+    if safe != name:
+        import hashlib
+
+        safe += "-" + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return safe
 
 
 def sample_vcf_name(sample) -> str:

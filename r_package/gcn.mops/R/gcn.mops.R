@@ -50,7 +50,8 @@ exomegcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
 # are written into one new double matrix. Counts must be >= 0 and finite (checked in the same pass).
 .prepare_input <- function(input, min_samples = 2L, vector_is_sample = FALSE, prefix = "Sample") {
   out <- if (methods::is(input, "GRanges")) .granges_input(input, min_samples)
-         else if (is.matrix(input) || (is.vector(input) && is.atomic(input))) .matrix_input(input, vector_is_sample)
+         else if (is.matrix(input) || (is.vector(input) && is.atomic(input)) || inherits(input, "integer64"))
+           .matrix_input(input, vector_is_sample)
          else stop("GRanges object or read count matrix needed as input.")
   if (is.null(out$sampleNames)) out$sampleNames <- paste(prefix, seq_len(ncol(out$X)), sep = "_")
   # integer read counts (for singlecn.mops's normalizedData, which is the input as given)
@@ -70,6 +71,21 @@ exomegcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
   X
 }
 
+# bit64's integer64 numbers as doubles (exact up to 2^53; dims and names kept): R stores their integers' bits in
+# a double vector, which read as doubles would be ~1e-322; a larger count is an error, as cn.mops cannot model it
+.from_integer64 <- function(x) {
+  if (!inherits(x, "integer64")) return(x)
+  if (!requireNamespace("bit64", quietly = TRUE))
+    stop("The counts are bit64::integer64 numbers and the R package bit64 is not installed.", call. = FALSE)
+  if (any(x > bit64::as.integer64("9007199254740992"), na.rm = TRUE))
+    stop(paste("A count exceeds 2^53, the largest whole number a double holds exactly;",
+               "cn.mops cannot model such counts."), call. = FALSE)
+  d <- dim(x); dn <- dimnames(x)
+  v <- bit64::as.double.integer64(x)
+  if (!is.null(d)) { dim(v) <- d; dimnames(v) <- dn }
+  v
+}
+
 # The metadata columns of a GRanges (numbers, logicals or Rle of them) as one double matrix of counts.
 .granges_counts <- function(mc) {
   cols <- as.list(mc)
@@ -77,6 +93,7 @@ exomegcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
   for (k in seq_along(cols)) {
     v <- cols[[k]]
     if (methods::is(v, "Rle")) cols[[k]] <- v <- as.vector(v)
+    if (inherits(v, "integer64")) cols[[k]] <- v <- .from_integer64(v)
     if (!(is.numeric(v) || is.logical(v)))
       stop(sprintf(paste("All values must be greater or equal zero and finite.\n",
                          "(metadata column '%s' is %s, not read counts)"), names(cols)[k], class(v)[1L]))
@@ -123,6 +140,7 @@ exomegcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
 }
 
 .matrix_input <- function(input, vector_is_sample) {
+  input <- .from_integer64(input)
   if (!(is.numeric(input) || is.logical(input)))
     stop("All values must be greater or equal zero and finite.\n")
   X <- input

@@ -39,3 +39,17 @@ test_that("bad input gets cn.mops's error messages", {
   expect_warning(suppressMessages(gcn.mops(d$X[1:50, 1:5])),
                  "Normalization might not be applicable for this small number of segments.", fixed = TRUE)
 })
+
+test_that("bit64::integer64 counts are read as their numbers, not their bits", {
+  skip_if_not_installed("bit64")
+  x <- matrix(as.double(rpois(60, 50)), 20, 3, dimnames = list(NULL, c("a", "b", "c")))
+  x64 <- bit64::as.integer64(x)
+  dim(x64) <- dim(x)
+  dimnames(x64) <- dimnames(x)
+  expect_identical(gcn.mops:::.prepare_input(x64)$X, gcn.mops:::.prepare_input(x)$X)
+  g <- GenomicRanges::GRanges("chr1", IRanges::IRanges(seq(1, by = 1000, length.out = 20), width = 1000))
+  S4Vectors::mcols(g) <- S4Vectors::DataFrame(a = x64[, 1], b = x64[, 2], c = x64[, 3])
+  expect_identical(unname(gcn.mops:::.prepare_input(g)$X), unname(x))
+  x64[2, 2] <- bit64::as.integer64("9007199254740993")
+  expect_error(gcn.mops:::.prepare_input(x64), "exceeds 2^53", fixed = TRUE)
+})
