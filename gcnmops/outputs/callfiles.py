@@ -709,7 +709,7 @@ def _write_records(name: str, mode: str, header, table: VcfTable) -> None:
     with pysam.VariantFile(name, mode, header=header) as vcf:
         for r in table.records:
             rec = vcf.new_record(contig=r.chrom, start=r.pos - 1, stop=r.end, alleles=(r.ref, r.alt), id=r.id,
-                                 qual=r.qual, filter=r.filter, info=r.info)
+                                 qual=r.qual, filter=r.filter.split(";"), info=r.info)
             for sample_name, cell in zip(table.samples, r.samples):
                 sample = rec.samples[sample_name]
                 for key in table.formats:
