@@ -32,7 +32,11 @@ planted CNVs found on chrX/chrY and on the autosomes, split into single-copy gai
 an autosome or a female's X: log2 1.5 = 0.585, barely above upperThreshold 0.5, cn.mops's weakest kind) and the
 other kinds; a miss of the sex-aware run that cn.mops also shows on autosomes is cn.mops's, not the sex handling's.
 
-Usage: python benchmarks/accuracy.py [--dnacopy] [--seed 1] [--markdown] [--json PATH] [--casemode] [--sex]
+Spike-ins on real counts (``spikein``: benchmarks/spikein.py, its docstring says what is measured): recall and
+precision per size class and copy number, and the calibration of the call qualities.
+
+Usage: python benchmarks/accuracy.py spikein [--seeds 1,2,3,4,5] [--modes cn.mops,exomecn.mops,haplocn.mops]
+       python benchmarks/accuracy.py [--dnacopy] [--seed 1] [--markdown] [--json PATH] [--casemode] [--sex]
        [--seeds 1,2,3] [--held-out N]
 (GCNMOPS_GOLDEN_DIR and --truth override the shared data locations).
 """
@@ -274,6 +278,11 @@ def _sex_cells(counts: np.ndarray) -> str:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["spikein"]:
+        from spikein import main as spikein_main  # benchmarks/spikein.py: real counts with spiked CNVs
+
+        spikein_main(sys.argv[2:])
+        return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--casemode", action="store_true", help="frozen vs refit vs truth (case mode)")
     ap.add_argument("--sex", action="store_true", help="cn.mops vs sex-aware on a mixed-sex cohort")

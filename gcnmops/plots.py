@@ -199,7 +199,9 @@ def plot_cnvr(result, which: int = 1, margin=(10, 10), path=None, dpi: int = 100
     ]
     groups = [(colours == OTHER, OTHER, 1.0, 0.55, 2), (colours == GAIN, GAIN, 1.8, 0.9, 3),
               (colours == LOSS, LOSS, 1.8, 0.9, 3)]
-    positions = FuncFormatter(lambda v, _: f"{starts[min(max(int(round(v)) - 1, 0), len(starts) - 1)] / 1e6:.2f}")
+    decimals = _distinct_decimals(starts / 1e6)
+    positions = FuncFormatter(lambda v, _: f"{starts[int(round(v)) - 1] / 1e6:.{decimals}f}"
+                              if 1 <= int(round(v)) <= len(starts) else "")  # no label off the regions
     for ax, values, title, ylab, thresholds in panels:
         ax.axvspan(r0 - p0 + 0.5, r1 - p0 + 1.5, color=CNVR_SHADE, zorder=0, lw=0)
         for chosen, colour, lw, alpha, z in groups:
@@ -232,6 +234,15 @@ def plot_cnvr(result, which: int = 1, margin=(10, 10), path=None, dpi: int = 100
     fig.suptitle("\n".join(lines), fontsize=11, y=0.99, va="top")
     _save(fig, path, dpi)
     return fig
+
+
+def _distinct_decimals(values: np.ndarray, least: int = 2, most: int = 7) -> int:
+    """The fewest decimals (from ``least`` to ``most``) that write distinct ``values`` distinctly."""
+    values = np.unique(np.asarray(values, dtype=np.float64))
+    for d in range(least, most):
+        if np.unique(np.round(values, d)).size == values.size:
+            return d
+    return most
 
 
 # ------------------------------------------------------------------------------------------ segplot
@@ -294,8 +305,15 @@ def segplot(result, sample_idx=1, seqname=None, values: str = "sini", path=None,
     height = 2.9 * nrow + 1.1
     fig = _figure(max(7.0, 4.0 * ncol), height)
     axes = np.atleast_1d(fig.subplots(nrow, ncol, squeeze=False).ravel())
-    fig.subplots_adjust(left=0.85 / fig.get_figwidth(), right=0.98, bottom=0.55 / height,
-                        top=1 - 0.95 / height, wspace=0.28, hspace=0.5)
+    what = "local assessments (sINI)" if values == "sini" else "read count ratios"
+    title = fig.suptitle(f"Sample {name}: {what} and segments ({p.get('method', 'cn.mops')}, {len(cnvs)} CNV calls)",
+                         y=1 - 0.08 / height, va="top")
+    extra = 0.0  # inches: a title too wide for the figure goes on two lines
+    if title.get_window_extent(fig.canvas.get_renderer()).width > 0.96 * fig.bbox.width:
+        title.set_text(f"Sample {name}: {what} and segments\n({p.get('method', 'cn.mops')}, {len(cnvs)} CNV calls)")
+        extra = 0.25
+    fig.subplots_adjust(left=0.85 / fig.get_figwidth(), right=1 - 0.3 / fig.get_figwidth(), bottom=0.55 / height,
+                        top=1 - (0.95 + extra) / height, wspace=0.28, hspace=0.5)
     starts_all, ends_all = gr["start"].to_numpy(), gr["end"].to_numpy()
     lim = 0.0
     for ax, (chrom, b0, b1) in zip(axes, blocks):
@@ -338,11 +356,8 @@ def segplot(result, sample_idx=1, seqname=None, values: str = "sini", path=None,
                Line2D([], [], color=GAIN, lw=4, label="gain call"), Line2D([], [], color=LOSS, lw=4, label="loss call")]
     if values == "sini":
         handles.append(Line2D([], [], color="k", ls=":", lw=0.8, label="call thresholds"))
-    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 1 - 0.42 / height), ncols=len(handles),
-               fontsize=9, frameon=False)
-    what = "local assessments (sINI)" if values == "sini" else "read count ratios"
-    fig.suptitle(f"Sample {name}: {what} and segments ({p.get('method', 'cn.mops')}, {len(cnvs)} CNV calls)",
-                 y=1 - 0.08 / height, va="top")
+    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 1 - (0.42 + extra) / height),
+               ncols=len(handles), fontsize=9, frameon=False)
     _save(fig, path, dpi)
     return fig
 

@@ -10,6 +10,7 @@ import subprocess
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.special import logsumexp
 
 import gcnmops
 from gcnmops.errors import InputError
@@ -275,7 +276,8 @@ def test_vcf_records(written, results):
         cnq = [rec.samples[s]["CNQ"] for s in r.sample_names]
         assert all(isinstance(q, int) and 0 <= q <= 99 for q in cnq)
         carriers = [q for q, c in zip(cnq, cns) if c != 2]
-        assert rec.qual == (max(carriers) if carriers else 0)
+        # QUAL: the carriers' best call quality, at least their genotype quality (a CN is one class of its side)
+        assert rec.qual >= max(carriers) if carriers else rec.qual == 0
         assert list(rec.filter) == (["PASS"] if carriers else ["NoCarrier"])
         loss, gain = any(c < 2 for c in cns), any(c > 2 for c in cns)
         svtype = rec.info["SVTYPE"]
@@ -422,69 +424,79 @@ def test_haploid_normal_class_gives_haploid_genotypes(results, tmp_path):
     assert rec.info["SVTYPE"] == "CNV"  # losses (CN0) and gains (CN2, CN3) in one region
 
 
+def _model_qualities(r, rows, k):
+    """(log posterior of each class, the normal class's index) of sample k over ``rows``, from the model
+    written out here in full: Poisson log-likelihoods under cov * L, over the dispersion, alpha prior."""
+    lam, alpha = np.asarray(r.params["L"]), np.asarray(r.params["A"])
+    x, cov = r.normalized_data[:, k], np.asarray(r.params["cov"])[k]
+    main = r.classes.index(r.params["mainClass"])
+    mu = cov * lam
+    resid = (r.normalized_data - mu[:, [main]]) ** 2 / mu[:, [main]]
+    phi = max(1.0, np.median(resid[:, k]) / 0.454936423119572)
+    loglik = np.array([(x[rows] * np.log(mu[rows, i]) - mu[rows, i]).sum() for i in range(len(r.classes))]) / phi
+    prior = np.maximum(alpha[rows].mean(axis=0), 1 / len(r.sample_names))
+    lp = np.log(prior / prior.sum()) + loglik
+    return lp - logsumexp(lp), main
+
+
+def _calibrated(log_error):
+    raw = -10 * log_error / np.log(10)
+    return min(99, int(np.rint(quality.CALIBRATION_SCALE * max(raw, 0.0) ** quality.CALIBRATION_POWER)))
+
+
 @needs_pysam
-def test_cnq_from_posteriors_and_from_sini(results, tmp_path):
+def test_qualities_are_the_models_posteriors(results, tmp_path):
+    """CNQ of every sample of a region and QUAL (the carriers' best call quality) from the posterior of the model
+    recomputed here; the per-sample VCF's QUAL / CNQ are the CNV's call / genotype qualities."""
     r = results[1]
-    reg = r.cnvr.iloc[0]
-    rows = np.flatnonzero((r.gr["seqnames"] == reg["seqnames"]).to_numpy() & (r.gr["start"] <= reg["end"]).to_numpy()
-                          & (r.gr["end"] >= reg["start"]).to_numpy())
-    folds = np.asarray(r.params["folds"])
-    main = r.classes.index("CN2")
-    # without posteriors: the sINI proxy of the module docstring
     callfiles.write_vcf(r, tmp_path / "a.vcf.gz")
-    _, recs = _records(tmp_path / "a.vcf.gz")
-    rec = next(x for x in recs if x.id == "cnvr1")
-    for k, s in enumerate(r.sample_names):
-        mean = r.local_assessments[rows, k].mean()
-        c = r.classes.index(reg[s])
-        if c == main:
-            step = np.log2(folds[main - 1] / folds[main]) if mean < 0 else np.log2(folds[main + 1] / folds[main])
-            p = 1 - np.clip(abs(mean) / abs(step), 0, 1)
-        else:
-            p = np.clip(mean / np.log2(folds[c] / folds[main]), 0, 1)
-        q = min(99, int(np.rint(-10 * np.log10(max(1 - p, 1e-10)))))
-        assert rec.samples[s]["CNQ"] == q, s
-    # with posteriors: the mean posterior of the called class over the region's windows
-    post = np.zeros((len(r.gr), len(r.classes), len(r.sample_names)))
-    post[:, main, :] = 0.9
-    post[:, main - 1, :] = 0.1
-    post[rows[0], :, :] = 0.0
-    post[rows[0], main - 1, :] = 1.0
-    callfiles.write_vcf(r.replace(posterior_probs=post), tmp_path / "b.vcf.gz")
-    header, recs = _records(tmp_path / "b.vcf.gz")
-    assert "mean posterior probability" in header.formats["CNQ"].description
-    rec = next(x for x in recs if x.id == "cnvr1")
-    n = len(rows)
-    for s in r.sample_names:
-        c = r.classes.index(reg[s])
-        p = {main: 0.9 * (n - 1) / n, main - 1: (0.1 * (n - 1) + 1) / n}.get(c, 0.0)
-        assert rec.samples[s]["CNQ"] == min(99, int(np.rint(-10 * np.log10(max(1 - p, 1e-10))))), s
+    header, recs = _records(tmp_path / "a.vcf.gz")
+    assert "Poisson likelihoods" in header.formats["CNQ"].description
+    folds = np.asarray(r.params["folds"])
+    checked = 0
+    for rec in recs[:5]:
+        reg = r.cnvr.iloc[int(rec.id[4:]) - 1]
+        rows = np.flatnonzero((r.gr["seqnames"] == reg["seqnames"]).to_numpy() & (r.gr["start"] <= reg["end"]).to_numpy()
+                              & (r.gr["end"] >= reg["start"]).to_numpy())
+        calls = []
+        for k, s in enumerate(r.sample_names):
+            lp, main = _model_qualities(r, rows, k)
+            c = r.classes.index(reg[s])
+            assert rec.samples[s]["CNQ"] == _calibrated(logsumexp(np.delete(lp, c))), s
+            if c != main:
+                side = np.sign(folds - folds[main]) == np.sign(folds[c] - folds[main])
+                calls.append(_calibrated(logsumexp(lp[~side])))
+            checked += 1
+        assert rec.qual == (max(calls) if calls else 0)
+    assert checked
 
 
-@pytest.mark.parametrize("posteriors", [False, True])
-def test_qualities_of_many_items_are_those_of_each_alone(results, posteriors):
-    """Q of many regions or CNVs at once (the BEDs' and the VCF's) equals Q of each alone: windows of every
-    length, no windows, NaN and infinite sINI, normal, non-normal and unknown classes, one sample or several."""
-    rng = np.random.default_rng(3)
-    r = results[1]
-    m, n, k = len(r.gr), len(r.sample_names), len(r.classes)
-    sini = np.asfortranarray(r.local_assessments.copy())
-    sini[rng.random(sini.shape) < 0.02] = np.nan
-    sini[rng.random(sini.shape) < 0.01] = np.inf
-    post = rng.dirichlet(np.full(k, 0.05), size=(m, n)).transpose(0, 2, 1) if posteriors else None
-    evidence = quality.Evidence(r.replace(local_assessments=sini, posterior_probs=post))
-    starts = rng.integers(0, m - 1, 300)
-    row_sets = [np.arange(a, min(m, a + w)) for a, w in zip(starts, rng.integers(0, 300, 300))]
-    for width in (1, 4):
-        cols = np.array([rng.choice(n, width, replace=False) for _ in row_sets])
-        cls = rng.integers(-1, k, cols.shape)
-        sign = rng.integers(-1, 2, cols.shape)
-        together = evidence.qualities(row_sets, cols, cls, sign)
-        alone = np.array([evidence.qualities([rows], c[None], k_[None], s_[None])[0]
-                          for rows, c, k_, s_ in zip(row_sets, cols, cls, sign)])
-        assert np.array_equal(together, alone)
-        assert (together[[i for i, rows in enumerate(row_sets) if rows.size == 0]] == 0).all()
-        assert len(np.unique(together)) > 3  # qualities of several values, not one
+def test_a_clear_duplication_gets_a_high_quality():
+    """A 1.5x duplication of 10 windows of ~1,125 reads against ~750 (4 samples), and a het deletion beside it:
+    both QUAL >= 30; shorter or weaker evidence gives lower qualities."""
+    import gcnmops
+
+    rng = np.random.default_rng(0)
+    m, n = 600, 4
+    lam = np.full((m, n), 750.0)
+    lam[200:210, 0] *= 1.5
+    lam[400:410, 1] *= 0.5
+    x = rng.poisson(lam)
+    frame = pd.DataFrame({"seqnames": "chr1", "start": np.arange(m) * 10000 + 1, "end": (np.arange(m) + 1) * 10000})
+    for k in range(n):
+        frame[f"S{k}"] = x[:, k]
+    r = gcnmops.calc_integer_copy_numbers(gcnmops.cn_mops(frame, backend="cpu"))
+    q, directions = quality.call_qualities(r)
+    by_sample = dict(zip(r.cnvs["sampleName"], zip(q, directions)))
+    assert by_sample["S0"][1] == "gain" and by_sample["S0"][0] >= 30
+    assert by_sample["S1"][1] == "loss" and by_sample["S1"][0] >= 30
+    evidence = quality.Evidence(r)
+    main = evidence.main_idx
+    gain = r.classes.index("CN3")
+    qs = [evidence.qualities([np.arange(200, 200 + w)], np.array([[0]]), np.array([[gain]]), np.array([[1]])).call[0, 0]
+          for w in (1, 2, 4, 10)]
+    assert qs == sorted(qs) and qs[0] < qs[-1]  # more windows of the same evidence: higher quality
+    assert main != gain
 
 
 @needs_pysam
@@ -527,7 +539,9 @@ def test_per_sample_vcfs_hold_the_samples_own_cnvs(results, tmp_path):
             assert rec.alts == (("<DEL>",) if int(row["CN"][2:]) < 2 else ("<DUP>",))
             region = cnvr.loc[int(rec.info["CNVR"][4:]) - 1]
             assert region["start"] <= row["start"] and row["end"] <= region["end"]
-            assert list(rec.filter) == ["PASS"] and rec.qual == rec.samples[s]["CNQ"]
+            i = int(rec.id[3:]) - 1
+            assert list(rec.filter) == ["PASS"] and rec.qual == quality.call_qualities(r)[0][i]
+            assert rec.samples[s]["CNQ"] == quality.genotype_qualities(r)[i]
 
 
 @needs_pysam

@@ -186,7 +186,7 @@ def run_with_everything(tmp_path_factory):
     logger.setLevel(logging.INFO)
     try:
         result, written = run_and_write("cn.mops", data, folder, backend="cpu", exclude=str(bed),
-                                        exclude_samples="auto", min_length=200_000, min_quality=20,
+                                        exclude_samples="auto", min_length=500_000, min_quality=40,
                                         formats=["bed", "vcf", "tracks"], vcf=VcfOptions(per_sample=True))
     finally:
         logger.removeHandler(handler)
@@ -203,7 +203,7 @@ def test_a_run_excludes_the_empty_sample_and_the_windows_and_says_so(run_with_ev
     assert any("11 of 1,200 windows removed" in m for m in messages)
     params = json.loads((folder / "params.json").read_text())
     assert params["excludedSamples"] == [empty] and params["excludedWindows"] == 11
-    assert params["minLength"] == 200_000 and params["minQuality"] == 20
+    assert params["minLength"] == 500_000 and params["minQuality"] == 40
     assert params["sampleQC"][empty] == {"outlier": True, "reasons": ["median_zero", "empty_windows"],
                                          "excluded": True}
     table = pd.read_csv(folder / "sample_qc.tsv", sep="\t", keep_default_na=False)
@@ -225,13 +225,13 @@ def test_the_vcf_header_carries_the_sample_qc_and_the_filters(run_with_everythin
         recs = list(vcf)
     assert f"##sampleQC=<ID={data.sample_names[3]},MedianCount=0," in header
     assert "Reasons=median_zero|empty_windows,Excluded=yes>" in header
-    assert '##FILTER=<ID=LowQual,Description="Quality below 20' in header and "##FILTER=<ID=Short" in header
+    assert '##FILTER=<ID=LowQual,Description="Quality below 40' in header and "##FILTER=<ID=Short" in header
     assert recs
     for rec in recs:
         if "NoCarrier" in rec.filter:
             continue
-        want = {"LowQual"} if rec.qual < 20 else set()
-        want |= {"Short"} if rec.stop - rec.pos < 200_000 else set()  # END - POS: the region's length
+        want = {"LowQual"} if rec.qual < 40 else set()
+        want |= {"Short"} if rec.stop - rec.pos < 500_000 else set()  # END - POS: the region's length
         assert set(rec.filter) == (want or {"PASS"})
 
 
@@ -240,7 +240,7 @@ def test_filters_mark_the_beds_and_tables_instead_of_removing(run_with_everythin
     bed = pd.read_csv(folder / "cnvs.bed", sep="\t", header=None, keep_default_na=False)
     assert bed.shape == (len(result.cnvs), 10)  # every call is still there
     length = bed[2] - bed[1]
-    want = [";".join([n for n, f in (("LowQual", s < 200), ("Short", w < 200_000)) if f]) or "PASS"
+    want = [";".join([n for n, f in (("LowQual", s < 400), ("Short", w < 500_000)) if f]) or "PASS"
             for s, w in zip(bed[4], length)]  # score = 10 x Q
     assert list(bed[9]) == want and len(set(want)) > 1
     table = pd.read_csv(folder / "cnvs.tsv", sep="\t")

@@ -202,3 +202,35 @@ def test_plot_files_move_the_progress_bar_per_figure_in_their_stage(result, tmp_
             write_step(1.0)  # the write stage is over: ignored
             shown.append(bar._shown)
         assert shown == pytest.approx([500 + 500 * (k + 1) / len(files) for k in range(len(files))])
+
+
+def _close_cohort():
+    """6 samples of 1-kb windows near 37.7 Mb with a 6-window loss in the first sample."""
+    import gcnmops
+
+    rng = np.random.default_rng(0)
+    m, n = 400, 6
+    lam = np.full((m, n), 300.0)
+    lam[200:206, 0] *= 0.5
+    x = rng.poisson(lam)
+    frame = pd.DataFrame({"seqnames": "chr7", "start": 37_700_001 + np.arange(m) * 1000,
+                          "end": 37_700_000 + (np.arange(m) + 1) * 1000})
+    for k in range(n):
+        frame[f"NA1289{k}"] = x[:, k]
+    return gcnmops.cn_mops(frame, backend="cpu")
+
+
+def test_cnvr_ticks_are_distinct_and_segplot_titles_fit():
+    from gcnmops import plots as plots_mod
+
+    r = _close_cohort()
+    fig = plots_mod.plot_cnvr(r, 1, margin=(3, 3))
+    fig.canvas.draw()
+    shown = [[t.get_text() for t in ax.get_xticklabels() if t.get_text()] for ax in fig.axes]
+    shown = [labels for labels in shown if labels]  # the lower row (x shared)
+    assert len(shown) == 2 and all(len(labels) == len(set(labels)) > 2 for labels in shown), shown
+    fig = plots_mod.segplot(r, 1)
+    renderer = fig.canvas.get_renderer()
+    box = fig._suptitle.get_window_extent(renderer)
+    assert box.x0 >= 0 and box.x1 <= fig.bbox.width and box.y1 <= fig.bbox.height
+    assert box.y0 > max(ax.get_window_extent(renderer).y1 for ax in fig.axes if ax.get_visible())

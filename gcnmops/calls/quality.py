@@ -6,22 +6,34 @@ Normal class: ``params["mainClass"]`` (CN2; haplocn.mops CN1). A CNV's direction
 copy number against the normal class when known, else by the sign of its segment statistic (the mean, or the
 median with ``useMedian``, of sINI).
 
-Quality Q (phred, integer 0-99) of a sample's state over a set of windows (a CNV, or a CNV region): Q =
-min(99, round(-10 log10(1 - p))), p the probability of the stated copy number:
+Qualities (phred, integer 0-99) come from the model cn.mops fitted (``docs/qualities.md`` has the derivation).
+Per window w of a set W (a CNV's windows, or a CNV region's), sample k and class i, the model's expected count
+is mu = cov_k L[w, i] (``params["L"]``: lambda of each class, ``params["cov"]``), and the sample's normalized
+count x (what the model saw) has the Poisson log-likelihood x log(mu) - mu. Summed over W and divided by the
+sample's dispersion phi_k (``dispersion``: real counts vary more than Poisson counts; phi >= 1), it is the
+log-likelihood of "the sample is of class i over all of W". With the prior pi_i = the model's mean mixture
+weight of class i over W (``params["A"]``), at least 1/N (N samples: the sample itself could be of any class),
+renormalized, the posterior of class i is P(i) = pi_i exp(l_i / phi_k) / sum_j pi_j exp(l_j / phi_k).
 
-- with posteriors (``return_posterior=True``): the mean over the windows of the posterior probability of the
-  stated class (a non-normal state of unknown copy number: 1 - the posterior of the normal class; a normal
-  state: the posterior of the normal class);
-- otherwise a proxy from sINI (the posterior-weighted log2 fold change the model gives every window): with s
-  the sample's mean sINI over the windows and e = log2(I_c / I_normal) of the stated class c (unknown copy
-  number: the nearest class on the call's side), p = clip(s / e, 0, 1) for a non-normal state and
-  1 - clip(|s| / |e'|, 0, 1) for the normal state (e' the nearest class on the side of s): the posterior mass
-  on c were it shared between c and the normal class only.
+- call quality (QUAL, the BED score, ``--min-quality``) of a loss (gain): -10 log10 P(no loss (gain)), the
+  posterior of the normal class and the classes on the other side: the chance the CNV is not there;
+- genotype quality (CNQ) of a state of class c: -10 log10 (1 - P(c)) (a non-normal state of unknown copy
+  number: its call quality);
+- of a normal state both are -10 log10 (1 - P(normal)).
+
+The model's phred score r = -10 log10(error) treats windows as independent Poisson draws around the fitted
+lambdas; real counts vary together along the genome, and segmentation picks a call's windows from the data, so
+r overstates the evidence (false calls on real counts have r of tens to hundreds). The quality is r calibrated
+against the observed false-call rate of spike-ins into real counts (``benchmarks/spikein.py``):
+Q = min(``MAX_Q``, round(``CALIBRATION_SCALE`` r^``CALIBRATION_POWER``)), the same map for both kinds; sets
+without windows get 0. More windows, or counts further from the normal class towards the stated one, give a
+higher quality (r grows with both, the map is increasing).
 """
 from __future__ import annotations
 
 import re
 import threading
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -30,7 +42,9 @@ from ..data import chromosome_blocks
 
 _CN_LABEL = re.compile(r"^CN(\d+(?:\.\d*)?)$")
 MAX_Q = 99
-_DEFAULT_STEP = {-1: -1.0, 1: float(np.log2(1.5))}  # nearest classes' log2 folds when params lack folds
+#: the calibration of the model's phred scores r into qualities: CALIBRATION_SCALE r^CALIBRATION_POWER (docs/qualities.md)
+CALIBRATION_SCALE = 0.53
+CALIBRATION_POWER = 0.57
 
 
 # -------------------------------------------------------------------------------------------------
@@ -198,76 +212,123 @@ def cnv_directions(result, cnvs: pd.DataFrame | None = None) -> np.ndarray:
                      zip(cnvs["CN"].to_numpy(dtype=object), stat)], dtype=np.int8)
 
 
-def _phred(p_right: np.ndarray) -> np.ndarray:
-    """min(99, round(-10 log10(1 - p))) elementwise (p NaN: 0)."""
-    wrong = np.clip(1.0 - np.nan_to_num(np.asarray(p_right, float), nan=0.0), 1e-10, 1.0)
-    return np.minimum(MAX_Q, np.rint(-10.0 * np.log10(wrong))).astype(np.int64)
+#: the median of a chi-square variable of one degree of freedom: median(r^2) of Poisson residuals r
+_CHI2_MEDIAN = 0.454936423119572
+
+
+def dispersion(x: np.ndarray, mu: np.ndarray) -> np.ndarray:
+    """(N,) each sample's dispersion phi >= 1: the median over windows of its squared Pearson residuals
+    (x - mu)^2 / mu against the normal class's expected count ``mu``, over that median for Poisson counts
+    (``_CHI2_MEDIAN``); windows with NaN or mu <= 0 are left out (no usable window: 1). ``x``, ``mu`` (m, N)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r2 = (x - mu) ** 2 / mu
+    r2 = np.where(np.isfinite(r2) & (mu > 0), r2, np.nan)
+    phi = np.ones(x.shape[1])
+    usable = np.isfinite(r2).any(axis=0)
+    if usable.any():
+        phi[usable] = np.nanmedian(r2[:, usable], axis=0) / _CHI2_MEDIAN
+    return np.maximum(phi, 1.0)
+
+
+class Qualities(NamedTuple):
+    """Call and genotype qualities (the module docstring), each (n, k) int64."""
+
+    call: np.ndarray
+    genotype: np.ndarray
 
 
 class Evidence:
-    """The qualities Q of the module docstring, per sample, over a set of windows."""
+    """The model's evidence for a sample's state over a set of windows: the posteriors and qualities of the
+    module docstring."""
 
     def __init__(self, result):
         p = result.params
         self.classes = [str(c) for c in p.get("classes", [])]
-        folds = np.asarray(p.get("folds", []), dtype=np.float64)
         main = str(p.get("mainClass"))
         self.main_idx = self.classes.index(main) if main in self.classes else -1
         self.class_idx = {c: i for i, c in enumerate(self.classes)}
-        if self.main_idx >= 0 and folds.size == len(self.classes):
-            self.log2fold = np.log2(np.maximum(folds, 1e-300)) - np.log2(folds[self.main_idx])
-        else:
-            self.log2fold = np.full(len(self.classes), np.nan)
-        below = self.log2fold[self.log2fold < 0]
-        above = self.log2fold[self.log2fold > 0]
-        self.step = {-1: float(below.max()) if below.size else _DEFAULT_STEP[-1],
-                     1: float(above.min()) if above.size else _DEFAULT_STEP[1]}
-        self.sini = np.asarray(result.local_assessments, dtype=np.float64)
-        post = result.posterior_probs
-        self.post = None if post is None or self.main_idx < 0 else np.asarray(post, dtype=np.float64)
+        folds = np.asarray(p.get("folds", []), dtype=np.float64)
+        n = len(self.classes)
+        # the side of each class against the normal one: -1 below, +1 above, 0 the normal class
+        self.side = (np.sign(folds - folds[self.main_idx]).astype(np.int64) if self.main_idx >= 0 and folds.size == n
+                     else np.zeros(n, np.int64))
+        x = np.asarray(result.normalized_data, dtype=np.float64)
+        lam = np.asarray(p["L"], dtype=np.float64).reshape(x.shape[0], n)
+        alpha = np.asarray(p["A"], dtype=np.float64).reshape(x.shape[0], n)
+        self.cov = np.asarray(p.get("cov", np.ones(x.shape[1])), dtype=np.float64).reshape(-1)
+        if self.cov.size != x.shape[1]:
+            self.cov = np.ones(x.shape[1])
+        # a window is evidence where every class has a positive lambda; a cell where its count is finite
+        usable = np.all(np.isfinite(lam) & (lam > 0), axis=1)
+        self.lam = np.where(usable[:, None], lam, 0.0)
+        with np.errstate(divide="ignore"):
+            self.log_lam = np.where(usable[:, None], np.log(np.where(usable[:, None], lam, 1.0)), 0.0)
+        self.ok = (np.isfinite(x) & usable[:, None]).astype(np.float64)
+        self.x = np.where(self.ok > 0, x, 0.0)
+        self.alpha = np.where(np.isfinite(alpha), alpha, 0.0)
+        self.phi = (dispersion(np.where(self.ok > 0, x, np.nan), self.cov * self.lam[:, [self.main_idx]])
+                    if self.main_idx >= 0 else np.ones(x.shape[1]))
 
-    def qualities(self, row_sets: list, cols: np.ndarray, cls: np.ndarray, sign: np.ndarray) -> np.ndarray:
-        """(n, k) Q of n items: item i's samples ``cols[i]`` over its windows ``row_sets[i]`` (Q 0 without
-        windows); ``sign`` -1/+1 non-normal (of class index ``cls``, -1 unknown), 0 normal; ``cols``, ``cls``,
-        ``sign`` (n, k). The means over an item's windows are taken item by item, the rest for all at once
-        (elementwise: the same values as item by item)."""
+    def log_posteriors(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """(classes, k) log posterior of each class for samples ``cols`` over windows ``rows``."""
+        n_samples = self.x.shape[1]
+        x, ok = self.x[rows][:, cols], self.ok[rows][:, cols]
+        cov = self.cov[cols]
+        with np.errstate(divide="ignore"):
+            log_cov = np.log(cov)
+        loglik = (self.log_lam[rows].T @ x + log_cov * x.sum(axis=0) - cov * (self.lam[rows].T @ ok)) / self.phi[cols]
+        prior = np.maximum(self.alpha[rows].mean(axis=0), 1.0 / n_samples)
+        log_post = np.log(prior / prior.sum())[:, None] + loglik
+        return log_post - _logsumexp(log_post)
+
+    def qualities(self, row_sets: list, cols: np.ndarray, cls: np.ndarray, sign: np.ndarray) -> Qualities:
+        """Call and genotype Q of n items: item i's samples ``cols[i]`` over its windows ``row_sets[i]`` (Q 0
+        without windows); ``sign`` -1/+1 non-normal (of class index ``cls``, -1 unknown), 0 normal; ``cols``,
+        ``cls``, ``sign`` (n, k)."""
         cols, cls, sign = np.asarray(cols), np.asarray(cls), np.asarray(sign)
-        q = np.zeros(cls.shape, np.int64)
-        full = [i for i, rows in enumerate(row_sets) if rows.size]
-        if not full or cls.shape[1] == 0:
-            return q
-        cls_f, sign_f = cls[full], sign[full]
-        if self.post is not None:
-            at = np.arange(cls.shape[1])
-            means = [self.post[row_sets[i]][:, :, cols[i]].mean(axis=0) for i in full]  # (classes, samples) each
-            p_main = np.array([pm[self.main_idx, at] for pm in means])
-            p_cls = np.array([pm[np.maximum(c, 0), at] for pm, c in zip(means, cls_f)])
-            q[full] = _phred(np.where(sign_f == 0, p_main, np.where(cls_f >= 0, p_cls, 1.0 - p_main)))
-            return q
-        s = np.array([self._mean_sini(row_sets[i], cols[i]) for i in full])
-        e_cls = np.where(cls_f >= 0, self.log2fold[np.maximum(cls_f, 0)] if self.log2fold.size else np.nan, np.nan)
-        e_alt = np.where(np.isfinite(e_cls) & (e_cls != 0), e_cls,
-                         np.where(sign_f < 0, self.step[-1], self.step[1]))
-        e_ref = np.where(s < 0, self.step[-1], self.step[1])
-        with np.errstate(divide="ignore", invalid="ignore"):
-            p_alt = np.clip(s / e_alt, 0.0, 1.0)
-            p_ref = 1.0 - np.clip(np.abs(s) / np.abs(e_ref), 0.0, 1.0)
-        q[full] = _phred(np.where(sign_f == 0, p_ref, p_alt))
-        return q
-
-    def _mean_sini(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-        """(k,) mean sINI of samples ``cols`` over windows ``rows`` (finite values; 0 where none)."""
-        x = self.sini[rows][:, cols]
-        finite = np.isfinite(x)
-        return np.where(finite, x, 0.0).sum(axis=0) / np.maximum(finite.sum(axis=0), 1)
+        call = np.zeros(cls.shape, np.int64)
+        genotype = np.zeros(cls.shape, np.int64)
+        if self.main_idx < 0:
+            return Qualities(call, genotype)
+        for i, rows in enumerate(row_sets):
+            if rows.size == 0 or cls.shape[1] == 0:
+                continue
+            lp = self.log_posteriors(rows, cols[i])  # (classes, k)
+            # log P(not the state's side): normal state -> not normal; loss/gain -> normal or the other side
+            wrong_side = np.where(sign[i][None, :] == 0, self.side[:, None] != 0,
+                                  self.side[:, None] != sign[i][None, :])
+            log_err_call = _logsumexp(np.where(wrong_side, lp, -np.inf))
+            log_err_cls = _logsumexp(np.where(np.arange(lp.shape[0])[:, None] != np.maximum(cls[i], 0)[None, :],
+                                              lp, -np.inf))
+            call[i] = _phred_log(log_err_call)
+            genotype[i] = _phred_log(np.where((sign[i] != 0) & (cls[i] >= 0), log_err_cls, log_err_call))
+        return Qualities(call, genotype)
 
 
-def _cnv_qualities(result, cnvs: pd.DataFrame, windows: _Windows, evidence: Evidence) -> tuple[np.ndarray, list]:
-    """(Q, direction) of each CNV of ``cnvs`` (its own windows and sample)."""
+def _logsumexp(a: np.ndarray) -> np.ndarray:
+    """log(sum(exp(a), axis=0)), -inf where every value is -inf."""
+    top = np.max(a, axis=0)
+    safe = np.where(np.isfinite(top), top, 0.0)
+    with np.errstate(divide="ignore"):
+        return safe + np.log(np.exp(a - safe).sum(axis=0))
+
+
+def _phred_log(log_error: np.ndarray) -> np.ndarray:
+    """The calibrated quality of the natural log of the model's error probability (module docstring): the
+    model's phred score r = -10 log10(error), then min(MAX_Q, round(CALIBRATION_SCALE r^CALIBRATION_POWER))."""
+    raw = np.maximum(np.nan_to_num(-10.0 / np.log(10.0) * np.asarray(log_error, dtype=np.float64), nan=0.0,
+                                   posinf=np.finfo(np.float64).max), 0.0)
+    with np.errstate(over="ignore"):
+        q = CALIBRATION_SCALE * raw ** CALIBRATION_POWER
+    return np.minimum(MAX_Q, np.rint(np.minimum(q, MAX_Q))).astype(np.int64)
+
+
+def _cnv_qualities(result, cnvs: pd.DataFrame, windows: _Windows, evidence: Evidence) -> tuple[Qualities, list]:
+    """(qualities, direction) of each CNV of ``cnvs`` (its own windows and sample)."""
     main = main_cn(result)
     stat = "median" if result.params.get("useMedian", False) else "mean"
     sample_col = pd.Index(result.sample_names).get_indexer(cnvs["sampleName"].to_numpy())
-    q = np.zeros(len(cnvs), np.int64)
+    q = Qualities(np.zeros(len(cnvs), np.int64), np.zeros(len(cnvs), np.int64))
     directions, items = [], []  # items: (CNV, its windows, sample column, class, sign)
     for i, (chrom, s, e, label, v, col) in enumerate(zip(cnvs["seqnames"], cnvs["start"], cnvs["end"], cnvs["CN"],
                                                          cnvs[stat].to_numpy(float), sample_col)):
@@ -281,14 +342,26 @@ def _cnv_qualities(result, cnvs: pd.DataFrame, windows: _Windows, evidence: Evid
             items.append((i, windows.rows(chrom, int(s), int(e)), col, cls, sign))
     if items:
         at, row_sets, cols, classes, signs = zip(*items)
-        q[list(at)] = evidence.qualities(list(row_sets), np.array(cols, np.int64)[:, None],
-                                         np.array(classes, np.int64)[:, None], np.array(signs, np.int64)[:, None])[:, 0]
+        both = evidence.qualities(list(row_sets), np.array(cols, np.int64)[:, None],
+                                  np.array(classes, np.int64)[:, None], np.array(signs, np.int64)[:, None])
+        q.call[list(at)], q.genotype[list(at)] = both.call[:, 0], both.genotype[:, 0]
     return q, directions
 
 
-def call_qualities(result) -> tuple[np.ndarray, list]:
-    """``_cnv_qualities`` of ``result.cnvs`` (in its order), computed once per result (both BEDs use them)."""
+def _cnv_evidence(result) -> tuple[Qualities, list]:
+    """``_cnv_qualities`` of ``result.cnvs`` (in its order), computed once per result."""
     cnvs = result.cnvs
     # keyed by the frame, which the value holds: another frame cannot take its id while it is cached
     return _derived(result, f"quality.cnv_qualities.{id(cnvs)}",
                     lambda: (cnvs, *_cnv_qualities(result, cnvs, window_index(result), Evidence(result))))[1:]
+
+
+def call_qualities(result) -> tuple[np.ndarray, list]:
+    """(call quality, direction) of each CNV of ``result.cnvs`` (in its order; the BEDs, filters and QUAL)."""
+    q, directions = _cnv_evidence(result)
+    return q.call, directions
+
+
+def genotype_qualities(result) -> np.ndarray:
+    """(len(cnvs),) genotype quality of each CNV of ``result.cnvs`` (its sample's CNQ in the per-sample VCF)."""
+    return _cnv_evidence(result)[0].genotype

@@ -24,7 +24,8 @@ import pandas as pd
 
 from ..calls.filters import active_filters, filter_status
 from ..calls.qc import log2_ratios
-from ..calls.quality import Evidence, call_qualities, cn_value, cnv_region_pairs, direction, main_cn, window_index
+from ..calls.quality import (Evidence, call_qualities, cn_value, cnv_region_pairs, direction, genotype_qualities,
+                             main_cn, window_index)
 from ..errors import InputError
 from ..version import __version__
 
@@ -151,7 +152,7 @@ BED_COLUMNS = ["chrom", "chromStart", "chromEnd", "name", "score", "strand", "th
 def bed_cnvs(result) -> pd.DataFrame:
     """BED9 of the CNVs, sorted by chromosome (gr's order), start, end (as tabix and bedtools need).
 
-    name: the sample; score: 10 x the CNV's quality Q (0-990, ``calls.quality``); strand ``.``;
+    name: the sample; score: 10 x the CNV's call quality (0-990, ``calls.quality``); strand ``.``;
     thickStart/thickEnd: the CNV; itemRgb: losses blue, gains red (the plots' colours), grey where the
     integer copy number is the normal one. Mean, median and CN are in cnvs.tsv. With call filters
     (``result.selection``, ``calls.filters``) a 10th column ``filter``: PASS or the filters the CNV fails.
@@ -452,8 +453,8 @@ def vcf_table(result, reference_fai=None, samples=None, reference=None) -> VcfTa
     1/1 two or more copies away (CN0 and CN4+ for n = 2). Before integer copy numbers (``--no-integer``) a
     sample with a CNV call overlapping the region is 0/1 (haploid 1), the others 0/0 (0). CN: the integer copy
     number (``.`` before integer copy numbers; the nearest integer of FCN for fractional labels, which also
-    get FORMAT FCN). CNQ: the quality Q of the sample's state over the region's windows (``calls.quality``).
-    QUAL: the highest CNQ of the carriers (samples with a non-reference GT); FILTER: NoCarrier (QUAL 0) where
+    get FORMAT FCN). CNQ: the genotype quality of the sample's state over the region's windows (``calls.quality``).
+    QUAL: the highest call quality of the carriers (samples with a non-reference GT); FILTER: NoCarrier (QUAL 0) where
     there is no carrier, else PASS or the call filters (``calls.filters``) the region's length and QUAL fail.
 
     ``samples``: the samples to write (default all).
@@ -491,7 +492,7 @@ def vcf_table(result, reference_fai=None, samples=None, reference=None) -> VcfTa
     order = list(_sorted_positions(result, cnvr))
     row_sets = [windows.rows(chrom[i], int(start[i]), int(end[i])) for i in order]
     quals = evidence.qualities(row_sets, np.broadcast_to(cols, (len(order), len(cols))), cls[order], sign[order])
-    for i, rows, q in zip(order, row_sets, quals):
+    for i, rows, q, call_q in zip(order, row_sets, quals.genotype, quals.call):
         loss, gain = (sign[i] < 0).any(), (sign[i] > 0).any()
         if not (loss or gain):
             loss, gain = call_loss[i], call_gain[i]
@@ -499,7 +500,7 @@ def vcf_table(result, reference_fai=None, samples=None, reference=None) -> VcfTa
         pos, info = _sv_info(windows, contigs, str(chrom[i]), int(start[i]), int(end[i]), rows, svtype)
         ref = ref_base(str(chrom[i]), pos)
         carriers = alt[i]
-        qual = int(q[carriers].max()) if carriers.any() else 0
+        qual = int(call_q[carriers].max()) if carriers.any() else 0
         cells = []
         for j in range(len(cols)):
             v = values[i, j]
@@ -546,7 +547,7 @@ def sample_vcf_table(result, sample, reference_fai=None, reference=None) -> VcfT
     variant: left out), sorted by position; ID ``cnv<k>`` (row k of cnvs.tsv). POS/END, SVLEN, CIPOS/CIEND as
     ``vcf_table``'s, of the CNV itself, so the records cover exactly the sample's calls; ALT ``<DEL>`` or
     ``<DUP>``; INFO CNVR: the ID of the cohort's CNV region (cnvr.vcf.gz) holding the CNV. FORMAT GT, CN (and FCN)
-    from the CNV's copy number as in ``vcf_table``, CNQ the CNV's quality Q (``calls.quality``); QUAL = CNQ;
+    from the CNV's copy number as in ``vcf_table``, CNQ the CNV's genotype quality, QUAL its call quality (``calls.quality``);
     FILTER PASS or the call filters the CNV fails (``cnv_filters``)."""
     sample = str(sample)
     if sample not in [str(s) for s in result.sample_names]:
@@ -558,6 +559,7 @@ def sample_vcf_table(result, sample, reference_fai=None, reference=None) -> VcfT
     ref_base = _ref_bases(reference)
     cnvs = result.cnvs.reset_index(drop=True)
     q, directions = call_qualities(result)
+    gq = genotype_qualities(result)
     status = cnv_filters(result)
     region, cnv = cnv_region_pairs(result.cnvr.reset_index(drop=True), cnvs)
     region_of = dict(zip(cnv[::-1], region[::-1]))  # the first region of a CNV (they hold one each)
@@ -574,7 +576,7 @@ def sample_vcf_table(result, sample, reference_fai=None, reference=None) -> VcfT
             info["CNVR"] = f"cnvr{region_of[i] + 1}"
         cn = cn_value(labels[i])
         cell = {"GT": _genotype(True, cn, main if main is not None else 2.0),
-                "CN": None if cn is None else int(round(cn)), "CNQ": int(q[i])}
+                "CN": None if cn is None else int(round(cn)), "CNQ": int(gq[i])}
         if fractional:
             cell["FCN"] = cn
         records.append(VcfRecord(chrom, pos, end, f"cnv{i + 1}", ref_base(chrom, pos), f"<{svtype}>", int(q[i]),
@@ -613,11 +615,6 @@ def _vcf_header_lines(result, contigs: dict, fractional: bool, reference_fai, re
                       own: bool = False) -> list[str]:
     """The meta lines of a VCF of ``result``: of its CNV regions, or (``own``) of one sample's CNVs."""
     p = result.params
-    posteriors = result.posterior_probs is not None
-    q_source = ("the mean posterior probability p of that state over the region's windows" if posteriors else
-                "a proxy from sINI: p = clip(s/e, 0, 1) for a non-normal state, 1 - clip(|s|/|e'|, 0, 1) for the "
-                "normal one, s the sample's mean sINI over the region's windows, e the log2 fold of its class "
-                "(unknown: the nearest class on its side), e' that of the nearest class on the side of s")
     provenance = getattr(result, "provenance", None) or {}
     day = provenance.get("date", "")[:10].replace("-", "") or f"{datetime.date.today():%Y%m%d}"
     lines = [f"##fileDate={day}",
@@ -650,9 +647,11 @@ def _vcf_header_lines(result, contigs: dict, fractional: bool, reference_fai, re
         f'copy away, 1/1 two or more; before integer copy numbers 0/1 (1) where the sample has a CNV call">',
         '##FORMAT=<ID=CN,Number=1,Type=Integer,Description="Copy number genotype for imprecise events (the '
         'integer copy number of cn.mops; . before integer copy numbers)">',
-        f'##FORMAT=<ID=CNQ,Number=1,Type=Integer,Description="Copy number genotype quality: phred-scaled '
-        f'min(99, round(-10 log10(1 - p))), p the probability of the sample\'s state (its CN, or non-normal '
-        f'before integer copy numbers, or normal) from {q_source}">',
+        f'##FORMAT=<ID=CNQ,Number=1,Type=Integer,Description="Copy number genotype quality: min(99, round(-10 '
+        f'log10(1 - p))), p the posterior of the sample\'s state (its CN; non-normal before integer copy numbers; '
+        f'normal) over the {"CNV" if own else "region"}\'s windows from the fitted model: Poisson likelihoods of '
+        f'the normalized counts under each class\'s lambda, over the sample\'s dispersion, with the mixture '
+        f'weights as prior (gcnmops docs/qualities.md)">',
     ]
     if own:
         lines.append('##INFO=<ID=CNVR,Number=1,Type=String,Description="ID of the cohort\'s CNV region holding this '
@@ -731,7 +730,7 @@ def _write_records(name: str, mode: str, header, table: VcfTable) -> None:
     with pysam.VariantFile(name, mode, header=header) as vcf:
         for r in table.records:
             rec = vcf.new_record(contig=r.chrom, start=r.pos - 1, stop=r.end, alleles=(r.ref, r.alt), id=r.id,
-                                 qual=r.qual, filter=r.filter, info=r.info)
+                                 qual=r.qual, filter=r.filter.split(";"), info=r.info)
             for sample_name, cell in zip(table.samples, r.samples):
                 sample = rec.samples[sample_name]
                 for key in table.formats:
