@@ -137,7 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
     conv.add_argument("-o", "--output", required=True, help="the Zarr store to write (a folder, e.g. counts.zarr; "
                                                              "a count store there is replaced)")
     conv.add_argument("--rows", type=int, help="rows per part read from a text or Parquet table (default: ~64 MB of "
-                                               "text, 262,144 Parquet rows)")
+                                               "text, 262,144 Parquet rows), or from each file of a --samples sheet "
+                                               "(default: a store chunk's rows, at most ~256 MB of counts)")
     _add_casemode(sub)
     gatksv_cli.add_parser(sub)
     return parser
@@ -655,14 +656,20 @@ def _convert(args) -> int:
     t0 = time.perf_counter()
     source = args.input
     if args.samples:
-        source = _sheet_cohort(args, 2)
+        from .io.samplesheet import convert_sample_sheet
+
+        if args.input:
+            raise InputError("give either INPUT or --samples SHEET, not both")
+        path, in_parts = convert_sample_sheet(args.samples, args.output, rows=args.rows, coordinates=args.coordinates,
+                                              depth_to_counts=args.depth_to_counts)
     elif not args.input:
         raise InputError("give an INPUT file or --samples SHEET")
-    elif args.coordinates != "auto" or args.depth_to_counts is not None or _tool_file(args.input):
-        from .io import read_counts  # a convention said, or a tool's file: read whole
+    else:
+        if args.depth_to_counts is not None or _tool_file(args.input):
+            from .io import read_counts  # depths to convert, or one tool's file: read whole
 
-        source = read_counts(args.input, coordinates=args.coordinates, depth_to_counts=args.depth_to_counts)
-    path, in_parts = convert_counts(source, args.output, rows=args.rows)
+            source = read_counts(args.input, coordinates=args.coordinates, depth_to_counts=args.depth_to_counts)
+        path, in_parts = convert_counts(source, args.output, rows=args.rows, coordinates=args.coordinates)
     store = open_count_store(path)
     m, n = store.shape
     print(f"gcnmops convert: {m:,} regions x {n} samples ({store.dtype}, read {'in parts' if in_parts else 'whole'}) "

@@ -280,3 +280,103 @@ def test_single_method_takes_the_coordinate_flag(tmp_path, cohort, merged):
         read_single_sample(str(p))
     one = read_single_sample(str(p), coordinates="0-based")
     _same_bins(one, merged)
+
+
+# ------------------------------------------------------------------------------------------- read in parts
+PARTS_WRITERS = {**WRITERS, "mosdepth": mosdepth, "cnvkit": cnvkit}
+
+
+@pytest.mark.parametrize("fmt", sorted(PARTS_WRITERS))
+def test_sheet_converted_in_parts_equals_the_whole_read(tmp_path, cohort, fmt):
+    """convert --samples reads every file in parts (37 rows: parts end inside chromosomes) to the store of the
+    whole read, regions included; each file's parts are its whole read."""
+    pytest.importorskip("zarr")
+    from gcnmops.io.samplesheet import convert_sample_sheet
+    from gcnmops.io.store import open_count_store
+    from gcnmops.io.toolformats import read_tool_file, sniff, tool_file_parts
+
+    files = [(s, PARTS_WRITERS[fmt](tmp_path, cohort, k)) for k, s in enumerate(cohort.sample_names)]
+    depth = READ_LENGTH if fmt in ("mosdepth", "cnvkit") else None
+    whole = read_sample_sheet(_sheet(tmp_path, files), depth_to_counts=depth)
+    path, in_parts = convert_sample_sheet(_sheet(tmp_path, files), tmp_path / "c.zarr", rows=37,
+                                          depth_to_counts=depth)
+    assert in_parts
+    store = open_count_store(path)
+    np.testing.assert_array_equal(store.rows(0, whole.n_regions), whole.counts)
+    assert list(store.sample_names) == list(whole.sample_names)
+    pd.testing.assert_frame_equal(store.genomic_ranges().reset_index(drop=True).astype({"seqnames": str}),
+                                  whole.ranges.reset_index(drop=True).astype({"seqnames": str}), check_dtype=False)
+    one = files[1][1]
+    if sniff(one) is None:
+        return  # a one-sample table (#Chr Start End <sample>), read in parts by the table reader
+    parts = list(tool_file_parts(one, sniff(one), shown=str(one), depth_to_counts=depth, rows=37))
+    assert len(parts) == -(-whole.n_regions // 37)
+    alone = read_tool_file(one, sniff(one), shown=str(one), depth_to_counts=depth)
+    np.testing.assert_array_equal(np.concatenate([p.counts for p in parts]), alone.counts)
+
+
+def test_parts_keep_the_checks(tmp_path, cohort):
+    """A bin that differs in a later part, a file that ends early, and a bedGraph window joined in a later part
+    are refused with the row numbers of the whole file."""
+    from gcnmops.io.samplesheet import convert_sample_sheet
+
+    files = [(s, gatk_tsv(tmp_path, cohort, k)) for k, s in enumerate(cohort.sample_names)]
+    text = files[2][1].read_text().splitlines(True)
+    header = sum(line.startswith(("@", "CONTIG")) for line in text)
+    f = text[header + 300].split("\t")
+    shifted = text[:header + 300] + ["\t".join([f[0], str(int(f[1]) + 5)] + f[2:])] + text[header + 301:]
+    files[2][1].write_text("".join(shifted))
+    with pytest.raises(InputError, match=r"its bin 301 is"):
+        convert_sample_sheet(_sheet(tmp_path, files), tmp_path / "a.zarr", rows=37)
+    files[2][1].write_text("".join(text[:header + 350]))
+    with pytest.raises(InputError, match=r"has 350 bins"):
+        convert_sample_sheet(_sheet(tmp_path, files), tmp_path / "b.zarr", rows=37)
+    assert not (tmp_path / "a.zarr").exists() and not (tmp_path / "b.zarr").exists()
+    seq, start, end = _bins(cohort, True)
+    end = end.copy()
+    end[100] += 1000  # a joined window inside the third part
+    p = tmp_path / "x.bedGraph"
+    p.write_text("".join(f"{a}\t{b}\t{c}\t1\n" for a, b, c in zip(seq, start, end)))
+    from gcnmops.io.toolformats import BEDGRAPH, tool_file_parts
+
+    with pytest.raises(InputError, match=r"data row 101,"):
+        list(tool_file_parts(p, BEDGRAPH, shown=str(p), rows=37))
+
+
+def test_sheet_conversion_memory_is_one_part(tmp_path, monkeypatch):
+    """Cohorts of GATK-SV per-sample files converted in parts (store chunks made small): Python's peak allocation
+    (tracemalloc) grows with the rows by far less than the matrix does (by the regions, not the counts)."""
+    pytest.importorskip("zarr")
+    import gzip
+    import tracemalloc
+
+    import gcnmops.io.store as store
+    from gcnmops.io.samplesheet import convert_sample_sheet
+
+    monkeypatch.setattr(store, "CHUNK_BYTES", 1 << 18)
+    n, rng = 32, np.random.default_rng(1)
+
+    def peak(m: int) -> int:
+        folder = tmp_path / str(m)
+        folder.mkdir()
+        starts = np.arange(m, dtype=np.int64) * 100
+        files = []
+        for k in range(n):
+            body = "".join(f"chr1\t{s}\t{s + 100}\t{v}\n" for s, v in zip(starts.tolist(),
+                                                                          rng.poisson(40, m).tolist()))
+            path = folder / f"s{k}.RD.txt.gz"
+            with gzip.open(path, "wt", compresslevel=1) as fh:
+                fh.write(f"#Chr\tStart\tEnd\ts{k}\n" + body)
+            files.append((f"s{k}", path))
+        sheet = _sheet(folder, files)
+        tracemalloc.start()
+        try:
+            _, in_parts = convert_sample_sheet(sheet, folder / "c.zarr", rows=4096)
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+            assert in_parts
+
+    small, large = peak(32_768), peak(65_536)  # files past the text parser's read buffer
+    matrix_growth = (65_536 - 32_768) * n * 8
+    assert large - small < matrix_growth / 2, (small, large, matrix_growth)

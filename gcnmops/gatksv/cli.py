@@ -18,8 +18,8 @@ def add_parser(sub) -> None:
     backend.add_argument("--backend", choices=BACKENDS, default="auto",
                          help="where cn.mops runs: auto (a usable GPU, else the CPU; default), cpu or gpu")
     wf = cmds.add_parser("workflow", parents=[backend], help="cnMOPS_workflow.sh: rebin, exclude, cn.mops, GFF")
-    wf.add_argument("bincovs", nargs="?", metavar="BINCOVS", help="sample IDs and binCov paths (tab-separated; "
-                                                                   "only column 1 is used: samples.list; give -M)")
+    wf.add_argument("bincovs", nargs="?", metavar="BINCOVS", help="sample IDs and binCov paths, tab-separated (the "
+                                                                   "matrix is built from them unless -M is given)")
     wf.add_argument("-r", dest="rebin", type=int, default=1, metavar="REBIN", help="bin compression ratio (default 1)")
     wf.add_argument("-o", dest="outdir", metavar="OUTDIR", help="output directory (default: the current one)")
     wf.add_argument("-p", dest="prefix", default="cnMOPS", metavar="PREFIX", help="file name prefix (default cnMOPS)")

@@ -109,19 +109,47 @@ def read_depth_matrix(path: str | os.PathLike, *, threads: int | None = None) ->
     if len(fields) < 4:
         raise InputError(f"{path}: the header line has {len(fields)} tab-separated fields; a depth matrix has "
                          "#Chr, Start, End and one column per sample.")
-    fast = _read_arrow(p, header, fields, threads)
+    return _read_rows(p, header, fields, threads, 1)
+
+
+def _read_rows(p: Path, header: str, fields: list[str], threads: int | None, skip: int) -> DepthMatrix:
+    """The rows after the first ``skip`` lines of ``p`` as a matrix of ``fields`` columns."""
+    fast = _read_arrow(p, header, fields, threads, skip)
     if fast is not None:
         return fast
     try:
-        df = pd.read_csv(p, sep="\t", header=None, skiprows=1, na_filter=False,
+        df = pd.read_csv(p, sep="\t", header=None, skiprows=skip, na_filter=False,
                          dtype={j: object for j in [0] + list(range(3, len(fields)))},  # cells as written
                          low_memory=False, compression="gzip" if _gz(p) else None, encoding="utf-8",
                          encoding_errors="surrogateescape")
     except pd.errors.EmptyDataError:
         df = pd.DataFrame(columns=range(len(fields)))
     except pd.errors.ParserError as e:
-        raise InputError(f"Cannot read {path} as a depth matrix: {e}") from None
-    return _matrix(df, header, fields, str(path))
+        raise InputError(f"Cannot read {p} as a depth matrix: {e}") from None
+    return _matrix(df, header, fields, str(p))
+
+
+def read_sample_bincov(path: str | os.PathLike, name: str) -> DepthMatrix:
+    """One sample's binCov file (plain, gzip or bgzip; BED: chrom, 0-based start, end, count, further columns
+    ignored; leading '#', 'track' and 'browser' lines skipped, as bedtools does) as a one-column matrix of
+    sample ``name``."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"binCov file of sample {name} not found: {path}")
+    skip, first = 0, ""
+    with _open_text(p) as fh:
+        for line in fh:
+            if not line.startswith(("#", "track", "browser")):
+                first = line.rstrip("\r\n")
+                break
+            skip += 1
+    width = len(first.split("\t"))
+    if width < 4:
+        raise InputError(f"{path}: binCov rows have chrom, start, end and a count; its first row has {width} "
+                         "tab-separated field(s).")
+    fields = ["chrom", "start", "end", name] + [f"_{k}" for k in range(4, width)]
+    m = _read_rows(p, "\t".join(fields), fields, None, skip)
+    return m.take(slice(None), [0], header="\t".join(fields[:4]))
 
 
 class _Joined(io.RawIOBase):
@@ -150,7 +178,7 @@ class _Joined(io.RawIOBase):
         return data[:n]
 
 
-def _read_arrow(p: Path, header: str, fields: list[str], threads: int | None) -> DepthMatrix | None:
+def _read_arrow(p: Path, header: str, fields: list[str], threads: int | None, skip: int) -> DepthMatrix | None:
     """The matrix through pyarrow's multithreaded CSV parser, the bgzip blocks inflated in threads ahead of it
     (io.bam.inflate_bgzf); None when a cell is not a plain 32-bit integer (or the rows are ragged, or a contig
     name is not UTF-8): pandas then reads it cell by cell."""
@@ -168,7 +196,8 @@ def _read_arrow(p: Path, header: str, fields: list[str], threads: int | None) ->
         with stream:
             table = pacsv.read_csv(
                 stream,
-                read_options=pacsv.ReadOptions(skip_rows=1, column_names=names, use_threads=True, block_size=16 << 20),
+                read_options=pacsv.ReadOptions(skip_rows=skip, column_names=names, use_threads=True,
+                                               block_size=16 << 20),
                 parse_options=pacsv.ParseOptions(delimiter="\t", quote_char=False, escape_char=False),
                 convert_options=pacsv.ConvertOptions(column_types=types, null_values=[], strings_can_be_null=False,
                                                      quoted_strings_can_be_null=False))
@@ -282,4 +311,4 @@ def sex_columns(m: DepthMatrix, ids: list[str], what: str) -> DepthMatrix:
     return m.take(slice(None), cols)
 
 
-__all__ = ["DepthMatrix", "read_depth_matrix", "java_order", "print_sv_evidence", "ped_samples", "sex_columns"]
+__all__ = ["DepthMatrix", "read_depth_matrix", "read_sample_bincov", "java_order", "print_sv_evidence", "ped_samples", "sex_columns"]

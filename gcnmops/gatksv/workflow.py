@@ -5,8 +5,9 @@ Files in OUTDIR: ``PREFIX.raw_matrix.bed.gz`` (the matrix, bgzipped), ``PREFIX.c
 (+ ``.tbi``; rebinned and excluded), ``calls/PREFIX.cnMOPS.gff``, ``samples.list`` (column 1 of BINCOVS),
 ``GFFs.list``; with ``-f`` cleancnMOPS.sh's ``calls/<ID>/<ID>.cnMOPS.{DEL,DUP}.bed.gz``; ``-c`` removes the
 matrices and lists. When cn.mops finds no CNV region the run stops as runcnMOPS.R does (status 1, the
-message on stderr; the WDL then leaves an empty GFF). BINCOVS lists of per-sample binCov files
-(``makeMatrix.sh``) are not built: give the matrix with ``-M`` (``gcnmops convert`` or ``--samples`` make one).
+message on stderr; the WDL then leaves an empty GFF). Without ``-M`` the matrix is built from the BINCOVS list
+of per-sample binCov files as ``makeMatrix.sh -z [-r BLACKLIST]`` builds it (:mod:`.makematrix`; then
+``PREFIX.raw_matrix.bed.gz`` has its ``.tbi``).
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from ..errors import InputError
 from .clean import clean_cnmops
 from .files import bgzip, bgzip_file
 from .intervals import read_bed
+from .makematrix import make_matrix
 from .matrix import read_depth_matrix
 from .rebin import compress_cov, exclude, raw_table
 from .runcnmops import NO_CNV_REGIONS, EmptyResult, call_gff
@@ -44,22 +46,25 @@ def workflow(bincovs: str | None = None, *, rebin: int = 1, outdir: str | os.Pat
     outdir = Path(outdir) if outdir is not None else Path.cwd()
     if not bincovs and not matrix:
         raise InputError("Either BINCOVS or -M MATRIX is required.")
-    if not matrix:
-        raise InputError("BINCOVS lists of per-sample binCov files (makeMatrix.sh) are not built here: give the depth "
-                         "matrix with -M (gcnmops convert, or a --samples sheet, makes one).")
     for d in (outdir, outdir / "calls"):
         if not d.exists():
             d.mkdir()
-    _status("USING PRECOMPUTED BINCOV MATRIX, AS SPECIFIED...", out)
-    src = Path(matrix)
-    if not src.is_file():
-        raise InputError(f"Matrix not found: {matrix}")
     raw = outdir / f"{prefix}.raw_matrix.bed.gz"
-    if _gzipped(src):
-        shutil.copyfile(src, raw)
+    if not matrix:
+        _status("GENERATING COVERAGE MATRIX...", out)
+        m = make_matrix(bincovs, restrict=blacklist)
+        bgzip(raw, m.lines())
+        matrix = raw
     else:
-        bgzip_file(src, raw)
-    m = read_depth_matrix(raw)
+        _status("USING PRECOMPUTED BINCOV MATRIX, AS SPECIFIED...", out)
+        src = Path(matrix)
+        if not src.is_file():
+            raise InputError(f"Matrix not found: {matrix}")
+        if _gzipped(src):
+            shutil.copyfile(src, raw)
+        else:
+            bgzip_file(src, raw)
+        m = read_depth_matrix(raw)
     compressed = outdir / f"{prefix}.compressed_matrix.bed.gz"
     if rebin > 1:
         _status("REBINNING COVERAGE MATRIX...", out)

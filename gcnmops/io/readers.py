@@ -398,7 +398,8 @@ class _TextTable:
                     f"{shown}, line {line}: {saw} fields where the lines before have {exp} (ragged rows); every line "
                     f"must have the same number of {_sep_name(sep)}-separated fields."
                 )
-        line_of = _data_line_numbers(path, compression, self.first_data_no) if _needs_line_numbers(df) else None
+        line_of = (_data_line_numbers(path, compression, self.first_data_no)
+                   if _needs_line_numbers(df, self.seq_cols) else None)
         if self.offset is None:  # the first part decides the file's convention
             self.offset = file_start_offset(list(df.columns), [df.iloc[:, j] for j in range(df.shape[1])],
                                             coordinates=self.coordinates, declared=self.declared, source=shown)
@@ -509,11 +510,13 @@ def _sep_name(sep: str) -> str:
     return {"\t": "tab", ",": "comma"}.get(sep, "whitespace")
 
 
-def _needs_line_numbers(df: pd.DataFrame) -> bool:
-    """Only an error report needs file line numbers: a missing, non-numeric or out-of-range cell, a region that
-    ends before it starts (cheap checks first; the reading itself costs far more)."""
+def _needs_line_numbers(df: pd.DataFrame, text_columns=()) -> bool:
+    """Only an error report needs file line numbers: a missing, non-numeric (but in ``text_columns``, the
+    seqnames) or out-of-range cell, a region that ends before it starts (cheap checks first; the reading itself
+    costs far more)."""
     return bool(df.isna().to_numpy().any()) or any(
         not (pd.api.types.is_numeric_dtype(df[c].dtype)) or df[c].dtype.kind in "cu" for c in df.columns
+        if c not in text_columns
     ) or _suspect_values(df)
 
 

@@ -6,6 +6,9 @@ file is read as :func:`gcnmops.io.read_counts` reads one (a tool's count file: :
 table, e.g. GATK-SV's ``#Chr Start End <sample>`` file), each must hold one sample, and every sample must have the
 same bins (compared in cn.mops's 1-based ranges, so a 0-based and a 1-based file of the same bins agree). The
 sheet's names name the samples. Files are read on every core.
+
+:func:`convert_sample_sheet` writes the cohort to a count store reading every file in parts of rows, side by
+side (memory: one part of every file, not the matrix).
 """
 from __future__ import annotations
 
@@ -105,7 +108,7 @@ def read_sample_sheet(sheet: str | os.PathLike, *, min_samples: int = 2, coordin
         log.info(f"{sheet}: coordinates of {n} file(s) read as {how}")
     first = samples[0]
     for (name, path), data in zip(entries[1:], samples[1:]):
-        _check_same_bins(first, entries[0], data, (name, path))
+        _check_same_bins(first.ranges, entries[0], data.ranges, (name, path))
     counts = np.empty((first.n_regions, len(samples)), dtype=np.float64, order="F")
     for k, data in enumerate(samples):
         counts[:, k] = data.counts[:, 0]
@@ -113,10 +116,10 @@ def read_sample_sheet(sheet: str | os.PathLike, *, min_samples: int = 2, coordin
                            what=f"cohort of {sheet}")
 
 
-def _check_same_bins(a: CountData, a_entry, b: CountData, b_entry) -> None:
-    """InputError naming sample ``b`` and its first bin that differs from sample ``a``'s."""
+def _check_same_bins(ra: pd.DataFrame, a_entry, rb: pd.DataFrame, b_entry, first_row: int = 0) -> None:
+    """InputError naming sample ``b`` and its first bin that differs from sample ``a``'s (the ranges of their
+    rows from ``first_row`` on, to their ends if they differ in length)."""
     (an, ap), (bn, bp) = a_entry, b_entry
-    ra, rb = a.ranges, b.ranges
     m = min(len(ra), len(rb))
     same = (ra["seqnames"].astype(str).to_numpy()[:m] == rb["seqnames"].astype(str).to_numpy()[:m]) & \
            (ra["start"].to_numpy()[:m] == rb["start"].to_numpy()[:m]) & \
@@ -129,14 +132,108 @@ def _check_same_bins(a: CountData, a_entry, b: CountData, b_entry) -> None:
 
     if not same.all():
         i = int(np.argmin(same))
-        raise InputError(f"Sample {bn!r} ({bp}) has other bins than sample {an!r} ({ap}): its bin {i + 1} is "
-                         f"{bin_of(rb, i)}, where {an!r} has {bin_of(ra, i)} (1-based). Every sample must be counted "
-                         "in the same bins.")
+        raise InputError(f"Sample {bn!r} ({bp}) has other bins than sample {an!r} ({ap}): its bin {first_row + i + 1} "
+                         f"is {bin_of(rb, i)}, where {an!r} has {bin_of(ra, i)} (1-based). Every sample must be "
+                         "counted in the same bins.")
     longer, shorter = (bn, an) if len(rb) > len(ra) else (an, bn)
     extra = rb if len(rb) > len(ra) else ra
-    raise InputError(f"Sample {bn!r} ({bp}) has {len(rb):,} bins and sample {an!r} ({ap}) {len(ra):,}: {longer!r} "
-                     f"goes on after the last bin of {shorter!r}, with bin {m + 1} {bin_of(extra, m)}. Every sample "
-                     "must be counted in the same bins.")
+    raise InputError(f"Sample {bn!r} ({bp}) has {first_row + len(rb):,} bins and sample {an!r} ({ap}) "
+                     f"{first_row + len(ra):,}: {longer!r} goes on after the last bin of {shorter!r}, with bin "
+                     f"{first_row + m + 1} {bin_of(extra, m)}. Every sample must be counted in the same bins.")
 
 
-__all__ = ["read_sheet", "read_sample_sheet"]
+def _file_parts(name: str, path: Path, sheet, rows: int, coordinates: str, depth_to_counts: float | None):
+    """One sheet file's rows in parts of ``rows`` rows (one-sample CountData each; None for a part that shows the
+    file's rows must be sorted first)."""
+    from .readers import detect_format, read_count_parts, read_counts
+    from .toolformats import sniff, tool_file_parts
+
+    shown = str(path)
+    kind = sniff(path) if path.is_file() else None
+    if kind is not None:
+        parts = tool_file_parts(path, kind, shown=shown, coordinates=coordinates, depth_to_counts=depth_to_counts,
+                                rows=rows)
+    elif path.is_file() and depth_to_counts is None and detect_format(path)[0] in (".tsv", ".txt", ".csv",
+                                                                                   ".parquet"):
+        parts = (data for data, _ in read_count_parts(path, min_samples=1, rows=rows, coordinates=coordinates))
+    else:  # a format read whole (.rds, .npz): one sample's column
+        whole = read_counts(shown, min_samples=1, coordinates=coordinates, depth_to_counts=depth_to_counts)
+        parts = (CountData(whole.counts[a:a + rows], whole.sample_names, whole.ranges.iloc[a:a + rows].reset_index(
+            drop=True) if whole.ranges is not None else None) for a in range(0, whole.n_regions, rows))
+    for data in parts:
+        if data is not None and data.n_samples != 1:
+            raise InputError(f"{path} (sample {name!r} of {sheet}) holds {data.n_samples} samples; a sample sheet "
+                             "lists one file per sample.")
+        if data is not None and data.ranges is None:
+            raise InputError(f"{path} (sample {name!r} of {sheet}) has no coordinates (seqnames, start, end): the "
+                             "bins of the samples cannot be compared.")
+        yield data
+
+
+def sheet_parts(sheet: str | os.PathLike, *, rows: int, min_samples: int = 2, coordinates: str = AUTO,
+                depth_to_counts: float | None = None, threads: int | None = None):
+    """The cohort of the sheet's files in parts of ``rows`` rows (CountData, rows x samples, in row order; None
+    for a part that shows a file's rows must be sorted first): the files are read side by side, part after part,
+    each part's bins checked to be every sample's."""
+    entries = read_sheet(sheet)
+    if len(entries) < min_samples:
+        raise InputError(f"Sample sheet {sheet} lists {len(entries)} sample(s); cn.mops needs at least {min_samples} "
+                         "(--method single takes one).")
+    names = [name for name, _ in entries]
+    files = [_file_parts(name, path, sheet, rows, coordinates, depth_to_counts) for name, path in entries]
+    conventions = _Conventions()
+    log.addFilter(conventions)
+    at = 0
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, min(threads or usable_cores(), len(entries)))) as pool:
+            while True:
+                got = list(pool.map(lambda f: next(f, False), files))
+                if all(g is False for g in got):
+                    break
+                if any(g is None for g in got):
+                    yield None
+                    return
+                for k, g in enumerate(got):
+                    if g is False:  # this file has ended, the first one with rows goes on
+                        j = next(j for j, h in enumerate(got) if h is not False)
+                        _check_same_bins(got[j].ranges, entries[j], got[j].ranges.iloc[:0], entries[k], at)
+                first = got[0]
+                counts = np.empty((first.n_regions, len(got)), dtype=np.float64, order="F")
+                for k, g in enumerate(got):
+                    if k:
+                        _check_same_bins(first.ranges, entries[0], g.ranges, entries[k], at)
+                    counts[:, k] = g.counts[:, 0]
+                yield make_count_data(counts, names, first.ranges, min_samples=min_samples,
+                                      what=f"cohort of {sheet}")
+                at += first.n_regions
+    finally:
+        log.removeFilter(conventions)
+        for f in files:
+            f.close()
+    for how, n in conventions.seen.items():
+        log.info(f"{sheet}: coordinates of {n} file(s) read as {how}")
+
+
+def convert_sample_sheet(sheet: str | os.PathLike, output, *, rows: int | None = None, coordinates: str = AUTO,
+                         depth_to_counts: float | None = None) -> tuple[Path, bool]:
+    """The cohort of the sheet as a count store at ``output``; returns (the store, whether it was read in parts).
+    The files are read in parts of ``rows`` rows (default: the store's chunk of rows, at most about 256 MB of
+    counts), unless their rows must be sorted (then whole, as :func:`read_sample_sheet` reads them)."""
+    from .store import save_count_data, store_chunks, write_sorted_parts
+
+    n = len(read_sheet(sheet))
+    rows = rows or max(1024, min(store_chunks(1 << 62, n, 4)[0], (256 << 20) // (8 * n)))
+    parts = sheet_parts(sheet, rows=rows, coordinates=coordinates, depth_to_counts=depth_to_counts)
+    try:
+        written = write_sorted_parts(parts, output)
+    finally:
+        parts.close()
+    if written is not None:
+        return written, True
+    log.warning(f"{sheet}: the files' rows are not grouped by chromosome and sorted by start: reading them whole to "
+                "sort them (memory: the whole matrix).")
+    data = read_sample_sheet(sheet, coordinates=coordinates, depth_to_counts=depth_to_counts)
+    return save_count_data(data, output), False
+
+
+__all__ = ["read_sheet", "read_sample_sheet", "sheet_parts", "convert_sample_sheet"]

@@ -32,6 +32,7 @@ from ..data import (CountData, check_names, chromosome_blocks, make_count_data, 
                     usable_cores, validate_counts, validate_ranges)
 from ..errors import InputError
 from ..files import check_target, holds_only, publish_folder, remove_stale, temp_folder
+from .coordinates import AUTO
 
 #: the Zarr array of the counts in a count store, and the file of its regions beside it
 COUNTS = "counts"
@@ -450,8 +451,15 @@ class CountStoreWriter:
             self.sums += counts.sum(axis=0, dtype=np.int64) if counts.dtype.kind in "iub" else \
                 counts.astype(np.int64).sum(axis=0)
         self.m += k
-        if ranges is not None:
-            self.ranges.append(ranges[["seqnames", "start", "end"]].reset_index(drop=True))
+        if ranges is not None:  # seqnames as codes: the regions of a long table take little memory
+            part = ranges[["seqnames", "start", "end"]].reset_index(drop=True)
+            self.ranges.append(part.assign(seqnames=pd.Categorical(part["seqnames"].astype(str))))
+
+    def regions(self) -> pd.DataFrame | None:
+        """The regions appended so far (seqnames as strings), or None for a bare matrix."""
+        if not self.ranges:
+            return None
+        return pd.concat(self.ranges, ignore_index=True).astype({"seqnames": object})
 
     def _widen(self, dtype) -> None:
         """The counts written so far rewritten as ``dtype`` (a later part holds larger or non-whole counts)."""
@@ -474,7 +482,7 @@ class CountStoreWriter:
         if self.array.dtype.kind in "iu":  # sums of other values: over whole columns when read (exact_col_sums)
             group.attrs["col_sums"] = [int(v) for v in self.sums]
         if self.ranges:
-            pd.concat(self.ranges, ignore_index=True).to_parquet(self.tmp / RANGES_FILE, index=False)
+            self.regions().to_parquet(self.tmp / RANGES_FILE, index=False)
         publish_folder(self.tmp, self.path)
         return self.path
 
@@ -494,7 +502,7 @@ def write_count_store(parts, path, sample_names: list[str], m_hint: int | None =
         if writer is None:
             raise InputError("No counts to write (the input has no rows).")
         if writer.ranges:
-            checked_ranges(pd.concat(writer.ranges, ignore_index=True), writer.m, "the converted table")
+            checked_ranges(writer.regions(), writer.m, "the converted table")
         return writer.close()
     except BaseException:
         if writer is not None:
@@ -502,47 +510,59 @@ def write_count_store(parts, path, sample_names: list[str], m_hint: int | None =
         raise
 
 
-def convert_counts(input, output, *, min_samples: int = 2, rows: int | None = None) -> tuple[Path, bool]:
+def write_sorted_parts(parts, output) -> Path | None:
+    """A count store at ``output`` from ``parts``, CountData of the rows in order (None for a part that shows the
+    rows must be sorted first), all of the same samples; None, and nothing written, when the rows turn out not to be
+    grouped by chromosome and sorted by start (or the samples change). Memory: one part (and the regions)."""
+    writer = first = None
+    try:
+        for data in parts:
+            if data is None:
+                break
+            if writer is None:
+                first = data
+                writer = CountStoreWriter(output, data.n_samples, list(data.sample_names))
+            elif list(data.sample_names) != list(first.sample_names):
+                break
+            writer.append(data.counts, data.ranges)
+        else:
+            if writer is not None:
+                ranges = writer.regions()
+                if ranges is None or _grouped_and_sorted(ranges):
+                    return writer.close()
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        raise
+    if writer is not None:
+        writer.abort()
+    return None
+
+
+def convert_counts(input, output, *, min_samples: int = 2, rows: int | None = None,
+                   coordinates: str = AUTO) -> tuple[Path, bool]:
     """``input`` (anything :func:`gcnmops.read_counts` reads) as a count store at ``output``; returns (the store,
     whether it was read in parts). Text and Parquet tables are read in parts of rows (memory: one part), when
     their rows come grouped by chromosome and sorted by start; other formats, and tables that must be sorted
-    (as read_counts sorts them), are read whole. Whole-number counts are stored as int32/int64."""
+    (as read_counts sorts them), are read whole. Whole-number counts are stored as int32/int64. ``coordinates``:
+    as read_counts takes it."""
     from .readers import detect_format, read_count_parts, read_counts
 
     p = Path(input) if isinstance(input, (str, os.PathLike)) else None
     if p is not None and p.is_file() and detect_format(p)[0] in (".tsv", ".txt", ".csv", ".parquet"):
-        parts = read_count_parts(p, min_samples=min_samples, rows=rows)
-        first = None
-        writer = None
+        parts = read_count_parts(p, min_samples=min_samples, rows=rows, coordinates=coordinates)
         try:
-            for data, reordered in parts:
-                if reordered:
-                    break
-                if writer is None:
-                    first = data
-                    writer = CountStoreWriter(output, data.n_samples, list(data.sample_names))
-                elif list(data.sample_names) != list(first.sample_names):
-                    break
-                writer.append(data.counts, data.ranges)
-            else:
-                if writer is not None:
-                    ranges = pd.concat(writer.ranges, ignore_index=True) if writer.ranges else None
-                    if ranges is None or _grouped_and_sorted(ranges):
-                        return writer.close(), True
-        except BaseException:
-            if writer is not None:
-                writer.abort()
-            raise
+            written = write_sorted_parts((data for data, reordered in parts), output)
         finally:
             parts.close()
-        if writer is not None:
-            writer.abort()
+        if written is not None:
+            return written, True
         import logging
 
         logging.getLogger("gcnmops").warning(
             f"{p}: the rows are not grouped by chromosome and sorted by start: reading the whole table to sort it "
             "(memory: the whole matrix).")
-    return save_count_data(read_counts(input, min_samples=min_samples), output), False
+    return save_count_data(read_counts(input, min_samples=min_samples, coordinates=coordinates), output), False
 
 
 def _grouped_and_sorted(ranges: pd.DataFrame) -> bool:
@@ -579,6 +599,6 @@ def save_count_data(data: CountData, path, rows_per_chunk: int | None = None,
 
 
 __all__ = ["CountStore", "open_count_store", "checked_ranges", "CountStoreWriter", "write_count_store",
-           "save_count_data", "convert_counts", "read_rows", "read_chunks", "open_counts_array", "create_array", "is_zarr_path",
-           "store_chunks", "integral_dtype", "counts_kind", "zarr_module", "check_zarr_counts", "counts_layout",
-           "COUNTS", "LAYOUT", "RANGES_FILE", "CHUNK_BYTES"]
+           "save_count_data", "convert_counts", "write_sorted_parts", "read_rows", "read_chunks", "open_counts_array",
+           "create_array", "is_zarr_path", "store_chunks", "integral_dtype", "counts_kind", "zarr_module",
+           "check_zarr_counts", "counts_layout", "COUNTS", "LAYOUT", "RANGES_FILE", "CHUNK_BYTES"]

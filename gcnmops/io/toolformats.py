@@ -31,12 +31,15 @@ counts, values that are not whole numbers are refused the same way; never rounde
 from __future__ import annotations
 
 import bz2
+import contextlib
 import gzip
 import logging
 import lzma
 import re
 import shutil
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -157,13 +160,43 @@ def sample_stem(path: Path, suffixes: tuple[str, ...]) -> str:
 # --------------------------------------------------------------------------------------------
 # one sample
 # --------------------------------------------------------------------------------------------
-def read_tool_file(path: Path, kind: str, *, shown: str, coordinates: str = AUTO,
-                   depth_to_counts: float | None = None, min_samples: int = 1) -> CountData:
-    """The one sample of a tool's file of format ``kind`` (:func:`sniff`'s answer). ``depth_to_counts``: the
-    read length that converts mean depths to read counts (None: depths are refused)."""
+@dataclass
+class _Opened:
+    """A tool's file opened for reading: its sample's name, how the tool writes coordinates (``declared``: why
+    they are 0-based, None when undeclared; ``one_based``) and values (``holds``: "counts", "depth" or "either"),
+    and ``frames``: its rows as (seqnames, start, end, value) columns, in parts of at most the rows asked for."""
+
+    name: str
+    tool: str
+    declared: str | None
+    one_based: bool
+    holds: str
+    frames: Iterator[tuple]
+
+
+def tool_file_parts(path: Path, kind: str, *, shown: str, coordinates: str = AUTO,
+                    depth_to_counts: float | None = None, rows: int | None = None) -> Iterator[CountData]:
+    """The one sample of a tool's file of format ``kind`` (:func:`sniff`'s answer) in parts of at most ``rows``
+    rows (one part when None), in file order, each checked as the whole file is; the first part decides the
+    coordinate convention, the others follow it. ``depth_to_counts``: the read length that converts mean depths
+    to read counts (None: depths are refused). Memory: one part."""
     if depth_to_counts is not None and not (np.isfinite(depth_to_counts) and depth_to_counts > 0):
         raise InputError(f"The read length of --depth-to-counts must be a positive number, not {depth_to_counts}.")
-    data = _READERS[kind](path, shown, coordinates, depth_to_counts)
+    if rows is not None and rows < 1:
+        raise InputError(f"Rows per part must be at least 1, not {rows}.")
+    opened = _OPEN[kind](path, shown, rows)
+    offset, at = None, 0
+    for seq, start, end, values in opened.frames:
+        data, offset = _one_sample(opened, seq, start, end, values, source=shown, coordinates=coordinates,
+                                   depth_to_counts=depth_to_counts, offset=offset, first_row=at)
+        at += data.n_regions
+        yield data
+
+
+def read_tool_file(path: Path, kind: str, *, shown: str, coordinates: str = AUTO,
+                   depth_to_counts: float | None = None, min_samples: int = 1) -> CountData:
+    """The one sample of a tool's file of format ``kind``, read whole (:func:`tool_file_parts`)."""
+    data, = tool_file_parts(path, kind, shown=shown, coordinates=coordinates, depth_to_counts=depth_to_counts)
     if data.n_samples < min_samples:
         raise InputError(
             f"{shown} holds one sample's counts ({kind}); cn.mops needs a cohort of at least {min_samples}: list the "
@@ -172,21 +205,25 @@ def read_tool_file(path: Path, kind: str, *, shown: str, coordinates: str = AUTO
     return data
 
 
-def _one_sample(name: str, seq, start, end, values: pd.Series, *, source: str, tool: str, declared: str | None,
-                one_based: bool, coordinates: str, holds: str, depth_to_counts: float | None) -> CountData:
-    """CountData of one sample: ``declared`` why the coordinates are 0-based (None: undeclared), ``one_based``
-    the tool writes 1-based; ``holds``: "counts", "depth" or "either" (counts unless ``depth_to_counts``)."""
-    row = lambda i: f"data row {i + 1}"  # noqa: E731
+def _one_sample(opened: _Opened, seq, start, end, values: pd.Series, *, source: str, coordinates: str,
+                depth_to_counts: float | None, offset: int | None, first_row: int) -> tuple[CountData, int]:
+    """(CountData of one sample's rows, the start offset): ``offset`` that of the file's parts before (None: the
+    first part, which decides it); ``first_row``: the rows before (for messages). Values in a file that ``holds``
+    "either" are counts unless ``depth_to_counts``."""
+    tool, holds, first = opened.tool, opened.holds, offset is None
+    row = lambda i: f"data row {first_row + i + 1}"  # noqa: E731
     try:
         start = coordinate_values(start, "start", where=row)
         end = coordinate_values(end, "end", where=row)
     except InputError as e:
         raise InputError(f"{source}: {e}") from None
     seq = pd.Series(seq).astype(str)
-    if one_based:
+    if offset is not None:
+        pass
+    elif opened.one_based:
         offset = one_based_offset(seq, start, end, coordinates=coordinates, tool=tool, source=source)
     else:
-        offset = start_offset(seq, start, end, coordinates=coordinates, declared=declared, source=source)
+        offset = start_offset(seq, start, end, coordinates=coordinates, declared=opened.declared, source=source)
     values = pd.Series(values)
     numbers = pd.to_numeric(values, errors="coerce") if values.dtype == object else values
     if pd.api.types.is_numeric_dtype(numbers.dtype) and not pd.api.types.is_bool_dtype(numbers.dtype) and \
@@ -202,7 +239,9 @@ def _one_sample(name: str, seq, start, end, values: pd.Series, *, source: str, t
                     "(gcnmops count).")
             width = (end - (start + offset) + 1).astype(np.float64)
             values = pd.Series(np.floor(v * width / depth_to_counts + 0.5))
-            log.info(f"{source}: mean depths converted to read counts (depth x width / {depth_to_counts:g}, rounded).")
+            if first:
+                log.info(f"{source}: mean depths converted to read counts (depth x width / {depth_to_counts:g}, "
+                         "rounded).")
         else:
             if depth_to_counts is not None:
                 raise InputError(f"{source} holds read counts ({tool}); --depth-to-counts converts mean depths and "
@@ -214,27 +253,48 @@ def _one_sample(name: str, seq, start, end, values: pd.Series, *, source: str, t
                     f"{source}: {int(frac.sum())} of its values are not whole numbers (the first, {v[i]:g}, at "
                     f"{row(i)}): they are not read counts, and are not rounded. If they are mean depths, give "
                     f"{DEPTH_OPTION} to convert them (reads = depth x region width / read length, rounded).")
-    return count_data_from_columns(["seqnames", "start", "end", name], [seq, start, end, values], source=source,
-                                   min_samples=1, start_offset=offset)
+    data = count_data_from_columns(["seqnames", "start", "end", opened.name], [seq, start, end, values],
+                                   source=source, min_samples=1, row_label=row, start_offset=offset)
+    return data, offset
 
 
-def _table(path: Path, shown: str, *, skip: int = 0, header: int | None = None, whitespace: bool = False,
-           text_columns=(0,)) -> pd.DataFrame:
-    """A tab- (or whitespace-) separated table of the file, the first ``skip`` lines skipped."""
+def _table(path: Path, shown: str, rows: int | None, *, skip: int = 0, header: int | None = None,
+           whitespace: bool = False, text_columns=(0,)) -> Iterator[pd.DataFrame]:
+    """A tab- (or whitespace-) separated table of the file, the first ``skip`` lines skipped, in parts of at most
+    ``rows`` rows (whole when None)."""
+
+    def failed(e: Exception) -> InputError:
+        if isinstance(e, pd.errors.EmptyDataError):
+            return InputError(f"{shown} holds no regions.")
+        if isinstance(e, pd.errors.ParserError):
+            return InputError(f"Cannot read {shown}: {str(e).strip()} (every line needs the same number of fields).")
+        return InputError(f"Cannot read {shown}: {e}")
+
+    errors = (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, OSError, EOFError,
+              lzma.LZMAError)
     try:
-        df = pd.read_csv(path, sep=r"\s+" if whitespace else "\t", header=header, skiprows=skip,
-                         dtype={c: str for c in text_columns}, compression=_compression(path), low_memory=False,
-                         encoding="utf-8", comment=None)
-    except pd.errors.EmptyDataError:
-        raise InputError(f"{shown} holds no regions.") from None
-    except pd.errors.ParserError as e:
-        raise InputError(f"Cannot read {shown}: {str(e).strip()} (every line needs the same number of fields).") \
-            from None
-    except (UnicodeDecodeError, OSError, EOFError, lzma.LZMAError) as e:
-        raise InputError(f"Cannot read {shown}: {e}") from None
-    if len(df) == 0:
+        parts = pd.read_csv(path, sep=r"\s+" if whitespace else "\t", header=header, skiprows=skip,
+                            dtype={c: str for c in text_columns}, compression=_compression(path), low_memory=False,
+                            encoding="utf-8", comment=None, chunksize=rows)
+        if rows is None:
+            parts = iter([parts])
+        with contextlib.closing(parts) if hasattr(parts, "close") else contextlib.nullcontext():
+            seen = False
+            while True:
+                try:
+                    df = next(parts, None)
+                except errors as e:
+                    raise failed(e) from None
+                if df is None:
+                    break
+                if len(df) == 0:
+                    continue
+                seen = True
+                yield df.reset_index(drop=True)
+    except errors as e:
+        raise failed(e) from None
+    if not seen:
         raise InputError(f"{shown} holds no regions.")
-    return df
 
 
 def _leading_lines(path: Path, starts: tuple[str, ...]) -> list[str]:
@@ -269,51 +329,65 @@ def _gatk_sample(header: str, shown: str, fallback: str) -> str:
     return names[0]
 
 
-def _read_gatk_tsv(path: Path, shown: str, coordinates: str, depth_to_counts) -> CountData:
+def _open_gatk_tsv(path: Path, shown: str, rows: int | None) -> _Opened:
     header = _leading_lines(path, ("@",))
     name = _gatk_sample("".join(header), shown, sample_stem(path, (".counts.tsv", ".tsv")))
-    df = _table(path, shown, skip=len(header), header=0, text_columns=("CONTIG",))
-    cols = [str(c) for c in df.columns]
-    if cols[:4] != ["CONTIG", "START", "END", "COUNT"]:
-        raise InputError(f"{shown}: after the '@' header lines GATK CollectReadCounts writes the column names CONTIG, "
-                         f"START, END, COUNT; this file has {', '.join(cols)}.")
-    return _one_sample(name, df["CONTIG"], df["START"], df["END"], df["COUNT"], source=shown, tool=GATK_TSV,
-                       declared=None, one_based=True, coordinates=coordinates, holds="counts",
-                       depth_to_counts=depth_to_counts)
+
+    def frames():
+        for df in _table(path, shown, rows, skip=len(header), header=0, text_columns=("CONTIG",)):
+            cols = [str(c) for c in df.columns]
+            if cols[:4] != ["CONTIG", "START", "END", "COUNT"]:
+                raise InputError(f"{shown}: after the '@' header lines GATK CollectReadCounts writes the column names "
+                                 f"CONTIG, START, END, COUNT; this file has {', '.join(cols)}.")
+            yield df["CONTIG"], df["START"], df["END"], df["COUNT"]
+
+    return _Opened(name, GATK_TSV, None, True, "counts", frames())
 
 
 def _text(value) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
-def _read_gatk_hdf5(path: Path, shown: str, coordinates: str, depth_to_counts) -> CountData:
+def _open_gatk_hdf5(path: Path, shown: str, rows: int | None) -> _Opened:
     try:
         import h5py
     except ImportError:
         raise InputError(f"Reading {shown} (HDF5) needs h5py: pip install 'gcnmops[formats]'.") from None
     try:
-        with h5py.File(path, "r") as f:
-            missing = [p for p in HDF5_PATHS if p not in f]
-            if missing:
-                raise InputError(f"{shown} is an HDF5 file but not GATK CollectReadCounts's (--format HDF5): it lacks "
-                                 f"{', '.join('/' + p for p in missing)}.")
-            name = _text(np.asarray(f[HDF5_PATHS[0]][()]).ravel()[0])
-            contigs = np.array([_text(c) for c in np.asarray(f[HDF5_PATHS[1]][()]).ravel()], dtype=object)
-            matrix = np.asarray(f[HDF5_PATHS[2]][()], dtype=np.float64)
-            counts = np.asarray(f[HDF5_PATHS[3]][()], dtype=np.float64)
+        f = h5py.File(path, "r")
     except OSError as e:
         raise InputError(f"Cannot read {shown} as HDF5: {e}") from None
-    if matrix.ndim != 2 or matrix.shape[0] != 3 or counts.size != matrix.shape[1]:
-        raise InputError(f"{shown}: /intervals/transposed_index_start_end is {matrix.shape} and /counts/values "
-                         f"{counts.shape}; GATK writes 3 x n and 1 x n.")
-    index = matrix[0]
-    bad = (index != np.floor(index)) | (index < 0) | (index >= len(contigs))
-    if bad.any():
-        raise InputError(f"{shown}: interval {int(np.argmax(bad)) + 1} names contig index {index[bad][0]:g}, but "
-                         f"/intervals/indexed_contig_names has {len(contigs)} names.")
-    return _one_sample(name, contigs[index.astype(np.int64)], matrix[1], matrix[2], pd.Series(counts.ravel()),
-                       source=shown, tool=GATK_HDF5, declared=None, one_based=True, coordinates=coordinates,
-                       holds="counts", depth_to_counts=depth_to_counts)
+    try:
+        missing = [p for p in HDF5_PATHS if p not in f]
+        if missing:
+            raise InputError(f"{shown} is an HDF5 file but not GATK CollectReadCounts's (--format HDF5): it lacks "
+                             f"{', '.join('/' + p for p in missing)}.")
+        name = _text(np.asarray(f[HDF5_PATHS[0]][()]).ravel()[0])
+        contigs = np.array([_text(c) for c in np.asarray(f[HDF5_PATHS[1]][()]).ravel()], dtype=object)
+        intervals, counts = f[HDF5_PATHS[2]], f[HDF5_PATHS[3]]
+        if len(intervals.shape) != 2 or intervals.shape[0] != 3 or counts.size != intervals.shape[1]:
+            raise InputError(f"{shown}: /intervals/transposed_index_start_end is {intervals.shape} and /counts/values "
+                             f"{counts.shape}; GATK writes 3 x n and 1 x n.")
+    except BaseException:
+        f.close()
+        raise
+
+    def frames():
+        with f:
+            n = intervals.shape[1]
+            step = rows or max(n, 1)
+            for a in range(0, n, step):
+                matrix = np.asarray(intervals[:, a:a + step], dtype=np.float64)
+                values = np.asarray(counts[..., a:a + step], dtype=np.float64).ravel()
+                index = matrix[0]
+                bad = (index != np.floor(index)) | (index < 0) | (index >= len(contigs))
+                if bad.any():
+                    raise InputError(f"{shown}: interval {a + int(np.argmax(bad)) + 1} names contig index "
+                                     f"{index[bad][0]:g}, but /intervals/indexed_contig_names has {len(contigs)} "
+                                     "names.")
+                yield contigs[index.astype(np.int64)], matrix[1], matrix[2], pd.Series(values)
+
+    return _Opened(name, GATK_HDF5, None, True, "counts", frames())
 
 
 def _bed_columns(df: pd.DataFrame, shown: str, tool: str, names: tuple[int, ...] = (4,)) -> pd.Series:
@@ -325,76 +399,90 @@ def _bed_columns(df: pd.DataFrame, shown: str, tool: str, names: tuple[int, ...]
     return df.iloc[:, -1]
 
 
-def _read_mosdepth(path: Path, shown: str, coordinates: str, depth_to_counts) -> CountData:
-    df = _table(path, shown, text_columns=(0, 3))
-    values = _bed_columns(df, shown, MOSDEPTH, (4, 5))
-    return _one_sample(sample_stem(path, (".regions.bed",)), df[0], df[1], df[2], values, source=shown, tool=MOSDEPTH,
-                       declared="mosdepth's format", one_based=False, coordinates=coordinates, holds="depth",
-                       depth_to_counts=depth_to_counts)
+def _open_mosdepth(path: Path, shown: str, rows: int | None) -> _Opened:
+    frames = ((df[0], df[1], df[2], _bed_columns(df, shown, MOSDEPTH, (4, 5)))
+              for df in _table(path, shown, rows, text_columns=(0, 3)))
+    return _Opened(sample_stem(path, (".regions.bed",)), MOSDEPTH, "mosdepth's format", False, "depth", frames)
 
 
-def _read_cnvkit(path: Path, shown: str, coordinates: str, depth_to_counts) -> CountData:
-    df = _table(path, shown, header=0, text_columns=("chromosome", "gene"))
-    cols = {str(c).lower(): c for c in df.columns}
-    if "spread" in cols:
-        raise InputError(f"{shown} is a CNVkit reference (it has a 'spread' column): it holds a pooled reference, not "
-                         "one sample's coverage; give the samples' .targetcoverage.cnn files.")
-    if "depth" not in cols or not {"chromosome", "start", "end"} <= set(cols):
-        raise InputError(f"{shown}: a CNVkit .cnn file has the columns chromosome, start, end, gene, depth, log2; this "
-                         f"one has {', '.join(map(str, df.columns))} (CNVkit before 0.8 wrote no depth column: run "
-                         "cnvkit.py coverage again).")
+def _open_cnvkit(path: Path, shown: str, rows: int | None) -> _Opened:
+    def frames():
+        for df in _table(path, shown, rows, header=0, text_columns=("chromosome", "gene")):
+            cols = {str(c).lower(): c for c in df.columns}
+            if "spread" in cols:
+                raise InputError(f"{shown} is a CNVkit reference (it has a 'spread' column): it holds a pooled "
+                                 "reference, not one sample's coverage; give the samples' .targetcoverage.cnn files.")
+            if "depth" not in cols or not {"chromosome", "start", "end"} <= set(cols):
+                raise InputError(f"{shown}: a CNVkit .cnn file has the columns chromosome, start, end, gene, depth, "
+                                 f"log2; this one has {', '.join(map(str, df.columns))} (CNVkit before 0.8 wrote no "
+                                 "depth column: run cnvkit.py coverage again).")
+            yield df[cols["chromosome"]], df[cols["start"]], df[cols["end"]], df[cols["depth"]]
+
     name = sample_stem(path, (".targetcoverage.cnn", ".antitargetcoverage.cnn", ".cnn"))
-    return _one_sample(name, df[cols["chromosome"]], df[cols["start"]], df[cols["end"]], df[cols["depth"]],
-                       source=shown, tool=CNVKIT, declared="CNVkit's format", one_based=False,
-                       coordinates=coordinates, holds="depth", depth_to_counts=depth_to_counts)
+    return _Opened(name, CNVKIT, "CNVkit's format", False, "depth", frames())
 
 
-def _read_bedgraph(path: Path, shown: str, coordinates: str, depth_to_counts) -> CountData:
+def _open_bedgraph(path: Path, shown: str, rows: int | None) -> _Opened:
     skip = len(_leading_lines(path, ("track", "browser", "#")))
-    df = _table(path, shown, skip=skip, whitespace=True)
-    values = _bed_columns(df, shown, BEDGRAPH)
-    _check_fixed_windows(df, shown)
-    return _one_sample(sample_stem(path, (".bedgraph", ".bg")), df[0], df[1], df[2], values, source=shown,
-                       tool=BEDGRAPH, declared="bedGraph's format", one_based=False, coordinates=coordinates,
-                       holds="either", depth_to_counts=depth_to_counts)
+
+    def frames():
+        windows = _FixedWindows(shown)
+        for df in _table(path, shown, rows, skip=skip, whitespace=True):
+            values = _bed_columns(df, shown, BEDGRAPH)
+            windows.check(df)
+            yield df[0], df[1], df[2], values
+
+    return _Opened(sample_stem(path, (".bedgraph", ".bg")), BEDGRAPH, "bedGraph's format", False, "either", frames())
 
 
-def _check_fixed_windows(df: pd.DataFrame, shown: str) -> None:
-    """Every region of a chromosome as wide as its first, but the chromosome's last (which may be shorter)."""
-    seq = df[0].astype(str).to_numpy()
-    width = pd.to_numeric(df[2], errors="coerce").to_numpy() - pd.to_numeric(df[1], errors="coerce").to_numpy()
-    last = np.append(seq[1:] != seq[:-1], True)
-    first = np.insert(seq[1:] != seq[:-1], 0, True)
-    window = pd.Series(np.where(first, width, np.nan)).ffill().to_numpy()
-    bad = (width != window) & ~(last & (width < window))
-    if bad.any():
-        i = int(np.argmax(bad))
+class _FixedWindows:
+    """Checks, part after part, that every region of a chromosome is as wide as its first, but the chromosome's
+    last (which may be shorter)."""
+
+    def __init__(self, shown: str):
+        self.shown, self.rows = shown, 0
+        self.seq, self.window, self.short = None, np.nan, None  # the part before's last chromosome
+
+    def check(self, df: pd.DataFrame) -> None:
+        seq = df[0].astype(str).to_numpy()
+        width = pd.to_numeric(df[2], errors="coerce").to_numpy() - pd.to_numeric(df[1], errors="coerce").to_numpy()
+        if self.short is not None and seq[0] == self.seq:
+            self._fail(*self.short)  # a short window that was not its chromosome's last
+        first = np.insert(seq[1:] != seq[:-1], 0, seq[0] != self.seq)
+        window = pd.Series(np.where(first, width, np.nan))
+        if not first[0]:
+            window.iloc[0] = self.window
+        window = window.ffill().to_numpy()
+        inner = np.append(seq[1:] == seq[:-1], False)
+        wrong = (width != window) & (inner | (width > window))
+        if wrong.any():
+            i = int(np.argmax(wrong))
+            self._fail(self.rows + i, seq[i], df[1].iloc[i], df[2].iloc[i], width[i], window[i])
+        k = len(seq) - 1
+        self.short = (self.rows + k, seq[k], df[1].iloc[k], df[2].iloc[k], width[k], window[k]) \
+            if width[k] < window[k] else None
+        self.seq, self.window, self.rows = seq[k], window[k], self.rows + len(seq)
+
+    def _fail(self, i, seq, start, end, width, window):
         raise InputError(
-            f"{shown}: the bedGraph's regions are not fixed windows (data row {i + 1}, {seq[i]}:{df[1].iloc[i]}-"
-            f"{df[2].iloc[i]}, is {width[i]:g} bp wide where the chromosome's windows are {window[i]:g} bp). A bedGraph "
-            "that joins neighbouring windows of equal value (bedtools genomecov -bg) holds no count per window: write "
-            "one line per window.")
+            f"{self.shown}: the bedGraph's regions are not fixed windows (data row {i + 1}, {seq}:{start}-{end}, is "
+            f"{width:g} bp wide where the chromosome's windows are {window:g} bp). A bedGraph that joins neighbouring "
+            "windows of equal value (bedtools genomecov -bg) holds no count per window: write one line per window.")
 
 
-def _read_bed_rows(path: Path, shown: str, coordinates: str, depth_to_counts) -> CountData:
-    df = _table(path, shown)
-    values = _bed_columns(df, shown, "header-less BED")
+def _open_bed_rows(path: Path, shown: str, rows: int | None) -> _Opened:
+    frames = ((df[0], df[1], df[2], _bed_columns(df, shown, "header-less BED")) for df in _table(path, shown, rows))
     declared = "a .bed file" if ".bed" in _base_name(path) else None
-    return _one_sample(sample_stem(path, (".bed",)), df[0], df[1], df[2], values, source=shown, tool=BED_ROWS,
-                       declared=declared, one_based=False, coordinates=coordinates, holds="either",
-                       depth_to_counts=depth_to_counts)
+    return _Opened(sample_stem(path, (".bed",)), BED_ROWS, declared, False, "either", frames)
 
 
-def _read_gatksv_rd(path: Path, shown: str, coordinates: str, depth_to_counts) -> CountData:
-    df = _table(path, shown)
-    values = _bed_columns(df, shown, GATKSV_RD)
-    return _one_sample(sample_stem(path, (".rd.txt",)), df[0], df[1], df[2], values, source=shown, tool=GATKSV_RD,
-                       declared="GATK-SV's bincov format", one_based=False, coordinates=coordinates, holds="counts",
-                       depth_to_counts=depth_to_counts)
+def _open_gatksv_rd(path: Path, shown: str, rows: int | None) -> _Opened:
+    frames = ((df[0], df[1], df[2], _bed_columns(df, shown, GATKSV_RD)) for df in _table(path, shown, rows))
+    return _Opened(sample_stem(path, (".rd.txt",)), GATKSV_RD, "GATK-SV's bincov format", False, "counts", frames)
 
 
-_READERS = {GATK_TSV: _read_gatk_tsv, GATK_HDF5: _read_gatk_hdf5, GATKSV_RD: _read_gatksv_rd, MOSDEPTH: _read_mosdepth,
-            CNVKIT: _read_cnvkit, BEDGRAPH: _read_bedgraph, BED_ROWS: _read_bed_rows}
+_OPEN = {GATK_TSV: _open_gatk_tsv, GATK_HDF5: _open_gatk_hdf5, GATKSV_RD: _open_gatksv_rd, MOSDEPTH: _open_mosdepth,
+         CNVKIT: _open_cnvkit, BEDGRAPH: _open_bedgraph, BED_ROWS: _open_bed_rows}
 
 
 # --------------------------------------------------------------------------------------------
@@ -428,5 +516,6 @@ def stdin_copy(folder: Path) -> Path:
     return path
 
 
-__all__ = ["sniff", "read_tool_file", "stdin_copy", "sample_stem", "DEPTH_OPTION", "GATK_TSV", "GATK_HDF5",
+__all__ = ["sniff", "read_tool_file", "tool_file_parts", "stdin_copy", "sample_stem", "DEPTH_OPTION", "GATK_TSV",
+           "GATK_HDF5",
            "GATKSV_RD", "MOSDEPTH", "CNVKIT", "BEDGRAPH", "BED_ROWS", "HDF5_PATHS"]
