@@ -79,7 +79,10 @@ class Kernel:
         if key in self._ready:
             launch(*args)
             return
+        from .runtime import keep_modules_at_exit
+
         with _LOCK:
+            keep_modules_at_exit()
             launch(*args)
             self._ready.add(key)
 

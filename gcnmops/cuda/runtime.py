@@ -380,6 +380,33 @@ def on_device(device_id: int) -> ExitStack:
     return stack
 
 
+_EXIT_HELD: list = []
+
+
+def keep_modules_at_exit() -> None:
+    """Once per process: at interpreter exit, numba-cuda's module finalizers only queue their unloads (the driver
+    frees everything when the process ends) instead of flushing the queue. Flushed at exit, after kernels were
+    loaded on several devices, a library is unloaded twice: glibc aborts the process ("double free") after every
+    file was written, and the run ends with status 134. Registered after numba-cuda's own exit hooks, so it runs
+    before them (atexit is last-in, first-out)."""
+    if _EXIT_HELD or simulating():
+        return
+    _EXIT_HELD.append(True)
+    import atexit
+    import sys
+    import weakref
+
+    weakref.finalize(keep_modules_at_exit, int)  # weakref's own exit hook registered first: it runs after hold
+
+    def hold() -> None:
+        from numba.cuda.core import config
+
+        config.CUDA_DEALLOCS_COUNT = sys.maxsize
+        config.CUDA_DEALLOCS_RATIO = float(sys.maxsize)
+
+    atexit.register(hold)
+
+
 def in_threads(work: dict) -> None:
     """Run each callable of ``work`` (thread name -> callable) in a thread of its own, wait for all, and re-raise
     the first exception in the caller's thread."""
