@@ -174,7 +174,7 @@ def test_dask(case, in_memory):
 def batch_folder(tmp_path_factory) -> Path:
     """Every case as an experiment of one batch (a manifest with cn.mops's parameter names), in a worker
     process."""
-    from gcnmops.batch import run_batch
+    from gcnmops.pipeline.batch import run_batch
 
     folder = tmp_path_factory.mktemp("batch")
     data = cohort()
