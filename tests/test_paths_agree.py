@@ -8,8 +8,8 @@ segmentation, CNV and CNV-region tables (DataFrame.equals over the same columns)
 the path computes them.
 
 The simulator runs each GPU thread as a Python thread (about half a CPU-minute per case here, whatever the size):
-it takes the cases whose device code differs most, norm 2 (the device normalization, coverages in the model) and
-haplocn.mops (the model without coverages); the others run the same kernels.
+it runs every case, on the three chromosomes with posteriors: norm 0 (no normalization), norm 1 (the device
+normalization), norm 2 (and coverages in the model) and haplocn.mops (the model without coverages).
 """
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ CASES = {
     "haplo": ("haplo", {"return_posterior": True}),
 }
 #: the cases the GPU backend runs in the simulator
-SIM_CASES = ("norm2", "haplo")
+SIM_CASES = tuple(CASES)
 MATRICES = ("normalized_data", "local_assessments", "individual_call", "ini_call", "cn_index")
 TABLES = ("gr", "segmentation", "cnvs", "cnvr")
 
