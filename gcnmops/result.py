@@ -141,6 +141,10 @@ class Result:
         """The matrix ``name`` of MATRIX_SLOTS where it lives (None: not kept)."""
         return self.params.get(name) if name in ("L", "A") else getattr(self, name)
 
+    def read(self, name: str, rows: np.ndarray | None = None) -> np.ndarray:
+        """Rows ``rows`` (None: all) of the kept matrix ``name`` of MATRIX_SLOTS in this process (``read_rows``)."""
+        return read_rows(self.slot(name), rows)
+
     def rows(self, rows: np.ndarray | None = None, only: tuple[str, ...] = MATRIX_SLOTS) -> "CNVDetectionResult":
         """The result in this process (numpy arrays, column-major) with the regions ``rows`` (sorted indices;
         None: every region) and the whole call tables; the matrices ``only`` read, a matrix not read or not kept
@@ -148,9 +152,8 @@ class Result:
         count = len(self.gr) if rows is None else len(rows)
         values = {}
         for name in MATRIX_SLOTS:
-            array = self.slot(name) if name in only else None
-            if array is not None:
-                values[name] = read_rows(array, rows)
+            if name in only and self.slot(name) is not None:
+                values[name] = self.read(name, rows)
             elif name != "posterior_probs":
                 values[name] = np.empty((count,) if name == "ini_call" else (count, 0),
                                         dtype=np.int8 if name == "cn_index" else np.float64)

@@ -2,11 +2,11 @@
 process), and how a block's matrices are stored."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..result import CNVDetectionResult, Result
+from ..result import CNVDetectionResult, Result, read_rows
 from .layout import Layout
 from .store import WorkStore
 
@@ -46,23 +46,31 @@ class DistributedResult(Result):
     """
 
     store: str = ""
+    #: slot name (or "L", "A") -> its numpy array, where the Dask array is over one (a temporary store read here)
+    held: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def of_store(cls, work: WorkStore, layout: Layout, *, params: dict, posteriors: bool, **tables) -> \
             "DistributedResult":
         """The result of a run whose blocks wrote their matrices into ``work``: Dask arrays over it, or (a
         temporary store) its matrices read into this process."""
-        matrices = {name: cls.matrix_of_store(work, layout, name) for name in MATRICES
-                    if posteriors or name != "posterior_probs"}
+        names = [name for name in MATRICES if posteriors or name != "posterior_probs"]
+        held = {name: _read_blocks(work, layout, name) for name in names} if work.temporary else {}
+        matrices = {name: _dask_of(work, layout, name, held.get(name)) for name in names}
         params = dict(params, L=matrices.pop("L"), A=matrices.pop("A"))
         return cls(params=params, posterior_probs=matrices.pop("posterior_probs", None), **matrices, **tables,
-                   store="" if work.temporary else work.path)
+                   store="" if work.temporary else work.path, held=held)
 
     @staticmethod
     def matrix_of_store(work: WorkStore, layout: Layout, name: str):
         """Matrix ``name`` of the blocks in ``work`` as a Dask array (read into this process from a temporary
         store)."""
         return _dask_of(work, layout, name, _read_blocks(work, layout, name) if work.temporary else None)
+
+    def read(self, name: str, rows: np.ndarray | None = None) -> np.ndarray:
+        """Rows ``rows`` (None: all) of matrix ``name`` here: from the array in this process, else the store."""
+        held = self.held.get(name)
+        return read_rows(self.slot(name) if held is None else held, rows)
 
     def calc_integer_copy_numbers(self) -> "DistributedResult":
         """cn.mops's calcIntegerCopyNumbers (:func:`gcnmops.calc_integer_copy_numbers`: it reads only the
