@@ -155,6 +155,12 @@ def test_streaming(case, in_memory, tmp_path):
     store = save_count_data(cohort(), tmp_path / "c.zarr", rows_per_chunk=300, samples_per_chunk=3)
     got = run_streaming(store, tmp_path / "out", method=method, backend="cpu", **params)
     assert_same(got.compute(), in_memory[case][1], f"streaming {case}")
+    # the one integer routine on a result in a Zarr store: the regions around the CNVs read from it
+    raw = run_streaming(store, tmp_path / "raw", method=method, backend="cpu", integer=False, **params)
+    assert not raw.has_integer_copy_numbers()
+    integer = gcnmops.calc_integer_copy_numbers(raw)
+    assert type(integer).__name__ == "StoredResult", type(integer)
+    assert_same(integer.compute(), in_memory[case][1], f"streaming {case}, integer from the store")
 
 
 @pytest.mark.parametrize("case", CASES)
