@@ -1,4 +1,4 @@
-"""Plot speed: seconds per figure of gcnmops.plots and regions per second of a whole-genome segplot.
+"""Plot speed: seconds per figure of gcnmops.report.plots and regions per second of a whole-genome segplot.
 
     python benchmarks/bench_plots.py [--regions 480000] [--samples 15]
 
@@ -13,7 +13,7 @@ import time
 
 import gcnmops
 from gcnmops.example import example_cohort
-from gcnmops.plots import plot_cnvr, plot_overview, segplot, write_plots
+from gcnmops.report.plots import plot_cnvr, plot_overview, segplot, write_plots
 
 
 def timed(fn, repeat: int = 3) -> float:

@@ -480,7 +480,7 @@ def _figures(args, progress):
     files (all renamed together, or none left), or None."""
     if not (args.plots or args.report):
         return None
-    from .plots import plot_files
+    from .report.plots import plot_files
     from .report import report_html
 
     def files(result, sizes: dict):
@@ -686,7 +686,7 @@ def _tool_file(path: str) -> bool:
 
 def _batch(args) -> int:
     """Exit status 0 when every experiment is done, 1 when some failed, 130 when interrupted."""
-    from .batch import format_summary, read_manifest, run_batch
+    from .pipeline.batch import format_summary, read_manifest, run_batch
     from .outputs.writers import check_output_folder
 
     if args.devices is not None and args.workers is not None:

@@ -40,49 +40,46 @@ def empty_cnvr(sample_names: list[str]) -> pd.DataFrame:
     return cnvr_frame([], [], [], sample_names)
 
 
-class ResultCounts:
-    """``classes`` and ``summary()`` of a result with cn.mops's slots (in memory or in a store)."""
+#: the matrices of a result: its slot, or "L" / "A" of its params (regions x classes)
+MATRIX_SLOTS = ("normalized_data", "local_assessments", "individual_call", "ini_call", "cn_index", "posterior_probs",
+                "L", "A")
 
-    @property
-    def classes(self) -> list[str]:
-        return list(self.params["classes"])
 
-    def summary(self) -> dict:
-        """Counts for a one-screen report."""
-        return {
-            "regions": int(self.local_assessments.shape[0]),
-            "samples": len(self.sample_names),
-            "chromosomes": len({name for name, _, _ in chromosome_blocks(self.gr["seqnames"])}),
-            "segments": len(self.segmentation),
-            "cnvs": len(self.cnvs),
-            "cnv_regions": len(self.cnvr),
-        }
+def read_rows(array, rows: np.ndarray | None = None) -> np.ndarray:
+    """Rows ``rows`` (sorted indices; None: all) of a matrix wherever it lives: a numpy array, a Zarr array (only
+    those rows read) or a Dask array (computed in this process's threads); a column-major numpy array."""
+    if hasattr(array, "dask"):
+        return np.asfortranarray((array if rows is None else array[rows]).compute(scheduler="threads"))
+    if hasattr(array, "oindex"):
+        return np.asfortranarray(array[...] if rows is None else array.oindex[rows])
+    return np.asfortranarray(array if rows is None else array[rows])
 
 
 @dataclass(repr=False)
-class CNVDetectionResult(ResultCounts):
-    """cn.mops's CNVDetectionResult slots in snake_case (m regions, N samples, n classes).
+class Result:
+    """cn.mops's CNVDetectionResult slots in snake_case (m regions, N samples, n classes), the matrices wherever
+    they live: numpy arrays (:class:`CNVDetectionResult`), a Zarr store (``outputs.resultstore.StoredResult``) or
+    Dask arrays (``distributed.DistributedResult``); a matrix not kept is None.
 
     Attributes
     ----------
     gr : DataFrame
         seqnames, start, end of every region (1-based, closed; a bare matrix: "undef", i..i).
-    normalized_data : ndarray (m, N) float64
+    normalized_data : (m, N) float64
         the counts the model saw (cn.mops's normalizedData), region-fastest (order F) as R's matrices.
-    local_assessments : ndarray (m, N) float64
+    local_assessments : (m, N) float64
         sINI: the posterior-weighted log2 fold change of each region and sample (what is segmented).
-    individual_call : ndarray (m, N) float64
+    individual_call : (m, N) float64
         each region's segment mean (median with useMedian) of sINI per sample (individualCall).
-    ini_call : ndarray (m,) float64
+    ini_call : (m,) float64
         INI, the region's informative/non-informative call (iniCall).
-    cn_index : ndarray (m, N) int8
-        index into ``params['classes']`` of each region's expected copy number; ``integer_copy_number`` gives
-        the labels (cached).
-    posterior_probs : ndarray (m, n, N) float64 or None
+    cn_index : (m, N) int8
+        index into ``params['classes']`` of each region's expected copy number.
+    posterior_probs : (m, n, N) float64 or None
         posterior probabilities (with ``return_posterior=True``).
     params : dict
         cn.mops's params list under cn.mops's names (method, folds, classes, priorImpact, ..., mainClass) incl.
-        ``cov`` (N,), ``L`` (lambda) and ``A`` (alpha), (m, n) each.
+        ``cov`` (N,) numpy, ``L`` (lambda) and ``A`` (alpha), (m, n) matrices each.
     segmentation, cnvs : DataFrame
         SEGMENT_COLUMNS: seqnames, start, end, sampleName, median, mean (of sINI), CN.
     cnvr : DataFrame
@@ -104,8 +101,6 @@ class CNVDetectionResult(ResultCounts):
     provenance : dict
         what made the result (version, command line, date, backend, device, inputs: ``provenance.describe``);
         empty until a run or the writer fills it.
-
-    ``to_frame(name)`` gives a matrix as a DataFrame labelled by region and sample.
     """
 
     gr: pd.DataFrame
@@ -126,6 +121,83 @@ class CNVDetectionResult(ResultCounts):
     sample_qc: pd.DataFrame | None = None
     selection: dict = field(default_factory=dict)
     provenance: dict = field(default_factory=dict)
+
+    #: whether the matrices are numpy arrays in this process
+    in_memory = False
+
+    @property
+    def classes(self) -> list[str]:
+        return list(self.params["classes"])
+
+    def summary(self) -> dict:
+        """Counts for a one-screen report."""
+        return {
+            "regions": len(self.gr),
+            "samples": len(self.sample_names),
+            "chromosomes": len({name for name, _, _ in chromosome_blocks(self.gr["seqnames"])}),
+            "segments": len(self.segmentation),
+            "cnvs": len(self.cnvs),
+            "cnv_regions": len(self.cnvr),
+        }
+
+    def has_integer_copy_numbers(self) -> bool:
+        """True once calc_integer_copy_numbers has labelled the CNV regions (cnvr holds labels, not None)."""
+        labels = self.cnvr[[s for s in self.sample_names if s in self.cnvr.columns]]
+        return bool(len(labels)) and bool(labels.notna().to_numpy().any())
+
+    def replace(self, **changes) -> "Result":
+        """A new result with some slots replaced (arrays are shared, not copied)."""
+        return replace(self, **changes)
+
+    def slot(self, name: str):
+        """The matrix ``name`` of MATRIX_SLOTS where it lives (None: not kept)."""
+        return self.params.get(name) if name in ("L", "A") else getattr(self, name)
+
+    def read(self, name: str, rows: np.ndarray | None = None) -> np.ndarray:
+        """Rows ``rows`` (None: all) of the kept matrix ``name`` of MATRIX_SLOTS in this process (``read_rows``)."""
+        return read_rows(self.slot(name), rows)
+
+    def rows(self, rows: np.ndarray | None = None, only: tuple[str, ...] = MATRIX_SLOTS) -> "CNVDetectionResult":
+        """The result in this process (numpy arrays, column-major) with the regions ``rows`` (sorted indices;
+        None: every region) and the whole call tables; the matrices ``only`` read, a matrix not read or not kept
+        an empty (rows, 0) array (posteriors: None)."""
+        count = len(self.gr) if rows is None else len(rows)
+        values = {}
+        for name in MATRIX_SLOTS:
+            if name in only and self.slot(name) is not None:
+                values[name] = self.read(name, rows)
+            elif name != "posterior_probs":
+                values[name] = np.empty((count,) if name == "ini_call" else (count, 0),
+                                        dtype=np.int8 if name == "cn_index" else np.float64)
+        params = dict(self.params, L=values.pop("L"), A=values.pop("A"))
+        return CNVDetectionResult(
+            gr=self.gr if rows is None else self.gr.iloc[rows].reset_index(drop=True), params=params,
+            posterior_probs=values.pop("posterior_probs", None), **values, segmentation=self.segmentation,
+            cnvs=self.cnvs, cnvr=self.cnvr, sample_names=list(self.sample_names), ranged=self.ranged,
+            timings=dict(self.timings), gpu_stats=dict(self.gpu_stats))
+
+    def compute(self) -> "CNVDetectionResult":
+        """The whole result in this process as a CNVDetectionResult (numpy arrays, column-major): for results
+        that fit in memory."""
+        return self.rows()
+
+    def __repr__(self) -> str:
+        s = self.summary()
+        integer = "integer copy numbers" if self.has_integer_copy_numbers() else "no integer copy numbers yet"
+        return (f"<{type(self).__name__} {self.params.get('method', 'cn.mops')}: {s['regions']:,} regions x "
+                f"{s['samples']} samples on {s['chromosomes']} chromosome(s); {s['segments']:,} segments, "
+                f"{s['cnvs']:,} CNVs, {s['cnv_regions']:,} CNV regions; {integer}>")
+
+
+@dataclass(repr=False)
+class CNVDetectionResult(Result):
+    """cn.mops's CNVDetectionResult: the slots of :class:`Result`, every matrix a numpy array in this process
+    (``cn_index``'s labels: ``integer_copy_number``, cached).
+
+    ``to_frame(name)`` gives a matrix as a DataFrame labelled by region and sample.
+    """
+
+    in_memory = True
 
     @property
     def region_names(self) -> list[str]:
@@ -198,13 +270,6 @@ class CNVDetectionResult(ResultCounts):
         state.pop("_derived", None)
         return state
 
-    def __repr__(self) -> str:
-        s = self.summary()
-        integer = "integer copy numbers" if self.has_integer_copy_numbers() else "no integer copy numbers yet"
-        return (f"<CNVDetectionResult {self.params.get('method', 'cn.mops')}: {s['regions']:,} regions x "
-                f"{s['samples']} samples on {s['chromosomes']} chromosome(s); {s['segments']:,} segments, "
-                f"{s['cnvs']:,} CNVs, {s['cnv_regions']:,} CNV regions; {integer}>")
-
     def _repr_html_(self) -> str:
         import html
 
@@ -214,14 +279,9 @@ class CNVDetectionResult(ResultCounts):
         return (f"<b>CNVDetectionResult</b> ({html.escape(str(self.params.get('method', 'cn.mops')))})"
                 f"<table>{rows}</table>")
 
-    def has_integer_copy_numbers(self) -> bool:
-        """True once calc_integer_copy_numbers has labelled the CNV regions (cnvr holds labels, not None)."""
-        labels = self.cnvr[[s for s in self.sample_names if s in self.cnvr.columns]]
-        return bool(len(labels)) and bool(labels.notna().to_numpy().any())
-
-    def replace(self, **changes) -> "CNVDetectionResult":
-        """A new result with some slots replaced (arrays are shared, not copied)."""
-        return replace(self, **changes)
+    def compute(self) -> "CNVDetectionResult":
+        """This result (already in memory)."""
+        return self
 
     def write(self, outdir, formats=None) -> list:
         """Write the result's tables and matrices under ``outdir``; returns the paths written."""

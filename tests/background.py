@@ -32,7 +32,7 @@ class Job:
     """
 
     def __init__(self, make_args: Callable[[Path], list[str]], env: dict | None = None, prefix: str = "job"):
-        from gcnmops.batch import python_process_env
+        from gcnmops.pipeline.batch import python_process_env
 
         self.folder = Path(tempfile.mkdtemp(prefix=f"gcnmops-{prefix}-"))
         args = make_args(self.folder)

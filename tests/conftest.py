@@ -12,9 +12,9 @@ import pytest  # noqa: E402
 def _children_find_their_libpython(monkeypatch):
     """Tests that embed R (rpy2) leave R's library paths in LD_LIBRARY_PATH, which can hold the system's libpython;
     a Python child process started by a later test would load it and fail (``_ssl``: undefined symbol). Every test
-    starts with this interpreter's library folder first there (gcnmops.batch.python_process_env)."""
+    starts with this interpreter's library folder first there (gcnmops.pipeline.batch.python_process_env)."""
     if os.environ.get("LD_LIBRARY_PATH"):
-        from gcnmops.batch import python_process_env
+        from gcnmops.pipeline.batch import python_process_env
 
         monkeypatch.setenv("LD_LIBRARY_PATH", python_process_env()["LD_LIBRARY_PATH"])
 

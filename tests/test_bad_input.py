@@ -212,7 +212,7 @@ def test_booleans_other_values_refused(text):
 
 
 def test_batch_manifest_boolean(tmp_path):
-    from gcnmops.batch import read_manifest
+    from gcnmops.pipeline.batch import read_manifest
 
     data = tmp_path / "c.tsv"
     data.write_text(_tsv(_frame()))

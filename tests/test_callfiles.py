@@ -151,7 +151,7 @@ def test_bed_files_are_bed9_sorted_with_the_plots_colours(written, results):
 def test_bed_colours_are_those_of_the_plots():
     from matplotlib.colors import to_rgb
 
-    from gcnmops import plots
+    from gcnmops.report import plots
 
     def rgb(c):
         return ",".join(str(round(255 * v)) for v in to_rgb(c))

@@ -142,7 +142,7 @@ def test_a_failing_plot_leaves_no_plots_and_no_half_set(tmp_path):
     out = tmp_path / "out"
     patch = """
 import errno
-from gcnmops import plots
+from gcnmops.report import plots
 real = plots.plot_files
 def failing(*a, **k):
     files = real(*a, **k)

@@ -43,7 +43,7 @@ def _compile_kernels_first() -> None:
     import test_golden as tg
     from distributed import Client, LocalCluster
 
-    from gcnmops.batch import python_children_env
+    from gcnmops.pipeline.batch import python_children_env
 
     seen, runs = set(), []
     for case in _golden_cases():
@@ -73,7 +73,7 @@ def _compile_kernels_first() -> None:
 def client():
     from distributed import Client, LocalCluster
 
-    from gcnmops.batch import python_children_env
+    from gcnmops.pipeline.batch import python_children_env
 
     # The limit is enforced: a worker above 95% of it is killed (and restarted) by its nanny; nothing is
     # spilled or paused (tasks return small results; the matrices live in the Zarr store).

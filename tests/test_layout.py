@@ -255,6 +255,39 @@ def test_the_checks_can_fail():
         probe.unlink()
 
 
+# ---------------------------------------------------------------- sizes: packages and modules a reader can hold
+#: the largest share of the package's lines one room may hold (the top-level modules count as one room)
+MAX_ROOM_SHARE = 0.15
+#: the most lines of one module
+MAX_MODULE_LINES = 800
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_text().splitlines())
+
+
+def _room_lines() -> dict[str, int]:
+    """Lines per room: each package of gcnmops, and ``__init__`` for the modules at its top."""
+    rooms: dict[str, int] = {}
+    for m, p in MODULES.items():
+        room = _room(m) if p.parent != PACKAGE else "__init__"
+        rooms[room] = rooms.get(room, 0) + _lines(p)
+    return rooms
+
+
+def test_no_room_holds_more_than_its_share():
+    rooms = _room_lines()
+    total = sum(rooms.values())
+    large = {room: f"{n / total:.1%}" for room, n in rooms.items() if n > MAX_ROOM_SHARE * total}
+    assert large == {}, "split the package along the data path (CONTRIBUTING.md)"
+    assert "__init__" in rooms and len(rooms) > 10  # the top-level modules are counted as one room
+
+
+def test_no_module_over_its_length():
+    long = {m: n for m, n in ((m, _lines(p)) for m, p in MODULES.items()) if n > MAX_MODULE_LINES}
+    assert long == {}, "split the module by what its parts hold"
+
+
 # ---------------------------------------------------------------- one GPU kernel cache, one home for GPU tunables
 #: calls that compile a GPU kernel (``cuda.jit(device=True)`` device functions are not kernels)
 KERNEL_COMPILERS = {"jit_nofma", "cuda.jit", "numba.cuda.jit"}

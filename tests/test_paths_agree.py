@@ -8,8 +8,8 @@ segmentation, CNV and CNV-region tables (DataFrame.equals over the same columns)
 the path computes them.
 
 The simulator runs each GPU thread as a Python thread (about half a CPU-minute per case here, whatever the size):
-it takes the cases whose device code differs most, norm 2 (the device normalization, coverages in the model) and
-haplocn.mops (the model without coverages); the others run the same kernels.
+it runs every case, on the three chromosomes with posteriors: norm 0 (no normalization), norm 1 (the device
+normalization), norm 2 (and coverages in the model) and haplocn.mops (the model without coverages).
 """
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ CASES = {
     "haplo": ("haplo", {"return_posterior": True}),
 }
 #: the cases the GPU backend runs in the simulator
-SIM_CASES = ("norm2", "haplo")
+SIM_CASES = tuple(CASES)
 MATRICES = ("normalized_data", "local_assessments", "individual_call", "ini_call", "cn_index")
 TABLES = ("gr", "segmentation", "cnvs", "cnvr")
 
@@ -155,6 +155,12 @@ def test_streaming(case, in_memory, tmp_path):
     store = save_count_data(cohort(), tmp_path / "c.zarr", rows_per_chunk=300, samples_per_chunk=3)
     got = run_streaming(store, tmp_path / "out", method=method, backend="cpu", **params)
     assert_same(got.compute(), in_memory[case][1], f"streaming {case}")
+    # the one integer routine on a result in a Zarr store: the regions around the CNVs read from it
+    raw = run_streaming(store, tmp_path / "raw", method=method, backend="cpu", integer=False, **params)
+    assert not raw.has_integer_copy_numbers()
+    integer = gcnmops.calc_integer_copy_numbers(raw)
+    assert type(integer).__name__ == "StoredResult", type(integer)
+    assert_same(integer.compute(), in_memory[case][1], f"streaming {case}, integer from the store")
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -174,7 +180,7 @@ def test_dask(case, in_memory):
 def batch_folder(tmp_path_factory) -> Path:
     """Every case as an experiment of one batch (a manifest with cn.mops's parameter names), in a worker
     process."""
-    from gcnmops.batch import run_batch
+    from gcnmops.pipeline.batch import run_batch
 
     folder = tmp_path_factory.mktemp("batch")
     data = cohort()

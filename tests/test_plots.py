@@ -11,7 +11,7 @@ import gcnmops  # noqa: E402
 from gcnmops import InputError  # noqa: E402
 from gcnmops.example import example_cohort  # noqa: E402
 from gcnmops.data import make_count_data  # noqa: E402
-from gcnmops.plots import (GAIN, LOSS, OTHER, _thin, informative_cnvr, log_ratios, plot_cnvr,  # noqa: E402
+from gcnmops.report.plots import (GAIN, LOSS, OTHER, _thin, informative_cnvr, log_ratios, plot_cnvr,  # noqa: E402
                            plot_overview, segplot, write_plots)
 from matplotlib.collections import LineCollection  # noqa: E402
 from matplotlib.colors import to_hex  # noqa: E402
@@ -148,7 +148,7 @@ def test_informative_cnvr_picks_largest_most_carriers_strongest(result) -> None:
 
 
 def test_write_plots_and_report(result, tmp_path, monkeypatch) -> None:
-    import gcnmops.plots as plots_module
+    import gcnmops.report.plots as plots_module
 
     files = result.write(tmp_path, formats=["tsv"])
     (tmp_path / "plots").mkdir()
@@ -187,7 +187,7 @@ def test_cli_plots_and_report(tmp_path, capsys) -> None:
 
 def test_plot_files_move_the_progress_bar_per_figure_in_their_stage(result, tmp_path):
     """run --plots: the bar moves per figure within "plots"; a ticker of the finished write stage moves it no more."""
-    from gcnmops.plots import plot_files
+    from gcnmops.report.plots import plot_files
     from gcnmops.progress import Progress, ticker
 
     with Progress({"write": 1.0, "plots": 1.0}, disable=True) as bar:

@@ -16,30 +16,33 @@ from ..cuda.probe import resolve_backend
 from ..model import fit
 from ..model.onestep import REFERENCE_FLOOR, OneStepSpec, fit_onestep, ld_mean
 from ..model.spec import ModelSpec
-from ..result import CNVDetectionResult, cnvr_frame
+from ..result import Result, cnvr_frame
 
 NO_CNVR_MESSAGE = "No CNV regions in result object. Rerun cn.mops with different parameters!"
 
 
-def calc_integer_copy_numbers(result: CNVDetectionResult, backend: str = "cpu") -> CNVDetectionResult:
+def calc_integer_copy_numbers(result: Result, backend: str = "cpu") -> Result:
     """cn.mops's ``calcIntegerCopyNumbers``: a new result whose segmentation, cnvs and cnvr carry integer
     copy-number labels ("CN0", "CN1", ...).
 
     Each CNV (each CNV region per sample) is refitted with the method's model on the mean counts of its
     regions; the class of highest posterior is its copy number. The EM refit of every CNV is one batched fit (on
     the GPU one kernel launch); the range means stay on the host (R's long-double ``mean``); the reference
-    model's one-step refit is one pass over the CNVs on the CPU.
+    model's one-step refit is one pass over the CNVs on the CPU. A result whose matrices live in a store or in
+    Dask has only the regions around its CNVs read (``rows_near``); a path running blocks of whole chromosomes
+    labels each block's result (every CNV lies in one chromosome) and a block without CNVs with
+    ``segment_labels``.
 
     Parameters
     ----------
-    result : CNVDetectionResult
-        a result of :func:`gcnmops.cn_mops` or another method of the family.
+    result : Result
+        a result of :func:`gcnmops.cn_mops` or another method of the family (in memory, a store or Dask).
     backend : {"cpu", "gpu", "auto"}, default "cpu"
         where the EM refit runs (resolved here, once); the labels are the same.
 
     Returns
     -------
-    CNVDetectionResult
+    Result
         the same result with CN labels in ``segmentation``, ``cnvs`` and ``cnvr`` (one column per sample);
         arrays are shared, not copied.
     """
@@ -52,10 +55,9 @@ def calc_integer_copy_numbers(result: CNVDetectionResult, backend: str = "cpu") 
                          "cohort) the call used, which the result does not hold. Ask for them in the call: "
                          "call_samples(..., integer=True) (gcnmops call does, unless --no-integer).")
     backend = resolve_backend(backend)
+    near = result if result.in_memory else result.rows(rows_near(result.gr, result.cnvs), ("normalized_data", "L"))
     classes = np.asarray(p["classes"], dtype=object)
     main = p["mainClass"]
-    mi = list(classes).index(main)
-    stat_col = "median" if p.get("useMedian", False) else "mean"
 
     seg = result.segmentation.reset_index(drop=True)
     key = ["seqnames", "start", "end", "sampleName"]
@@ -65,13 +67,13 @@ def calc_integer_copy_numbers(result: CNVDetectionResult, backend: str = "cpu") 
         raise InputError("Some CNVs have no segment of the same sample and coordinates in the segmentation.")
     cnv_seg = cnv_seg.astype(np.int64)
 
-    lo, hi = overlapping_rows(result.gr, seg.iloc[cnv_seg])
-    means = _range_means(np.asarray(result.normalized_data, dtype=np.float64), lo, hi)
+    lo, hi = overlapping_rows(near.gr, seg.iloc[cnv_seg])
+    means = _range_means(np.asarray(near.normalized_data, dtype=np.float64), lo, hi)
     cov = np.asarray(p["cov"], dtype=np.float64)  # cn.mops passes params$cov to every refit (haplo too)
     if p["method"] == "referencecn.mops":
         # referencecn.mops (and singlecn.mops, whose result says so too): the one-step model, lambda = mean of
         # the CN2 lambdas over the same regions, likelihood floor 1e-100
-        lam_main = np.asfortranarray(np.asarray(p["L"], dtype=np.float64)[:, [mi]])
+        lam_main = np.asfortranarray(np.asarray(near.params["L"], dtype=np.float64)[:, [list(classes).index(main)]])
         lam = _range_means(lam_main, lo, hi)[:, 0]
         spec1 = OneStepSpec.build(p["folds"], classes, p["priorImpact"], REFERENCE_FLOOR, p["minReadCount"])
         refit = fit_onestep(means, cov, lam, spec1)
@@ -82,11 +84,24 @@ def calc_integer_copy_numbers(result: CNVDetectionResult, backend: str = "cpu") 
 
     seg_cn = np.full(len(seg), main, dtype=object)
     seg_cn[cnv_seg] = classes[refit.cn[np.arange(cnv_seg.size), sample_idx]]
-    seg_cn = threshold_fallback(seg_cn, seg[stat_col].to_numpy(float), p, classes, mi)
-    segmentation = seg.assign(CN=seg_cn)
-    cnvs = result.cnvs.reset_index(drop=True).assign(CN=seg_cn[cnv_seg])
+    segmentation = seg.assign(CN=_main_fallback(seg_cn, seg, p))
+    cnvs = result.cnvs.reset_index(drop=True).assign(CN=segmentation["CN"].to_numpy()[cnv_seg])
     return result.replace(segmentation=segmentation, cnvs=cnvs, cnvr=cnvr_labels(result.cnvr, cnvs, main,
                                                                                  result.sample_names))
+
+
+def segment_labels(segmentation: pd.DataFrame, params: dict) -> pd.DataFrame:
+    """The segments of a block without CNVs labelled as calc_integer_copy_numbers labels them (the main class,
+    or its neighbour beyond a threshold); ``params``: the result's (cn.mops's names)."""
+    main = np.full(len(segmentation), params["mainClass"], dtype=object)
+    return segmentation.assign(CN=_main_fallback(main, segmentation, params))
+
+
+def _main_fallback(cn: np.ndarray, seg: pd.DataFrame, p: dict) -> np.ndarray:
+    """threshold_fallback of the segments ``seg`` around the result's main class (``p``: its params)."""
+    classes = np.asarray(p["classes"], dtype=object)
+    stat = seg["median" if p.get("useMedian", False) else "mean"].to_numpy(float)
+    return threshold_fallback(cn, stat, p, classes, list(classes).index(p["mainClass"]))
 
 
 def threshold_fallback(cn, stat, p, classes, mi):
@@ -139,6 +154,16 @@ def overlapping_rows(gr: pd.DataFrame, segs: pd.DataFrame) -> tuple[np.ndarray, 
     lo[trim] += 1
     hi[trim] -= 1
     return lo, hi
+
+
+def rows_near(gr: pd.DataFrame, ranges: pd.DataFrame) -> np.ndarray:
+    """Sorted rows of ``gr`` within two regions of the rows each of ``ranges`` (CNVs, CNV regions) covers
+    (overlapping_rows trims them by one region at each end): every region overlapping one and those between."""
+    lo, hi = overlapping_rows(gr, ranges)
+    edges = np.zeros(len(gr) + 1, dtype=np.int64)  # +1 / -1 at the ends of the ranges, then a running sum
+    np.add.at(edges, np.clip(lo - 2, 0, len(gr)), 1)
+    np.add.at(edges, np.clip(hi + 2, 0, len(gr)), -1)
+    return np.flatnonzero(np.cumsum(edges)[:-1] > 0)
 
 
 def cnvr_labels(cnvr: pd.DataFrame, cnvs: pd.DataFrame, main: str, sample_names: list[str]) -> pd.DataFrame:

@@ -7,7 +7,7 @@
 
 Formatting only: each CNV's direction and the phred quality Q of a sample's state come from
 :mod:`gcnmops.calls.quality` (its docstring says how they are computed). Colours are those of the plots
-(``gcnmops/plots.py``): gains red (#d62728), losses blue (#1f5fbf), other grey (#b4b4b4).
+(``gcnmops/report/plots.py``): gains red (#d62728), losses blue (#1f5fbf), other grey (#b4b4b4).
 """
 from __future__ import annotations
 

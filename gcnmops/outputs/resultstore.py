@@ -23,7 +23,7 @@ from ..errors import InputError
 from ..files import umask
 from ..io.atomic import signals_held
 from ..io.store import CHUNK_BYTES, RANGES_FILE, create_array, zarr_module
-from ..result import CNVDetectionResult, ResultCounts
+from ..result import MATRIX_SLOTS, CNVDetectionResult, Result
 
 #: the result store's folder in an output folder (params.json's ``matrixStore`` names it)
 MATRIX_STORE = "matrices.zarr"
@@ -126,35 +126,35 @@ class ResultStore:
             shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-@dataclass
-class StoredResult(ResultCounts):
-    """A streamed result: the call tables in memory, the per-region matrices as Zarr arrays of ``store`` read
-    on demand (``matrix(name)``; names of STREAM_MATRICES, those kept). ``compute()`` loads everything into a
-    :class:`gcnmops.CNVDetectionResult` (every matrix must have been kept)."""
+#: the result slot (or "L" / "A" of the params) each of STREAM_MATRICES fills
+_SLOTS = {"integer_copy_number": "cn_index", "params_L": "L", "params_A": "A"}
 
-    gr: pd.DataFrame
-    params: dict
-    segmentation: pd.DataFrame
-    cnvs: pd.DataFrame
-    cnvr: pd.DataFrame
-    sample_names: list[str]
-    store: str
-    kept: list[str]
-    ranged: bool = True
-    timings: dict = field(default_factory=dict)
-    gpu_stats: dict = field(default_factory=dict)
+
+@dataclass(repr=False)
+class StoredResult(Result):
+    """A streamed result (:class:`gcnmops.result.Result`): the call tables in memory, the kept per-region
+    matrices Zarr arrays of ``store`` read on demand (those not kept: None). ``matrix(name)`` by the names of
+    STREAM_MATRICES; ``compute()`` loads everything into a :class:`gcnmops.CNVDetectionResult` (every matrix
+    must have been kept)."""
+
+    store: str = ""
+    kept: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of_store(cls, store: str, kept: list[str], *, params: dict, **slots) -> "StoredResult":
+        """The result whose ``kept`` matrices are the arrays of the Zarr store ``store``."""
+        zarr = zarr_module()
+        arrays = {_SLOTS.get(n, n): zarr.open_array(os.path.join(store, n), mode="r") for n in kept}
+        matrices = {n: arrays.get(n) for n in MATRIX_SLOTS}
+        params = dict(params, L=matrices.pop("L"), A=matrices.pop("A"))
+        return cls(**matrices, params=params, **slots, store=store, kept=list(kept))
 
     def matrix(self, name: str):
         """The Zarr array of a kept matrix (slice it to read rows: ``matrix("local_assessments")[a:b]``)."""
         if name not in self.kept:
             raise InputError(f"The matrix {name!r} was not kept by this streamed run (kept: {', '.join(self.kept)}); "
                              "run again with it in --keep (keep= in Python).")
-        return zarr_module().open_array(os.path.join(self.store, name), mode="r")
-
-    @property
-    def local_assessments(self):
-        return self.matrix("local_assessments") if "local_assessments" in self.kept else \
-            self.matrix("integer_copy_number")  # summary() reads only its shape
+        return self.slot(_SLOTS.get(name, name))
 
     def compute(self) -> CNVDetectionResult:
         """The whole result in this process (numpy arrays, column-major): for results that fit in memory."""
@@ -163,14 +163,7 @@ class StoredResult(ResultCounts):
         if missing:
             raise InputError(f"compute() needs every matrix; this streamed run did not keep {', '.join(missing)}. "
                              "Read the kept ones with matrix(name), or run again with --keep all.")
-        values = {n: np.asfortranarray(self.matrix(n)[...]) for n in self.kept}
-        params = dict(self.params, L=values.pop("params_L"), A=values.pop("params_A"))
-        return CNVDetectionResult(
-            gr=self.gr, normalized_data=values["normalized_data"], local_assessments=values["local_assessments"],
-            individual_call=values["individual_call"], ini_call=values["ini_call"],
-            cn_index=values["integer_copy_number"], posterior_probs=values.get("posterior_probs"), params=params,
-            segmentation=self.segmentation, cnvs=self.cnvs, cnvr=self.cnvr, sample_names=list(self.sample_names),
-            ranged=self.ranged, timings=dict(self.timings), gpu_stats=dict(self.gpu_stats))
+        return self.rows()
 
 
 def open_stored_result(folder: Path, params: dict, tables: dict, sample_names: list[str]) -> StoredResult:
@@ -184,8 +177,8 @@ def open_stored_result(folder: Path, params: dict, tables: dict, sample_names: l
     gr["seqnames"] = gr["seqnames"].astype(object)
     params = dict(params)
     params["cov"] = np.array([params["cov"][s] for s in sample_names], dtype=np.float64)
-    return StoredResult(gr=gr, params=params, sample_names=sample_names, store=str(store), kept=kept,
-                        ranged=bool(group.attrs.get("ranged", True)), **tables)
+    return StoredResult.of_store(str(store), kept, gr=gr, params=params, sample_names=sample_names,
+                                 ranged=bool(group.attrs.get("ranged", True)), **tables)
 
 
 __all__ = ["ResultStore", "StoredResult", "open_stored_result", "MATRIX_STORE", "STREAM_MATRICES", "ALWAYS_KEPT"]

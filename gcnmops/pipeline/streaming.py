@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..calls.integer import calc_integer_copy_numbers, overlapping_rows, threshold_fallback
+from ..calls.integer import calc_integer_copy_numbers, rows_near, segment_labels
 from ..cuda.probe import resolve_backend
 from ..errors import InputError
 from ..io.atomic import output_error, signals_held
@@ -243,9 +243,10 @@ def run_streaming(input, outdir, *, method: str = "cn.mops", keep=None, integer:
     timings["total"] = time.perf_counter() - t_start
     if not integer or not len(cnvr):
         cnvr = method_cnvr(row, cnvr, cnvs, list(store.sample_names))
-    return StoredResult(gr=gr, params=dict(result_params, L=None, A=None), segmentation=segmentation, cnvs=cnvs,
-                        cnvr=cnvr, sample_names=list(store.sample_names), store=str(Path(outdir) / MATRIX_STORE),
-                        kept=kept, ranged=store.ranges is not None, timings=timings)
+    return StoredResult.of_store(str(Path(outdir) / MATRIX_STORE), kept, gr=gr, params=result_params,
+                                 segmentation=segmentation, cnvs=cnvs, cnvr=cnvr,
+                                 sample_names=list(store.sample_names), ranged=store.ranges is not None,
+                                 timings=timings)
 
 
 def _genome(store: CountStore, plan: RunPlan, budget: int) -> Genome:
@@ -314,15 +315,9 @@ def _stream(store: CountStore, plan: RunPlan, genome: Genome, kept: list[str], r
         reader.shutdown(wait=False, cancel_futures=True)  # after a failure: a read under way is left to end
         gathered.__exit__()
     if integer and any(labelled):  # chromosomes without CNVs: their segments labelled as calc_integer_copy_numbers does
-        p = plan.params
-        classes = np.asarray(p.classes, dtype=object)
-        mi = list(classes).index(p.main_class)
-        stat = "median" if p.use_median else "mean"
-        rparams = {"upperThreshold": p.upper_threshold, "lowerThreshold": p.lower_threshold}
-        gathered.segmentation = [
-            s if done_ else s.assign(CN=threshold_fallback(np.full(len(s), p.main_class, dtype=object),
-                                                           s[stat].to_numpy(float), rparams, classes, mi))
-            for s, done_ in zip(gathered.segmentation, labelled)]
+        rparams = plan.params.r_params()
+        gathered.segmentation = [s if done_ else segment_labels(s, rparams)
+                                 for s, done_ in zip(gathered.segmentation, labelled)]
     return gathered.tables()
 
 
@@ -375,11 +370,7 @@ class _SparseRows:
     def around(self, result: CNVDetectionResult) -> tuple:
         """The chromosome's rows within two of its CNV regions (rows of ``result``), their sINI and posteriors
         (copies: ``keep`` stores them while the result itself is let go)."""
-        lo, hi = overlapping_rows(result.gr, result.cnvr)
-        mark = np.zeros(len(result.gr) + 1, dtype=np.int64)
-        np.add.at(mark, np.clip(lo - 2, 0, len(result.gr)), 1)
-        np.add.at(mark, np.clip(hi + 2, 0, len(result.gr)), -1)
-        rows = np.flatnonzero(np.cumsum(mark)[:-1] > 0)
+        rows = rows_near(result.gr, result.cnvr)
         return rows, result.local_assessments[rows], None if self.post is None else result.posterior_probs[rows]
 
     def keep(self, a: int, around: tuple) -> None:

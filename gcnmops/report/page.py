@@ -2,7 +2,7 @@
 
 ``write_report(result, outdir, files=...)`` writes ``outdir/report.html``: the run summary (method, size,
 parameters, time per stage), the sample QC, CNVs per sample, the CNV regions with their integer copy numbers, the plots of
-``gcnmops.plots.write_plots`` (written first if absent) and links to every output file. Everything is
+``report.plots.write_plots`` (written first if absent) and links to every output file. Everything is
 linked relatively, so the folder can be moved or served as it is; no JavaScript, no external resources.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .params import PARAMETERS
+from ..params import PARAMETERS
 
 #: CNV regions listed in the table (the files have all of them)
 MAX_TABLE_ROWS = 200
@@ -119,7 +119,7 @@ def _per_sample_section(result) -> str:
 
 
 def _cnvr_section(result) -> str:
-    from .pipeline.family import cnvr_per_sample
+    from ..pipeline.family import cnvr_per_sample
 
     cnvr = cnvr_per_sample(result)
     if len(cnvr) == 0:
@@ -206,7 +206,7 @@ def report_html(result, outdir, files=(), plots=()) -> str:
     outdir = Path(outdir)
     p = result.params
     when = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
-    from . import __version__
+    from .. import __version__
 
     head = (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>gcnmops report: {_e(p.get('method'))}</title><style>{_CSS}</style></head><body>\n"
