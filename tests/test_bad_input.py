@@ -630,7 +630,7 @@ def test_distributed_input_unsorted_within_a_chromosome_is_refused():
 
 
 BAD_COMMANDS = [  # (arguments, words stderr must hold) of commands that must stop before any work
-    (["run", "--example", "-o", "out", "--cyc", "-3"], "cyc (number of EM cycles) must be a positive integer"),
+    (["run", "--example", "-o", "out", "--cyc", "-3"], "cyc must be a whole number of EM cycles from 1"),
     (["run", "--example", "-o", "out", "--norm-type", "foo"], "norm_type must be one of"),
     (["run", "six.tsv", "-o", "out", "--method", "single"], "--method cn.mops"),
     (["batch", "a_folder", "-o", "out"], "is a folder"),

@@ -94,7 +94,7 @@ experiments:
     ("id\tinput\tmethod\nx\texp00.tsv\tcnmopz\n", "Unknown method 'cnmopz'"),
     ("id\tinput\tmethod\tprior_impcat\nx\texp00.tsv\tcn.mops\t2\n", "did you mean 'prior_impact'"),
     ("id\tinput\tmethod\tparams\nx\texp00.tsv\tcn.mops\tdevices=0\n", "run option"),
-    ("id\tinput\tmethod\tcyc\nx\texp00.tsv\tcn.mops\t-1\n", "cyc (number of EM cycles)"),
+    ("id\tinput\tmethod\tcyc\nx\texp00.tsv\tcn.mops\t-1\n", "cyc must be a whole number of EM cycles"),
     ("id\tinput\tmethod\nx\texp00.tsv\tcn.mops\nx\texp01.tsv\tcn.mops\n", "already used at line 2"),
     ("id\tinput\tmethod\na/b\texp00.tsv\tcn.mops\n", "cannot name a folder"),
     ("id\tinput\tmethod\nx\texp00.tsv\treference\n", "needs a controls file"),
