@@ -97,6 +97,8 @@ experiments:
     ("id\tinput\tmethod\tcyc\nx\texp00.tsv\tcn.mops\t-1\n", "cyc must be a whole number of EM cycles"),
     ("id\tinput\tmethod\nx\texp00.tsv\tcn.mops\nx\texp01.tsv\tcn.mops\n", "already used at line 2"),
     ("id\tinput\tmethod\na/b\texp00.tsv\tcn.mops\n", "cannot name a folder"),
+    ("id\tinput\tmethod\nSummary.tsv\texp00.tsv\tcn.mops\n", "the batch's own summary file"),
+    (f"id\tinput\tmethod\n{'x' * 256}\texp00.tsv\tcn.mops\n", "256 characters long: at most 128"),
     ("id\tinput\tmethod\nx\texp00.tsv\treference\n", "needs a controls file"),
 ])
 def test_manifest_errors(cohort_dir, tmp_path, text, message):
