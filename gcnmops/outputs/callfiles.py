@@ -583,8 +583,7 @@ def write_vcf(result, path, reference_fai=None, samples=None, carriers_only: boo
     header = pysam.VariantHeader()  # ##fileformat=VCFv4.2
     for line in table.header_lines:
         header.add_line(line)
-    for s in table.samples:
-        header.add_sample(s)
+    header.add_samples(*table.samples)  # at once: htslib re-indexes the header after each add_sample
     through_pipe(lambda name: _write_records(name, "wz" if compress else "w", header, table), path)
     return path
 
