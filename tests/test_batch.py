@@ -299,10 +299,10 @@ def test_workers_exit_when_the_batch_process_is_killed(cohort_dir, tmp_path):
     assert not (out / "long" / "status.json").exists() and not list(out.rglob("*.tmp"))
 
 
-def test_a_rerun_removes_the_temporary_files_of_a_killed_attempt(cohort_dir, tmp_path):
+def test_a_rerun_removes_the_temporary_files_of_a_killed_attempt(cohort_dir, tmp_path, left_by_a_killed_run):
     out = tmp_path / "out"
-    stale = out / "exp01" / ".cnvs.tsv.abcd_123.tmp"
-    stale.parent.mkdir(parents=True)
+    (out / "exp01").mkdir(parents=True)
+    (stale,) = left_by_a_killed_run(out / "exp01" / "cnvs.tsv")
     stale.write_text("half a file")
     exp = Experiment(id="exp01", input=cohort_dir / "exp01.tsv", method="cn.mops")
     run_batch([exp], out, workers=1, formats=["tsv"], echo=lambda line: None)
