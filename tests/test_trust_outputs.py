@@ -92,7 +92,8 @@ def test_a_cache_folder_others_can_write_is_never_used(monkeypatch, tmp_path):
 
 
 def test_a_damaged_kernel_cache_means_compiling_again(tmp_path):
-    """Garbage data files, then a truncated index: the kernel is compiled again and gives its answer."""
+    """Cut data files, garbage data files, a truncated index, then folders where its files go: the kernel is
+    compiled again (and used uncached) and gives its answer."""
     cache = tmp_path / "cache"
     cache.mkdir(mode=0o700)
     (tmp_path / "kmod.py").write_text("from numba import njit\n\n@njit(cache=True)\ndef twice(x):\n    return 2 * x\n")
@@ -108,11 +109,18 @@ def test_a_damaged_kernel_cache_means_compiling_again(tmp_path):
     data, index = sorted(cache.rglob("*.nbc")), sorted(cache.rglob("*.nbi"))
     assert data and index
     for f in data:
+        f.write_bytes(f.read_bytes()[:len(f.read_bytes()) // 2])
+    assert run() == "42"
+    for f in data:
         f.write_bytes(b"\x80\x04garbage, not a pickle")
     assert run() == "42"
     for f in cache.rglob("*.nbi"):
         f.write_bytes(f.read_bytes()[:len(f.read_bytes()) // 2])
     assert run() == "42"
+    for f in data + index:
+        f.unlink()
+        f.mkdir()
+    assert run() == "42" and not [f for f in cache.rglob("*") if ".tmp" in f.name]
 
 
 # ------------------------------------------------------------------------------------------ old files of -o

@@ -142,7 +142,7 @@ class CountStore:
     def rows(self, a: int, b: int) -> np.ndarray:
         """Counts of rows a:b, (b - a, n), in the stored dtype (Zarr: the chunks read in threads, ``read_rows``)."""
         if self.kind == "zarr":
-            return read_rows(zarr_module().open_array(str(self.path / COUNTS), mode="r"), a, b)
+            return read_zarr(str(self.path / COUNTS), (slice(a, b), slice(None)), lambda arr: read_rows(arr, a, b))
         import pyarrow.parquet as pq
 
         f = pq.ParquetFile(self.path)
@@ -161,7 +161,7 @@ class CountStore:
     def columns(self, c0: int, c1: int) -> np.ndarray:
         """Counts of samples c0:c1 over every region, (m, c1 - c0), in the stored dtype."""
         if self.kind == "zarr":
-            return np.asarray(zarr_module().open_array(str(self.path / COUNTS), mode="r")[:, c0:c1])
+            return read_zarr(str(self.path / COUNTS), (slice(None), slice(c0, c1)))
         import pyarrow.parquet as pq
 
         return pq.read_table(self.path, columns=self._columns[c0:c1]).to_pandas().to_numpy()
@@ -198,6 +198,36 @@ class CountStore:
         m, n = self.shape
         k = max(1, min(n, group_bytes // max(1, 8 * m)))
         return [(c, min(n, c + k)) for c in range(0, n, k)]
+
+
+def read_zarr(path: str, selection: tuple[slice, slice], read=None) -> np.ndarray:
+    """``array[selection]`` of the 2-D Zarr array at ``path`` (``read(array)`` instead, when given); a chunk
+    that cannot be decoded (cut, overwritten, another codec's) is an InputError naming the store and the chunk,
+    not the codec's traceback."""
+    array = zarr_module().open_array(path, mode="r")
+    try:
+        return read(array) if read is not None else np.asarray(array[selection])
+    except InputError:
+        raise
+    except Exception as err:  # noqa: BLE001 - each codec raises its own (RuntimeError, ValueError, zlib.error)
+        raise InputError(f"The Zarr array {path} is damaged: {_bad_chunk(array, selection)} cannot be read "
+                         f"({type(err).__name__}: {err}). Write the store again (gcnmops convert).") from None
+
+
+def _bad_chunk(array, selection: tuple[slice, slice]) -> str:
+    """The first chunk of ``array`` within ``selection`` that cannot be read, as its key ("chunk 0.1")."""
+    if not all(isinstance(s, slice) for s in selection):
+        return "a chunk"
+    (r0, r1, _), (c0, c1, _) = (s.indices(size) for s, size in zip(selection, array.shape))
+    rows, cols = array.chunks
+    for i in range(r0 // rows, -(-r1 // rows)):
+        for j in range(c0 // cols, -(-c1 // cols)):
+            try:
+                array[i * rows:(i + 1) * rows, j * cols:(j + 1) * cols]
+            except Exception:  # noqa: BLE001
+                return f"chunk {i}.{j} (rows {i * rows + 1}-{min((i + 1) * rows, array.shape[0])}, samples " \
+                       f"{j * cols + 1}-{min((j + 1) * cols, array.shape[1])})"
+    return "a chunk"
 
 
 def read_rows(array, a: int, b: int) -> np.ndarray:
