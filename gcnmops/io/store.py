@@ -340,7 +340,7 @@ def _open_parquet(p: Path) -> CountStore:
     finally:
         log.removeFilter(silent)
     samples = list(probe.sample_names)
-    if any(s not in names for s in samples):
+    if not set(samples) <= set(names):
         raise InputError(f"{p}: the sample columns could not be named from the file's header; convert it with "
                          "gcnmops convert.")
     ranges = None
