@@ -172,7 +172,7 @@ def _parameter(name, r_name, kind, meaning, choices=(), in_result=True, bounds=N
 
 
 #: the most EM cycles a run may ask for (cn.mops's default is 20; the EM settles long before)
-MAX_CYC = 10_000
+MAX_CYC = 100_000
 #: the most regions a CNV may be required to span (the segmentation indexes regions with 32-bit integers)
 MAX_MIN_WIDTH = 2**31 - 1
 
