@@ -819,6 +819,56 @@ def main(argv: list[str] | None = None) -> int:
         return 143 if isinstance(stop, Terminated) else 130
 
 
+class _GuardedStdout:
+    """Standard output that turns a failed write (a full disk, /dev/full, an I/O error) into an InputError, so
+    that the command ends with ``error:`` and exit 2; a reader gone away (BrokenPipeError) is left to ``main``."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def _guarded(self, call, *args):
+        try:
+            return call(*args)
+        except BrokenPipeError:
+            raise
+        except OSError as err:
+            raise InputError(f"Cannot write to standard output: {err.strerror or err}. Send it elsewhere (e.g. "
+                             "> summary.txt or > /dev/null); files written before this are complete.") from None
+
+    def write(self, text: str) -> int:
+        return self._guarded(self._stream.write, text)
+
+    def flush(self) -> None:
+        self._guarded(self._stream.flush)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def _guard_standard_streams() -> None:
+    """Standard descriptors the command can rely on: a closed one (``>&-``) is opened on /dev/null (else the
+    next file opened would take its number and receive what is printed); text that the streams' encoding cannot
+    hold (``PYTHONIOENCODING=ascii`` and a non-ASCII path) is written with backslash escapes; standard output is
+    flushed line by line and guarded (``_GuardedStdout``)."""
+    import os
+
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            os.open(os.devnull, os.O_RDWR)  # takes the lowest free number: this one
+    if sys.stdout is None:
+        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - the process's standard output
+    if sys.stderr is None:
+        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="backslashreplace", line_buffering=True)
+        except (AttributeError, ValueError, OSError):  # not a text stream of the io module
+            pass
+    sys.stdout = _GuardedStdout(sys.stdout)
+
+
 def entry() -> None:
     """The ``gcnmops`` command (and ``python -m gcnmops``): ``main``, then the process ends at once.
 
@@ -827,7 +877,12 @@ def entry() -> None:
     the operating system reclaims all of it at once instead (``os._exit`` after flushing the output streams)."""
     import os
 
-    code = main()
+    _guard_standard_streams()
+    try:
+        code = main()
+    except InputError as err:  # standard output failing while argparse writes (--help, --version)
+        print(f"error: {err}", file=sys.stderr)
+        code = 2
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

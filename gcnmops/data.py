@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -374,7 +375,7 @@ def make_count_data(
         names = [str(s) for s in sample_names]
         if len(names) != n:
             raise InputError(f"{len(names)} sample names given for {n} sample columns.")
-        dup = sorted({s for s in names if names.count(s) > 1})
+        dup = sorted(s for s, k in Counter(names).items() if k > 1)
         if dup:
             raise InputError(f"Sample names must be unique; duplicated: {', '.join(dup)}.")
         check_names(names)

@@ -6,8 +6,11 @@
 - ``check_target(path, ours, what)``: the folder a command is about to replace (``convert -o``, ``reference
   build -o``): missing, empty, or one gcnmops made (``ours``, e.g. its manifest and nothing but its own files,
   ``holds_only``); a file, a foreign folder or a link loop is an InputError.
-- ``temp_folder(target)``: a new private folder beside ``target``, named with this run's process and host, so
-  that ``remove_stale`` can tell a killed run's leftovers (process gone) from a running one's.
+- ``temp_folder(target)``, ``temp_file(target)``: a new private folder or file beside ``target``, named with this
+  run's process and host, so that ``remove_stale`` can tell a killed run's leftovers (process gone) from a
+  running one's (``temp_target`` reads the target's name back).
+- ``lock_folder(folder)``: this run's claim on an output folder (a second run into it is refused while the
+  first lives; the claim ends with the process, however it ends); ``unlock_folder`` gives it back.
 - ``publish_folder(tmp, path)``: rename the complete folder into place (readable as the umask says),
   replacing the one there only once the new one is complete.
 
@@ -56,6 +59,62 @@ def temp_folder(target: Path, kind: str = "tmp", stem: str | None = None) -> Pat
     target = Path(target)
     prefix = (f".{target.name}" if stem is None else stem) + f".gcnmops-{os.getpid()}@{_host()}."
     return Path(tempfile.mkdtemp(prefix=prefix, suffix=f".{kind}", dir=target.parent))
+
+
+def temp_file(target: Path) -> Path:
+    """A new empty file (mode 0600) beside ``target``: ``.<target's name>.gcnmops-<pid>@<host>.XXXXXXXX.tmp``."""
+    target = Path(target)
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.gcnmops-{os.getpid()}@{_host()}.", suffix=".tmp",
+                                dir=target.parent)
+    os.close(fd)
+    return Path(name)
+
+
+def temp_target(name: str) -> str | None:
+    """The name of the target a temporary of ``temp_file`` or ``temp_folder`` named ``name`` stands for
+    (None for other names)."""
+    found = _TEMP.match(name)
+    return None if found is None else found["stem"][1:]
+
+
+#: the file of an output folder that a run holds locked while it writes there (``lock_folder``)
+LOCK_FILE = ".gcnmops.lock"
+
+
+def lock_folder(folder) -> int:
+    """Claim the output folder ``folder`` for this process (an exclusive ``flock`` on its LOCK_FILE, which
+    names the process): a descriptor for ``unlock_folder``. InputError when another live process holds it.
+    The lock ends with its process, however it ends (a killed run's file is taken over)."""
+    import fcntl
+
+    path = os.path.join(folder, LOCK_FILE)
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.read(fd, 200).decode("ascii", "replace").strip() or "another process"
+            os.close(fd)
+            raise InputError(f"Another gcnmops run ({holder}) is writing into {str(folder)!r}: wait until it has "
+                             "ended, or write to another folder (-o).") from None
+        try:
+            same = os.fstat(fd).st_ino == os.stat(path, follow_symlinks=False).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:  # not a file its last holder removed while this process waited to lock it
+            os.ftruncate(fd, 0)
+            os.write(fd, f"process {os.getpid()} on {_host()}\n".encode())
+            return fd
+        os.close(fd)
+
+
+def unlock_folder(folder, fd: int) -> None:
+    """Give back the claim of ``lock_folder``: its file removed, then the lock released."""
+    try:
+        os.unlink(os.path.join(folder, LOCK_FILE))
+    except OSError:
+        pass
+    os.close(fd)
 
 
 def _running(pid: int) -> bool:
@@ -157,6 +216,7 @@ def check_target(path, ours: Callable[[Path], bool], what: str) -> Path:
             raise InputError(f"{str(path)!r} is {why}: give a folder name for {what} (-o).") from None
         raise InputError(f"Cannot use {str(path)!r} for {what}: {err.strerror or err}.") from None
     if not real.exists():
+        _check_parents(real, path, what)
         return real
     if not real.is_dir():
         raise InputError(f"{str(path)!r} is an existing file, not a folder: give a new name for {what} (-o); "
@@ -170,6 +230,23 @@ def check_target(path, ours: Callable[[Path], bool], what: str) -> Path:
         raise InputError(f"{str(path)!r} is an existing folder that gcnmops did not make (or that holds other "
                          f"files): it is left as it is. Give a new name for {what} (-o).")
     return real
+
+
+def _check_parents(real: Path, path: Path, what: str) -> None:
+    """InputError when the folders ``real`` would be made in cannot be: the nearest existing one above it a loop
+    of symbolic links, or a file."""
+    for parent in real.parents:
+        if not os.path.lexists(parent):
+            continue
+        try:
+            is_folder = stat.S_ISDIR(os.stat(parent).st_mode)
+        except OSError as err:
+            why = "a loop of symbolic links" if err.errno == errno.ELOOP else (err.strerror or str(err))
+            raise InputError(f"Cannot make {str(path)!r} for {what} (-o): {str(parent)!r} is {why}.") from None
+        if not is_folder:
+            raise InputError(f"Cannot make {str(path)!r} for {what} (-o): {str(parent)!r} is a file, not a "
+                             "folder.")
+        return
 
 
 def publish_folder(tmp: Path, path: Path) -> None:
@@ -192,5 +269,5 @@ def publish_folder(tmp: Path, path: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-__all__ = ["umask", "temp_folder", "remove_stale", "remove_inside", "holds_only", "check_target",
-           "publish_folder"]
+__all__ = ["umask", "temp_folder", "temp_file", "temp_target", "lock_folder", "unlock_folder", "remove_stale",
+           "remove_inside", "holds_only", "check_target", "publish_folder"]

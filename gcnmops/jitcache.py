@@ -188,10 +188,11 @@ def seed(folder: Path, sources: str = _SOURCES) -> int:
 def tolerate_damaged(cache_file_class) -> None:
     """Make numba's cache files of ``cache_file_class`` (an ``IndexDataCacheFile``: numba's and numba-cuda's)
     read a damaged index or data file (truncated, garbage) as a miss: the kernel is compiled again and its
-    entry rewritten, instead of an error. Once per class."""
+    entry rewritten, instead of an error; an entry that cannot be written (a folder in the way of its file, a
+    full disk) is left unwritten: the kernel just compiled is used all the same. Once per class."""
     if getattr(cache_file_class, "_gcnmops_tolerant", False):
         return
-    load_index, load_data = cache_file_class._load_index, cache_file_class._load_data
+    load_index, load_data, save = cache_file_class._load_index, cache_file_class._load_data, cache_file_class.save
 
     def _load_index(self):
         try:
@@ -205,7 +206,14 @@ def tolerate_damaged(cache_file_class) -> None:
         except Exception:
             return None
 
+    def _save(self, key, data):
+        try:
+            save(self, key, data)
+        except OSError:  # numba removed its temporary file
+            pass
+
     cache_file_class._load_index, cache_file_class._load_data = _load_index, _load_data
+    cache_file_class.save = _save
     cache_file_class._gcnmops_tolerant = True
 
 

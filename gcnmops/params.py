@@ -72,12 +72,11 @@ class CnMopsParams:
         for name in ("prior_impact", "norm_qu", "qu_size_factor", "upper_threshold", "lower_threshold",
                      "min_width", "min_read_count", "cyc"):
             _require_number(getattr(self, name), name)
-        if self.cyc < 1 or int(self.cyc) != self.cyc:
-            raise InputError(f"cyc (number of EM cycles) must be a positive integer, got {self.cyc}.")
+        for p in PARAMETERS.values():
+            if p.bounds is not None:
+                p.check_range(getattr(self, p.name))
         if self.prior_impact < 0:
             raise InputError("prior_impact must be non-negative.")
-        if self.min_width < 1:
-            raise InputError("min_width must be at least 1 region.")
         norm = self.norm
         if isinstance(norm, bool):
             norm = int(norm)
@@ -117,7 +116,9 @@ class Parameter:
     camelCase); ``kind``: its value, a key of KINDS ("floats": a vector of numbers, "strings": a vector of
     labels); ``meaning``: what it does (in cn.mops's terms); ``choices``: its allowed values, where a set is
     (checked by CnMopsParams.validated); ``result_name``: its name in the result's params list (cn.mops's
-    ``folds`` for ``I``), None where that list does not hold it."""
+    ``folds`` for ``I``), None where that list does not hold it; ``bounds``: (least, most) an "int" may be
+    (checked by CnMopsParams.validated: a value beyond them would overflow or run without end) and ``unit``
+    what it counts, for the message."""
 
     name: str
     r_name: str
@@ -125,6 +126,15 @@ class Parameter:
     meaning: str
     choices: tuple = ()
     result_name: str | None = None
+    bounds: tuple[int, int] | None = None
+    unit: str = ""
+
+    def check_range(self, value) -> None:
+        """InputError unless ``value`` is a whole number within ``bounds``."""
+        low, high = self.bounds
+        if not low <= value <= high or int(value) != value:
+            raise InputError(f"{self.name} must be a whole number of {self.unit} from {low:,} to {high:,}, "
+                             f"got {value!r}.")
 
     @property
     def flag(self) -> str:
@@ -156,9 +166,15 @@ KINDS: dict[str, tuple[str, object]] = {
 }
 
 
-def _parameter(name, r_name, kind, meaning, choices=(), in_result=True) -> Parameter:
+def _parameter(name, r_name, kind, meaning, choices=(), in_result=True, bounds=None, unit="") -> Parameter:
     return Parameter(name, r_name, kind, meaning, tuple(choices),
-                     ("folds" if name == "I" else r_name) if in_result else None)
+                     ("folds" if name == "I" else r_name) if in_result else None, bounds, unit)
+
+
+#: the most EM cycles a run may ask for (cn.mops's default is 20; the EM settles long before)
+MAX_CYC = 100_000
+#: the most regions a CNV may be required to span (the segmentation indexes regions with 32-bit integers)
+MAX_MIN_WIDTH = 2**31 - 1
 
 
 #: cn.mops's parameters (spec section 1), by our name, in cn.mops's order: THE table of their names, kinds and
@@ -170,7 +186,7 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
                "integer copy numbers are read from the digits."),
     _parameter("prior_impact", "priorImpact", "float", "weight of the Dirichlet prior on the normal class: larger "
                "values make the model call fewer CNVs."),
-    _parameter("cyc", "cyc", "int", "EM cycles per region."),
+    _parameter("cyc", "cyc", "int", "EM cycles per region.", bounds=(1, MAX_CYC), unit="EM cycles"),
     _parameter("norm", "norm", "int", "0: no normalization; 1: normalize the counts per chromosome "
                "(normalize_chromosomes); 2: model the raw counts with per-sample coverage factors.", (0, 1, 2),
                in_result=False),
@@ -185,7 +201,7 @@ PARAMETERS: dict[str, Parameter] = {p.name: p for p in (
     _parameter("lower_threshold", "lowerThreshold", "float", "a segment whose mean (median) is at or below this is "
                "a loss."),
     _parameter("min_width", "minWidth", "int", "fewest consecutive regions of a CNV (also the segmentation's "
-               "minSeg)."),
+               "minSeg).", bounds=(1, MAX_MIN_WIDTH), unit="regions"),
     _parameter("seg_algorithm", "segAlgorithm", "str", "\"fast\" (cn.mops's own segmentation) or \"DNAcopy\" (R's "
                "DNAcopy through rpy2; the fast one with a warning where R cannot be reached)."),
     _parameter("min_read_count", "minReadCount", "float", "regions where every sample has at most this many reads "

@@ -62,3 +62,20 @@ def cuda_simulator(background_jobs):
     simulator = background_jobs.get("cuda_simulator")
     assert simulator is not None, "the CUDA-simulator child was not started (is the scenario registered?)"
     return simulator
+
+
+@pytest.fixture
+def left_by_a_killed_run():
+    """``make(*targets)``: the temporaries (``gcnmops.files.temp_file``) of each target path, made by a process
+    that has ended since, as a run killed outright leaves them."""
+    import subprocess
+
+    code = ("import sys; from pathlib import Path; from gcnmops.files import temp_file; "
+            "print('\\n'.join(str(temp_file(Path(t))) for t in sys.argv[1:]))")
+
+    def make(*targets) -> list[Path]:
+        done = subprocess.run([sys.executable, "-c", code, *map(str, targets)], capture_output=True, text=True,
+                              check=True, cwd=Path(__file__).resolve().parents[1])
+        return [Path(line) for line in done.stdout.splitlines()]
+
+    return make

@@ -630,8 +630,10 @@ def test_distributed_input_unsorted_within_a_chromosome_is_refused():
 
 
 BAD_COMMANDS = [  # (arguments, words stderr must hold) of commands that must stop before any work
-    (["run", "--example", "-o", "out", "--cyc", "-3"], "cyc (number of EM cycles) must be a positive integer"),
+    (["run", "--example", "-o", "out", "--cyc", "-3"], "cyc must be a whole number of EM cycles from 1"),
     (["run", "--example", "-o", "out", "--norm-type", "foo"], "norm_type must be one of"),
+    (["run", "--example", "-o", "out", "--cyc", str(2**31)], "cyc must be a whole number of EM cycles from 1 to"),
+    (["run", "--example", "-o", "out", "--min-width", "9" * 25], "min_width must be a whole number of regions"),
     (["run", "six.tsv", "-o", "out", "--method", "single"], "--method cn.mops"),
     (["batch", "a_folder", "-o", "out"], "is a folder"),
     (["batch", "binary.tsv", "-o", "out"], "not a text file"),
@@ -654,7 +656,7 @@ def test_bad_commands_cli(tmp_path):
     for k, ((args, words), r) in enumerate(zip(BAD_COMMANDS, runs)):
         last = [line for line in r.stderr.splitlines() if not line.startswith(" ")][-1]
         assert r.returncode == 2 and last.startswith("error: ") and words in r.stderr, (args, r.stderr)
-        assert k >= 2 or r.stderr.startswith("error: "), r.stderr  # parameters: before the GPU probe's notice
+        assert k >= 4 or r.stderr.startswith("error: "), r.stderr  # parameters: before the GPU probe's notice
         assert "Traceback" not in r.stderr and not (tmp_path / "out").exists(), (args, r.stderr)
     assert "line 4: 4 fields for 3 columns" in runs[-1].stderr  # the first bad line hides none of the others
 
@@ -753,3 +755,61 @@ def test_large_tables_are_read_in_parts_with_the_same_result(tmp_path, monkeypat
                 read_counts(path)
             messages.append(str(err.value))
     assert messages[:2] == messages[2:] and "line 2502" in messages[0] and "line 3002" in messages[1], messages
+
+
+# --------------------------------------------------------------------------------------------
+# damaged reference manifests (case mode): each class an InputError naming the reference, never a traceback
+# --------------------------------------------------------------------------------------------
+def _part(man):
+    return man["parts"][0]
+
+
+DAMAGED_MANIFESTS = [  # (what, change of the manifest (or its text), words of the message)
+    ("not JSON", "{\"format\": ", "cannot be read as a reference manifest"),
+    ("nested too deep", "[" * 100000 + "]" * 100000, "cannot be read as a reference manifest"),
+    ("not a mapping", lambda m: [m], "is not a gcnmops reference"),
+    ("an entry missing", lambda m: m.pop("n_regions"), "manifest entry 'n_regions' is missing"),
+    ("an entry of another type", lambda m: m.update(sample_names="S1"), "'sample_names' is str"),
+    ("no regions", lambda m: m.update(n_regions=0), "it holds 0 regions"),
+    ("a part not a mapping", lambda m: m.update(parts=["all"]), "part 1 is not a mapping"),
+    ("a part's name leaving the store", lambda m: _part(m).update(name="../../x"), "is not a folder of the store"),
+    ("an unknown method", lambda m: m.update(method="cnmopz"), "its method 'cnmopz' is none of"),
+    ("unknown parameters", lambda m: m["params"].update(bogus=1), "unexpected keyword argument 'bogus'"),
+    ("a parameter out of range", lambda m: m["params"].update(cyc=2**70), "cyc must be a whole number"),
+    ("a normalization state cut", lambda m: _part(m)["normalization"]["chromosomes"][0].pop("mode"), "'mode'"),
+]
+
+
+@pytest.fixture(scope="module")
+def reference_store(tmp_path_factory):
+    from gcnmops.casemode import build_reference
+
+    path = tmp_path_factory.mktemp("reference") / "ref"
+    build_reference(count_data_from_frame(_frame(m=60, n=5))).save(path)
+    return path
+
+
+def test_damaged_reference_manifests(reference_store, tmp_path):
+    import json
+    import shutil
+
+    from gcnmops.casemode.reference import load_reference
+
+    original = json.loads((reference_store / "manifest.json").read_text())
+    for k, (what, change, words) in enumerate(DAMAGED_MANIFESTS):
+        path = tmp_path / f"ref{k}"
+        shutil.copytree(reference_store, path)
+        if isinstance(change, str):
+            text = change
+        else:
+            man = json.loads(json.dumps(original))
+            changed = change(man)
+            text = json.dumps(changed if isinstance(changed, list) else man)
+        (path / "manifest.json").write_text(text)
+        with pytest.raises(InputError) as err:
+            load_reference(path)
+        assert str(path) in str(err.value) and words in str(err.value), (what, str(err.value))
+    (tmp_path / "new.tsv").write_text(_tsv(_frame(m=60, n=2)))
+    r = _cli(["call", "new.tsv", "--reference-cohort", str(tmp_path / "ref7"), "-o", "out"], tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "is not a folder of the store" in r.stderr, r.stderr
+    assert not (tmp_path / "out").exists()

@@ -94,9 +94,11 @@ experiments:
     ("id\tinput\tmethod\nx\texp00.tsv\tcnmopz\n", "Unknown method 'cnmopz'"),
     ("id\tinput\tmethod\tprior_impcat\nx\texp00.tsv\tcn.mops\t2\n", "did you mean 'prior_impact'"),
     ("id\tinput\tmethod\tparams\nx\texp00.tsv\tcn.mops\tdevices=0\n", "run option"),
-    ("id\tinput\tmethod\tcyc\nx\texp00.tsv\tcn.mops\t-1\n", "cyc (number of EM cycles)"),
+    ("id\tinput\tmethod\tcyc\nx\texp00.tsv\tcn.mops\t-1\n", "cyc must be a whole number of EM cycles"),
     ("id\tinput\tmethod\nx\texp00.tsv\tcn.mops\nx\texp01.tsv\tcn.mops\n", "already used at line 2"),
     ("id\tinput\tmethod\na/b\texp00.tsv\tcn.mops\n", "cannot name a folder"),
+    ("id\tinput\tmethod\nSummary.tsv\texp00.tsv\tcn.mops\n", "the batch's own summary file"),
+    (f"id\tinput\tmethod\n{'x' * 256}\texp00.tsv\tcn.mops\n", "256 characters long: at most 128"),
     ("id\tinput\tmethod\nx\texp00.tsv\treference\n", "needs a controls file"),
 ])
 def test_manifest_errors(cohort_dir, tmp_path, text, message):
@@ -297,10 +299,10 @@ def test_workers_exit_when_the_batch_process_is_killed(cohort_dir, tmp_path):
     assert not (out / "long" / "status.json").exists() and not list(out.rglob("*.tmp"))
 
 
-def test_a_rerun_removes_the_temporary_files_of_a_killed_attempt(cohort_dir, tmp_path):
+def test_a_rerun_removes_the_temporary_files_of_a_killed_attempt(cohort_dir, tmp_path, left_by_a_killed_run):
     out = tmp_path / "out"
-    stale = out / "exp01" / ".cnvs.tsv.abcd_123.tmp"
-    stale.parent.mkdir(parents=True)
+    (out / "exp01").mkdir(parents=True)
+    (stale,) = left_by_a_killed_run(out / "exp01" / "cnvs.tsv")
     stale.write_text("half a file")
     exp = Experiment(id="exp01", input=cohort_dir / "exp01.tsv", method="cn.mops")
     run_batch([exp], out, workers=1, formats=["tsv"], echo=lambda line: None)

@@ -80,7 +80,7 @@ def _left(folder) -> list[str]:
 
 
 def test_signals_during_the_model_fit_stop_it_at_once(tmp_path):
-    """Ctrl-C (SIGINT) and SIGTERM during a long EM fit (--cyc 3000000: hours): the run stops within a second or
+    """Ctrl-C (SIGINT) and SIGTERM during a long EM fit (--cyc 100000: many minutes): the run stops within a second or
     two with `error:` and exit 130 / 143, and leaves no output folder."""
     import signal
 
@@ -96,7 +96,7 @@ def flagged(*args):
     return real(*args)
 cpu.run_interruptibly = flagged
 """
-        proc = subprocess.Popen(_main_script(patch, out, "--cyc", "3000000"), stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(_main_script(patch, out, "--cyc", "100000"), stderr=subprocess.PIPE, text=True)
         try:
             deadline = time.time() + 300
             while not ready.exists() and proc.poll() is None and time.time() < deadline:
@@ -233,17 +233,20 @@ def test_threads_means_threads_everywhere():
     assert "processes" in workers.help
 
 
-def test_the_temporaries_of_a_run_killed_outright_are_removed_by_the_next(tmp_path, results):
-    """SIGKILL (or the out-of-memory killer) leaves temporary files; the next run into the folder removes them,
-    and only them."""
+def test_the_temporaries_of_a_run_killed_outright_are_removed_by_the_next(tmp_path, results, left_by_a_killed_run):
+    """SIGKILL (or the out-of-memory killer) leaves temporary files named for its process; the next run into the
+    folder removes them, and only them: not a user's file of a similar name, not a live process's."""
+    from gcnmops.files import temp_file
     from gcnmops.outputs.writers import write_result
 
     out = tmp_path / "out"
     (out / "plots").mkdir(parents=True)
-    left = [out / ".cnvs.tsv.k3_x9a0q.tmp", out / "plots" / ".overview.png.abcd1234.tmp"]
-    kept = [out / "notes.tmp", out / "my.tsv", out / "plots" / "mine.png"]
-    for path in left + kept:
+    left = left_by_a_killed_run(out / "cnvs.tsv", out / "plots" / "overview.png")
+    kept = [out / "notes.tmp", out / "my.tsv", out / "plots" / "mine.png", out / ".cnvs.tsv.k3_x9a0q.tmp",
+            temp_file(out / "segmentation.tsv")]  # this process's: a live run's
+    for path in kept[:-1]:
         path.write_text("x")
+    assert all(p.exists() for p in left)
     write_result(results[1], out, formats=["seg"])
     assert not any(p.exists() for p in left) and all(p.exists() for p in kept)
 
@@ -256,7 +259,7 @@ def test_write_errors_name_the_folder_and_the_cause():
     arrow = OSError("Error writing bytes to file. Detail: [errno 28] No space left on device")  # no errno attribute
     assert str(output_error(arrow, "out")).startswith("No space left on the device of the output folder 'out'")
     assert "Read-only file system" in str(output_error(OSError(errno.EROFS, "Read-only file system"), "out"))
-    failed = output_error(OSError(errno.EIO, "Input/output error", "out/.cnvs.tsv.abcd1234.tmp"), "out")
+    failed = output_error(OSError(errno.EIO, "Input/output error", "out/.cnvs.tsv.gcnmops-7@h.abcd1234.tmp"), "out")
     assert str(failed) == "Writing into the output folder 'out' failed at 'cnvs.tsv': Input/output error. Nothing " \
                           "was written."
 

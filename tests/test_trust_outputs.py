@@ -1,8 +1,8 @@
 """What gcnmops runs, removes and replaces on disk: kernel caches only in private folders (a damaged one is
 compiled again), old files removed only inside the output folder and only after a run succeeded, ``convert`` and
-``reference build`` replacing only what gcnmops made, stale temporaries of killed runs removed, no Dask work
-store left behind, outputs readable as the umask says, and archives whose sizes are checked before anything is
-allocated."""
+``reference build`` replacing only what gcnmops made, stale temporaries of killed runs removed, one run at a time
+in an output folder, no Dask work store left behind, outputs readable as the umask says, archives whose sizes are
+checked before anything is allocated, damaged stores refused, and standard output closed, full or ASCII-only."""
 from __future__ import annotations
 
 import json
@@ -92,7 +92,8 @@ def test_a_cache_folder_others_can_write_is_never_used(monkeypatch, tmp_path):
 
 
 def test_a_damaged_kernel_cache_means_compiling_again(tmp_path):
-    """Garbage data files, then a truncated index: the kernel is compiled again and gives its answer."""
+    """Cut data files, garbage data files, a truncated index, then folders where its files go: the kernel is
+    compiled again (and used uncached) and gives its answer."""
     cache = tmp_path / "cache"
     cache.mkdir(mode=0o700)
     (tmp_path / "kmod.py").write_text("from numba import njit\n\n@njit(cache=True)\ndef twice(x):\n    return 2 * x\n")
@@ -108,11 +109,18 @@ def test_a_damaged_kernel_cache_means_compiling_again(tmp_path):
     data, index = sorted(cache.rglob("*.nbc")), sorted(cache.rglob("*.nbi"))
     assert data and index
     for f in data:
+        f.write_bytes(f.read_bytes()[:len(f.read_bytes()) // 2])
+    assert run() == "42"
+    for f in data:
         f.write_bytes(b"\x80\x04garbage, not a pickle")
     assert run() == "42"
     for f in cache.rglob("*.nbi"):
         f.write_bytes(f.read_bytes()[:len(f.read_bytes()) // 2])
     assert run() == "42"
+    for f in data + index:
+        f.unlink()
+        f.mkdir()
+    assert run() == "42" and not [f for f in cache.rglob("*") if ".tmp" in f.name]
 
 
 # ------------------------------------------------------------------------------------------ old files of -o
@@ -168,7 +176,9 @@ def test_convert_refuses_what_it_did_not_make(tmp_path, capsys):
     loop = tmp_path / "loop.zarr"
     loop.symlink_to(tmp_path / "loop2.zarr")
     (tmp_path / "loop2.zarr").symlink_to(loop)
-    for target, words in ((user, "did not make"), (afile, "existing file"), (loop, "loop of symbolic links")):
+    for target, words in ((user, "did not make"), (afile, "existing file"), (loop, "loop of symbolic links"),
+                          (loop / "below.zarr", "'" + str(loop) + "' is a loop of symbolic links"),
+                          (afile / "below.zarr", "is a file, not a folder")):
         assert main(["convert", str(table), "-o", str(target)]) == 2
         err = capsys.readouterr().err
         assert err.startswith("error: ") and words in err, err
@@ -371,3 +381,67 @@ def test_npy_headers_claiming_more_than_the_file_holds_are_refused(tmp_path):
         done = subprocess.run([sys.executable, "-m", "gcnmops", "run", str(path), "-o", str(tmp_path / "o"),
                                "--quiet"], capture_output=True, text=True, timeout=300, env=_env())
         assert done.returncode == 2 and done.stderr.startswith("error: ") and "Traceback" not in done.stderr
+
+
+# ------------------------------------------------------------------------------------------ one run per folder
+def test_a_second_run_into_a_folder_being_written_is_refused(tmp_path):
+    """A live run's claim on -o refuses a second run (nothing of it written, the first's temporaries kept); once
+    the first is killed outright, the next run takes the folder over and leaves no lock behind."""
+    table, out = _table(tmp_path / "t.tsv"), tmp_path / "out"
+    out.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from gcnmops.files import lock_folder, "
+                               "temp_file; from pathlib import Path; lock_folder(sys.argv[1]); "
+                               "temp_file(Path(sys.argv[1]) / 'cnvs.tsv'); print('held', flush=True); time.sleep(600)",
+                               str(out)], stdout=subprocess.PIPE, text=True, env=_env(), cwd=REPO)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        second = subprocess.run([sys.executable, "-m", "gcnmops", "run", str(table), "-o", str(out), "--quiet"],
+                                capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=600)
+        assert second.returncode == 2 and "Traceback" not in second.stderr, second.stderr[-2000:]
+        assert f"error: Another gcnmops run (process {holder.pid} on " in second.stderr, second.stderr
+        assert len(_hidden(out)) == 2  # the lock and the live run's temporary: left alone
+    finally:
+        holder.kill()
+        holder.wait()
+    assert main(["run", str(table), "-o", str(out), "--quiet", "--formats", "bed"]) == 0
+    assert _hidden(out) == [writers.MANIFEST] and (out / "cnvs.tsv").is_file()
+
+
+# ------------------------------------------------------------------------------------------ damaged stores
+@pytest.mark.parametrize("damage", ["text", "another codec"])
+def test_a_damaged_zarr_chunk_is_an_error_naming_it(tmp_path, capsys, damage):
+    table = _table(tmp_path / "t.tsv", m=3000, n=6)
+    save_count_data(read_counts(str(table)), tmp_path / "c.zarr", rows_per_chunk=1000)
+    chunks = sorted((tmp_path / "c.zarr" / "counts").glob("[0-9]*"))
+    assert len(chunks) >= 2
+    chunk = (tmp_path / "c.zarr" / "counts" / "1.0")
+    body = chunk.read_bytes()
+    chunk.write_bytes(b"not a chunk of counts\n" * 100 if damage == "text" else __import__("zlib").compress(body))
+    capsys.readouterr()
+    assert main(["run", str(tmp_path / "c.zarr"), "-o", str(tmp_path / "out"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    last = err.splitlines()[-1]
+    assert last.startswith("error: The Zarr array ") and "c.zarr/counts is damaged: chunk 1.0 (rows " in last, err
+    assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------------------------------------ standard output
+def test_standard_output_closed_full_or_ascii_only(tmp_path):
+    """The summary to a closed stdout: nothing printed, exit 0; to /dev/full: `error:` and exit 2 (the files
+    complete); a non-ASCII folder name on an ASCII-only stdout: escaped, exit 0. Never a traceback."""
+    table = _table(tmp_path / "t.tsv")
+
+    def run(out: str, **kw) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "gcnmops", "run", str(table), "-o", out, "--quiet", "--formats",
+                               "bed"], stderr=subprocess.PIPE, text=True, cwd=tmp_path, timeout=600, **kw)
+
+    closed = run("closed", env=_env(), stdout=subprocess.PIPE, preexec_fn=lambda: os.close(1))
+    assert closed.returncode == 0 and "Traceback" not in closed.stderr, closed.stderr[-2000:]
+    with open("/dev/full", "w") as full:
+        failed = run("full", env=_env(), stdout=full)
+    assert failed.returncode == 2 and "error: Cannot write to standard output: No space left on device" in \
+        failed.stderr and "Traceback" not in failed.stderr, failed.stderr[-2000:]
+    ascii_only = run("r\u00e9sultats", env=_env(PYTHONIOENCODING="ascii"), stdout=subprocess.PIPE)
+    assert ascii_only.returncode == 0 and "r\\xe9sultats" in ascii_only.stdout, ascii_only.stderr[-2000:]
+    for name in ("closed", "full", "r\u00e9sultats"):
+        assert (tmp_path / name / "cnvs.tsv").is_file() and _hidden(tmp_path / name) == [writers.MANIFEST]

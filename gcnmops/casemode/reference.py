@@ -30,7 +30,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..files import check_target, holds_only, publish_folder, remove_stale, temp_folder
-from ..params import VERSION, CnMopsParams
+from ..params import METHODS, VERSION, CnMopsParams
 from .normalize import NormState
 from .parts import Part, PartFit
 
@@ -160,7 +160,7 @@ def load_reference(path) -> Reference:
                          "or `gcnmops reference build`.")
     try:
         man = json.loads(man_path.read_text())
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, RecursionError) as err:  # RecursionError: arrays nested beyond the parser's depth
         raise InputError(f"{man_path} cannot be read as a reference manifest: {err}.") from None
     if not isinstance(man, dict) or man.get("format") != FORMAT:
         what = man.get("format") if isinstance(man, dict) else None
@@ -172,6 +172,7 @@ def load_reference(path) -> Reference:
         raise InputError(f"{path} was written by a newer gcnmops ({man.get('gcnmops_version')}, reference format "
                          f"version {version}; this gcnmops {_gcnmops_version()} reads up to {FORMAT_VERSION}): "
                          "update gcnmops.")
+    _check_manifest(man, path)
     try:
         fits = []
         for entry in man["parts"]:
@@ -192,8 +193,11 @@ def load_reference(path) -> Reference:
                         n_regions=int(man["n_regions"]), fits=fits, coverage_median=math.nan if cm is None else float(cm),
                         sex_aware=bool(man["sex_aware"]), genome=man["genome"], cohort_sex=man["cohort_sex"],
                         counts=counts)
-    except (OSError, KeyError, ValueError, TypeError) as err:
-        raise InputError(f"The reference {path} is incomplete or damaged ({err}); rebuild it.") from None
+    except (OSError, KeyError, ValueError, TypeError, AttributeError, IndexError) as err:
+        raise InputError(f"The reference {path} is incomplete or damaged ({type(err).__name__}: {err}); rebuild "
+                         "it.") from None
+    except InputError as err:
+        raise InputError(f"The reference {path} is damaged: {err} Rebuild it.") from None
     check_reference(ref, str(path))
     return ref
 
@@ -274,6 +278,39 @@ def check_reference(ref: Reference, where: str) -> None:
             at = level.end
         if at != r and r:
             raise bad(f"the chromosome blocks of {label}'s normalization cover {at} of its {r} rows")
+
+
+#: the manifest's entries and the JSON types each may have (None: null); every part entry's likewise
+_MANIFEST_TYPES = {"method": str, "params": dict, "sample_names": list, "n_regions": int, "ranged": bool,
+                   "has_counts": bool, "coverage_median": (int, float, type(None)), "sex_aware": bool,
+                   "genome": (str, type(None)), "cohort_sex": (list, type(None)), "parts": list}
+_PART_TYPES = {"name": str, "sexes": list, "main_class": str, "fold_scale": (int, float), "fitted": bool}
+
+
+def _check_manifest(man: dict, path: Path) -> None:
+    """InputError naming the first entry of the manifest ``man`` that is missing or of the wrong type, a part
+    whose name is not a folder of the store, or a count of regions below one."""
+    def check(entries: dict, types: dict, where: str) -> None:
+        for key, kind in types.items():
+            value = entries.get(key, KeyError)
+            if value is KeyError or not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+                got = "missing" if value is KeyError else f"{type(value).__name__} {str(value)[:40]!r}"
+                raise InputError(f"The reference {path} is damaged: {where}{key!r} is {got}. Rebuild it.")
+
+    check(man, _MANIFEST_TYPES, "manifest entry ")
+    if man["method"] not in METHODS:
+        raise InputError(f"The reference {path} is damaged: its method {man['method'][:40]!r} is none of "
+                         f"{', '.join(METHODS)}. Rebuild it.")
+    if man["n_regions"] < 1 or not man["parts"]:
+        raise InputError(f"The reference {path} is damaged: it holds {man['n_regions']} regions and "
+                         f"{len(man['parts'])} parts. Rebuild it.")
+    for k, part in enumerate(man["parts"]):
+        if not isinstance(part, dict):
+            raise InputError(f"The reference {path} is damaged: part {k + 1} is not a mapping. Rebuild it.")
+        check(part, {**_PART_TYPES, **({"normalization": dict} if part.get("fitted") else {})}, f"part {k + 1}'s ")
+        if not _STORE_FILES.match(f"part-{part['name']}") or part["name"] in (".", "..") or "\\" in part["name"]:
+            raise InputError(f"The reference {path} is damaged: part {k + 1}'s name {part['name'][:40]!r} is not a "
+                             "folder of the store. Rebuild it.")
 
 
 def _gcnmops_version() -> str:

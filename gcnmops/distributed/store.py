@@ -24,8 +24,8 @@ import pandas as pd
 from ..data import CountData, make_count_data
 from ..errors import InputError
 from ..files import check_target, publish_folder, remove_stale, temp_folder
-from ..io.store import (LAYOUT, checked_ranges, counts_layout, create_array, is_count_store, open_counts_array,
-                        read_chunks, save_count_data)
+from ..io.store import (LAYOUT, checked_ranges, counts_layout, create_array, is_count_store,
+                        open_counts_array, read_zarr, save_count_data)
 
 #: the temporary stores' name prefix (in the system's temporary folder)
 TEMP_PREFIX = "gcnmops-dask-"
@@ -88,7 +88,7 @@ def read_part(part) -> np.ndarray:
         return np.asarray(part)
     kind, path, rows, cols = part
     if kind == "zarr":
-        return read_chunks(lambda: np.asarray(_zarr().open_array(path, mode="r")[rows, cols]), path)
+        return read_zarr(path, (rows, cols))
     return np.array(np.load(path, mmap_mode="r")[rows, cols])
 
 

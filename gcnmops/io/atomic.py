@@ -11,14 +11,13 @@ import errno
 import os
 import re
 import signal
-import tempfile
 import threading
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import InputError
-from ..files import umask
+from ..files import temp_file, temp_target, umask
 
 
 @contextmanager
@@ -43,14 +42,11 @@ def signals_held():
 
 
 def temp_beside(path: Path) -> Path:
-    """A new empty file (mode 0600) in ``path``'s folder, named ``.<name>.<8 random characters>.tmp``."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    return Path(tmp)
+    """A new empty file (mode 0600) in ``path``'s folder, named for ``path``, this process and host
+    (``files.temp_file``: the next run of any command removes it should this one be killed)."""
+    return temp_file(path)
 
 
-#: the names ``temp_beside`` gives (mkstemp: 8 random characters)
-TEMPORARY = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")
 #: errno values of a full disk or quota, and of a folder that cannot be written
 _NO_SPACE = {errno.ENOSPC, errno.EDQUOT}
 _NO_WRITE = {errno.EACCES, errno.EPERM, errno.EROFS}
@@ -70,7 +66,7 @@ def output_error(err: OSError, folder) -> InputError:
         return InputError(f"Cannot write into {where}: {err.strerror}. Nothing was written; choose a folder you "
                           "can write (-o).")
     name = Path(err.filename).name if err.filename else ""
-    name = name[1:-13] if TEMPORARY.match(name) else name
+    name = temp_target(name) or name
     return InputError(f"Writing into {where} failed" + (f" at {name!r}" if name else "") +
                       f": {err.strerror or err}. Nothing was written.")
 

@@ -64,16 +64,6 @@ def create_array(path: str, shape: tuple, chunks: tuple, dtype, compress: bool =
     return zarr.open_array(path, mode="w", shape=shape, chunks=chunks, dtype=dtype, compressor=None, **extra)
 
 
-def read_chunks(read, where: str):
-    """``read()`` (a selection of a store's counts), a chunk zarr cannot decode (a failed checksum, a damaged
-    compressed chunk) an InputError naming the store ``where``."""
-    try:
-        return read()
-    except (RuntimeError, ValueError) as e:
-        raise InputError(f"A chunk of the counts of {where} is damaged ({e}): copy the store again, or write it "
-                         "again (gcnmops convert).") from None
-
-
 def is_zarr_path(p: Path) -> bool:
     """A Zarr store's folder (by name or by its metadata files)."""
     return p.suffix == ".zarr" or (p.is_dir() and any((p / f).exists() for f in (".zarray", ".zgroup", "zarr.json")))
@@ -225,8 +215,7 @@ class CountStore:
     def rows(self, a: int, b: int) -> np.ndarray:
         """Counts of rows a:b, (b - a, n), in the stored dtype (Zarr: the chunks read in threads, ``read_rows``)."""
         if self.kind == "zarr":
-            return read_chunks(lambda: read_rows(zarr_module().open_array(str(self.path / COUNTS), mode="r"), a, b),
-                               str(self.path))
+            return read_zarr(str(self.path / COUNTS), (slice(a, b), slice(None)), lambda arr: read_rows(arr, a, b))
         import pyarrow.parquet as pq
 
         f = pq.ParquetFile(self.path)
@@ -245,8 +234,7 @@ class CountStore:
     def columns(self, c0: int, c1: int) -> np.ndarray:
         """Counts of samples c0:c1 over every region, (m, c1 - c0), in the stored dtype."""
         if self.kind == "zarr":
-            return read_chunks(lambda: np.asarray(zarr_module().open_array(str(self.path / COUNTS), mode="r")[:, c0:c1]),
-                               str(self.path))
+            return read_zarr(str(self.path / COUNTS), (slice(None), slice(c0, c1)))
         import pyarrow.parquet as pq
 
         return pq.read_table(self.path, columns=self._columns[c0:c1]).to_pandas().to_numpy()
@@ -283,6 +271,36 @@ class CountStore:
         m, n = self.shape
         k = max(1, min(n, group_bytes // max(1, 8 * m)))
         return [(c, min(n, c + k)) for c in range(0, n, k)]
+
+
+def read_zarr(path: str, selection: tuple[slice, slice], read=None) -> np.ndarray:
+    """``array[selection]`` of the 2-D Zarr array at ``path`` (``read(array)`` instead, when given); a chunk
+    that cannot be decoded (cut, overwritten, another codec's) is an InputError naming the store and the chunk,
+    not the codec's traceback."""
+    array = zarr_module().open_array(path, mode="r")
+    try:
+        return read(array) if read is not None else np.asarray(array[selection])
+    except InputError:
+        raise
+    except Exception as err:  # noqa: BLE001 - each codec raises its own (RuntimeError, ValueError, zlib.error)
+        raise InputError(f"The Zarr array {path} is damaged: {_bad_chunk(array, selection)} cannot be read "
+                         f"({type(err).__name__}: {err}). Write the store again (gcnmops convert).") from None
+
+
+def _bad_chunk(array, selection: tuple[slice, slice]) -> str:
+    """The first chunk of ``array`` within ``selection`` that cannot be read, as its key ("chunk 0.1")."""
+    if not all(isinstance(s, slice) for s in selection):
+        return "a chunk"
+    (r0, r1, _), (c0, c1, _) = (s.indices(size) for s, size in zip(selection, array.shape))
+    rows, cols = array.chunks
+    for i in range(r0 // rows, -(-r1 // rows)):
+        for j in range(c0 // cols, -(-c1 // cols)):
+            try:
+                array[i * rows:(i + 1) * rows, j * cols:(j + 1) * cols]
+            except Exception:  # noqa: BLE001
+                return f"chunk {i}.{j} (rows {i * rows + 1}-{min((i + 1) * rows, array.shape[0])}, samples " \
+                       f"{j * cols + 1}-{min((j + 1) * cols, array.shape[1])})"
+    return "a chunk"
 
 
 def read_rows(array, a: int, b: int) -> np.ndarray:
@@ -406,7 +424,7 @@ def _open_parquet(p: Path) -> CountStore:
     finally:
         log.removeFilter(silent)
     samples = list(probe.sample_names)
-    if any(s not in names for s in samples):
+    if not set(samples) <= set(names):
         raise InputError(f"{p}: the sample columns could not be named from the file's header; convert it with "
                          "gcnmops convert.")
     ranges = None
@@ -599,6 +617,6 @@ def save_count_data(data: CountData, path, rows_per_chunk: int | None = None,
 
 
 __all__ = ["CountStore", "open_count_store", "checked_ranges", "CountStoreWriter", "write_count_store",
-           "save_count_data", "convert_counts", "write_sorted_parts", "read_rows", "read_chunks", "open_counts_array",
+           "save_count_data", "convert_counts", "write_sorted_parts", "read_rows", "read_zarr", "open_counts_array",
            "create_array", "is_zarr_path", "store_chunks", "integral_dtype", "counts_kind", "zarr_module",
            "check_zarr_counts", "counts_layout", "COUNTS", "LAYOUT", "RANGES_FILE", "CHUNK_BYTES"]

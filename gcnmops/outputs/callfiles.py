@@ -461,11 +461,12 @@ def vcf_table(result, reference_fai=None, samples=None, reference=None) -> VcfTa
     """
     all_samples = list(result.sample_names)
     chosen = all_samples if samples is None else [str(s) for s in samples]
-    unknown = [s for s in chosen if s not in all_samples]
+    position = {s: k for k, s in enumerate(all_samples)}
+    unknown = [s for s in chosen if s not in position]
     if unknown:
         raise InputError(f"Unknown sample(s) {', '.join(unknown[:5])}; the result's samples: "
                          f"{', '.join(all_samples[:10])}{' ...' if len(all_samples) > 10 else ''}.")
-    cols = np.array([all_samples.index(s) for s in chosen], dtype=np.int64)
+    cols = np.array([position[s] for s in chosen], dtype=np.int64)
     main = main_cn(result)
     main_v = main if main is not None else 2.0
     evidence = Evidence(result)
@@ -719,8 +720,7 @@ def write_vcf(result, path, reference_fai=None, samples=None, compress: bool = T
     header = pysam.VariantHeader()  # ##fileformat=VCFv4.2
     for line in table.header_lines:
         header.add_line(line)
-    for s in table.samples:
-        header.add_sample(s)
+    header.add_samples(*table.samples)  # at once: htslib re-indexes the header after each add_sample
     through_pipe(lambda name: _write_records(name, "wz" if compress else "w", header, table), path)
     return path
 

@@ -108,11 +108,15 @@ def _int32_indices(table):
     slower), as every file has them."""
     import pyarrow as pa
 
-    for i, field in enumerate(table.schema):
+    fields, columns, widened = [], [], False
+    for field, column in zip(table.schema, table.columns):
         if pa.types.is_dictionary(field.type) and field.type.index_type != pa.int32():
             wide = pa.dictionary(pa.int32(), field.type.value_type)
-            table = table.set_column(i, field.with_type(wide), table.column(i).cast(wide))
-    return table
+            field, column, widened = field.with_type(wide), column.cast(wide), True
+        fields.append(field)
+        columns.append(column)
+    # one new table: replacing columns one at a time copies the schema each time (quadratic in the columns)
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields, table.schema.metadata)) if widened else table
 
 
 def join_parts(path: Path, table, options: dict, parts: list) -> None:

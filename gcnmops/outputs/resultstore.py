@@ -7,9 +7,7 @@ Chunks, Zarr arrays and the regions' file are made as in a count store (``io.sto
 from __future__ import annotations
 
 import os
-import re
 import shutil
-import tempfile
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -20,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from ..files import umask
+from ..files import remove_stale, temp_folder, umask
 from ..io.atomic import signals_held
 from ..io.store import CHUNK_BYTES, RANGES_FILE, create_array, zarr_module
 from ..result import MATRIX_SLOTS, CNVDetectionResult, Result
@@ -32,7 +30,6 @@ MATRIX_STORE = "matrices.zarr"
 STREAM_MATRICES = ("normalized_data", "local_assessments", "individual_call", "integer_copy_number", "ini_call",
                    "params_L", "params_A", "posterior_probs")
 ALWAYS_KEPT = ("integer_copy_number",)
-_TEMP_STORE = re.compile(r"^\." + re.escape(MATRIX_STORE) + r"\..+\.tmp$")
 
 
 class ResultStore:
@@ -46,10 +43,8 @@ class ResultStore:
 
     def __init__(self, outdir: Path, shapes: dict, attrs: dict, gr: pd.DataFrame, max_rows: int | None = None):
         self.outdir = Path(outdir)
-        for entry in self.outdir.iterdir():  # of a streamed run killed outright
-            if _TEMP_STORE.match(entry.name) and entry.is_dir():
-                shutil.rmtree(entry, ignore_errors=True)
-        self.tmp = Path(tempfile.mkdtemp(prefix=f".{MATRIX_STORE}.", suffix=".tmp", dir=self.outdir))
+        remove_stale(self.outdir, stem=f".{MATRIX_STORE}")  # of a streamed run killed outright
+        self.tmp = temp_folder(self.outdir / MATRIX_STORE)
         self.old: Path | None = None
         self._pool: ThreadPoolExecutor | None = None  # the background writer (write_behind)
         self._thread_name = f"gcnmops-store-{id(self):x}"
@@ -101,7 +96,7 @@ class ResultStore:
         os.chmod(self.tmp, 0o777 & ~umask())  # mkdtemp made it private; the folder as the umask says
         final = self.outdir / MATRIX_STORE
         if final.exists():
-            self.old = Path(tempfile.mkdtemp(prefix=f".{MATRIX_STORE}.", suffix=".old.tmp", dir=self.outdir))
+            self.old = temp_folder(final, "old")
             os.rmdir(self.old)
             os.replace(final, self.old)
         os.replace(self.tmp, final)

@@ -7,8 +7,9 @@ they renamed to their final names, with the folder's list of them (``.gcnmops-fi
 run listed there that this one did not write are removed, so a folder never mixes two runs' files. A failure
 anywhere (an exception, a full disk, Ctrl-C or SIGTERM) removes the temporary files and leaves the folder as it
 was; a full disk or a folder that cannot be written is an InputError naming the folder
-(``io.atomic.output_error``). A writer killed outright (SIGKILL) leaves temporary files, which the next run into
-the folder removes (``remove_temporaries``).
+(``io.atomic.output_error``). A writer killed outright (SIGKILL) leaves temporary files (named for its process,
+``files.temp_file``), which the next run into the folder removes (``remove_temporaries``). One run at a time
+writes into a folder: a second one while the first lives is refused (``files.lock_folder``).
 
 Always written: ``segmentation.tsv``, ``cnvs.tsv``, ``cnvr.tsv`` (cn.mops's columns; missing values ``NA``;
 with call filters a last column ``filter``, ``callfiles.call_table``), ``params.json`` (with what the run left out
@@ -58,8 +59,8 @@ import pandas as pd
 from ..cuda.probe import Backend
 from ..data import usable_cores
 from ..errors import InputError
-from ..files import remove_inside, umask
-from ..io.atomic import TEMPORARY, output_error, publish, signals_held, temp_beside
+from ..files import lock_folder, remove_inside, remove_stale, umask, unlock_folder
+from ..io.atomic import output_error, publish, signals_held, temp_beside
 from ..progress import ticker
 from .callfiles import (TRACKS, VcfOptions, bed_cnvr, bed_cnvs, bed_max_position, bedgraph, bgzip, call_table,
                         have_pysam, index_suffix, sample_vcf_name, seg_table, tabix, track_matrices, track_name,
@@ -85,14 +86,11 @@ GZIP_LEVEL = 1  # the TSVs compress ~3x at level 1; higher levels cost several t
 # -------------------------------------------------------------------------------------------------
 
 def remove_temporaries(folder) -> int:
-    """Remove the temporary files a writer killed outright (SIGKILL, out of memory) left in ``folder`` and its
-    ``SUBFOLDERS``; a folder is written by one run at a time. Returns how many were removed."""
+    """Remove the temporaries that writers killed outright (SIGKILL, out of memory) left in ``folder`` and its
+    ``SUBFOLDERS`` (``files.remove_stale``: only those of processes that have ended). Returns how many were
+    removed."""
     folders = [Path(folder)] + [Path(folder) / sub for sub in SUBFOLDERS]
-    entries = [e for f in folders if f.is_dir() and not f.is_symlink() for e in f.iterdir()]
-    removed = [e for e in entries if TEMPORARY.match(e.name) and e.is_file()]
-    for entry in removed:
-        entry.unlink(missing_ok=True)
-    return len(removed)
+    return sum(remove_stale(f) for f in folders if f.is_dir() and not f.is_symlink())
 
 
 class _Batch:
@@ -391,12 +389,23 @@ class ResultWriter:
         self.outdir = Path(outdir)
         self.created = not self.outdir.exists()
         self.staged: dict[str, object] = {}  # matrix name -> the array its staged files hold
+        self._lock: int | None = None
+        self.batch: _Batch | None = None
         try:
             self.outdir.mkdir(parents=True, exist_ok=True)
+            self._lock = lock_folder(self.outdir)  # before the clean-up: a live run's temporaries are its own
             remove_temporaries(self.outdir)  # of a run killed outright
             self.batch = _Batch(self.outdir, progress=False)
-        except OSError as err:
-            raise output_error(err, self.outdir) from None
+        except BaseException as err:
+            self.abort()
+            if isinstance(err, OSError):
+                raise output_error(err, self.outdir) from None
+            raise
+
+    def _unlock(self) -> None:
+        if self._lock is not None:
+            unlock_folder(self.outdir, self._lock)
+            self._lock = None
 
     def stage_model_matrices(self, model_result) -> None:
         """Start writing the matrices in MODEL_MATRICES of ``model_result`` (a result whose calls are still to
@@ -443,7 +452,9 @@ class ResultWriter:
                     for name, write in extra(sizes):
                         path = batch.write(name, write, inline=True)
                         sizes[path] = batch.sizes()[path]
-                return batch.commit()
+                written = batch.commit()
+                self._unlock()
+                return written
             except BaseException:
                 self.abort()
                 raise
@@ -453,7 +464,9 @@ class ResultWriter:
     def abort(self) -> None:
         """Remove every file staged; the folder this writer made goes too when it is left empty."""
         with signals_held():
-            self.batch.abort()
+            if self.batch is not None:
+                self.batch.abort()
+            self._unlock()
             if self.created and self.outdir.is_dir() and not any(self.outdir.iterdir()):
                 self.outdir.rmdir()
 

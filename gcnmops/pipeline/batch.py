@@ -58,6 +58,8 @@ SUMMARY_FILE = "summary.tsv"
 SUMMARY_COLUMNS = ["id", "method", "status", "regions", "samples", "cnvs", "cnv_regions", "seconds", "worker",
                    "error"]
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+#: the longest id (characters): a folder name, with room for the temporary names made beside it
+MAX_ID = 128
 
 
 @dataclass(frozen=True)
@@ -254,6 +256,11 @@ def _experiment(entry: dict, origin: str, base: Path) -> Experiment:
     if not _ID.match(exp_id):
         raise InputError(f"id {exp_id!r} cannot name a folder: use letters, digits, '.', '_' and '-' (starting "
                          "with a letter or digit).")
+    if len(exp_id) > MAX_ID:
+        raise InputError(f"id {exp_id[:20]}... is {len(exp_id)} characters long: at most {MAX_ID} (it names the "
+                         "experiment's folder).")
+    if exp_id.lower() == SUMMARY_FILE:
+        raise InputError(f"id {exp_id!r} is the name of the batch's own summary file: choose another id.")
     spec = method_spec(entry["method"])
     method = spec.name
     inp = _resolve(entry["input"], base)

@@ -33,8 +33,6 @@ jitter runs across chromosomes).
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
 import time
 import warnings
 from collections.abc import Callable
@@ -49,6 +47,7 @@ import pandas as pd
 from ..calls.integer import calc_integer_copy_numbers, rows_near, segment_labels
 from ..cuda.probe import resolve_backend
 from ..errors import InputError
+from ..files import temp_file
 from ..io.atomic import output_error, signals_held
 from ..io.store import CountStore, open_count_store
 from ..outputs.callfiles import VcfOptions
@@ -362,8 +361,7 @@ class _SparseRows:
         self.post = self._open(outdir, (m, n, N)) if post else None
 
     def _open(self, outdir: Path, shape: tuple):
-        fd, path = tempfile.mkstemp(prefix=".stream_rows.", suffix=".tmp", dir=outdir)
-        os.close(fd)
+        path = temp_file(outdir / "stream_rows")
         self.paths.append(path)
         return np.lib.format.open_memmap(path, mode="w+", dtype=np.float64, shape=shape)
 
