@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gcnmops.io.counting import count_reads
-from gcnmops.io.bam import INFLATER_NAME, default_threads
+from gcnmops.alignments.counting import count_reads
+from gcnmops.alignments.bam import INFLATER_NAME, default_threads
 
 REFS = (("chrA", 60_000_000), ("chrB", 40_000_000), ("chrC", 20_000_000))
 

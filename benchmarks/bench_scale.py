@@ -433,7 +433,7 @@ def print_devices_table(out: dict) -> None:
 
 def run_batch_bench(args) -> dict:
     from gcnmops.pipeline.batch import Experiment, run_batch
-    from gcnmops.io.counting import write_counts
+    from gcnmops.alignments.counting import write_counts
 
     tmp = Path(tempfile.mkdtemp(prefix="gcnmops-batch-"))
     exps = []

@@ -28,7 +28,7 @@ def main() -> None:
     t0 = time.perf_counter()
     import gcnmops
     from gcnmops.calls.integer import calc_integer_copy_numbers
-    from gcnmops.outputs import callfiles, writers
+    from gcnmops.outputs import callfiles, tracks, writers
     from gcnmops.pipeline.family import cnvr_per_sample
     print(f"  {'import gcnmops':34s} {time.perf_counter() - t0:8.3f} s")
 
@@ -47,7 +47,7 @@ def main() -> None:
         timed("chromosome_blocks(gr)", gcnmops.data.chromosome_blocks, result.gr["seqnames"])
         timed("bed_cnvs", callfiles.bed_cnvs, result)
         timed("bed_cnvr", callfiles.bed_cnvr, result)
-        timed("seg_table", callfiles.seg_table, result)
+        timed("seg_table", tracks.seg_table, result)
         timed("vcf_table", callfiles.vcf_table, result)
         timed("write_vcf (plain)", callfiles.write_vcf, result, out / "a.vcf", compress=False)
         for fmt in ("bed", "seg", "vcf", "parquet"):

@@ -31,7 +31,7 @@ _EXPORTS = {
     "segment": ".segmentation",
     "read_counts": ".io.readers",
     "read_result": ".outputs.results",
-    "count_reads": ".io.counting",
+    "count_reads": ".alignments.counting",
     "run_many": ".model",
     "CNVDetectionResult": ".result",
     "CountData": ".data",
@@ -54,7 +54,7 @@ if TYPE_CHECKING:  # what type checkers and editors see: the same names, importe
     from .casemode.reference import Reference, load_reference
     from .data import CountData
     from .errors import InputError
-    from .io.counting import count_reads
+    from .alignments.counting import count_reads
     from .io.readers import read_counts
     from .io.store import convert_counts
     from .model import run_many

@@ -447,8 +447,8 @@ def count_from_r(env) -> dict:
     ``sampleNames`` (or NULL), ``refSeqNames`` (or NULL), ``WL``, ``regions`` (a list seqnames/start/end, or
     NULL: windows), ``threads`` -> ``counts`` (integer, regions x files, column-major), the regions
     (``seqnames``, ``start``, ``end``) and the header's references (``ref_names``, ``ref_lengths``)."""
-    from .io.bam import read_bam_header
-    from .io.counting import count_reads
+    from .alignments.bam import read_bam_header
+    from .alignments.counting import count_reads
 
     files = as_strings(element(env, "files"))
     names = element(env, "sampleNames")

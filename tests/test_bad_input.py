@@ -704,7 +704,7 @@ def test_fuzz_bam_reader(tmp_path):
     InputError, each within seconds."""
     from golden import GOLDEN_DIR
 
-    from gcnmops.io.counting import count_reads
+    from gcnmops.alignments.counting import count_reads
 
     source = GOLDEN_DIR / "bam" / "test1.bam"
     if not source.exists():

@@ -13,7 +13,7 @@ import pytest
 
 import gcnmops
 from gcnmops.pipeline.batch import (Experiment, format_summary, make_slots, parameter_name, parse_value, python_process_env, read_manifest, read_status, run_batch)
-from gcnmops.io.counting import write_counts
+from gcnmops.alignments.counting import write_counts
 from gcnmops.data import make_count_data
 from gcnmops.errors import InputError
 from gcnmops.example import example_cohort

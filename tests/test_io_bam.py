@@ -1,4 +1,4 @@
-"""Read counting from BAM files (gcnmops.io.counting / gcnmops.io.bam) against cn.mops's golden counts,
+"""Read counting from BAM files (gcnmops.alignments.counting / gcnmops.alignments.bam) against cn.mops's golden counts,
 an independent brute-force count, pysam, and (where R is installed) Rsamtools."""
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ import pytest
 pysam = pytest.importorskip("pysam", reason="pysam not installed (pip install 'gcnmops[bam]')")
 
 from gcnmops.cli import main  # noqa: E402
-from gcnmops.io.counting import count_reads, write_counts  # noqa: E402
+from gcnmops.alignments.counting import count_reads, write_counts  # noqa: E402
 from gcnmops.errors import InputError  # noqa: E402
-from gcnmops.io import bam as B  # noqa: E402
-from gcnmops.io import bamheader, regions  # noqa: E402
+from gcnmops.alignments import bam as B  # noqa: E402
+from gcnmops.alignments import bamheader, regions  # noqa: E402
 from gcnmops.io import read_counts  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -507,7 +507,7 @@ def test_count_output_format_by_extension(synth, tmp_path, ext):
 
 
 def test_count_refuses_an_unknown_output_format_before_counting(synth, tmp_path, capsys, monkeypatch):
-    import gcnmops.io.counting as counting
+    import gcnmops.alignments.counting as counting
 
     d, paths, _ = synth
     monkeypatch.setattr(counting, "count_reads", lambda *a, **k: pytest.fail("counted before checking -o"))

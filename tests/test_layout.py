@@ -19,13 +19,13 @@ LAYERS = [
     {"exact", "errors", "jitcache", "compat", "files", "version"},
     {"cuda", "params", "data", "progress", "provenance"},
     {"result", "example"},
-    {"io", "normalization", "model"},
+    {"io", "alignments", "normalization", "model"},
     {"segmentation"},
     {"calls"},
     {"outputs"},
     {"pipeline"},
     {"casemode"},
-    {"plots", "report", "distributed", "rbridge", "batch", "cli", "gatksv", "__init__", "__main__"},
+    {"plots", "report", "distributed", "rbridge", "batch", "cli", "cliparser", "gatksv", "__init__", "__main__"},
 ]
 #: imports that run back up, each with its reason (at most one)
 UPWARD_ALLOWED = {

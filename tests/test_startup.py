@@ -29,7 +29,7 @@ HEAVY = ("pandas", "pyarrow", "numba", "numba.cuda", "llvmlite", "scipy", "pysam
 NOT_IN_A_CPU_RUN = ("numba.cuda", "cupy", "gcnmops.casemode", "gcnmops.model.gpu", "gcnmops.model.estep",
                     "gcnmops.segmentation.gpu", "gcnmops.normalization.gpu", "gcnmops.pipeline.resident_gpu",
                     "gcnmops.pipeline.streaming", "gcnmops.outputs.results", "gcnmops.outputs.resultstore",
-                    "gcnmops.io.store", "gcnmops.io.bam", "matplotlib", "rpy2", "zarr", "dask")
+                    "gcnmops.io.store", "gcnmops.alignments.bam", "matplotlib", "rpy2", "zarr", "dask")
 
 
 def _loaded_after(code: str, tmp_path: Path) -> set[str]:

@@ -163,7 +163,7 @@ def alignments(tmp_path_factory):
 
 
 def test_cram_counts_every_contig_as_pysam_reads_it(alignments):
-    from gcnmops.io.counting import count_reads
+    from gcnmops.alignments.counting import count_reads
 
     d, fasta, bam, cram, starts = alignments
     with pysam.AlignmentFile(str(cram), reference_filename=str(fasta)) as f:  # pysam itself, one contig a time
@@ -185,8 +185,8 @@ def test_cram_counts_every_contig_as_pysam_reads_it(alignments):
 
 
 def test_truncated_bgzf_is_refused(alignments, tmp_path, capsys):
-    from gcnmops.io.bam import _BGZF_EOF, inflate_bgzf
-    from gcnmops.io.counting import count_reads
+    from gcnmops.alignments.bam import _BGZF_EOF, inflate_bgzf
+    from gcnmops.alignments.counting import count_reads
 
     d, fasta, bam, cram, _ = alignments
     raw = bam.read_bytes()

@@ -180,12 +180,12 @@ class _Joined(io.RawIOBase):
 
 def _read_arrow(p: Path, header: str, fields: list[str], threads: int | None, skip: int) -> DepthMatrix | None:
     """The matrix through pyarrow's multithreaded CSV parser, the bgzip blocks inflated in threads ahead of it
-    (io.bam.inflate_bgzf); None when a cell is not a plain 32-bit integer (or the rows are ragged, or a contig
+    (alignments.bam.inflate_bgzf); None when a cell is not a plain 32-bit integer (or the rows are ragged, or a contig
     name is not UTF-8): pandas then reads it cell by cell."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    from ..io.bam import inflate_bgzf, is_bgzf
+    from ..alignments.bam import inflate_bgzf, is_bgzf
 
     names = [f"c{k}" for k in range(len(fields))]
     types = {names[0]: pa.dictionary(pa.int32(), pa.string()), names[1]: pa.int64(), names[2]: pa.int64(),

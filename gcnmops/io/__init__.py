@@ -1,4 +1,4 @@
-"""Reading the inputs: read-count matrices, counts from BAM/CRAM files, count stores, R objects (results are
+"""Reading the inputs: read-count matrices, count stores, R objects (results are
 written by ``gcnmops.outputs``).
 
 ``read_counts(path_or_obj)`` accepts a file (``.tsv``/``.txt``/``.csv``, optionally compressed,

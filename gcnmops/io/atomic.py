@@ -2,7 +2,7 @@
 renamed over it once complete (``publish``, ``atomic_write``); Ctrl-C and SIGTERM held while such files are
 cleaned up (``signals_held``); an OSError while writing as an InputError naming the folder (``output_error``).
 
-The count files (``io.counting``) are written this way, and the result files (``gcnmops.outputs``: its batch
+The count files (``alignments.counting``) are written this way, and the result files (``gcnmops.outputs``: its batch
 renames many such files together).
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@
 - BED9 ``cnvs.bed`` / ``cnvr.bed`` (``bed_cnvs``, ``bed_cnvr``), also bgzipped with a tabix index;
 - VCF 4.2 ``cnvr.vcf.gz`` + index, written through pysam (``write_vcf``; ``write_sample_vcfs``: per sample, its own
   CNVs);
-- IGV SEG ``segmentation.seg`` (``seg_table``).
+(Per-window tracks and the IGV SEG file are ``outputs.tracks``.)
 
 Formatting only: each CNV's direction and the phred quality Q of a sample's state come from
 :mod:`gcnmops.calls.quality` (its docstring says how they are computed). Colours are those of the plots
@@ -23,7 +23,6 @@ import numpy as np
 import pandas as pd
 
 from ..calls.filters import active_filters, filter_status
-from ..calls.qc import log2_ratios
 from ..calls.quality import (Evidence, call_qualities, cn_value, cnv_region_pairs, direction, genotype_qualities,
                              main_cn, window_index)
 from ..errors import InputError
@@ -776,58 +775,3 @@ def write_sample_vcfs(result, outdir, reference_fai=None, samples=None, referenc
         tabix(path, "vcf", str(path) + (".csi" if csi else ".tbi"), csi=csi)
         paths.append(path)
     return paths
-
-
-# -------------------------------------------------------------------------------------------------
-# per-window tracks (bedGraph)
-# -------------------------------------------------------------------------------------------------
-
-#: the per-window tracks of each sample: name -> what it holds
-TRACKS = {"log2ratio": "log2((x + 1) / (m + 1)), x the normalized count, m the cohort's median (calls.qc)",
-          "sini": "sINI, the model's posterior-weighted log2 fold change (local_assessments)"}
-
-
-def track_name(sample, track: str) -> str:
-    """The file of a sample's track: ``tracks/<sample>.<track>.bedgraph`` (``file_stem``; .gz when bgzipped)."""
-    return f"tracks/{file_stem(sample)}.{track}.bedgraph"
-
-
-def track_matrices(result) -> dict[str, np.ndarray]:
-    """Each of TRACKS as an (m, N) matrix of ``result``."""
-    return {"log2ratio": log2_ratios(result.normalized_data), "sini": np.asarray(result.local_assessments)}
-
-
-def bedgraph(result, values: np.ndarray) -> pd.DataFrame:
-    """A bedGraph of one sample's per-window ``values`` (m,): chrom, 0-based start, end, value, in gr's order
-    (chromosomes together, starts increasing: as tabix needs); windows without a finite value left out."""
-    keep = np.isfinite(values)
-    gr = result.gr
-    return pd.DataFrame({"chrom": gr["seqnames"].astype(str).to_numpy()[keep],
-                         "start": gr["start"].to_numpy(np.int64)[keep] - 1,
-                         "end": gr["end"].to_numpy(np.int64)[keep], "value": np.asarray(values, np.float64)[keep]})
-
-
-# -------------------------------------------------------------------------------------------------
-# IGV SEG
-# -------------------------------------------------------------------------------------------------
-
-def seg_table(result) -> pd.DataFrame:
-    """IGV SEG: ID, chrom, loc.start, loc.end, num.mark, seg.mean (segment means of sINI), ordered by
-    sample (result's order), chromosome (gr's order), start."""
-    seg = result.segmentation.reset_index(drop=True)
-    num = np.zeros(len(seg), dtype=np.int64)
-    windows = window_index(result)
-    seg_chrom = seg["seqnames"].astype(str).to_numpy()
-    for chrom in pd.unique(seg_chrom):
-        idx = np.flatnonzero(seg_chrom == chrom)
-        num[idx] = windows.overlap_counts(chrom, seg["start"].to_numpy()[idx], seg["end"].to_numpy()[idx])
-    if len(seg):
-        sample_rank = pd.Index(result.sample_names).get_indexer(seg["sampleName"].to_numpy())
-        order = np.lexsort((seg["start"].to_numpy(), _chrom_rank(result, seg_chrom), sample_rank))
-    else:
-        order = np.arange(0)
-    seg, num = seg.iloc[order], num[order]
-    return pd.DataFrame({"ID": seg["sampleName"].astype(str).to_numpy(),
-                         "chrom": seg["seqnames"].astype(str).to_numpy(),
-                         "loc.start": seg["start"].to_numpy(np.int64), "loc.end": seg["end"].to_numpy(np.int64),
-                         "num.mark": num, "seg.mean": seg["mean"].to_numpy(float)})

@@ -40,7 +40,7 @@ formats (``FORMATS``; ``DEFAULT_FORMATS`` when none are named):
 - ``rds``: ``result.rds``, the R CNVDetectionResult (needs R, rpy2 and the gcn.mops R package).
 - ``tracks`` (not by default; ``run --tracks``): per sample and window, for IGV / UCSC, ``tracks/<sample>.log2ratio
   .bedgraph.gz`` and ``tracks/<sample>.sini.bedgraph.gz`` (bedGraph: chrom, 0-based start, end, value;
-  ``callfiles.TRACKS``) + ``.tbi`` (``.csi`` beyond 512 Mbp); without pysam plain ``.bedgraph``.
+  ``tracks.TRACKS``) + ``.tbi`` (``.csi`` beyond 512 Mbp); without pysam plain ``.bedgraph``.
 
 ``gcnmops.read_result(outdir)`` reads a written folder back into an equal result.
 """
@@ -62,10 +62,10 @@ from ..errors import InputError
 from ..files import lock_folder, remove_inside, remove_stale, umask, unlock_folder
 from ..io.atomic import output_error, publish, signals_held, temp_beside
 from ..progress import ticker
-from .callfiles import (TRACKS, VcfOptions, bed_cnvr, bed_cnvs, bed_max_position, bedgraph, bgzip, call_table,
-                        have_pysam, index_suffix, sample_vcf_name, seg_table, tabix, track_matrices, track_name,
-                        vcf_max_position, write_vcf)
 from ..provenance import describe
+from .callfiles import (VcfOptions, bed_cnvr, bed_cnvs, bed_max_position, bgzip, call_table, have_pysam,
+                        index_suffix, sample_vcf_name, tabix, vcf_max_position, write_vcf)
+from .tracks import TRACKS, bedgraph, seg_table, track_matrices, track_name
 from .formats import DEFAULT_FORMATS, FORMATS, check_formats
 from .parquet import encode_parquet, join_parts, parquet_array, parquet_options, parquet_table
 

@@ -104,7 +104,7 @@ def _read_bed(p: Path) -> pd.DataFrame:
 
 
 def _region_columns(frame: pd.DataFrame, source: str) -> pd.DataFrame:
-    from .columns import END_ALIASES, SEQNAMES_ALIASES, START_ALIASES
+    from ..io.columns import END_ALIASES, SEQNAMES_ALIASES, START_ALIASES
 
     lower = {str(c).lower(): c for c in frame.columns}
     cols = {}

@@ -3,7 +3,7 @@
 ``count_reads(bam_files, window=25000)`` counts reads in fixed windows of every reference;
 ``count_reads(bam_files, regions=...)`` counts them in the user's regions. Both return a
 :class:`gcnmops.data.CountData` ready for :func:`gcnmops.cn_mops` (the rule is in
-:mod:`gcnmops.io.bam`). CRAM files are read through pysam (htslib) against the reference FASTA they were
+:mod:`gcnmops.alignments.bam`). CRAM files are read through pysam (htslib) against the reference FASTA they were
 compressed with (``reference=``). ``write_counts`` writes a count table in the format its name says
 (``COUNT_FORMATS``), one that :func:`gcnmops.read_counts` and ``gcnmops run`` read.
 """
@@ -241,7 +241,7 @@ def write_counts(data: CountData, path: str | os.PathLike) -> Path:
     ``.npz`` (``counts`` regions x samples, ``sample_names``, ``seqnames``, ``start``, ``end``; uncompressed,
     read in place). Whole-number counts are written as integers. :func:`gcnmops.read_counts` reads each back
     (coordinates 1-based, closed)."""
-    from .atomic import atomic_write
+    from ..io.atomic import atomic_write
 
     path = Path(path)
     fmt = count_format(path)

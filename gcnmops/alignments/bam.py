@@ -29,8 +29,8 @@ No index is needed to count a whole file; when only some references are counted 
 independent check. CRAM files (told by their magic bytes) are always counted through pysam, decoded
 against the reference FASTA they were written with.
 
-A file's header and index are read by ``io.bamheader``; the windows, regions and counting plan are
-``io.regions``'s.
+A file's header and index are read by ``alignments.bamheader``; the windows, regions and counting plan are
+``alignments.regions``'s.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The header of a BAM or CRAM file (its references: names, lengths) and where each reference's reads lie in
 a BAM's ``.bai`` index; CRAM files (and ``engine="pysam"``) opened through pysam. The BGZF reading and the
-record scanner are ``io.bam``'s.
+record scanner are ``alignments.bam``'s.
 """
 from __future__ import annotations
 
