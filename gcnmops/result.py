@@ -104,6 +104,9 @@ class CNVDetectionResult(ResultCounts):
     provenance : dict
         what made the result (version, command line, date, backend, device, inputs: ``provenance.describe``);
         empty until a run or the writer fills it.
+    call_evidence : calls.quality.CallEvidence or None
+        what the call qualities need of the model, gathered where the matrices were at hand (each block of the
+        run); None: made from the matrices when asked for.
 
     ``to_frame(name)`` gives a matrix as a DataFrame labelled by region and sample.
     """
@@ -126,6 +129,7 @@ class CNVDetectionResult(ResultCounts):
     sample_qc: pd.DataFrame | None = None
     selection: dict = field(default_factory=dict)
     provenance: dict = field(default_factory=dict)
+    call_evidence: object = None
 
     @property
     def region_names(self) -> list[str]:

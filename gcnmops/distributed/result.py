@@ -69,6 +69,8 @@ class DistributedResult(ResultCounts):
     paths: dict = field(default_factory=dict)
     #: slot name (or "L", "A") -> its numpy array (a result read into this process)
     held: dict = field(default_factory=dict, repr=False)
+    #: what the call qualities need of the model, gathered by the blocks (calls.quality.CallEvidence)
+    call_evidence: object = field(default=None, repr=False)
 
     @classmethod
     def of_store(cls, work: WorkStore, layout: Layout, *, params: dict, posteriors: bool, **tables) -> \
@@ -101,7 +103,7 @@ class DistributedResult(ResultCounts):
         return CNVDetectionResult(
             gr=self.gr, params=params, segmentation=self.segmentation, cnvs=self.cnvs, cnvr=self.cnvr,
             sample_names=list(self.sample_names), ranged=self.ranged, timings=dict(self.timings),
-            posterior_probs=values.pop("posterior_probs", None), **values)
+            posterior_probs=values.pop("posterior_probs", None), call_evidence=self.call_evidence, **values)
 
     def calc_integer_copy_numbers(self) -> "DistributedResult":
         """cn.mops's calcIntegerCopyNumbers, reading only the rows around the CNVs from the store.

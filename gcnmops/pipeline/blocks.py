@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..calls.cnvs import NO_CNV_MESSAGE
+from ..calls.quality import CallEvidence
 from ..data import CountData
 from ..normalization.factors import coverage_ratios
 from ..result import CNVDetectionResult, empty_cnvr, empty_segments
@@ -66,7 +67,8 @@ class Regions:
 
 class BlockTables:
     """The call tables of a run's blocks (whole chromosomes), gathered into the whole run's tables in block
-    order (cn.mops orders them by chromosome, then sample, then start: block by block). As a context manager it
+    order (cn.mops orders them by chromosome, then sample, then start: block by block), with the evidence of their
+calls' qualities (``call_evidence``). As a context manager it
     holds back the calls' per-block "No CNVs" message; ``tables()`` says it once for the run, where cn.mops would
     (it segments, ``segments``, and no block has a CNV)."""
 
@@ -74,6 +76,7 @@ class BlockTables:
         self.segmentation: list[pd.DataFrame | None] = [None] * n_blocks
         self.cnvs: list[pd.DataFrame | None] = [None] * n_blocks
         self.cnvr: list[pd.DataFrame | None] = [None] * n_blocks
+        self.evidence: list[CallEvidence | None] = [None] * n_blocks
         self.sample_names = list(sample_names)
         self.segments = segments
         self._quiet = _NoCnvFilter()
@@ -86,8 +89,9 @@ class BlockTables:
         log.removeFilter(self._quiet)
 
     def put(self, k: int, result: CNVDetectionResult) -> None:
-        """Block ``k``'s tables (its result's segmentation, cnvs and cnvr)."""
+        """Block ``k``'s tables (its result's segmentation, cnvs and cnvr) and its calls' evidence."""
         self.segmentation[k], self.cnvs[k], self.cnvr[k] = result.segmentation, result.cnvs, result.cnvr
+        self.evidence[k] = result.call_evidence
 
     def tables(self) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
         """(segmentation, cnvs, cnvr) of the whole run."""
@@ -95,6 +99,12 @@ class BlockTables:
             log.info(NO_CNV_MESSAGE)
         return (_concat(self.segmentation, empty_segments()), _concat(self.cnvs, empty_segments()),
                 _concat(self.cnvr, empty_cnvr(self.sample_names)))
+
+
+    def call_evidence(self) -> CallEvidence | None:
+        """The calls' evidence of the whole run (``CallEvidence.join`` of the blocks'; None where a block has
+        none)."""
+        return CallEvidence.join(self.evidence)
 
 
 class _NoCnvFilter(logging.Filter):
