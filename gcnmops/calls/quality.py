@@ -232,7 +232,7 @@ _FIRST_BIN = int(np.float64(_CHI2_MEDIAN).view(np.int64) >> _SHIFT)
 _LAST_BIN = int(np.float64(_CHI2_MEDIAN * DISPERSION_MAX).view(np.int64) >> _SHIFT)
 N_DISPERSION_BINS = _LAST_BIN - _FIRST_BIN + 1
 #: cells of a block binned at once (bounds the temporary arrays)
-_CELLS = 1 << 22
+_CELLS = 1 << 20
 
 
 def residual_counts(x: np.ndarray, mu: np.ndarray) -> np.ndarray:
@@ -361,8 +361,8 @@ class CallEvidence:
 
     @classmethod
     def join(cls, parts: list["CallEvidence | None"]) -> "CallEvidence | None":
-        """The evidence of several blocks (the same samples, disjoint windows): counts added, calls appended;
-        None where a block has none."""
+        """The evidence of several blocks (the same samples, disjoint windows): counts added (None where a block's
+        are), calls appended; None where a block has none."""
         if not parts or any(p is None for p in parts):
             return None
         first = parts[0]
@@ -371,7 +371,8 @@ class CallEvidence:
             values = [getattr(p, name) for p in parts]
             return values[0].append(values[1:]) if len(values) > 1 else values[0]
 
-        return cls(first.samples, np.sum([p.residuals for p in parts], axis=0), keys("cnv_keys"),
+        residuals = None if any(p.residuals is None for p in parts) else np.sum([p.residuals for p in parts], axis=0)
+        return cls(first.samples, residuals, keys("cnv_keys"),
                    *(np.concatenate([getattr(p, f) for p in parts]) for f in ("cnv_windows", "cnv_loglik",
                                                                                "cnv_prior")),
                    keys("region_keys"),

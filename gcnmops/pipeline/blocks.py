@@ -3,7 +3,7 @@ matrix, and its normalization; and the whole run's call tables gathered from its
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -77,6 +77,7 @@ calls' qualities (``call_evidence``). As a context manager it
         self.cnvs: list[pd.DataFrame | None] = [None] * n_blocks
         self.cnvr: list[pd.DataFrame | None] = [None] * n_blocks
         self.evidence: list[CallEvidence | None] = [None] * n_blocks
+        self.residuals: np.ndarray | None = None
         self.sample_names = list(sample_names)
         self.segments = segments
         self._quiet = _NoCnvFilter()
@@ -91,7 +92,11 @@ calls' qualities (``call_evidence``). As a context manager it
     def put(self, k: int, result: CNVDetectionResult) -> None:
         """Block ``k``'s tables (its result's segmentation, cnvs and cnvr) and its calls' evidence."""
         self.segmentation[k], self.cnvs[k], self.cnvr[k] = result.segmentation, result.cnvs, result.cnvr
-        self.evidence[k] = result.call_evidence
+        evidence = result.call_evidence
+        if evidence is not None:  # the residuals' counts added up at once: one sample x bins table held
+            self.residuals = evidence.residuals if self.residuals is None else self.residuals + evidence.residuals
+            evidence = replace(evidence, residuals=None)
+        self.evidence[k] = evidence
 
     def tables(self) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
         """(segmentation, cnvs, cnvr) of the whole run."""
@@ -104,7 +109,8 @@ calls' qualities (``call_evidence``). As a context manager it
     def call_evidence(self) -> CallEvidence | None:
         """The calls' evidence of the whole run (``CallEvidence.join`` of the blocks'; None where a block has
         none)."""
-        return CallEvidence.join(self.evidence)
+        joined = CallEvidence.join(self.evidence)
+        return None if joined is None else replace(joined, residuals=self.residuals)
 
 
 class _NoCnvFilter(logging.Filter):
