@@ -101,6 +101,9 @@ class Result:
     provenance : dict
         what made the result (version, command line, date, backend, device, inputs: ``provenance.describe``);
         empty until a run or the writer fills it.
+    call_evidence : calls.quality.CallEvidence or None
+        what the call qualities need of the model, gathered where the matrices were at hand (each block of the
+        run); None: made from the matrices when asked for.
     """
 
     gr: pd.DataFrame
@@ -121,6 +124,7 @@ class Result:
     sample_qc: pd.DataFrame | None = None
     selection: dict = field(default_factory=dict)
     provenance: dict = field(default_factory=dict)
+    call_evidence: object = None
 
     #: whether the matrices are numpy arrays in this process
     in_memory = False
@@ -174,7 +178,7 @@ class Result:
             gr=self.gr if rows is None else self.gr.iloc[rows].reset_index(drop=True), params=params,
             posterior_probs=values.pop("posterior_probs", None), **values, segmentation=self.segmentation,
             cnvs=self.cnvs, cnvr=self.cnvr, sample_names=list(self.sample_names), ranged=self.ranged,
-            timings=dict(self.timings), gpu_stats=dict(self.gpu_stats))
+            timings=dict(self.timings), gpu_stats=dict(self.gpu_stats), call_evidence=self.call_evidence)
 
     def compute(self) -> "CNVDetectionResult":
         """The whole result in this process as a CNVDetectionResult (numpy arrays, column-major): for results

@@ -431,8 +431,16 @@ def _model_qualities(r, rows, k):
     x, cov = r.normalized_data[:, k], np.asarray(r.params["cov"])[k]
     main = r.classes.index(r.params["mainClass"])
     mu = cov * lam
-    resid = (r.normalized_data - mu[:, [main]]) ** 2 / mu[:, [main]]
-    phi = max(1.0, np.median(resid[:, k]) / 0.454936423119572)
+    resid = (r.normalized_data[:, k] - mu[:, main]) ** 2 / mu[:, main]
+    # the dispersion: the lower median squared residual, down to its bin's edge (7 mantissa bits), over the
+    # chi-square median, within [1, 1e4]
+    chi2 = 0.454936423119572
+    lower_median = np.sort(resid[np.isfinite(resid)])[(np.isfinite(resid).sum() - 1) // 2]
+
+    def edge(v):
+        return float(((np.array(v, dtype=np.float64).view(np.int64) >> 45) << 45).view(np.float64))
+
+    phi = max(1.0, min(edge(lower_median), edge(chi2 * 1e4)) / chi2)
     loglik = np.array([(x[rows] * np.log(mu[rows, i]) - mu[rows, i]).sum() for i in range(len(r.classes))]) / phi
     prior = np.maximum(alpha[rows].mean(axis=0), 1 / len(r.sample_names))
     lp = np.log(prior / prior.sum()) + loglik

@@ -7,6 +7,10 @@ data, sINI, individual calls, INI, class indices and CN labels, the model's L, A
 segmentation, CNV and CNV-region tables (DataFrame.equals over the same columns); the integer copy numbers where
 the path computes them.
 
+The call qualities (QUAL, CNQ, the BED scores: calls.quality) too: each path gathers the model's evidence for
+its calls block by block; the qualities of every CNV and of every sample over every CNV region must be the
+in-memory run's, and a streamed run's BED and VCF records the files of the in-memory result.
+
 The simulator runs each GPU thread as a Python thread (about half a CPU-minute per case here, whatever the size):
 it runs every case, on the three chromosomes with posteriors: norm 0 (no normalization), norm 1 (the device
 normalization), norm 2 (and coverages in the model) and haplocn.mops (the model without coverages).
@@ -91,6 +95,37 @@ def assert_same(got, ref, path: str, *, posteriors: bool = True) -> None:
             raise AssertionError(f"{path}: {name} differs (not DataFrame.equals)")
 
 
+def qualities(result) -> dict:
+    """The call qualities of ``result`` as its call files write them: each CNV's call and genotype quality, and
+    per CNV region (VCF record) its QUAL and every sample's CNQ."""
+    from gcnmops.calls import quality
+    from gcnmops.outputs.callfiles import vcf_table
+    from gcnmops.pipeline.family import cnvr_per_sample
+
+    records = vcf_table(result.replace(cnvr=cnvr_per_sample(result))).records
+    return {"cnv call": quality.call_qualities(result)[0], "cnv genotype": quality.genotype_qualities(result),
+            "region QUAL": np.array([r.qual for r in records]),
+            "region CNQ": np.array([[cell["CNQ"] for cell in r.samples] for r in records])}
+
+
+def assert_same_qualities(got, ref, path: str) -> None:
+    """``got``'s call qualities (``qualities``) are ``ref``'s."""
+    a, b = qualities(got), qualities(ref)
+    assert len(b["cnv call"]) and b["region CNQ"].size, path
+    for key in b:
+        assert a[key].shape == b[key].shape and np.array_equal(a[key], b[key]), (path, key, a[key], b[key])
+
+
+def call_records(folder: Path) -> dict:
+    """The BED lines and VCF records (without the header) of the call files in ``folder``."""
+    import gzip
+
+    files = {name: (folder / name).read_text().splitlines() for name in ("cnvs.bed", "cnvr.bed")}
+    files["cnvr.vcf.gz"] = [x for x in gzip.open(folder / "cnvr.vcf.gz", "rt").read().splitlines()
+                            if not x.startswith("#")]
+    return files
+
+
 @pytest.fixture(scope="module")
 def in_memory() -> dict:
     """case -> (result, integer result) of the in-memory CPU run: the answer every path must give."""
@@ -142,6 +177,7 @@ def test_gpu_backend(case, in_memory, cuda_simulator):
         raw, integer = pickle.load(fh)
     assert_same(raw, in_memory[case][0], f"gpu {case}")
     assert_same(integer, in_memory[case][1], f"gpu {case} integer")
+    assert_same_qualities(integer, in_memory[case][1], f"gpu {case}")
 
 
 # ------------------------------------------------------------------------------------ streaming, Dask, batch
@@ -153,7 +189,7 @@ def test_streaming(case, in_memory, tmp_path):
 
     method, params = CASES[case]
     store = save_count_data(cohort(), tmp_path / "c.zarr", rows_per_chunk=300, samples_per_chunk=3)
-    got = run_streaming(store, tmp_path / "out", method=method, backend="cpu", **params)
+    got = run_streaming(store, tmp_path / "out", method=method, backend="cpu", formats=["bed", "vcf"], **params)
     assert_same(got.compute(), in_memory[case][1], f"streaming {case}")
     # the one integer routine on a result in a Zarr store: the regions around the CNVs read from it
     raw = run_streaming(store, tmp_path / "raw", method=method, backend="cpu", integer=False, **params)
@@ -161,6 +197,17 @@ def test_streaming(case, in_memory, tmp_path):
     integer = gcnmops.calc_integer_copy_numbers(raw)
     assert type(integer).__name__ == "StoredResult", type(integer)
     assert_same(integer.compute(), in_memory[case][1], f"streaming {case}, integer from the store")
+
+    pytest.importorskip("pysam")
+    from gcnmops.outputs.writers import write_result
+    from gcnmops.pipeline.family import cnvr_per_sample
+
+    ref = in_memory[case][1]
+    write_result(ref.replace(cnvr=cnvr_per_sample(ref)), tmp_path / "ref", formats=["bed", "vcf"])
+    streamed, written = call_records(tmp_path / "out"), call_records(tmp_path / "ref")
+    assert len(written["cnvr.vcf.gz"]) > 0
+    for name in written:
+        assert streamed[name] == written[name], (case, name)
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -173,7 +220,10 @@ def test_dask(case, in_memory):
     got = cn_mops(cohort(), client=False, method=method, backend="cpu", rows_per_chunk=350, samples_per_chunk=3,
                   **params)
     assert_same(got.compute(), in_memory[case][0], f"dask {case}")
-    assert_same(got.calc_integer_copy_numbers().compute(), in_memory[case][1], f"dask {case} integer")
+    integer = got.calc_integer_copy_numbers().compute()
+    assert_same(integer, in_memory[case][1], f"dask {case} integer")
+    assert integer.call_evidence is not None  # the blocks' evidence, joined
+    assert_same_qualities(integer, in_memory[case][1], f"dask {case}")
 
 
 @pytest.fixture(scope="module")
@@ -203,6 +253,7 @@ def test_batch(case, in_memory, batch_folder):
     """The batch's files read back (posteriors are not written)."""
     got = gcnmops.read_result(batch_folder / case)
     assert_same(got, in_memory[case][1], f"batch {case}", posteriors=False)
+    assert_same_qualities(got, in_memory[case][1], f"batch {case}")
 
 
 # ---------------------------------------------------------------------------------------------- case mode
@@ -222,6 +273,7 @@ def test_case_mode_refit(case, in_memory, tmp_path):
     ref = select_samples(in_memory[case][1], data.sample_names[5:])
     assert len(ref.cnvs) > 0, case
     assert_same(got, ref, f"refit {case}")
+    assert_same_qualities(got, ref, f"refit {case}")
 
 
 # ---------------------------------------------------------------------------------------------- the R package

@@ -10,7 +10,8 @@ Qualities (phred, integer 0-99) come from the model cn.mops fitted (``docs/quali
 Per window w of a set W (a CNV's windows, or a CNV region's), sample k and class i, the model's expected count
 is mu = cov_k L[w, i] (``params["L"]``: lambda of each class, ``params["cov"]``), and the sample's normalized
 count x (what the model saw) has the Poisson log-likelihood x log(mu) - mu. Summed over W and divided by the
-sample's dispersion phi_k (``dispersion``: real counts vary more than Poisson counts; phi >= 1), it is the
+sample's dispersion phi_k (``dispersion``: real counts vary more than Poisson counts; phi >= 1: the median of its
+squared Pearson residuals over every window of the genome, read from counts of them on a fixed grid), it is the
 log-likelihood of "the sample is of class i over all of W". With the prior pi_i = the model's mean mixture
 weight of class i over W (``params["A"]``), at least 1/N (N samples: the sample itself could be of any class),
 renormalized, the posterior of class i is P(i) = pi_i exp(l_i / phi_k) / sum_j pi_j exp(l_j / phi_k).
@@ -26,13 +27,18 @@ lambdas; real counts vary together along the genome, and segmentation picks a ca
 r overstates the evidence (false calls on real counts have r of tens to hundreds). The quality is r calibrated
 against the observed false-call rate of spike-ins into real counts (``benchmarks/spikein.py``):
 Q = min(``MAX_Q``, round(``CALIBRATION_SCALE`` r^``CALIBRATION_POWER``)), the same map for both kinds; sets
-without windows get 0. More windows, or counts further from the normal class towards the stated one, give a
+without windows get 0. Every path computes them the same way, bit for bit: where a block of whole
+chromosomes has its matrices (``pipeline.stages.finish_block``), ``block_evidence`` sums each call's
+log-likelihoods and mixture weights and counts the residuals (``CallEvidence``, held by the block's result); the
+blocks' evidence is joined (``CallEvidence.join``: counts added, calls appended), and the dispersion, posteriors
+and calibration are applied when the call files are written (``Evidence``). More windows, or counts further from the normal class towards the stated one, give a
 higher quality (r grows with both, the map is increasing).
 """
 from __future__ import annotations
 
 import re
 import threading
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -214,20 +220,49 @@ def cnv_directions(result, cnvs: pd.DataFrame | None = None) -> np.ndarray:
 
 #: the median of a chi-square variable of one degree of freedom: median(r^2) of Poisson residuals r
 _CHI2_MEDIAN = 0.454936423119572
+#: the dispersion's grid: squared residuals are counted in bins of their float64 bits (sign, exponent and the
+#: first DISPERSION_BITS bits of the mantissa: 2^DISPERSION_BITS bins per doubling, each 0.4-0.8% wide), exact
+#: integer counts that add up over blocks of windows on any machine
+DISPERSION_BITS = 7
+_SHIFT = 52 - DISPERSION_BITS
+#: the bins counted: from the one holding _CHI2_MEDIAN (phi 1; smaller residuals fall into it) to the one holding
+#: DISPERSION_MAX x _CHI2_MEDIAN (larger ones fall into it)
+DISPERSION_MAX = 1e4
+_FIRST_BIN = int(np.float64(_CHI2_MEDIAN).view(np.int64) >> _SHIFT)
+_LAST_BIN = int(np.float64(_CHI2_MEDIAN * DISPERSION_MAX).view(np.int64) >> _SHIFT)
+N_DISPERSION_BINS = _LAST_BIN - _FIRST_BIN + 1
+#: cells of a block binned at once (bounds the temporary arrays)
+_CELLS = 1 << 20
 
 
-def dispersion(x: np.ndarray, mu: np.ndarray) -> np.ndarray:
-    """(N,) each sample's dispersion phi >= 1: the median over windows of its squared Pearson residuals
-    (x - mu)^2 / mu against the normal class's expected count ``mu``, over that median for Poisson counts
-    (``_CHI2_MEDIAN``); windows with NaN or mu <= 0 are left out (no usable window: 1). ``x``, ``mu`` (m, N)."""
-    with np.errstate(invalid="ignore", divide="ignore"):
-        r2 = (x - mu) ** 2 / mu
-    r2 = np.where(np.isfinite(r2) & (mu > 0), r2, np.nan)
-    phi = np.ones(x.shape[1])
-    usable = np.isfinite(r2).any(axis=0)
-    if usable.any():
-        phi[usable] = np.nanmedian(r2[:, usable], axis=0) / _CHI2_MEDIAN
-    return np.maximum(phi, 1.0)
+def residual_counts(x: np.ndarray, mu: np.ndarray) -> np.ndarray:
+    """(N, N_DISPERSION_BINS) int64: per sample, how many windows' squared Pearson residual (x - mu)^2 / mu
+    falls into each bin of the dispersion's grid (``DISPERSION_BITS``); windows with NaN, or mu <= 0, are left
+    out. ``x`` (m, N), ``mu`` (m, N) or (m, 1). The counts of blocks of windows add up to those of all of them."""
+    m, N = x.shape
+    counts = np.zeros(N * N_DISPERSION_BINS, np.int64)
+    step = max(1, _CELLS // max(N, 1))
+    offset = (np.arange(N, dtype=np.int64) * N_DISPERSION_BINS)[None, :]
+    for a in range(0, m, step):
+        xa, ma = x[a:a + step], mu[a:a + step]
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            r2 = (xa - ma) ** 2 / ma
+        ok = np.isfinite(r2) & (ma > 0)
+        bins = np.clip(np.where(ok, r2, 0.0).view(np.int64) >> _SHIFT, _FIRST_BIN, _LAST_BIN) - _FIRST_BIN
+        counts += np.bincount((bins + offset)[ok], minlength=counts.size)
+    return counts.reshape(N, N_DISPERSION_BINS)
+
+
+def dispersion(counts: np.ndarray) -> np.ndarray:
+    """(N,) each sample's dispersion phi >= 1 from its ``residual_counts`` (N, bins): the lower edge of the bin
+    of the median squared Pearson residual (the lower one of the two middle windows of an even count) over that
+    median for Poisson counts (``_CHI2_MEDIAN``), at least 1 (1 without a usable window)."""
+    counts = np.asarray(counts, np.int64)
+    total = counts.sum(axis=1)
+    middle = (total - 1) // 2  # 0-based rank of the (lower) median window
+    at = (np.cumsum(counts, axis=1) <= middle[:, None]).sum(axis=1)
+    edge = ((at + _FIRST_BIN).astype(np.int64) << _SHIFT).view(np.float64)
+    return np.where(total > 0, np.maximum(edge / _CHI2_MEDIAN, 1.0), 1.0)
 
 
 class Qualities(NamedTuple):
@@ -237,9 +272,167 @@ class Qualities(NamedTuple):
     genotype: np.ndarray
 
 
+class _Model:
+    """The fitted model of a block of windows (a result's params and normalized data), to sum each class's
+    Poisson log-likelihood over a set of windows (``loglik``) and average its mixture weights (``prior``). Every
+    sum is over a fresh C-ordered array of the set's windows only: the same set gives the same bits in any block
+    holding it (one chromosome, or the whole genome)."""
+
+    def __init__(self, params: dict, normalized: np.ndarray):
+        self.classes = [str(c) for c in params.get("classes", [])]
+        main = str(params.get("mainClass"))
+        self.main_idx = self.classes.index(main) if main in self.classes else -1
+        self.x = normalized
+        m, N = normalized.shape
+        n = len(self.classes)
+        lam = np.asarray(params["L"], dtype=np.float64).reshape(m, n)
+        alpha = np.asarray(params["A"], dtype=np.float64).reshape(m, n)
+        cov = np.asarray(params.get("cov", np.ones(N)), dtype=np.float64).reshape(-1)
+        self.cov = cov if cov.size == N else np.ones(N)
+        with np.errstate(divide="ignore"):
+            self.log_cov = np.log(self.cov)
+        # a window is evidence where every class has a positive lambda; a cell where its count is finite
+        self.usable = np.all(np.isfinite(lam) & (lam > 0), axis=1)
+        self.lam = np.ascontiguousarray(np.where(self.usable[:, None], lam, 0.0))
+        with np.errstate(divide="ignore"):
+            self.log_lam = np.ascontiguousarray(np.where(self.usable[:, None], np.log(np.where(self.usable[:, None],
+                                                                                                lam, 1.0)), 0.0))
+        self.alpha = np.ascontiguousarray(np.where(np.isfinite(alpha), alpha, 0.0))
+
+    def residual_counts(self) -> np.ndarray:
+        """``residual_counts`` of the block against the normal class's expected counts cov L[:, normal]."""
+        if self.main_idx < 0:
+            return np.zeros((self.x.shape[1], N_DISPERSION_BINS), np.int64)
+        # windows without evidence have lambda 0 here: left out
+        return residual_counts(np.asarray(self.x, dtype=np.float64), self.lam[:, [self.main_idx]] * self.cov[None, :])
+
+    def loglik(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """(classes, k) each class's Poisson log-likelihood of the samples ``cols`` summed over windows ``rows``
+        (no dispersion)."""
+        x = np.ascontiguousarray(np.asarray(self.x[rows], dtype=np.float64)[:, cols])
+        ok = np.isfinite(x) & self.usable[rows][:, None]
+        x = np.where(ok, x, 0.0)
+        ok = ok.astype(np.float64)
+        lam, log_lam = self.lam[rows], self.log_lam[rows]
+        cov, log_cov = self.cov[cols], self.log_cov[cols]
+        out = np.empty((len(self.classes), len(cols)))
+        for i in range(len(self.classes)):
+            out[i] = (x * log_lam[:, i:i + 1]).sum(axis=0) - cov * (ok * lam[:, i:i + 1]).sum(axis=0)
+        with np.errstate(invalid="ignore"):
+            return out + log_cov * x.sum(axis=0)
+
+    def prior(self, rows: np.ndarray) -> np.ndarray:
+        """(classes,) the mean mixture weight of each class over windows ``rows``."""
+        return self.alpha[rows].mean(axis=0) if len(rows) else np.zeros(len(self.classes))
+
+
+def _cnv_keys(cnvs: pd.DataFrame) -> pd.MultiIndex:
+    return pd.MultiIndex.from_arrays([cnvs["seqnames"].astype(str).to_numpy(), cnvs["start"].to_numpy(np.int64),
+                                      cnvs["end"].to_numpy(np.int64), cnvs["sampleName"].astype(str).to_numpy()])
+
+
+def _region_keys(cnvr: pd.DataFrame) -> pd.MultiIndex:
+    return pd.MultiIndex.from_arrays([cnvr["seqnames"].astype(str).to_numpy(), cnvr["start"].to_numpy(np.int64),
+                                      cnvr["end"].to_numpy(np.int64)])
+
+
+@dataclass(frozen=True)
+class CallEvidence:
+    """What the qualities need of the model, gathered per block of whole chromosomes where its matrices are at
+    hand (``block_evidence``) and joined over blocks (``join``), before the dispersion is known: the residuals'
+    counts of each sample, and per call (CNV: its windows and sample; CNV region: its windows, every sample) the
+    raw log-likelihood of each class and the mean mixture weights.
+
+    ``samples`` (N,): the columns of ``residuals`` (N, N_DISPERSION_BINS) int64 and of ``region_loglik``;
+    ``cnv_keys`` (seqnames, start, end, sampleName) with ``cnv_windows`` (n,), ``cnv_loglik`` (n, classes),
+    ``cnv_prior`` (n, classes); ``region_keys`` (seqnames, start, end) with ``region_windows`` (r,),
+    ``region_loglik`` (r, classes, N), ``region_prior`` (r, classes)."""
+
+    samples: tuple
+    residuals: np.ndarray
+    cnv_keys: pd.MultiIndex
+    cnv_windows: np.ndarray
+    cnv_loglik: np.ndarray
+    cnv_prior: np.ndarray
+    region_keys: pd.MultiIndex
+    region_windows: np.ndarray
+    region_loglik: np.ndarray
+    region_prior: np.ndarray
+
+    @classmethod
+    def join(cls, parts: list["CallEvidence | None"]) -> "CallEvidence | None":
+        """The evidence of several blocks (the same samples, disjoint windows): counts added (None where a block's
+        are), calls appended; None where a block has none."""
+        if not parts or any(p is None for p in parts):
+            return None
+        first = parts[0]
+
+        def keys(name):
+            values = [getattr(p, name) for p in parts]
+            return values[0].append(values[1:]) if len(values) > 1 else values[0]
+
+        residuals = None if any(p.residuals is None for p in parts) else np.sum([p.residuals for p in parts], axis=0)
+        return cls(first.samples, residuals, keys("cnv_keys"),
+                   *(np.concatenate([getattr(p, f) for p in parts]) for f in ("cnv_windows", "cnv_loglik",
+                                                                               "cnv_prior")),
+                   keys("region_keys"),
+                   *(np.concatenate([getattr(p, f) for p in parts]) for f in ("region_windows", "region_loglik",
+                                                                               "region_prior")))
+
+
+def block_evidence(params: dict, normalized: np.ndarray, gr: pd.DataFrame, sample_names: list[str],
+                   cnvs: pd.DataFrame, cnvr: pd.DataFrame) -> CallEvidence:
+    """The CallEvidence of a block of whole chromosomes: its regions ``gr``, normalized data (m, N), ``params``
+    (classes, mainClass, cov, L and A of its regions) and its calls ``cnvs`` / ``cnvr``."""
+    model = _Model(params, normalized)
+    windows = _Windows(gr)
+    names = [str(s) for s in sample_names]
+    n = len(model.classes)
+    sample_col = pd.Index(names).get_indexer(cnvs["sampleName"].astype(str).to_numpy())
+    cnv_sets = [windows.rows(c, int(s), int(e)) for c, s, e in zip(cnvs["seqnames"], cnvs["start"], cnvs["end"])]
+    region_sets = [windows.rows(c, int(s), int(e)) for c, s, e in zip(cnvr["seqnames"], cnvr["start"], cnvr["end"])]
+    every = np.arange(len(names))
+    cnv_loglik = np.zeros((len(cnvs), n))
+    for i, (rows, col) in enumerate(zip(cnv_sets, sample_col)):
+        if col >= 0 and rows.size:
+            cnv_loglik[i] = model.loglik(rows, np.array([col]))[:, 0]
+    region_loglik = np.zeros((len(cnvr), n, len(names)))
+    for i, rows in enumerate(region_sets):
+        if rows.size:
+            region_loglik[i] = model.loglik(rows, every)
+    return CallEvidence(
+        tuple(names), model.residual_counts(), _cnv_keys(cnvs),
+        np.array([r.size for r in cnv_sets], np.int64), cnv_loglik,
+        np.array([model.prior(r) for r in cnv_sets]).reshape(len(cnvs), n), _region_keys(cnvr),
+        np.array([r.size for r in region_sets], np.int64), region_loglik,
+        np.array([model.prior(r) for r in region_sets]).reshape(len(cnvr), n))
+
+
+def has_matrices(result) -> bool:
+    """True when ``result`` holds its normalized data and L, A of every region in this process."""
+    x = getattr(result, "normalized_data", None)
+    lam = result.params.get("L")
+    return (isinstance(x, np.ndarray) and x.ndim == 2 and x.shape[0] == len(result.gr) and x.shape[0] > 0
+            and isinstance(lam, np.ndarray) and lam.shape[0] == len(result.gr))
+
+
+def call_evidence(result) -> CallEvidence | None:
+    """The result's CallEvidence: the one its blocks gathered (``result.call_evidence``), else made from its
+    matrices (once per result); None where it has neither."""
+    held = getattr(result, "call_evidence", None)
+    if held is not None:
+        return held
+    if not has_matrices(result):
+        return None
+    return _derived(result, "quality.call_evidence",
+                    lambda: block_evidence(result.params, result.normalized_data, result.gr, result.sample_names,
+                                           result.cnvs, result.cnvr))
+
+
 class Evidence:
     """The model's evidence for a sample's state over a set of windows: the posteriors and qualities of the
-    module docstring."""
+    module docstring, from the result's CallEvidence (a set it does not hold: from the result's matrices, where
+    it has them; else quality 0)."""
 
     def __init__(self, result):
         p = result.params
@@ -252,65 +445,123 @@ class Evidence:
         # the side of each class against the normal one: -1 below, +1 above, 0 the normal class
         self.side = (np.sign(folds - folds[self.main_idx]).astype(np.int64) if self.main_idx >= 0 and folds.size == n
                      else np.zeros(n, np.int64))
-        x = np.asarray(result.normalized_data, dtype=np.float64)
-        lam = np.asarray(p["L"], dtype=np.float64).reshape(x.shape[0], n)
-        alpha = np.asarray(p["A"], dtype=np.float64).reshape(x.shape[0], n)
-        self.cov = np.asarray(p.get("cov", np.ones(x.shape[1])), dtype=np.float64).reshape(-1)
-        if self.cov.size != x.shape[1]:
-            self.cov = np.ones(x.shape[1])
-        # a window is evidence where every class has a positive lambda; a cell where its count is finite
-        usable = np.all(np.isfinite(lam) & (lam > 0), axis=1)
-        self.lam = np.where(usable[:, None], lam, 0.0)
-        with np.errstate(divide="ignore"):
-            self.log_lam = np.where(usable[:, None], np.log(np.where(usable[:, None], lam, 1.0)), 0.0)
-        self.ok = (np.isfinite(x) & usable[:, None]).astype(np.float64)
-        self.x = np.where(self.ok > 0, x, 0.0)
-        self.alpha = np.where(np.isfinite(alpha), alpha, 0.0)
-        self.phi = (dispersion(np.where(self.ok > 0, x, np.nan), self.cov * self.lam[:, [self.main_idx]])
-                    if self.main_idx >= 0 else np.ones(x.shape[1]))
+        self.result = result
+        self.held = call_evidence(result)
+        self.samples = list(self.held.samples) if self.held is not None else [str(s) for s in result.sample_names]
+        self.phi = dispersion(self.held.residuals) if self.held is not None else np.ones(len(self.samples))
+        self._model = None
 
-    def log_posteriors(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-        """(classes, k) log posterior of each class for samples ``cols`` over windows ``rows``."""
-        n_samples = self.x.shape[1]
-        x, ok = self.x[rows][:, cols], self.ok[rows][:, cols]
-        cov = self.cov[cols]
-        with np.errstate(divide="ignore"):
-            log_cov = np.log(cov)
-        loglik = (self.log_lam[rows].T @ x + log_cov * x.sum(axis=0) - cov * (self.lam[rows].T @ ok)) / self.phi[cols]
-        prior = np.maximum(self.alpha[rows].mean(axis=0), 1.0 / n_samples)
-        log_post = np.log(prior / prior.sum())[:, None] + loglik
-        return log_post - _logsumexp(log_post)
+    def columns(self, names) -> np.ndarray:
+        """The evidence's columns of the samples ``names``."""
+        return pd.Index(self.samples).get_indexer([str(s) for s in names])
+
+    def model(self) -> _Model | None:
+        """The result's model over all its windows (sets the CallEvidence lacks), None without its matrices."""
+        if self._model is None and has_matrices(self.result):
+            self._model = _Model(self.result.params, self.result.normalized_data)
+        return self._model
 
     def qualities(self, row_sets: list, cols: np.ndarray, cls: np.ndarray, sign: np.ndarray) -> Qualities:
-        """Call and genotype Q of n items: item i's samples ``cols[i]`` over its windows ``row_sets[i]`` (Q 0
-        without windows); ``sign`` -1/+1 non-normal (of class index ``cls``, -1 unknown), 0 normal; ``cols``,
-        ``cls``, ``sign`` (n, k)."""
-        cols, cls, sign = np.asarray(cols), np.asarray(cls), np.asarray(sign)
+        """Call and genotype Q of n items: item i's samples ``cols[i]`` (columns of the result) over its windows
+        ``row_sets[i]`` (rows of the result, which must hold its matrices); see ``posterior_qualities``."""
+        cols = np.asarray(cols)
+        model = self.model()
+        n, k, c = len(row_sets), cols.shape[1] if cols.ndim == 2 else 0, len(self.classes)
+        loglik, prior = np.zeros((n, c, k)), np.zeros((n, c))
+        windows = np.array([r.size for r in row_sets], np.int64)
+        if model is None:
+            windows[:] = 0
+        else:
+            for i, rows in enumerate(row_sets):
+                if rows.size and k:
+                    loglik[i], prior[i] = model.loglik(rows, cols[i]), model.prior(rows)
+        names = np.asarray(self.result.sample_names, dtype=object)
+        return self.posterior_qualities(loglik, prior, windows, self.columns(names[cols.reshape(-1)]).reshape(
+            cols.shape) if cols.size else cols, cls, sign)
+
+    def cnv_qualities(self, cnvs: pd.DataFrame, cls: np.ndarray, sign: np.ndarray) -> Qualities:
+        """Call and genotype Q (n,) of each CNV of ``cnvs`` over its own windows and sample (class index ``cls``,
+        sign ``sign`` as ``posterior_qualities``)."""
+        n, c = len(cnvs), len(self.classes)
+        loglik, prior, windows = np.zeros((n, c, 1)), np.zeros((n, c)), np.zeros(n, np.int64)
+        at = (self.held.cnv_keys.get_indexer(_cnv_keys(cnvs)) if self.held is not None and n
+              else np.full(n, -1))
+        found = at >= 0
+        if found.any():
+            loglik[found, :, 0] = self.held.cnv_loglik[at[found]]
+            prior[found], windows[found] = self.held.cnv_prior[at[found]], self.held.cnv_windows[at[found]]
+        col = self.columns(cnvs["sampleName"].to_numpy())
+        model = self.model()
+        if model is not None:
+            index = window_index(self.result)
+            result_col = pd.Index([str(s) for s in self.result.sample_names]).get_indexer(
+                cnvs["sampleName"].astype(str).to_numpy())
+            for i in np.flatnonzero(~found & (result_col >= 0)):
+                rows = index.rows(cnvs["seqnames"].iat[i], int(cnvs["start"].iat[i]), int(cnvs["end"].iat[i]))
+                windows[i] = rows.size
+                if rows.size:
+                    loglik[i, :, 0], prior[i] = model.loglik(rows, result_col[[i]])[:, 0], model.prior(rows)
+        q = self.posterior_qualities(loglik, prior, np.where(col >= 0, windows, 0), np.maximum(col, 0)[:, None],
+                                     np.asarray(cls)[:, None], np.asarray(sign)[:, None])
+        return Qualities(q.call[:, 0], q.genotype[:, 0])
+
+    def region_qualities(self, cnvr: pd.DataFrame, names, cls: np.ndarray, sign: np.ndarray) -> Qualities:
+        """Call and genotype Q (r, k) of the samples ``names`` over each CNV region of ``cnvr``'s windows
+        (``cls``, ``sign`` (r, k) as ``posterior_qualities``)."""
+        r, c, k = len(cnvr), len(self.classes), len(names)
+        col = np.maximum(self.columns(names), 0)
+        loglik, prior, windows = np.zeros((r, c, k)), np.zeros((r, c)), np.zeros(r, np.int64)
+        at = self.held.region_keys.get_indexer(_region_keys(cnvr)) if self.held is not None and r else np.full(r, -1)
+        found = at >= 0
+        if found.any():
+            loglik[found] = self.held.region_loglik[at[found]][:, :, col]
+            prior[found], windows[found] = self.held.region_prior[at[found]], self.held.region_windows[at[found]]
+        model = self.model()
+        if model is not None and (~found).any():
+            index = window_index(self.result)
+            result_col = pd.Index([str(s) for s in self.result.sample_names]).get_indexer([str(s) for s in names])
+            for i in np.flatnonzero(~found):
+                rows = index.rows(cnvr["seqnames"].iat[i], int(cnvr["start"].iat[i]), int(cnvr["end"].iat[i]))
+                windows[i] = rows.size
+                if rows.size and k:
+                    loglik[i], prior[i] = model.loglik(rows, result_col), model.prior(rows)
+        return self.posterior_qualities(loglik, prior, windows, np.broadcast_to(col, (r, k)), cls, sign)
+
+    def posterior_qualities(self, loglik: np.ndarray, prior: np.ndarray, windows: np.ndarray, cols: np.ndarray,
+                            cls: np.ndarray, sign: np.ndarray) -> Qualities:
+        """Call and genotype Q (n, k) of n items from their raw log-likelihoods ``loglik`` (n, classes, k),
+        mean mixture weights ``prior`` (n, classes) and window counts ``windows`` (n,) (Q 0 without windows):
+        the samples' evidence columns ``cols`` (n, k) give the dispersion; ``sign`` (n, k) -1/+1 non-normal (of
+        class index ``cls``, -1 unknown), 0 normal."""
+        cls, sign, cols = np.asarray(cls, np.int64), np.asarray(sign, np.int64), np.asarray(cols, np.int64)
         call = np.zeros(cls.shape, np.int64)
         genotype = np.zeros(cls.shape, np.int64)
-        if self.main_idx < 0:
+        if self.main_idx < 0 or cls.size == 0:
             return Qualities(call, genotype)
-        for i, rows in enumerate(row_sets):
-            if rows.size == 0 or cls.shape[1] == 0:
-                continue
-            lp = self.log_posteriors(rows, cols[i])  # (classes, k)
-            # log P(not the state's side): normal state -> not normal; loss/gain -> normal or the other side
-            wrong_side = np.where(sign[i][None, :] == 0, self.side[:, None] != 0,
-                                  self.side[:, None] != sign[i][None, :])
-            log_err_call = _logsumexp(np.where(wrong_side, lp, -np.inf))
-            log_err_cls = _logsumexp(np.where(np.arange(lp.shape[0])[:, None] != np.maximum(cls[i], 0)[None, :],
-                                              lp, -np.inf))
-            call[i] = _phred_log(log_err_call)
-            genotype[i] = _phred_log(np.where((sign[i] != 0) & (cls[i] >= 0), log_err_cls, log_err_call))
-        return Qualities(call, genotype)
+        floor = 1.0 / max(len(self.samples), 1)
+        prior = np.maximum(prior, floor)
+        with np.errstate(divide="ignore"):
+            log_prior = np.log(prior / prior.sum(axis=1, keepdims=True))
+        lp = log_prior[:, :, None] + loglik / self.phi[cols][:, None, :]
+        lp = lp - _logsumexp(lp, axis=1)[:, None, :]
+        side = self.side[None, :, None]
+        # log P(not the state's side): normal state -> not normal; loss/gain -> normal or the other side
+        wrong_side = np.where(sign[:, None, :] == 0, side != 0, side != sign[:, None, :])
+        log_err_call = _logsumexp(np.where(wrong_side, lp, -np.inf), axis=1)
+        other = np.arange(lp.shape[1])[None, :, None] != np.maximum(cls, 0)[:, None, :]
+        log_err_cls = _logsumexp(np.where(other, lp, -np.inf), axis=1)
+        has = (np.asarray(windows) > 0)[:, None]
+        call = np.where(has, _phred_log(log_err_call), 0)
+        genotype = np.where(has, _phred_log(np.where((sign != 0) & (cls >= 0), log_err_cls, log_err_call)), 0)
+        return Qualities(call.astype(np.int64), genotype.astype(np.int64))
 
 
-def _logsumexp(a: np.ndarray) -> np.ndarray:
-    """log(sum(exp(a), axis=0)), -inf where every value is -inf."""
-    top = np.max(a, axis=0)
+def _logsumexp(a: np.ndarray, axis: int = 0) -> np.ndarray:
+    """log(sum(exp(a), axis)), -inf where every value is -inf."""
+    top = np.max(a, axis=axis, keepdims=True)
     safe = np.where(np.isfinite(top), top, 0.0)
     with np.errstate(divide="ignore"):
-        return safe + np.log(np.exp(a - safe).sum(axis=0))
+        return np.squeeze(safe, axis=axis) + np.log(np.exp(a - safe).sum(axis=axis))
 
 
 def _phred_log(log_error: np.ndarray) -> np.ndarray:
@@ -323,29 +574,18 @@ def _phred_log(log_error: np.ndarray) -> np.ndarray:
     return np.minimum(MAX_Q, np.rint(np.minimum(q, MAX_Q))).astype(np.int64)
 
 
-def _cnv_qualities(result, cnvs: pd.DataFrame, windows: _Windows, evidence: Evidence) -> tuple[Qualities, list]:
+def _cnv_qualities(result, cnvs: pd.DataFrame, evidence: Evidence) -> tuple[Qualities, list]:
     """(qualities, direction) of each CNV of ``cnvs`` (its own windows and sample)."""
     main = main_cn(result)
     stat = "median" if result.params.get("useMedian", False) else "mean"
-    sample_col = pd.Index(result.sample_names).get_indexer(cnvs["sampleName"].to_numpy())
-    q = Qualities(np.zeros(len(cnvs), np.int64), np.zeros(len(cnvs), np.int64))
-    directions, items = [], []  # items: (CNV, its windows, sample column, class, sign)
-    for i, (chrom, s, e, label, v, col) in enumerate(zip(cnvs["seqnames"], cnvs["start"], cnvs["end"], cnvs["CN"],
-                                                         cnvs[stat].to_numpy(float), sample_col)):
-        cn = cn_value(label)
-        d = direction(cn, float(v), main)
+    directions, classes, signs = [], [], []
+    for label, v in zip(cnvs["CN"], cnvs[stat].to_numpy(float)):
+        d = direction(cn_value(label), float(v), main)
         directions.append(d)
         # the CNV's own call: its direction, else (normal integer copy number) the sign of its statistic
-        sign = {"loss": -1, "gain": 1}.get(d or direction(None, float(v), None), 0)
-        cls = evidence.class_idx.get(str(label), -1) if d is not None else -1
-        if col >= 0:
-            items.append((i, windows.rows(chrom, int(s), int(e)), col, cls, sign))
-    if items:
-        at, row_sets, cols, classes, signs = zip(*items)
-        both = evidence.qualities(list(row_sets), np.array(cols, np.int64)[:, None],
-                                  np.array(classes, np.int64)[:, None], np.array(signs, np.int64)[:, None])
-        q.call[list(at)], q.genotype[list(at)] = both.call[:, 0], both.genotype[:, 0]
-    return q, directions
+        signs.append({"loss": -1, "gain": 1}.get(d or direction(None, float(v), None), 0))
+        classes.append(evidence.class_idx.get(str(label), -1) if d is not None else -1)
+    return evidence.cnv_qualities(cnvs, np.array(classes, np.int64), np.array(signs, np.int64)), directions
 
 
 def _cnv_evidence(result) -> tuple[Qualities, list]:
@@ -353,7 +593,7 @@ def _cnv_evidence(result) -> tuple[Qualities, list]:
     cnvs = result.cnvs
     # keyed by the frame, which the value holds: another frame cannot take its id while it is cached
     return _derived(result, f"quality.cnv_qualities.{id(cnvs)}",
-                    lambda: (cnvs, *_cnv_qualities(result, cnvs, window_index(result), Evidence(result))))[1:]
+                    lambda: (cnvs, *_cnv_qualities(result, cnvs, Evidence(result))))[1:]
 
 
 def call_qualities(result) -> tuple[np.ndarray, list]:

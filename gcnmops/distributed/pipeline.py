@@ -8,9 +8,9 @@ pipeline's (RunPlan, run_block), as in every other path:
 2. blocks (layout.py): whole chromosomes, small consecutive ones merged, given to the scheduler largest first;
    each task reads its rows, builds the run's plan on its worker (the backend resolved there: a dask-cuda
    worker's GPU) and runs ``run_block`` with the genome, then writes its matrices into the run's store and
-   returns its call tables;
-3. client: the call tables of the blocks joined in row order (cn.mops's CNVs and CNV regions never cross a
-   chromosome), the result's matrices read from the store.
+   returns its call tables (and their qualities' evidence, calls.quality.CallEvidence);
+3. client: the call tables of the blocks (and the evidence) joined in row order (cn.mops's CNVs and CNV regions
+   never cross a chromosome), the result's matrices read from the store.
 """
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..calls.cnvs import NO_CNV_MESSAGE
+from ..calls.quality import CallEvidence
 from ..cuda.probe import BACKENDS, Backend
 from ..data import CountData, validate_counts
 from ..errors import InputError
@@ -67,7 +68,8 @@ class BlockJob:
 def run_chromosomes(job: BlockJob, block: int, counts, controls, ranges: pd.DataFrame | None) -> dict:
     """One block of whole chromosomes through the stage order (``counts``/``controls``: its rows, see
     store.read_part; ``ranges``: its regions): the matrices written into the store as block ``block``; returns
-    the call tables, the coverages the result records, the stages' seconds and the GPU's statistics."""
+    the call tables and their qualities' evidence, the coverages the result records, the stages' seconds and the
+    GPU's statistics."""
     plan = RunPlan.build(job.method, job.params, job.backend, job.n_regions)
     held = [CountData(validate_counts(read_part(counts), sample_names=job.sample_names, ranges=ranges),
                       list(job.sample_names), ranges)]
@@ -81,7 +83,8 @@ def run_chromosomes(job: BlockJob, block: int, counts, controls, ranges: pd.Data
     for name, (value, chunks, compress) in matrices_of(result, rows, k).items():
         job.store.write(name, block, value, chunks, compress)
     return {"segmentation": result.segmentation, "cnvs": result.cnvs, "cnvr": result.cnvr,
-            "cov": result.params["cov"], "timings": timings, "gpu_stats": result.gpu_stats}
+            "call_evidence": result.call_evidence, "cov": result.params["cov"], "timings": timings,
+            "gpu_stats": result.gpu_stats}
 
 
 def cn_mops(
@@ -168,7 +171,8 @@ def cn_mops(
         result = DistributedResult.of_store(
             work, layout, gr=cases.count_data_stub().genomic_ranges(), params=result_params,
             segmentation=segmentation, cnvs=cnvs, cnvr=plan.method_cnvr(cnvr, cnvs, names), sample_names=names,
-            ranged=cases.ranges is not None, posteriors=cparams.return_posterior, timings=timings)
+            ranged=cases.ranges is not None, posteriors=cparams.return_posterior, timings=timings,
+            call_evidence=CallEvidence.join([p["call_evidence"] for p in parts]))
         timings["collect"] = time.perf_counter() - t0
     finally:
         if work.temporary:

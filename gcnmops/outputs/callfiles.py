@@ -491,7 +491,7 @@ def vcf_table(result, reference_fai=None, samples=None, reference=None) -> VcfTa
     records = []
     order = list(_sorted_positions(result, cnvr))
     row_sets = [windows.rows(chrom[i], int(start[i]), int(end[i])) for i in order]
-    quals = evidence.qualities(row_sets, np.broadcast_to(cols, (len(order), len(cols))), cls[order], sign[order])
+    quals = evidence.region_qualities(cnvr.iloc[order], chosen, cls[order], sign[order])
     for i, rows, q, call_q in zip(order, row_sets, quals.genotype, quals.call):
         loss, gain = (sign[i] < 0).any(), (sign[i] > 0).any()
         if not (loss or gain):

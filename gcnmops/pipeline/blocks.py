@@ -3,12 +3,13 @@ matrix, and its normalization; and the whole run's call tables gathered from its
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from ..calls.cnvs import NO_CNV_MESSAGE
+from ..calls.quality import CallEvidence
 from ..data import CountData
 from ..normalization.factors import coverage_ratios
 from ..result import CNVDetectionResult, empty_cnvr, empty_segments
@@ -66,7 +67,8 @@ class Regions:
 
 class BlockTables:
     """The call tables of a run's blocks (whole chromosomes), gathered into the whole run's tables in block
-    order (cn.mops orders them by chromosome, then sample, then start: block by block). As a context manager it
+    order (cn.mops orders them by chromosome, then sample, then start: block by block), with the evidence of their
+calls' qualities (``call_evidence``). As a context manager it
     holds back the calls' per-block "No CNVs" message; ``tables()`` says it once for the run, where cn.mops would
     (it segments, ``segments``, and no block has a CNV)."""
 
@@ -74,6 +76,8 @@ class BlockTables:
         self.segmentation: list[pd.DataFrame | None] = [None] * n_blocks
         self.cnvs: list[pd.DataFrame | None] = [None] * n_blocks
         self.cnvr: list[pd.DataFrame | None] = [None] * n_blocks
+        self.evidence: list[CallEvidence | None] = [None] * n_blocks
+        self.residuals: np.ndarray | None = None
         self.sample_names = list(sample_names)
         self.segments = segments
         self._quiet = _NoCnvFilter()
@@ -86,8 +90,13 @@ class BlockTables:
         log.removeFilter(self._quiet)
 
     def put(self, k: int, result: CNVDetectionResult) -> None:
-        """Block ``k``'s tables (its result's segmentation, cnvs and cnvr)."""
+        """Block ``k``'s tables (its result's segmentation, cnvs and cnvr) and its calls' evidence."""
         self.segmentation[k], self.cnvs[k], self.cnvr[k] = result.segmentation, result.cnvs, result.cnvr
+        evidence = result.call_evidence
+        if evidence is not None:  # the residuals' counts added up at once: one sample x bins table held
+            self.residuals = evidence.residuals if self.residuals is None else self.residuals + evidence.residuals
+            evidence = replace(evidence, residuals=None)
+        self.evidence[k] = evidence
 
     def tables(self) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
         """(segmentation, cnvs, cnvr) of the whole run."""
@@ -95,6 +104,13 @@ class BlockTables:
             log.info(NO_CNV_MESSAGE)
         return (_concat(self.segmentation, empty_segments()), _concat(self.cnvs, empty_segments()),
                 _concat(self.cnvr, empty_cnvr(self.sample_names)))
+
+
+    def call_evidence(self) -> CallEvidence | None:
+        """The calls' evidence of the whole run (``CallEvidence.join`` of the blocks'; None where a block has
+        none)."""
+        joined = CallEvidence.join(self.evidence)
+        return None if joined is None else replace(joined, residuals=self.residuals)
 
 
 class _NoCnvFilter(logging.Filter):

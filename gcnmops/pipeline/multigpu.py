@@ -106,7 +106,7 @@ def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timin
     if listener is not None:
         listener(result)
     segmentation, cnvs, cnvr = gathered.tables()
-    return result.replace(segmentation=segmentation, cnvs=cnvs, cnvr=cnvr)
+    return result.replace(segmentation=segmentation, cnvs=cnvs, cnvr=cnvr, call_evidence=gathered.call_evidence())
 
 
 class _Landing:

@@ -23,6 +23,7 @@ from contextvars import ContextVar
 import numpy as np
 
 from ..calls.cnvs import Calls, call_cnvs
+from ..calls.quality import block_evidence
 from ..cuda.probe import Backend
 from ..data import CountData
 from ..model import fit as fit_em
@@ -161,15 +162,18 @@ def segment_and_call(plan: RunPlan, regions: Regions, model_part: CNVDetectionRe
 def finish_block(plan: RunPlan, regions: Regions, norm: Normalized, out: ModelOutput, timings: dict,
                  device=None, gpu_stats: dict | None = None) -> CNVDetectionResult:
     """From the model's output to the block's result: ``model_result`` (handed to the MODEL_DONE listener), then
-    segmentation and calls (timed "segment_call")."""
+    segmentation and calls (timed "segment_call") with what their qualities need of the block's model
+    (``calls.quality.block_evidence``: the result's ``call_evidence``)."""
     model_part = model_result(plan, regions, norm, out, timings, gpu_stats)
     listener = MODEL_DONE.get()
     if listener is not None:
         listener(model_part)
     with timed_stage(timings, "segment_call"):
         calls = segment_and_call(plan, regions, model_part, device, gpu_stats)
+        evidence = block_evidence(model_part.params, model_part.normalized_data, regions.gr, regions.sample_names,
+                                  calls.cnvs, calls.cnvr)
     return model_part.replace(individual_call=calls.individual_call, segmentation=calls.segmentation,
-                              cnvs=calls.cnvs, cnvr=calls.cnvr)
+                              cnvs=calls.cnvs, cnvr=calls.cnvr, call_evidence=evidence)
 
 
 def run_block(plan: RunPlan, data: CountData | list[CountData], *, controls: CountData | None = None,

@@ -23,8 +23,9 @@ is read on a read-ahead thread and chromosome k - 1's matrices are written by th
 writer (``ResultStore.write_behind``). Memory: the counts of two chromosomes (k and k + 1), the result of k and
 the kept matrices of k - 1. A failure of either thread is the run's error; the clean-up waits for the writer.
 
-The call tables are written at the end as by ``gcnmops run`` (``outputs.writers.ResultWriter``; BED/VCF qualities read
-sINI only around the CNV regions, kept in a sparse temporary file). All or nothing, as the other writers.
+The call tables are written at the end as by ``gcnmops run`` (``outputs.writers.ResultWriter``; the BED/VCF
+qualities from the evidence each chromosome gathered for its calls, ``calls.quality.CallEvidence``; sINI only
+around the CNV regions, kept in a sparse temporary file). All or nothing, as the other writers.
 
 Out of scope: a single chromosome larger than memory (its counts and results are held at once); the
 methods without a cohort EM (referencecn.mops, singlecn.mops) and the DNAcopy segmentation (its random
@@ -33,6 +34,7 @@ jitter runs across chromosomes).
 from __future__ import annotations
 
 import logging
+import os
 import time
 import warnings
 from collections.abc import Callable
@@ -45,6 +47,7 @@ import numpy as np
 import pandas as pd
 
 from ..calls.integer import calc_integer_copy_numbers, rows_near, segment_labels
+from ..calls.quality import CallEvidence
 from ..cuda.probe import resolve_backend
 from ..errors import InputError
 from ..files import temp_file
@@ -206,7 +209,7 @@ def run_streaming(input, outdir, *, method: str = "cn.mops", keep=None, integer:
             else None
         tables = _stream(store, plan, genome, kept, rstore, sparse, integer, timings, on_chromosome, Path(outdir))
         t0 = time.perf_counter()
-        segmentation, cnvs, cnvr = tables
+        segmentation, cnvs, cnvr, evidence = tables
         result_params = cparams.r_params()
         result_params.update(cov=genome.cov, matrixStore=MATRIX_STORE)
         written = CNVDetectionResult(
@@ -214,7 +217,7 @@ def run_streaming(input, outdir, *, method: str = "cn.mops", keep=None, integer:
             individual_call=np.empty((0, 0)), ini_call=np.empty(0), cn_index=np.empty((0, 0), np.int8),
             posterior_probs=sparse.post if sparse else None, params=dict(result_params, L=None, A=None),
             segmentation=segmentation, cnvs=cnvs, cnvr=cnvr, sample_names=list(store.sample_names),
-            ranged=store.ranges is not None,
+            ranged=store.ranges is not None, call_evidence=evidence,
             provenance=describe(backend, inputs=[input] if isinstance(input, (str, os.PathLike)) else None))
 
         def publish(sizes):
@@ -272,9 +275,9 @@ def _shapes(kept: list[str], m: int, N: int, n: int) -> dict:
 
 def _stream(store: CountStore, plan: RunPlan, genome: Genome, kept: list[str], rstore: ResultStore, sparse,
             integer: bool, timings: dict, on_chromosome, outdir: Path
-            ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+            ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, CallEvidence | None]:
     """Every chromosome through the pipeline, the next one read ahead and the last one's matrices written behind
-    (see the module docstring); the call tables (integer labels where asked)."""
+    (see the module docstring); the call tables (integer labels where asked) and their qualities' evidence."""
     blocks = store.blocks
     m = store.shape[0]
     labelled = []
@@ -317,7 +320,7 @@ def _stream(store: CountStore, plan: RunPlan, genome: Genome, kept: list[str], r
         rparams = plan.params.r_params()
         gathered.segmentation = [s if done_ else segment_labels(s, rparams)
                                  for s, done_ in zip(gathered.segmentation, labelled)]
-    return gathered.tables()
+    return (*gathered.tables(), gathered.call_evidence())
 
 
 def _read(store: CountStore, block: tuple[str, int, int], timings: dict) -> CountData:
