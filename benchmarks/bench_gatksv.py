@@ -288,10 +288,16 @@ def main(argv: list[str] | None = None) -> dict:
             run_call(batch_paths(folder), folder / "out", call, args.backend)
     folder, meta = batch(args.bins, args.samples)
     out = folder / "out"
-    results = [run_call(batch_paths(folder), out, call, args.backend) for call in calls(args.min_size)]
+    results: list[dict] = []
     report = {"batch": meta | {"folder": str(folder)}, "backend": args.backend, "warmup": args.warmup,
-              "calls": results, "wall_s": round(sum(r["wall_s"] for r in results), 3),
-              "peak_rss_gb": max(r["peak_rss_gb"] for r in results)}
+              "calls": results}
+    for call in calls(args.min_size):  # the report written after each step: what is done survives a timeout
+        if args.json:
+            Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+        results.append(run_call(batch_paths(folder), out, call, args.backend))
+        print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+    report |= {"wall_s": round(sum(r["wall_s"] for r in results), 3),
+               "peak_rss_gb": max(r["peak_rss_gb"] for r in results)}
     bins = sum(meta["bins"].values())
     print(f"{bins:,} bins x {meta['samples']} samples ({meta['matrix_mb']:,} MB bgzipped), backend {args.backend}: "
           f"both calls in {report['wall_s']:.1f} s, peak RSS {report['peak_rss_gb']:.1f} GB")
