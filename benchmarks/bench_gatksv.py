@@ -11,8 +11,10 @@ X outside the PARs and one Y, females mismapped Y reads, and deletions and dupli
 sample (1 kb - 1 Mb, log-uniform), most rare, some common (carried by 2-40% of the samples). Generated in chunks on
 every core: numpy's Poisson, text by a numba kernel, BGZF blocks by zlib, all releasing the GIL.
 
-Prints the batch, each call's wall time (its process, start to exit; its output in OUT/log.<prefix>.txt), its stages (read; the pass groups MR2, MR1,
-NR2, NR1, FR2, FR1; clean) and its peak RSS, the total, and a markdown table row; ``--json PATH`` writes the same.
+Prints the batch, each call's wall time (its process, start to exit; its output in <batch>/out/log.<prefix>.txt),
+its stages (read; the pass groups MR2, MR1, NR2, NR1, FR2, FR1; clean) and its peak RSS, the total, and a markdown
+table row; ``--json PATH`` writes the same (after each step). ``--warmup`` first runs both calls on a small batch,
+untimed, so that compiling kernels is not counted.
 
     python benchmarks/bench_gatksv.py [--bins N] [--samples N] [--backend auto|cpu|gpu] [--workdir DIR]
         [--threads N] [--level 1-9] [--warmup] [--json PATH]
@@ -64,7 +66,7 @@ def contig_bins(bins: int) -> dict[str, int]:
 
 
 def _events(m: int, n: int, rng) -> np.ndarray:
-    """Planted CNVs on a contig of m bins: rows (first bin, end bin, sample, copy factor); rare ones (one sample)
+    """Planted CNVs on a contig of m bins: rows (first bin, end bin, sample, copy number); rare ones (one sample)
     and common ones (one locus carried by 2-40% of the samples)."""
     k = max(1, int(rng.poisson(m * n * CNV_PER_BIN_SAMPLE * 0.8)))
     width = np.minimum(m // 4, np.exp(rng.uniform(np.log(10), np.log(10_000), k))).astype(np.int64)
