@@ -73,7 +73,7 @@ def test_timings(calls):
     t = json.loads((calls["header"] / "timings.json").read_text())
     assert set(t) == {"read", "MR2", "MR1", "NR2", "NR1", "FR2", "FR1", "tables", "cn.mops", "clean", "total"}
     groups = sum(t[g] for g in ("MR2", "MR1", "NR2", "NR1", "FR2", "FR1"))
-    assert groups == pytest.approx(t["tables"] + t["cn.mops"], abs=0.05)
+    assert t["tables"] + t["cn.mops"] <= groups + 0.01  # a group's passes: their tables, cn.mops and writing
     assert 0 < t["read"] + groups + t["clean"] <= t["total"]
 
 
