@@ -3,6 +3,7 @@ pass's GFF (but its ##date line) and every CleanCNMops output, byte for byte; th
 from __future__ import annotations
 
 import gzip
+import json
 import shutil
 import subprocess
 import sys
@@ -43,7 +44,7 @@ def calls(tmp_path_factory):
                 str(INPUTS / "simA.bincov.bed.gz"), "--chrom-file", str(INPUTS / "chrom_file.fai"), "--allo-file",
                 str(INPUTS / "allo_file.fai"), "--ped-file", str(INPUTS / "simA.ped"), "--exclude-list",
                 str(INPUTS / "exclude_list.bed"), "--r1", str(c["r1"]), "--r2", str(c["r2"]), "--batch", "simA",
-                "--prefix", prefix, "-o", str(folder), "--backend", "cpu"]
+                "--prefix", prefix, "-o", str(folder), "--backend", "cpu", "--timings", str(folder / "timings.json")]
         if c["stitch"]:
             args.append("--stitch-and-clean-large-events")
         r = subprocess.run(args, capture_output=True, text=True)
@@ -64,6 +65,16 @@ def test_pass_gff(calls, name):
         assert f"##date {time.strftime('%Y-%m-%d')}\n" in ours
     else:
         assert ours == ""  # the empty-result rule
+
+
+@needs_golden
+def test_timings(calls):
+    """--timings: the seconds of the read, each pass group, the tables, cn.mops and the clean step, and the total."""
+    t = json.loads((calls["header"] / "timings.json").read_text())
+    assert set(t) == {"read", "MR2", "MR1", "NR2", "NR1", "FR2", "FR1", "tables", "cn.mops", "clean", "total"}
+    groups = sum(t[g] for g in ("MR2", "MR1", "NR2", "NR1", "FR2", "FR1"))
+    assert t["tables"] + t["cn.mops"] <= groups + 0.01  # a group's passes: their tables, cn.mops and writing
+    assert 0 < t["read"] + groups + t["clean"] <= t["total"]
 
 
 @needs_golden

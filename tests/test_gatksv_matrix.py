@@ -77,3 +77,19 @@ def test_other_cells_are_read_cell_by_cell(tmp_path, monkeypatch, cell):
         assert m.values[2499, 1] == 4294967296
     else:
         assert np.isnan(m.values[2499, 1]) and m.text == {(2499, 1): cell}
+
+
+@pytest.mark.parametrize("gaps", [0, 3, 500])
+def test_select_is_fancy_indexing(gaps):
+    """select: values[rows][:, cols] as a Fortran-ordered copy, whether the rows are a few runs or scattered."""
+    rng = np.random.default_rng(gaps)
+    values = np.asfortranarray(rng.random((3000, 7)))
+    values[5, 2] = np.nan
+    rows = np.arange(2500)
+    if gaps:
+        rows = np.sort(rng.choice(3000, 2500 - gaps, replace=False)) if gaps > 64 else \
+            np.delete(rows, rng.choice(2500, gaps, replace=False))
+    cols = np.array([6, 0, 2, 2])
+    got = matrix.select(values, rows, cols)
+    assert got.flags["F_CONTIGUOUS"]
+    np.testing.assert_array_equal(got, values[np.ix_(rows, cols)])

@@ -53,6 +53,8 @@ def add_parser(sub) -> None:
     cm.add_argument("--stitch-and-clean-large-events", action="store_true",
                     help="the large call's clean step (rdtest2vcf, stitch, vcf2bed, --min-size)")
     cm.add_argument("-o", "--outdir", required=True, help="output folder: passes/<contig>.<mode>.r<r>/ and the BEDs")
+    cm.add_argument("--timings", metavar="JSON", help="also write the seconds of each stage to this JSON file (read, "
+                                                      "each pass group MR2..FR1, tables, cn.mops, clean, total)")
 
 
 def run(args) -> int:
@@ -80,10 +82,17 @@ def run(args) -> int:
     from .cnmops import run_call
 
     t0 = time.perf_counter()
+    timings: dict = {}
     written = run_call(args.bincov_matrix, args.chrom_file, args.allo_file, args.ped_file, args.exclude_list,
                        r1=args.r1, r2=args.r2, batch=args.batch, prefix=args.prefix, outdir=args.outdir,
                        min_size=args.min_size, stitch_and_clean_large_events=args.stitch_and_clean_large_events,
-                       backend=args.backend)
+                       backend=args.backend, timings=timings)
+    if args.timings:
+        import json
+        from pathlib import Path
+
+        timings["total"] = time.perf_counter() - t0
+        Path(args.timings).write_text(json.dumps({k: round(v, 4) for k, v in timings.items()}, indent=1) + "\n")
     print(f"gcnmops gatk-sv cnmops: {', '.join(str(p) for p in written if not str(p).endswith('.tbi'))} "
           f"in {time.perf_counter() - t0:.1f} s")
     return 0

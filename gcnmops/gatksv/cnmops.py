@@ -97,7 +97,8 @@ def run_call(bincov_matrix, chrom_file, allo_file, ped_file, exclude_list, *, r1
              prefix: str, outdir, min_size: int | None = None, stitch_and_clean_large_events: bool = False,
              backend: str = "auto", timings: dict | None = None) -> list[Path]:
     """A CNMOPS.wdl call (see the module docstring); returns the clean outputs (DEL, DEL index, DUP, DUP index).
-    ``timings``: seconds added to its "read", "tables", "cn.mops" and "clean" entries."""
+    ``timings``: seconds added to its "read", "tables", "cn.mops" and "clean" entries, and to one entry per pass
+    group ("MR2", "MR1", "NR2", "NR1", "FR2", "FR1": its passes' tables and cn.mops)."""
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     chroms, allos = read_contigs(chrom_file), read_contigs(allo_file)
@@ -110,9 +111,11 @@ def run_call(bincov_matrix, chrom_file, allo_file, ped_file, exclude_list, *, r1
     groups = call_passes(chroms, allos, int(r1), int(r2))
     gff: dict[Pass, Path] = {}
     for name in ("MR2", "MR1", "NR2", "NR1", "FR2", "FR1"):
+        t0 = time.perf_counter()
         for p in groups[name]:
             if p not in gff:
                 gff[p] = run_pass(matrix, p, ped_file, bed, out, backend=backend, timings=timings)
+        _add(timings, name, time.perf_counter() - t0)
     del matrix
     ordered = [gff[p] for name in ("NR1", "NR2", "MR1", "MR2", "FR1", "FR2") for p in groups[name]]
     t0 = time.perf_counter()
@@ -120,6 +123,7 @@ def run_call(bincov_matrix, chrom_file, allo_file, ped_file, exclude_list, *, r1
                           min_size=1000000 if min_size is None else int(min_size),
                           contig_files=(chrom_file, allo_file))
     _add(timings, "clean", time.perf_counter() - t0)
+    log.info(f"gatk-sv cnmops: CleanCNMops in {time.perf_counter() - t0:.2f} s")
     return written
 
 

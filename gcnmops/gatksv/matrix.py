@@ -24,6 +24,22 @@ from .shelltools import awk_equal, grep_words
 _PLAIN_INT = re.compile(r"[-+]?\d+")
 
 
+def select(values: np.ndarray, rows: np.ndarray, cols) -> np.ndarray:
+    """``values[rows][:, cols]`` (index arrays) as a new Fortran-ordered array: runs of consecutive rows copied as
+    blocks, else column by column (fancy indexing both axes of a Fortran-ordered matrix is many times slower)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    cols = np.asarray(cols, dtype=np.int64)
+    out = np.empty((len(rows), len(cols)), dtype=values.dtype, order="F")
+    breaks = np.flatnonzero(np.diff(rows) != 1) + 1
+    if len(breaks) <= 64:
+        for a, b in zip(np.r_[0, breaks], np.r_[breaks, len(rows)]):
+            out[a:b] = values[rows[a]:rows[a] + b - a][:, cols]
+    else:
+        for j, k in enumerate(cols):
+            np.take(values[:, k], rows, out=out[:, j], mode="clip")  # rows are valid: no bounds check
+    return out
+
+
 @dataclass
 class DepthMatrix:
     """Rows (m) x samples (N) of a depth matrix.
@@ -57,7 +73,7 @@ class DepthMatrix:
             col_at = {int(c): j for j, c in enumerate(cols)}
             text = {(row_at[r], col_at[c]): t for (r, c), t in self.text.items() if r in row_at and c in col_at}
         return DepthMatrix(header, samples, self.contig[rows], self.start[rows], self.end[rows],
-                           np.asfortranarray(self.values[np.ix_(rows, cols)]), text)
+                           select(self.values, rows, cols), text)
 
     def numbers(self, reader) -> np.ndarray:
         """The cells as the tool ``reader`` (:func:`.shelltools.bedtools_number` or ``r_number``) reads them."""
@@ -311,4 +327,5 @@ def sex_columns(m: DepthMatrix, ids: list[str], what: str) -> DepthMatrix:
     return m.take(slice(None), cols)
 
 
-__all__ = ["DepthMatrix", "read_depth_matrix", "read_sample_bincov", "java_order", "print_sv_evidence", "ped_samples", "sex_columns"]
+__all__ = ["DepthMatrix", "select", "read_depth_matrix", "read_sample_bincov", "java_order", "print_sv_evidence",
+           "ped_samples", "sex_columns"]

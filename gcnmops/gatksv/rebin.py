@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..errors import InputError
 from .intervals import overlapping
-from .matrix import DepthMatrix
+from .matrix import DepthMatrix, select
 from .shelltools import awk_equal, bedtools_number, bedtools_sum_text, r_number, version_sorted
 
 
@@ -42,8 +42,9 @@ class BinTable:
     def keep(self, mask: np.ndarray) -> "BinTable":
         rows = np.flatnonzero(mask)
         written = self.written
-        return BinTable(self.header, self.samples, self.contig[rows], self.start[rows], self.end[rows],
-                        np.asfortranarray(self.values[rows]), lambda r, c: written(int(rows[r]), c))
+        values = select(self.values, rows, np.arange(self.values.shape[1]))
+        return BinTable(self.header, self.samples, self.contig[rows], self.start[rows], self.end[rows], values,
+                        lambda r, c: written(int(rows[r]), c))
 
 
 def raw_table(m: DepthMatrix) -> BinTable:
@@ -78,11 +79,13 @@ def compress_cov(m: DepthMatrix, ratio: int, what: str = "the matrix") -> BinTab
         rows = np.flatnonzero(np.isin(m.contig, same))
         parts.append(_map_sum(m, contig, rows, nbin, cells))
     starts = np.concatenate([p[1] for p in parts])
-    sums = np.concatenate([p[3] for p in parts], axis=0) if parts else np.empty((0, len(m.samples)))
+    sums = (parts[0][3] if len(parts) == 1 else np.concatenate([p[3] for p in parts], axis=0) if parts else
+            np.empty((0, len(m.samples))))
     contigs = np.concatenate([np.full(len(p[1]), p[0], dtype=object) for p in parts])
     ends = np.concatenate([p[2] for p in parts])
     kept = ~np.isnan(sums[:, 0]) if len(m.samples) else np.zeros(len(starts), dtype=bool)
-    contigs, starts, ends, sums = contigs[kept], starts[kept], ends[kept], np.asfortranarray(sums[kept])
+    rows = np.flatnonzero(kept)
+    contigs, starts, ends, sums = contigs[rows], starts[rows], ends[rows], select(sums, rows, np.arange(sums.shape[1]))
     values = _as_printed(sums)
     return BinTable(m.header, m.samples, contigs, starts, ends, values,
                     lambda r, c: bedtools_sum_text(sums[r, c]))
@@ -102,14 +105,15 @@ def _map_sum(m: DepthMatrix, contig: str, rows: np.ndarray, nbin: int, cells: np
     span = np.maximum(last - first + 1, 0)
     win = np.repeat(first, span) + (np.arange(span.sum()) - np.repeat(np.cumsum(span) - span, span))
     src = np.repeat(rows, span)
-    sums = np.zeros((n_win, cells.shape[1]), dtype=np.float64)
+    sums = np.zeros((n_win, cells.shape[1]), dtype=np.float64, order="F")
     if win.size:
         ordered = np.all(np.diff(win) >= 0)
         order = None if ordered else np.argsort(win, kind="stable")
         w = win if ordered else win[order]
         src_rows = src if ordered else src[order]
         starts = np.flatnonzero(np.r_[True, w[1:] != w[:-1]])
-        block = cells[src_rows]
+        run = src_rows[-1] - src_rows[0] == len(src_rows) - 1 and (np.diff(src_rows) == 1).all()
+        block = cells[src_rows[0]:src_rows[-1] + 1] if run else select(cells, src_rows, np.arange(cells.shape[1]))
         sums[w[starts]] = np.add.reduceat(block, starts, axis=0)
     covered = np.bincount(win, minlength=n_win) > 0 if n_win else np.zeros(0, dtype=bool)
     sums[~covered] = np.nan
