@@ -1,6 +1,6 @@
 # getReadCountsFromBAM() / getSegmentReadCountsFromBAM(): cn.mops's read counting (windows of WL bp, or
 # the user's regions; reads with mapping quality >= 1 counted at their leftmost position) by the engine's
-# parallel BAM reader (gcnmops.io.counting.count_reads). `mode` (paired/unpaired) is accepted for cn.mops's
+# parallel BAM reader (gcnmops.alignments.counting.count_reads). `mode` (paired/unpaired) is accepted for cn.mops's
 # callers and does not change the counts, as in cn.mops.
 
 getReadCountsFromBAM <- function(BAMFiles, sampleNames, refSeqNames, WL = 25000, parallel = 0, ...) {
