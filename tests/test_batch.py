@@ -274,7 +274,7 @@ def test_workers_exit_when_the_batch_process_is_killed(cohort_dir, tmp_path):
 
     out = tmp_path / "out"
     manifest = tmp_path / "m.tsv"
-    manifest.write_text(f"id\tinput\tmethod\tcyc\nlong\t{cohort_dir / 'exp00.tsv'}\tcn.mops\t10000000\n"
+    manifest.write_text(f"id\tinput\tmethod\tcyc\nlong\t{cohort_dir / 'exp00.tsv'}\tcn.mops\t100000\n"
                         f"next\t{cohort_dir / 'exp01.tsv'}\tcn.mops\t\n")
     env = python_process_env()
     env["PYTHONPATH"] = str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")

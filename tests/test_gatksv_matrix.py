@@ -70,7 +70,7 @@ def test_other_cells_are_read_cell_by_cell(tmp_path, monkeypatch, cell):
     fields[4] = cell
     text[2500] = "\t".join(fields)
     path = _write(tmp_path, "\n".join(text), "bgzip")
-    assert matrix._read_arrow(path, text[0], text[0].split("\t"), 2) is None
+    assert matrix._read_arrow(path, text[0], text[0].split("\t"), 2, 1) is None
     m = matrix.read_depth_matrix(path)
     _same(m, _slow(path, monkeypatch))
     if cell in ("4294967296",):

@@ -306,24 +306,30 @@ class _Model:
         # windows without evidence have lambda 0 here: left out
         return residual_counts(np.asarray(self.x, dtype=np.float64), self.lam[:, [self.main_idx]] * self.cov[None, :])
 
+    def logliks(self, sets: list[np.ndarray], set_of: np.ndarray, col_of: np.ndarray) -> np.ndarray:
+        """(items, classes) each class's Poisson log-likelihood (no dispersion) of item j: sample ``col_of[j]``
+        summed over the windows ``sets[set_of[j]]`` (``setsums.set_logliks``)."""
+        from .setsums import flat_sets, set_logliks
+
+        rows, ptr = flat_sets(sets)
+        return set_logliks(self.x, self.usable, self.lam, self.log_lam, self.cov, self.log_cov, rows, ptr,
+                           set_of, col_of)
+
     def loglik(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
         """(classes, k) each class's Poisson log-likelihood of the samples ``cols`` summed over windows ``rows``
         (no dispersion)."""
-        x = np.ascontiguousarray(np.asarray(self.x[rows], dtype=np.float64)[:, cols])
-        ok = np.isfinite(x) & self.usable[rows][:, None]
-        x = np.where(ok, x, 0.0)
-        ok = ok.astype(np.float64)
-        lam, log_lam = self.lam[rows], self.log_lam[rows]
-        cov, log_cov = self.cov[cols], self.log_cov[cols]
-        out = np.empty((len(self.classes), len(cols)))
-        for i in range(len(self.classes)):
-            out[i] = (x * log_lam[:, i:i + 1]).sum(axis=0) - cov * (ok * lam[:, i:i + 1]).sum(axis=0)
-        with np.errstate(invalid="ignore"):
-            return out + log_cov * x.sum(axis=0)
+        cols = np.asarray(cols, np.int64)
+        return self.logliks([np.asarray(rows, np.int64)], np.zeros(cols.size, np.int64), cols).T
+
+    def priors(self, sets: list[np.ndarray]) -> np.ndarray:
+        """(sets, classes) the mean mixture weight of each class over each set of windows."""
+        from .setsums import flat_sets, set_means
+
+        return set_means(self.alpha, *flat_sets(sets))
 
     def prior(self, rows: np.ndarray) -> np.ndarray:
         """(classes,) the mean mixture weight of each class over windows ``rows``."""
-        return self.alpha[rows].mean(axis=0) if len(rows) else np.zeros(len(self.classes))
+        return self.priors([np.asarray(rows, np.int64)])[0]
 
 
 def _cnv_keys(cnvs: pd.DataFrame) -> pd.MultiIndex:
@@ -391,21 +397,21 @@ def block_evidence(params: dict, normalized: np.ndarray, gr: pd.DataFrame, sampl
     sample_col = pd.Index(names).get_indexer(cnvs["sampleName"].astype(str).to_numpy())
     cnv_sets = [windows.rows(c, int(s), int(e)) for c, s, e in zip(cnvs["seqnames"], cnvs["start"], cnvs["end"])]
     region_sets = [windows.rows(c, int(s), int(e)) for c, s, e in zip(cnvr["seqnames"], cnvr["start"], cnvr["end"])]
-    every = np.arange(len(names))
+    N = len(names)
+    cnv_items = np.flatnonzero((sample_col >= 0) & np.array([r.size > 0 for r in cnv_sets], bool))
+    regions = np.arange(len(region_sets), dtype=np.int64)
+    set_of = np.concatenate([cnv_items, len(cnv_sets) + np.repeat(regions, N)]).astype(np.int64)
+    col_of = np.concatenate([sample_col[cnv_items], np.tile(np.arange(N, dtype=np.int64), len(regions))])
+    sums = model.logliks(cnv_sets + region_sets, set_of, col_of) if set_of.size else np.zeros((0, n))
     cnv_loglik = np.zeros((len(cnvs), n))
-    for i, (rows, col) in enumerate(zip(cnv_sets, sample_col)):
-        if col >= 0 and rows.size:
-            cnv_loglik[i] = model.loglik(rows, np.array([col]))[:, 0]
-    region_loglik = np.zeros((len(cnvr), n, len(names)))
-    for i, rows in enumerate(region_sets):
-        if rows.size:
-            region_loglik[i] = model.loglik(rows, every)
+    cnv_loglik[cnv_items] = sums[:cnv_items.size]
+    region_loglik = np.ascontiguousarray(sums[cnv_items.size:].reshape(len(regions), N, n).transpose(0, 2, 1))
+    priors = model.priors(cnv_sets + region_sets) if cnv_sets or region_sets else np.zeros((0, n))
     return CallEvidence(
         tuple(names), model.residual_counts(), _cnv_keys(cnvs),
-        np.array([r.size for r in cnv_sets], np.int64), cnv_loglik,
-        np.array([model.prior(r) for r in cnv_sets]).reshape(len(cnvs), n), _region_keys(cnvr),
-        np.array([r.size for r in region_sets], np.int64), region_loglik,
-        np.array([model.prior(r) for r in region_sets]).reshape(len(cnvr), n))
+        np.array([r.size for r in cnv_sets], np.int64), cnv_loglik, priors[:len(cnv_sets)].reshape(len(cnvs), n),
+        _region_keys(cnvr), np.array([r.size for r in region_sets], np.int64), region_loglik,
+        priors[len(cnv_sets):].reshape(len(cnvr), n))
 
 
 def has_matrices(result) -> bool:

@@ -1,0 +1,69 @@
+"""Sums of a block's model over sets of windows, for the call qualities (``calls.quality``): each class's Poisson
+log-likelihood of one sample's normalized counts, and the mean mixture weights. numba kernels over every set at
+once, parallel over sets; each sum runs over its set's windows in their order, so a set gives the same bits in any
+block of whole chromosomes that holds it.
+
+Sets are given flat: the windows of set k are ``rows[ptr[k]:ptr[k + 1]]`` (row indices of the block).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _logliks(x, usable, lam, log_lam, cov, log_cov, rows, ptr, set_of, col_of, out):  # pragma: no cover - numba
+    n = lam.shape[1]
+    for j in prange(set_of.size):
+        k, c = set_of[j], col_of[j]
+        for i in range(n):
+            sxl = 0.0
+            sl = 0.0
+            sx = 0.0
+            for p in range(ptr[k], ptr[k + 1]):
+                w = rows[p]
+                v = x[w, c]
+                if usable[w] and np.isfinite(v):
+                    sxl += v * log_lam[w, i]
+                    sl += lam[w, i]
+                    sx += v
+            out[j, i] = sxl - cov[c] * sl + log_cov[c] * sx
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _means(alpha, rows, ptr, out):  # pragma: no cover - numba
+    n = alpha.shape[1]
+    for k in prange(ptr.size - 1):
+        a, b = ptr[k], ptr[k + 1]
+        for i in range(n):
+            s = 0.0
+            for p in range(a, b):
+                s += alpha[rows[p], i]
+            out[k, i] = s / (b - a) if b > a else 0.0
+
+
+def flat_sets(sets: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, ptr) of ``sets`` (each an int array of row indices): see the module docstring."""
+    ptr = np.zeros(len(sets) + 1, np.int64)
+    np.cumsum([len(s) for s in sets], out=ptr[1:])
+    rows = np.concatenate(sets).astype(np.int64) if sets else np.zeros(0, np.int64)
+    return rows, ptr
+
+
+def set_logliks(x: np.ndarray, usable: np.ndarray, lam: np.ndarray, log_lam: np.ndarray, cov: np.ndarray,
+                log_cov: np.ndarray, rows: np.ndarray, ptr: np.ndarray, set_of: np.ndarray,
+                col_of: np.ndarray) -> np.ndarray:
+    """(items, classes): item j's sum over the windows w of set ``set_of[j]`` of sample c = ``col_of[j]`` of
+    x log(lambda) - cov_c lambda + log(cov_c) x, per class (x the normalized count (m, N), lambda, log lambda
+    (m, classes), cov (N,)); windows not ``usable`` (m,) and cells without a finite count left out."""
+    out = np.empty((len(set_of), lam.shape[1]))
+    _logliks(x, usable, lam, log_lam, cov, log_cov, rows, ptr, np.asarray(set_of, np.int64),
+             np.asarray(col_of, np.int64), out)
+    return out
+
+
+def set_means(alpha: np.ndarray, rows: np.ndarray, ptr: np.ndarray) -> np.ndarray:
+    """(sets, classes) the mean of ``alpha`` (m, classes) over each set's windows (0 for an empty set)."""
+    out = np.empty((len(ptr) - 1, alpha.shape[1]))
+    _means(alpha, rows, ptr, out)
+    return out
