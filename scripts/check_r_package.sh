@@ -35,8 +35,14 @@ export _R_CHECK_FORCE_SUGGESTS_="${_R_CHECK_FORCE_SUGGESTS_:-false}"
 export _R_CHECK_CRAN_INCOMING_REMOTE_="${_R_CHECK_CRAN_INCOMING_REMOTE_:-false}"
 
 cd "$out"
-R CMD build --no-build-vignettes "$pkg" >build.log 2>&1 || { cat build.log; exit 1; }
+# the vignette is built here (it runs the engine) and again by the check
+R CMD build "$pkg" >build.log 2>&1 || { cat build.log; exit 1; }
 tarball="$(ls -t gcn.mops_*.tar.gz | head -n 1)"
+if ! grep -qx 'gcn.mops/inst/doc/gcn.mops.html' <<<"$(tar -tzf "$tarball")"; then
+    cat build.log
+    echo "R CMD build: the vignette was not built (gcn.mops/inst/doc/gcn.mops.html)" >&2
+    exit 1
+fi
 # shellcheck disable=SC2086
 R CMD check ${R_CHECK_ARGS:---as-cran --no-manual} "$tarball" >check.log 2>&1 || true
 cat check.log

@@ -299,3 +299,21 @@ def test_rds_results(ro, ranged_result, tmp_path):
     back = read_rds_result(rds[0])
     _assert_same(ranged_result, back)
     assert list(ro.r(f'function() class(readRDS("{rds[0].as_posix()}"))')()) == ["CNVDetectionResult"]
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "tsv"])
+def test_r_read_result(ro, ranged_result, tmp_path, fmt):
+    """R's readResult() reads a result folder into the result that was written: the Parquet matrices through the
+    engine's pyarrow (no R arrow), or the TSV ones."""
+    from gcnmops.outputs.rresult import from_r
+    from gcnmops.outputs.writers import write_result
+    from gcnmops.rbridge import attach
+
+    _skip_without_engine()
+    write_result(ranged_result, tmp_path / "out", formats=[fmt])
+    attach()  # R's gcn.mops calls this Python's engine
+    obj = ro.r("gcn.mops::readResult")(str(tmp_path / "out"))
+    assert list(ro.r("function(r) class(r)")(obj)) == ["CNVDetectionResult"]
+    _assert_same(ranged_result, from_r(obj))
+    with pytest.raises(Exception, match="not a folder"):
+        ro.r("gcn.mops::readResult")(str(tmp_path / "missing"))

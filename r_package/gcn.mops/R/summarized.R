@@ -82,11 +82,18 @@
   params$cov <- cov
   params$L <- p$L
   params$A <- p$A
-  env$params <- params
   if (identical(d$input_type, "GRanges")) {
     env$gr <- d$gr
     env$seqinfo <- d$seqinfo
+  } else {
+    # a matrix's regions went to the store as rows of "undef": unnamed, as a matrix input's result
+    env$input_type <- "DataMatrix"
+    for (nm in c("normalizedData", "localAssessments")) rownames(env[[nm]]) <- NULL
+    names(env$iniCall) <- NULL
+    rownames(params$L) <- NULL
+    rownames(params$A) <- NULL
   }
+  env$params <- params
   r <- .build_result(env)
   mark("built")
   list(result = r, report = res)
