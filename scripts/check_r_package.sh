@@ -9,6 +9,8 @@
 # "--as-cran --no-manual"). Takes ~2 minutes on an idle 2-core machine (the check's own steps ~65 s, examples
 # ~11 s, the testthat suite ~36 s in 2 parallel workers). tests/test_rbridge.py::test_r_package runs it.
 #
+# Then BiocCheck of the same tarball (below; GCNMOPS_BIOCCHECK=0: not run).
+#
 # Exit status 0 when the check has no ERROR and no WARNING and no test was skipped; the NOTEs left are
 # printed (expected ones: "unable to verify current time" offline, the first example that starts the engine
 # taking > 5 s). The WARNING that the 'checkbashisms' script is not installed (R asks for it to check
@@ -75,3 +77,30 @@ if [[ -d "${GCNMOPS_SHARED_DIR:-/nonexistent}" && "$summary" != *"SKIP 0 "* ]]; 
     exit 1
 fi
 echo "R CMD check passed: $status"
+
+# BiocCheck (Bioconductor's own checks) of the tarball: no ERROR, no WARNING (its NOTEs are printed). Offline: the
+# checks that read Bioconductor's or CRAN's package lists or the support site on the web are left out, and
+# BiocManager does not look its version up online. GCNMOPS_BIOCCHECK=0 skips it.
+if [[ "${GCNMOPS_BIOCCHECK:-1}" == "0" ]]; then
+    exit 0
+fi
+if ! Rscript -e 'quit(status = !requireNamespace("BiocCheck", quietly = TRUE))' >/dev/null 2>&1; then
+    echo "BiocCheck: not installed (Debian: r-bioc-bioccheck), not run"
+    exit 0
+fi
+BIOCONDUCTOR_ONLINE_VERSION_DIAGNOSIS=FALSE Rscript -e '
+    BiocCheck::BiocCheck(commandArgs(TRUE)[1L], checkDir = ".", `no-check-deprecated` = TRUE,
+                         `no-check-bioc-help` = TRUE, `no-check-CRAN` = TRUE)' "$tarball" >bioccheck.log 2>&1 || true
+sed -n '/BiocCheck results/,$p' bioccheck.log
+counts="$(grep -oE '[0-9]+ ERRORS \| [0-9]+ WARNINGS \| [0-9]+ NOTES' bioccheck.log | tail -n 1 || true)"
+if [[ -z "$counts" ]]; then
+    tail -n 40 bioccheck.log
+    echo "BiocCheck did not complete" >&2
+    exit 1
+fi
+grep -E '^ *\* (ERROR|WARNING|NOTE):' -A3 bioccheck.log || true
+if [[ "$counts" != "0 ERRORS | 0 WARNINGS"* ]]; then
+    echo "BiocCheck failed: $counts" >&2
+    exit 1
+fi
+echo "BiocCheck passed: $counts"

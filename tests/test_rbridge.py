@@ -123,23 +123,26 @@ def _r_env(r_lib: Path) -> dict:
 
 
 def test_r_package(request, r_check):
-    """The R package's own tests: golden cases slot by slot, the vignette, messages, accessors, the thesis
-    script, one class across cn.mops/gcn.mops sessions, zero copy. By default inside ``R CMD check --as-cran``
-    of the built tarball with the engine and the golden data reachable (scripts/check_r_package.sh: no ERROR,
-    no WARNING, every test and runnable example run; ~2.3 minutes on 2 idle cores, run in the background from
-    the session's start); with GCNMOPS_R_CHECK=0 the testthat suite alone against an installed package
-    (~1 minute)."""
+    """The R package's own tests: golden cases slot by slot, cn.mops's vignette workflow, messages, accessors,
+    the thesis script, one class across cn.mops/gcn.mops sessions, zero copy, SummarizedExperiment and HDF5Array
+    inputs. By default inside ``R CMD check --as-cran`` of the built tarball with the engine and the golden data
+    reachable (scripts/check_r_package.sh: the vignette built and rebuilt, no ERROR, no WARNING, every test and
+    runnable example run; then BiocCheck without ERROR or WARNING where it is installed; run in the background
+    from the session's start); with GCNMOPS_R_CHECK=0 the testthat suite alone against an installed package."""
     _skip_without_r()
     _skip_without_engine()
     if os.environ.get("GCNMOPS_R_CHECK", "1") != "0":
         assert r_check is not None, "the R CMD check was not started with the session (see _start_r_check)"
-        returncode = r_check.wait(900)
+        returncode = r_check.wait(1800)
         _CHECKED["lib"] = r_check.folder / "gcn.mops.Rcheck"
         text = r_check.output()
         assert returncode == 0, text[-8000:]
         assert "R CMD check passed" in text, text[-4000:]
+        assert re.search(r"checking re-building of vignette outputs \.\.\. OK", text), text[-4000:]
         summary = re.findall(r"\[ FAIL (\d+) \| WARN \d+ \| SKIP (\d+) \| PASS (\d+) \]", text)
         assert summary and int(summary[-1][0]) == 0 and int(summary[-1][2]) > 0, text[-4000:]
+        if "BiocCheck: not installed" not in text:
+            assert re.search(r"BiocCheck passed: 0 ERRORS \| 0 WARNINGS", text), text[-4000:]
         return
     r_lib = request.getfixturevalue("r_lib")
     code = (
