@@ -67,7 +67,7 @@ exomegcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
          else if (methods::is(input, "GRanges")) .granges_input(input, min_samples)
          else if (methods::is(input, "DelayedArray")) .delayed_input(input, min_samples)
          else if (is.matrix(input) || (is.vector(input) && is.atomic(input))) .matrix_input(input, vector_is_sample)
-         else stop("GRanges object, SummarizedExperiment or read count matrix needed as input.")
+         else stop("GRanges object or read count matrix needed as input.")   # cn.mops's words
   if (!is.null(se_samples)) out$sampleNames <- se_samples
   if (is.null(out$sampleNames))
     out$sampleNames <- paste(prefix, seq_len(ncol(if (is.null(out$X)) out$delayed else out$X)), sep = "_")
