@@ -54,11 +54,13 @@ rout="gcn.mops.Rcheck/tests/testthat.Rout"
 [[ -f "$rout.fail" ]] && rout="$rout.fail"
 summary="$(grep -E '\[ FAIL [0-9]+ \| WARN [0-9]+ \| SKIP [0-9]+ \| PASS [0-9]+ \]' "$rout" 2>/dev/null | tail -n 1 || true)"
 echo "testthat: ${summary:-no summary (tests did not run)}"
-# the check's items that end in WARNING or ERROR ("* checking ... WARNING"), one line each; not counted: the
+# the check's items that end in WARNING or ERROR ("* checking ... WARNING", or the status on a line of its own
+# when the item printed more first), one line each; not counted: the
 # top-level-files WARNING when all it says is that 'checkbashisms' is not installed
 problems="$(awk '
     function flush() { if (item != "" && !(item ~ /top-level files/ && other == 0)) print item; item = ""; other = 0 }
-    /^\* / { flush(); if ($0 ~ /(ERROR|WARNING)$/) item = $0; next }
+    /^\* / { flush(); current = $0; if ($0 ~ /(ERROR|WARNING)$/) item = $0; next }
+    /^ (ERROR|WARNING)$/ { if (item == "") item = current $0; next }
     /^Status:/ { flush(); next }
     item != "" && NF > 0 && $0 !~ /checkbashisms|Configure and cleanup|^manual\.$/ { other++ }
     END { flush() }' check.log)"

@@ -30,8 +30,8 @@ pytestmark = pytest.mark.r
 REPO = Path(__file__).resolve().parents[1]
 PKG = REPO / "r_package" / "gcn.mops"
 SHARED = Path(os.environ.get("GCNMOPS_SHARED_DIR", REPO.parent / "shared"))
-R_DEPENDS = ("GenomicRanges", "IRanges", "S4Vectors", "GenomeInfoDb", "BiocGenerics", "reticulate", "testthat",
-             "jsonlite")
+R_DEPENDS = ("GenomicRanges", "IRanges", "S4Vectors", "GenomeInfoDb", "BiocGenerics", "SummarizedExperiment", "reticulate",
+             "testthat", "jsonlite")
 
 
 def _have_r() -> bool:
