@@ -23,6 +23,12 @@ if ! Rscript -e 'suppressMessages(library(GenomicRanges)); library(reticulate); 
     fi
 fi
 
+# R CMD check --as-cran checks the R package's ./configure with checkbashisms (Debian: devscripts)
+if ! command -v checkbashisms >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends devscripts >/dev/null
+fi
+
 missing_tools=""
 for tool in bcftools tabix vcf-validator bedtools; do command -v "$tool" >/dev/null || missing_tools=1; done
 if [ -n "$missing_tools" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
