@@ -81,7 +81,7 @@ def _start_r_check(items) -> background.Job | None:
         return None
     if int(np.__version__.split(".")[0]) >= 2 or importlib.util.find_spec("rpy2") is None:
         return None
-    env = dict(os.environ, GCNMOPS_PYTHON=sys.executable)
+    env = background.python_env(GCNMOPS_PYTHON=sys.executable)  # the engine of this checkout
     if SHARED.is_dir():
         env.setdefault("GCNMOPS_SHARED_DIR", str(SHARED))
     return background.Job(lambda out: ["bash", str(REPO / "scripts" / "check_r_package.sh"), str(out)], env,
@@ -113,7 +113,7 @@ def r_lib(tmp_path_factory) -> Path:
 
 
 def _r_env(r_lib: Path) -> dict:
-    env = dict(os.environ)
+    env = background.python_env()  # the engine of this checkout
     env["R_LIBS"] = os.pathsep.join(p for p in (str(r_lib), os.environ.get("R_LIBS", "")) if p)
     env["GCNMOPS_PYTHON"] = sys.executable
     if SHARED.is_dir():
