@@ -6,8 +6,8 @@
 #
 # Environment: GCNMOPS_PYTHON (default: .venv/bin/python of this repository), GCNMOPS_SHARED_DIR (default:
 # ../shared; the golden cases and cn.mops.RData the tests compare with), R_CHECK_ARGS (default:
-# "--as-cran --no-manual"). Takes ~2 minutes on an idle 2-core machine (the check's own steps ~65 s, examples
-# ~11 s, the testthat suite ~36 s in 2 parallel workers). tests/test_rbridge.py::test_r_package runs it.
+# "--as-cran --no-manual"). The build runs the vignette (the engine), the check runs it again, every example
+# and the testthat suite (2 parallel workers); several minutes. tests/test_rbridge.py::test_r_package runs it.
 #
 # Then BiocCheck of the same tarball (below; GCNMOPS_BIOCCHECK=0: not run).
 #
