@@ -33,6 +33,7 @@ import time
 import warnings
 from contextlib import contextmanager
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -44,6 +45,7 @@ from .io.rsession import (as_scalar, as_strings, double_vector, element, int_vec
 from .outputs.robject import label_codes, result_into_env, tables_into_env
 from .outputs.rresult import from_r
 from .params import BY_R_NAME, PARAMETERS, VERSION, CnMopsParams, Parameter
+from .result import CNVDetectionResult
 
 log = logging.getLogger("gcnmops")
 
@@ -621,9 +623,67 @@ def reference_call_from_r(env) -> dict:
             "timings": {k: float(v) for k, v in result.timings.items()}}
 
 
+# --------------------------------------------------------------------------------------------
+# Result folders and streamed counts: readResult(), gcn.mops() on DelayedArray counts
+# --------------------------------------------------------------------------------------------
+def _result_folder_into_env(env, folder) -> None:
+    """The result written under ``folder`` (``gcnmops run``, a streamed run: its matrices loaded) into the
+    environment, as :func:`result_into_env` lays it out for the R builder."""
+    from .outputs.results import read_result
+
+    result = read_result(folder)
+    result_into_env(env, result if isinstance(result, CNVDetectionResult) else result.compute())
+
+
+@_engine_call
+def read_result_from_r(env) -> dict:
+    """Engine side of the R ``readResult()``: the folder ``path`` (Parquet or TSV matrices, read by this Python)
+    -> the result in the environment; returns the folder's params.json as text (``paramsJson``)."""
+    folder = str(_opt(env, "path"))
+    _result_folder_into_env(env, folder)
+    return {"paramsJson": (Path(folder) / "params.json").read_text()}
+
+
+@_engine_call
+def stream_from_r(env) -> dict:
+    """Engine side of ``gcn.mops()`` on counts R holds out of memory (a DelayedArray): R's ``read_block(i)`` gives
+    the counts of row block ``i`` (1 .. ``n_blocks``; rows ``block_start[i]`` .. ``block_end[i]``), written one
+    block at a time into the count store ``store``; :func:`gcnmops.pipeline.streaming.run_streaming` (cn.mops's
+    arguments in ``args``, ``backend``) writes its result under ``outdir``, which is read into the environment."""
+    from .io.store import write_count_store
+    from .pipeline.streaming import run_streaming
+
+    names = as_strings(element(env, "sampleNames"))
+    levels = np.asarray(as_strings(element(env, "chr_levels")), dtype=object)
+    chrom = levels[r_array(element(env, "chr_index")) - 1]
+    start, end = r_array(element(env, "start")), r_array(element(env, "end"))
+    read_block = element(env, "read_block")
+    bounds = zip(r_array(element(env, "block_start")), r_array(element(env, "block_end")))
+
+    def parts():
+        for i, (a, b) in enumerate(bounds):
+            with r_session().conversion():
+                block = read_block(i + 1)
+            ranges = pd.DataFrame({"seqnames": chrom[a - 1:b], "start": start[a - 1:b].astype(np.int64),
+                                   "end": end[a - 1:b].astype(np.int64)})
+            yield make_count_data(r_array(block), names, ranges, min_samples=1)
+
+    store = write_count_store(parts(), str(_opt(env, "store")), names, m_hint=len(chrom))
+    kw = _family_kwargs(element(env, "args"))
+    parallel = kw.pop("parallel", 0) or 0
+    kw.pop("verbose", None)
+    outdir = str(_opt(env, "outdir"))
+    with _threads(parallel):
+        stored = run_streaming(store, outdir, integer=False, formats=["seg"], backend=str(_opt(env, "backend")),
+                               **kw)
+    _result_folder_into_env(env, outdir)
+    return {"timings": {k: float(v) for k, v in stored.timings.items()}}
+
+
 _ENGINE_CALLS = ("run_from_r", "normalize_from_r", "integer_from_r", "run_family_from_r", "address_in_env",
                  "engine_info", "segment_from_r", "robust_from_r", "fractional_from_r", "count_from_r",
-                 "reference_build_from_r", "reference_save_from_r", "reference_load_from_r", "reference_call_from_r")
+                 "reference_build_from_r", "reference_save_from_r", "reference_load_from_r", "reference_call_from_r",
+                 "read_result_from_r", "stream_from_r")
 #: the traceback of the last engine failure (R: gcn.mops:::.state$last_traceback)
 last_traceback = ""
 
@@ -723,5 +783,5 @@ def engine_info(key: str) -> dict:
 
 __all__ = ["run_from_r", "normalize_from_r", "integer_from_r", "run_family_from_r", "address_in_env", "engine_info",
            "segment_from_r", "robust_from_r", "fractional_from_r", "count_from_r", "reference_build_from_r",
-           "reference_save_from_r", "reference_load_from_r", "reference_call_from_r",
-           "attach", "bridge_env", "to_r"]
+           "reference_save_from_r", "reference_load_from_r", "reference_call_from_r", "read_result_from_r",
+           "stream_from_r", "attach", "bridge_env", "to_r"]

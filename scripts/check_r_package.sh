@@ -6,8 +6,10 @@
 #
 # Environment: GCNMOPS_PYTHON (default: .venv/bin/python of this repository), GCNMOPS_SHARED_DIR (default:
 # ../shared; the golden cases and cn.mops.RData the tests compare with), R_CHECK_ARGS (default:
-# "--as-cran --no-manual"). Takes ~2 minutes on an idle 2-core machine (the check's own steps ~65 s, examples
-# ~11 s, the testthat suite ~36 s in 2 parallel workers). tests/test_rbridge.py::test_r_package runs it.
+# "--as-cran --no-manual"). The build runs the vignette (the engine), the check runs it again, every example
+# and the testthat suite (2 parallel workers); several minutes. tests/test_rbridge.py::test_r_package runs it.
+#
+# Then BiocCheck of the same tarball (below; GCNMOPS_BIOCCHECK=0: not run).
 #
 # Exit status 0 when the check has no ERROR and no WARNING and no test was skipped; the NOTEs left are
 # printed (expected ones: "unable to verify current time" offline, the first example that starts the engine
@@ -35,8 +37,14 @@ export _R_CHECK_FORCE_SUGGESTS_="${_R_CHECK_FORCE_SUGGESTS_:-false}"
 export _R_CHECK_CRAN_INCOMING_REMOTE_="${_R_CHECK_CRAN_INCOMING_REMOTE_:-false}"
 
 cd "$out"
-R CMD build --no-build-vignettes "$pkg" >build.log 2>&1 || { cat build.log; exit 1; }
+# the vignette is built here (it runs the engine) and again by the check
+R CMD build "$pkg" >build.log 2>&1 || { cat build.log; exit 1; }
 tarball="$(ls -t gcn.mops_*.tar.gz | head -n 1)"
+if ! grep -qx 'gcn.mops/inst/doc/gcn.mops.html' <<<"$(tar -tzf "$tarball")"; then
+    cat build.log
+    echo "R CMD build: the vignette was not built (gcn.mops/inst/doc/gcn.mops.html)" >&2
+    exit 1
+fi
 # shellcheck disable=SC2086
 R CMD check ${R_CHECK_ARGS:---as-cran --no-manual} "$tarball" >check.log 2>&1 || true
 cat check.log
@@ -46,11 +54,13 @@ rout="gcn.mops.Rcheck/tests/testthat.Rout"
 [[ -f "$rout.fail" ]] && rout="$rout.fail"
 summary="$(grep -E '\[ FAIL [0-9]+ \| WARN [0-9]+ \| SKIP [0-9]+ \| PASS [0-9]+ \]' "$rout" 2>/dev/null | tail -n 1 || true)"
 echo "testthat: ${summary:-no summary (tests did not run)}"
-# the check's items that end in WARNING or ERROR ("* checking ... WARNING"), one line each; not counted: the
+# the check's items that end in WARNING or ERROR ("* checking ... WARNING", or the status on a line of its own
+# when the item printed more first), one line each; not counted: the
 # top-level-files WARNING when all it says is that 'checkbashisms' is not installed
 problems="$(awk '
     function flush() { if (item != "" && !(item ~ /top-level files/ && other == 0)) print item; item = ""; other = 0 }
-    /^\* / { flush(); if ($0 ~ /(ERROR|WARNING)$/) item = $0; next }
+    /^\* / { flush(); current = $0; if ($0 ~ /(ERROR|WARNING)$/) item = $0; next }
+    /^ (ERROR|WARNING)$/ { if (item == "") item = current $0; next }
     /^Status:/ { flush(); next }
     item != "" && NF > 0 && $0 !~ /checkbashisms|Configure and cleanup|^manual\.$/ { other++ }
     END { flush() }' check.log)"
@@ -69,3 +79,31 @@ if [[ -d "${GCNMOPS_SHARED_DIR:-/nonexistent}" && "$summary" != *"SKIP 0 "* ]]; 
     exit 1
 fi
 echo "R CMD check passed: $status"
+
+# BiocCheck (Bioconductor's own checks) of the tarball: no ERROR, no WARNING (its NOTEs are printed). Offline: the
+# checks that read Bioconductor's or CRAN's package lists, its version map (the version number's check: 0.99.x)
+# or the support site on the web are left out, and BiocManager does not look its version up online (a
+# `pkg:fun` typo check would: R code has no symbol before a colon). GCNMOPS_BIOCCHECK=0 skips it.
+if [[ "${GCNMOPS_BIOCCHECK:-1}" == "0" ]]; then
+    exit 0
+fi
+if ! Rscript -e 'quit(status = !requireNamespace("BiocCheck", quietly = TRUE))' >/dev/null 2>&1; then
+    echo "BiocCheck: not installed (Debian: r-bioc-bioccheck), not run"
+    exit 0
+fi
+BIOCONDUCTOR_ONLINE_VERSION_DIAGNOSIS=FALSE Rscript -e '
+    BiocCheck::BiocCheck(commandArgs(TRUE)[1L], checkDir = ".", `no-check-deprecated` = TRUE,
+                         `no-check-bioc-help` = TRUE, `no-check-CRAN` = TRUE, `no-check-version-num` = TRUE)' "$tarball" >bioccheck.log 2>&1 || true
+sed -n '/BiocCheck results/,$p' bioccheck.log
+counts="$(grep -oE '[0-9]+ ERRORS \| [0-9]+ WARNINGS \| [0-9]+ NOTES' bioccheck.log | tail -n 1 || true)"
+if [[ -z "$counts" ]]; then
+    tail -n 40 bioccheck.log
+    echo "BiocCheck did not complete" >&2
+    exit 1
+fi
+grep -E '^ *\* (ERROR|WARNING|NOTE):' -A3 bioccheck.log || true
+if [[ "$counts" != "0 ERRORS | 0 WARNINGS"* ]]; then
+    echo "BiocCheck failed: $counts" >&2
+    exit 1
+fi
+echo "BiocCheck passed: $counts"

@@ -7,19 +7,26 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 R_PACKAGES="r-base-core r-base-dev r-bioc-genomicranges r-bioc-iranges r-bioc-s4vectors r-bioc-genomeinfodb
- r-bioc-biocgenerics r-bioc-rsamtools r-cran-reticulate r-cran-testthat r-cran-jsonlite r-bioc-dnacopy"
+ r-bioc-biocgenerics r-bioc-rsamtools r-cran-reticulate r-cran-testthat r-cran-jsonlite r-bioc-dnacopy
+ r-bioc-summarizedexperiment r-bioc-hdf5array r-cran-knitr r-cran-rmarkdown r-bioc-biocstyle r-bioc-bioccheck qpdf"
 # the genome tools the tests open our files with (BED, VCF)
 TOOLS="bcftools tabix vcftools bedtools"
 
-if ! Rscript -e 'suppressMessages(library(GenomicRanges)); library(reticulate); library(testthat); library(DNAcopy)' >/dev/null 2>&1; then
+if ! Rscript -e 'suppressMessages(library(GenomicRanges)); library(reticulate); library(testthat); library(DNAcopy); library(SummarizedExperiment); library(HDF5Array); library(BiocStyle)' >/dev/null 2>&1 || ! command -v qpdf >/dev/null; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         echo "setup: installing R and Bioconductor packages (Debian)..." >&2
         apt-get update -qq
         # shellcheck disable=SC2086
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $R_PACKAGES >/dev/null
     else
-        echo "setup: R with GenomicRanges/reticulate/testthat not found; R-side features and tests will be skipped" >&2
+        echo "setup: R with GenomicRanges/reticulate/testthat/SummarizedExperiment not found; R-side features and tests will be skipped" >&2
     fi
+fi
+
+# R CMD check --as-cran checks the R package's ./configure with checkbashisms (Debian: devscripts)
+if ! command -v checkbashisms >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends devscripts >/dev/null
 fi
 
 missing_tools=""

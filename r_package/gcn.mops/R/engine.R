@@ -142,14 +142,12 @@
     py <- .find_python()$python
     # RETICULATE_PYTHON is what reticulate honours first (before project files in the working
     # directory); restored once Python runs (the choice is then fixed for the session)
-    old <- Sys.getenv("RETICULATE_PYTHON", NA)
-    Sys.setenv(RETICULATE_PYTHON = py)
-    on.exit(if (is.na(old)) Sys.unsetenv("RETICULATE_PYTHON") else Sys.setenv(RETICULATE_PYTHON = old),
-            add = TRUE)
+    withr::local_envvar(RETICULATE_PYTHON = py)
   }
-  # tell rpy2 (imported by the engine) that this R process was not started by rpy2
+  # tell rpy2 (imported by the engine) that this R process was not started by rpy2: Python copies the
+  # environment when it starts (below), so the variable is restored once the engine runs
   if (!nzchar(Sys.getenv("R_SESSION_INITIALIZED", "")))
-    Sys.setenv(R_SESSION_INITIALIZED = sprintf("PID=%d:NAME=\"R\"", Sys.getpid()))
+    withr::local_envvar(R_SESSION_INITIALIZED = sprintf("PID=%d:NAME=\"R\"", Sys.getpid()))
   cfg <- tryCatch(reticulate::py_config(), error = function(e) e)
   if (inherits(cfg, "error")) .engine_error(conditionMessage(cfg))
   root <- .repo_root()

@@ -11,15 +11,16 @@ gcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
                      lowerThreshold = -0.9, minWidth = 3, segAlgorithm = "fast", minReadCount = 5,
                      useMedian = FALSE, returnPosterior = FALSE, ...,
                      backend = getOption("gcn.mops.backend", "auto"), devices = NULL, gpu = NULL,
-                     reference = NULL, mode = c("frozen", "refit")) {
+                     reference = NULL, mode = c("frozen", "refit"), assay = NULL) {
   if (!is.null(reference)) {
     # case mode: the new samples against a reference (buildReference()), with the reference's parameters
     given <- setdiff(names(match.call())[-1L], c("", "input", "reference", "mode", "parallel", "backend",
-                                                  "devices", "gpu", "sex", "integer"))
+                                                  "devices", "gpu", "sex", "integer", "assay"))
     if (length(given))
       warning(sprintf("gcn.mops(reference = ...) uses the reference's parameters; ignored: %s.",
                       paste(given, collapse = ", ")), call. = FALSE)
     dev <- .gpu_devices(gpu, backend, devices)
+    if (methods::is(input, "SummarizedExperiment")) input <- .se_select(input, assay)
     return(.gcn_mops_reference(input, reference, mode, list(...), parallel, dev$backend))
   }
   args <- list(I = I, classes = classes, priorImpact = priorImpact, cyc = cyc, parallel = parallel,
@@ -27,7 +28,7 @@ gcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
                quSizeFactor = quSizeFactor, upperThreshold = upperThreshold, lowerThreshold = lowerThreshold,
                minWidth = minWidth, segAlgorithm = segAlgorithm, minReadCount = minReadCount,
                useMedian = useMedian, returnPosterior = returnPosterior)
-  .gcn_mops(input, args, list(...), .gpu_devices(gpu, backend, devices))
+  .gcn_mops(input, args, list(...), .gpu_devices(gpu, backend, devices), assay = assay)
 }
 
 exomegcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
@@ -36,24 +37,41 @@ exomegcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
                           sizeFactor = "mean", normQu = 0.25, quSizeFactor = 0.75, upperThreshold = 0.5,
                           lowerThreshold = -0.8, minWidth = 5, segAlgorithm = "fast", minReadCount = 1,
                           useMedian = FALSE, returnPosterior = FALSE, ...,
-                          backend = getOption("gcn.mops.backend", "auto"), devices = NULL, gpu = NULL) {
+                          backend = getOption("gcn.mops.backend", "auto"), devices = NULL, gpu = NULL,
+                          assay = NULL) {
   gcn.mops(input, I = I, classes = classes, priorImpact = priorImpact, cyc = cyc, parallel = parallel,
            norm = norm, normType = normType, sizeFactor = sizeFactor, normQu = normQu,
            quSizeFactor = quSizeFactor, upperThreshold = upperThreshold, lowerThreshold = lowerThreshold,
            minWidth = minWidth, segAlgorithm = segAlgorithm, minReadCount = minReadCount,
            useMedian = useMedian, returnPosterior = returnPosterior, ..., backend = backend, devices = devices,
-           gpu = gpu)
+           gpu = gpu, assay = assay)
 }
 
 # The read counts as a double matrix (the engine views it in place), with the regions.
 # A double matrix is used as it is (no copy); integer counts are converted once; a GRanges's columns
 # are written into one new double matrix. Counts must be >= 0 and finite (checked in the same pass).
-.prepare_input <- function(input, min_samples = 2L, vector_is_sample = FALSE, prefix = "Sample") {
-  out <- if (methods::is(input, "GRanges")) .granges_input(input, min_samples)
+# A (Ranged)SummarizedExperiment gives the counts of its assay `assay` with its row ranges (summarized.R).
+# Counts in a DelayedArray (an HDF5Array, ...) are read into memory here unless `delayed`: then `X` is NULL
+# and `delayed` holds them (rows in the regions' order) for the streamed run (gcn.mops() only).
+.prepare_input <- function(input, min_samples = 2L, vector_is_sample = FALSE, prefix = "Sample", assay = NULL,
+                           delayed = FALSE) {
+  rr <- NULL
+  se_samples <- NULL
+  if (methods::is(input, "SummarizedExperiment")) {
+    rr <- .se_ranges(input)
+    se_samples <- colnames(input)
+    input <- .se_counts(input, assay)
+  }
+  if (methods::is(input, "DelayedArray") && !delayed) input <- as.matrix(input)
+  out <- if (!is.null(rr)) .granges_input(rr, min_samples, input)
+         else if (methods::is(input, "GRanges")) .granges_input(input, min_samples)
+         else if (methods::is(input, "DelayedArray")) .delayed_input(input, min_samples)
          else if (is.matrix(input) || (is.vector(input) && is.atomic(input)) || inherits(input, "integer64"))
            .matrix_input(input, vector_is_sample)
-         else stop("GRanges object or read count matrix needed as input.")
-  if (is.null(out$sampleNames)) out$sampleNames <- paste(prefix, seq_len(ncol(out$X)), sep = "_")
+         else stop("GRanges object or read count matrix needed as input.")   # cn.mops's words
+  if (!is.null(se_samples)) out$sampleNames <- se_samples
+  if (is.null(out$sampleNames))
+    out$sampleNames <- paste(prefix, seq_len(ncol(if (is.null(out$X)) out$delayed else out$X)), sep = "_")
   # integer read counts (for singlecn.mops's normalizedData, which is the input as given)
   out$integer_counts <- if (methods::is(input, "GRanges"))
     all(vapply(as.list(mcols(input)), function(v) is.integer(v) || (methods::is(v, "Rle") && is.integer(runValue(v))), TRUE))
@@ -103,10 +121,12 @@ exomegcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
   X
 }
 
-.granges_input <- function(input, min_samples) {
+# counts: NULL (the counts are the metadata columns of `input`), or a matrix of a row per range.
+.granges_input <- function(input, min_samples, counts = NULL) {
   input <- sortSeqlevels(input)
   mc <- mcols(input)
-  if (ncol(mc) == 1L && min_samples > 1L) stop("It is not possible to run cn.mops on only ONE sample.\n")
+  if ((if (is.null(counts)) ncol(mc) else ncol(counts)) == 1L && min_samples > 1L)
+    stop("It is not possible to run cn.mops on only ONE sample.\n")
   if (length(unique(strand(input))) > 1L)
     stop(paste("Different strands found in GRanges object. Please make",
                "read counts independent of strand."))
@@ -116,15 +136,20 @@ exomegcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
     # cn.mops cuts the matrix per chromosome and needs each chromosome's rows together
     warning("Rows of a chromosome were not contiguous: regrouping rows by chromosome.", call. = FALSE)
     f <- as.integer(sn)
-    input <- input[order(match(f, unique(f)), method = "radix")]
+    o <- order(match(f, unique(f)), method = "radix")
+    input <- input[o]
+    if (!is.null(counts)) counts <- counts[o, , drop = FALSE]
     mc <- mcols(input)
     sn <- seqnames(input)
     rv <- as.integer(runValue(sn))
   }
   out <- list(chr_levels = levels(sn)[rv], chr_index = rep.int(seq_along(rv), runLength(sn)),
               start = start(input), end = end(input), seqinfo = seqinfo(input), input_type = "GRanges")
-  X <- .granges_counts(mc)
-  out$sampleNames <- colnames(X)
+  X <- if (is.null(counts)) .granges_counts(mc)
+       else if (methods::is(counts, "DelayedArray")) NULL
+       else .matrix_input(counts, FALSE)$X
+  out$sampleNames <- colnames(if (is.null(X)) counts else X)
+  if (is.null(X)) out$delayed <- counts
   # cn.mops's row names, paste(chr, start, end, sep = "_"): a character vector that makes them in C when
   # they are read (paste: 2 s for 481,299 regions; most uses of the result never read them)
   out$rownames <- .Call(C_gm_region_names, out$chr_levels, out$chr_index, out$start, out$end)
@@ -134,7 +159,8 @@ exomegcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
   names(g) <- NULL
   if (any(runValue(strand(g)) != "*")) BiocGenerics::strand(g) <- "*"
   out$gr <- g
-  dimnames(X) <- list(out$rownames, out$sampleNames)   # in place, as cn.mops names it
+  # in place, as cn.mops names it (an assay's matrix keeps its own: naming it would copy it)
+  if (is.null(counts)) dimnames(X) <- list(out$rownames, out$sampleNames)
   out$X <- X
   out
 }
@@ -195,9 +221,9 @@ exomegcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
 }
 
 # dev: .gpu_devices()'s backend, devices and timing kind.
-.gcn_mops <- function(input, args, dots, dev, method = "cn.mops") {
+.gcn_mops <- function(input, args, dots, dev, method = "cn.mops", assay = NULL) {
   mark <- .stopwatch()
-  d <- .prepare_input(input)
+  d <- .prepare_input(input, assay = assay, delayed = TRUE)
   mark("input")
   backend <- dev$backend
   devices <- dev$devices
@@ -205,8 +231,8 @@ exomegcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
   args$norm <- norm
   if (!(is.character(backend) && length(backend) == 1L && backend %in% c("auto", "cpu", "gpu")))
     stop("\"backend\" must be \"auto\", \"cpu\" or \"gpu\".")
-  m <- nrow(d$X)
-  N <- ncol(d$X)
+  m <- nrow(if (is.null(d$X)) d$delayed else d$X)
+  N <- length(d$sampleNames)
   n <- length(args$I)
   sn <- d$sampleNames
   rn <- d$rownames
@@ -225,6 +251,14 @@ exomegcn.mops <- function(input, I = c(0.025, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4),
   names(params) <- c("method", "folds", "classes", "priorImpact", "cyc", "normType", "normQu",
                      "upperThreshold", "lowerThreshold", "minWidth", "segAlgorithm", "minReadCount",
                      "useMedian", "mainClass", "version", "SegmentationParams")
+  if (is.null(d$X)) {   # counts out of memory (summarized.R)
+    if (norm == 1) message("Normalizing...")
+    message("Starting local modeling, please be patient...  ")
+    mark("call")
+    out <- .gcn_mops_streamed(d, args, dots, backend, params, mark)
+    .record_run(out$report, dev$times, mark())
+    return(out$result)
+  }
 
   env <- new.env(parent = emptyenv())
   for (nm in c("chr_levels", "start", "end", "seqinfo", "input_type", "sampleNames")) env[[nm]] <- d[[nm]]

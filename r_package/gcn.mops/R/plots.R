@@ -41,7 +41,7 @@ setGeneric("plot")   # base's plot as an S4 generic of this namespace (callers i
   chr_rows <- which(as.character(seqnames(gr)) == as.character(seqnames(r))[k])
   lo <- max(min(chr_rows), min(rows) - margin[1L])
   hi <- min(max(chr_rows), max(rows) + margin[2L])
-  idx <- lo:hi
+  idx <- seq.int(lo, hi)
   calls <- .cnvr_calls(x, k)
   col <- ifelse(calls == "gain", "red", ifelse(calls == "loss", "blue", "grey"))
   ord <- c(which(col == "grey"), which(col != "grey"))
