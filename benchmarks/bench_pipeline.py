@@ -1,8 +1,15 @@
-"""The whole cn.MOPS pipeline, stage by stage, on a BM-B-shaped cohort (481,299 regions x 15 samples).
+"""The whole cn.MOPS pipeline, stage by stage, on a BM-B-shaped cohort (481,299 regions x 15 samples) or a
+chr21-shaped one (481,299 x 5, one chromosome of 100-bp bins with heterogeneous means and an unread gap).
 
-Usage: python benchmarks/bench_pipeline.py [--regions 481299] [--samples 15] [--backend cpu|gpu|auto]
-                                           [--repeat 1] [--check] [--profile N] [--json PATH]
-Compares with cn.mops 1.53 on this machine (one core): whole cn.mops() 85.3 s, calcIntegerCopyNumbers 0.7 s.
+Usage: python benchmarks/bench_pipeline.py [--shape bmb|chr21] [--regions N] [--samples N] [--threads N]
+                                           [--clock wall|cpu] [--backend cpu|gpu|auto] [--repeat 1] [--check]
+                                           [--profile N] [--json PATH]
+Per-core ratios against cn.mops 1.53 measured on this kind of 2-core VM (one core, alternating runs; stated
+constants, as cn.mops is not installed here): BM-B cn.mops() + calcIntegerCopyNumbers 98 s (fastest of 98-117 s;
+85.3 + 0.7 s on a quiet machine), real chr21 counts 49.2 s (fastest of 49.2-52.8 s). Two ratios: cn.mops's one-core
+time over (wall x threads), and over the process's CPU seconds (every thread's; robust to other jobs' load).
+``--clock cpu``: the stage table in the process's CPU seconds too (the pipeline's stage timer reads
+``time.process_time``).
 One warm-up run on a small matrix compiles the kernels first. Timed: ``cn_mops(CountData)`` (host arrays in,
 host result out) plus ``calc_integer_copy_numbers(result, backend)``. ``--repeat``: time the whole pipeline
 that many times (stage table of the run with the median whole time; every run's whole time listed). With the
@@ -22,11 +29,11 @@ import numpy as np
 import pandas as pd
 
 import gcnmops
+import gcnmops.progress
 from gcnmops.data import make_count_data
 
-CN_MOPS_WHOLE_S = 85.3
-CN_MOPS_INTEGER_S = 0.7
-BM_B_SHAPE = (481_299, 15)  # the (regions, samples) cn.mops was timed on
+#: shape -> ((regions, samples), cn.mops 1.53 + calcIntegerCopyNumbers on one core of this kind of VM, s)
+SHAPES = {"bmb": ((481_299, 15), 98.0), "chr21": ((481_299, 5), 49.2)}
 
 
 def simulated_cohort(m: int, n: int, seed: int = 11):
@@ -45,17 +52,48 @@ def simulated_cohort(m: int, n: int, seed: int = 11):
     return make_count_data(counts, [f"S{k + 1}" for k in range(n)], ranges)
 
 
+def chr21_cohort(m: int, n: int, seed: int = 21):
+    """Poisson counts of one chromosome in 100-bp bins: region means gamma(1.5, 20) (heterogeneous, many low), the
+    first 15% unread (an assembly gap: zeros), 0.5x/1.5x dosage blocks of 5-200 bins."""
+    rng = np.random.default_rng(seed)
+    mu = rng.gamma(1.5, 20.0, size=m)[:, None] * rng.uniform(0.7, 1.3, size=n)[None, :]
+    mu[: int(0.15 * m)] = 0.0
+    dosage = np.ones((m, n))
+    for _ in range(m // 5000):
+        s, k = rng.integers(int(0.15 * m), m - 200), rng.integers(0, n)
+        dosage[s:s + rng.integers(5, 200), k] = rng.choice([0.5, 1.5])
+    counts = rng.poisson(mu * dosage).astype(np.float64)
+    start = np.arange(m) * 100 + 1
+    ranges = pd.DataFrame({"seqnames": np.repeat("chr21", m), "start": start, "end": start + 99})
+    return make_count_data(counts, [f"S{k + 1}" for k in range(n)], ranges)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--regions", type=int, default=BM_B_SHAPE[0])
-    ap.add_argument("--samples", type=int, default=15)
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="bmb")
+    ap.add_argument("--regions", type=int, default=None)
+    ap.add_argument("--samples", type=int, default=None)
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall")
     ap.add_argument("--backend", default="cpu")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--profile", type=int, default=0)
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
-    data = simulated_cohort(args.regions, args.samples)
+    (m, n), _ = SHAPES[args.shape]
+    args.regions = args.regions or m
+    args.samples = args.samples or n
+    if args.threads:
+        import numba
+
+        numba.set_num_threads(args.threads)
+    if args.clock == "cpu":  # stage figures in CPU seconds of the whole process (every thread), not wall-clock
+        import types
+
+        gcnmops.progress.time = types.SimpleNamespace(perf_counter=time.process_time)
+    simulate = chr21_cohort if args.shape == "chr21" else simulated_cohort
+    data = simulate(args.regions, args.samples)
     warm = simulated_cohort(3000, args.samples, seed=1)
     warmed = gcnmops.cn_mops(warm, backend=args.backend)
     if len(warmed.cnvr):  # a small warm-up cohort of many samples may have no CNV region to label
@@ -65,8 +103,9 @@ def main() -> None:
         result = integer = None  # results of the previous run are released first (pinned pools)
         result, integer, run = timed_run(data, args.backend)
         runs.append(run)
-    report = dict(regions=args.regions, samples=args.samples, backend=args.backend, cores=os.cpu_count(),
-                  device=device_name(args.backend), runs=runs)
+    report = dict(shape=args.shape, clock=args.clock, regions=args.regions, samples=args.samples, backend=args.backend,
+                  cores=os.cpu_count(), threads=threads(), load=os.getloadavg(), device=device_name(args.backend),
+                  runs=runs)
     if args.profile:
         import cProfile
         import io
@@ -95,10 +134,11 @@ def print_table(args, runs: list[dict]) -> None:
     """The stage table of the run with the median whole time (sub-stages indented), every run's whole time."""
     order = sorted(range(len(runs)), key=lambda r: runs[r]["whole"])
     med = runs[order[len(order) // 2]]
-    print(f"{args.regions:,} regions x {args.samples} samples, backend {args.backend}, {os.cpu_count()} cores, "
+    print(f"{args.regions:,} regions x {args.samples} samples ({args.shape}), backend {args.backend}, "
+          f"{os.cpu_count()} cores, {threads()} threads, "
           f"{device_name(args.backend)}; {med['n_segments']:,} segments, {med['n_cnvs']:,} CNVs, "
           f"{med['n_cnvr']:,} CNV regions")
-    print(f"{'stage':<22}{'seconds':>9}")
+    print(f"{'stage':<22}{'seconds':>9}  ({args.clock}-clock)")
     for stage, secs in med["stages"].items():
         print(f"{stage:<22}{secs:>9.3f}")
         prefix = {"segment_call": "seg_", "normalize": "norm_", "model": "model_"}.get(stage)
@@ -107,27 +147,39 @@ def print_table(args, runs: list[dict]) -> None:
             print(f"  {k:<20}{v:>9.3f}" if isinstance(v, float) else (f"  {k:<20}{v:>9,}" if isinstance(v, int)
                                                                        else f"  {k:<20}{v}"))
     total = med["whole"]
-    ref = CN_MOPS_WHOLE_S + CN_MOPS_INTEGER_S
-    vs_cn_mops = (f"   cn.mops {ref:.1f} s -> {ref / total:.1f}x faster"
-                  if (args.regions, args.samples) == BM_B_SHAPE else "   (cn.mops timed on the BM-B shape only)")
+    shape, ref = SHAPES[args.shape]
+    t = threads()
+    vs_cn_mops = (f"   cn.mops (one core, stated) {ref:.1f} s -> {ref / total:.1f}x; per core {ref / (total * t):.1f}x "
+                  f"(wall x {t} threads), {ref / med['cpu']:.1f}x (CPU seconds {med['cpu']:.2f})"
+                  if (args.regions, args.samples) == shape else "   (cn.mops timed on the full shapes only)")
     print(f"{'whole pipeline':<22}{total:>9.3f}{vs_cn_mops}")
     if len(runs) > 1:
         print("whole pipeline, every run: " + ", ".join(f"{r['whole']:.3f}" for r in runs))
+        print("CPU seconds, every run: " + ", ".join(f"{r['cpu']:.3f}" for r in runs))
+    print(f"load average at the end {os.getloadavg()[0]:.1f}")
+
+
+def threads() -> int:
+    import numba
+
+    return numba.get_num_threads()
 
 
 def timed_run(data, backend: str):
     """(result, integer result, timings) of one whole pipeline: cn_mops, then calc_integer_copy_numbers."""
-    t0 = time.perf_counter()
+    clock = gcnmops.progress.time.perf_counter  # the stages' clock: wall, or CPU with --clock cpu
+    c0 = time.process_time()
+    t0, s0 = time.perf_counter(), clock()
     result = gcnmops.cn_mops(data, backend=backend)
-    t_mops = time.perf_counter() - t0
-    t0 = time.perf_counter()
+    t_mops, s_mops = time.perf_counter() - t0, clock() - s0
+    t0, s0 = time.perf_counter(), clock()
     integer = gcnmops.calc_integer_copy_numbers(result, backend=backend)
-    t_int = time.perf_counter() - t0
+    t_int, s_int = time.perf_counter() - t0, clock() - s0
     sub = dict(result.gpu_stats)
-    other = t_mops - sum(result.timings.values())  # gr, the result object
-    run = dict(stages={**result.timings, "result assembly": other, "integer copy numbers": t_int}, sub=sub,
-               whole=t_mops + t_int, n_segments=len(result.segmentation), n_cnvs=len(integer.cnvs),
-               n_cnvr=len(integer.cnvr))
+    other = s_mops - sum(result.timings.values())  # gr, the result object
+    run = dict(stages={**result.timings, "result assembly": other, "integer copy numbers": s_int}, sub=sub,
+               whole=t_mops + t_int, cpu=time.process_time() - c0, n_segments=len(result.segmentation),
+               n_cnvs=len(integer.cnvs), n_cnvr=len(integer.cnvr))
     return result, integer, run
 
 

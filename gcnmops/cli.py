@@ -507,6 +507,7 @@ def _warmup(args) -> int:
     """Byte-compile the package, then run the example cohort through every stage (and writer) once, so that every
     kernel is compiled and cached."""
     import tempfile
+    import warnings
 
     from .cuda.probe import Backend, resolve_backend
     from .example import example_cohort
@@ -521,8 +522,52 @@ def _warmup(args) -> int:
         for data in cohorts:
             with tempfile.TemporaryDirectory(prefix="gcnmops-warmup-") as folder:
                 run_and_write("cn.mops", data, folder, backend=backend, formats=[f for f in FORMATS if f != "rds"])
+        own, level = logging.getLogger("gcnmops"), logging.getLogger("gcnmops").level
+        own.setLevel(logging.WARNING)  # cn.mops's notes and warnings about the tiny cohorts are not the point here
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                for variant in _warmup_variants(backend):
+                    variant()
+        finally:
+            own.setLevel(level)
         print(f"gcnmops warmup: {backend} kernels compiled and cached ({time.perf_counter() - t0:.1f} s)")
     return 0
+
+
+def _warmup_variants(backend) -> list:
+    """Runs on small cohorts that compile, besides the example's run, every other variant of the CPU kernels (numba
+    compiles one per argument types, and an array with a dimension of one is typed C-contiguous, not F): norm=2,
+    the mode and median normalizations, the reference/single model and its integer copy numbers, one sample
+    (single, reference and case mode with one new sample), one region, case mode's E-step."""
+    import warnings
+
+    import numpy as np
+
+    from .calls.integer import calc_integer_copy_numbers
+    from .casemode import build_reference, call_samples
+    from .data import make_count_data
+    from .example import example_cohort
+    from .pipeline.cnmops import cn_mops
+    from .pipeline.family import reference_cn_mops, single_cn_mops
+
+    data = example_cohort(n_regions=600, n_samples=6)[0]
+    new = example_cohort(n_regions=600, n_samples=2, seed=2)[0]
+    region = np.random.default_rng(1).poisson(60.0, size=(1, 6)).astype(np.float64)
+
+    def case_mode() -> None:
+        ref = build_reference(data, genome=None, backend=backend)
+        for cases in (new, make_count_data(new.counts[:, :1], new.sample_names[:1], new.ranges, min_samples=1)):
+            call_samples(cases, ref, "frozen", integer=True, backend=backend)
+
+    return [lambda: cn_mops(data, norm=2, backend=backend),
+            lambda: cn_mops(data, norm_type="mode", size_factor="median", backend=backend),
+            lambda: calc_integer_copy_numbers(reference_cn_mops(new, data, backend=backend), backend=backend),
+            lambda: calc_integer_copy_numbers(reference_cn_mops(new.counts[:, :1], data.counts, backend=backend),
+                                              backend=backend),
+            lambda: single_cn_mops(data.counts[:, 0], backend=backend),
+            case_mode,
+            lambda: cn_mops(region, backend=backend)]
 
 
 def _gpu_warmup_cohorts() -> list:

@@ -4,8 +4,11 @@ bcftools, tabix, vcftools and bedtools; pysam comes with the [bam] and [test] ex
 """
 from __future__ import annotations
 
+import gzip
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -202,6 +205,21 @@ def test_htslib_writes_through_a_pipe_the_same_bytes(written, results, tmp_path,
     monkeypatch.setattr(callfiles, "FD_FOLDER", tmp_path / "no-such-folder")
     assert piped == files(tmp_path / "direct") and len(piped) == 9
     assert piped["cnvs.bed.gz"] == (written / "cnvs.bed.gz").read_bytes()
+
+
+@needs_pysam
+def test_bgzip_through_a_pipe_of_a_large_file_ends(tmp_path):
+    """pysam closes a BGZF file holding Python's lock, flushing more than a default pipe (64 KiB) holds: a copy
+    thread that needed the lock to read on would never let that flush end. A file of incompressible lines is
+    bgzipped in a child (killed after 120 s: a hang fails) and its bytes are the plain file's."""
+    plain = tmp_path / "big.bed"
+    rng = np.random.default_rng(3)
+    plain.write_text("".join(f"chr1\t{i}\t{i + 1}\t{rng.integers(1 << 62)}\n" for i in range(120_000)))
+    child = ("import sys; from gcnmops.outputs import callfiles; "
+             "callfiles.bgzip(sys.argv[1], sys.argv[2])")
+    subprocess.run([sys.executable, "-c", child, str(plain), str(tmp_path / "big.bed.gz")], check=True, timeout=120,
+                   cwd=Path(__file__).resolve().parents[1])
+    assert gzip.decompress((tmp_path / "big.bed.gz").read_bytes()) == plain.read_bytes()
 
 
 def test_a_failing_copy_or_writer_through_a_pipe_raises_its_error(tmp_path):

@@ -19,7 +19,8 @@ from golden import GOLDEN_DIR, array, assert_close, case_names, manifest, table
 from gcnmops.exact import tdist
 from gcnmops.errors import InputError
 from gcnmops.segmentation.cpu import segment, segment_columns, segment_columns_arrays
-from gcnmops.segmentation.kernels import position_stat, position_stat_plain, window_constants, window_deviates
+from gcnmops.segmentation.kernels import (is_candidate, position_stat, position_stat_plain, prefix_sums,
+                                         scan_position, window_constants, window_deviates)
 
 #: parameter sets of the golden case ``segment``: table ``<vector>_<set>`` = segment(vector, **set)
 PARAM_SETS = {"default": {}, "minSeg5_eps0": dict(min_seg=5, eps=0), "alpha20": dict(alpha=20)}
@@ -231,6 +232,43 @@ def test_screened_statistic_equals_all_exact_reference(kwargs):
         ref = segment_columns_arrays(x, blocks, reference=True, **kwargs)
         for key in ("block", "sample", "start", "end", "mean", "median"):
             np.testing.assert_array_equal(fast[key], ref[key], err_msg=f"{name} {kwargs}: {key}")
+
+
+@njit(cache=False)
+def _screened_and_plain(x, min_seg, delta, max_int, w, eps, V):
+    """(p_i as screened (scan_position), p_i with every tail exact) of every candidate position of x."""
+    m = x.size
+    S = np.empty(m)
+    Q = np.empty(m)
+    prefix_sums(x, S, Q)
+    nwin = max_int - min_seg + 1
+    jinv, jnn, jc = np.empty(nwin), np.empty(nwin), np.empty(nwin)
+    window_constants(min_seg, nwin, w, jinv, jnn, jc)
+    ybuf, ebuf, qbuf = np.empty(nwin), np.empty(nwin), np.empty(nwin)
+    fast = np.zeros(m)
+    plain = np.zeros(m)
+    for i in range(m - 1):
+        if is_candidate(x, i, min_seg, eps):
+            fast[i] = scan_position(S, Q, i, m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf, ebuf, qbuf)[0]
+            plain[i] = position_stat_plain(S, Q, i, m, min_seg, delta, max_int, w, V)
+    return fast, plain
+
+
+@pytest.mark.parametrize("delta", [20, 5, 0])
+def test_screened_statistic_equals_exact_at_every_position(delta):
+    """p_i of every candidate position, screened (ties of consecutive windows decide nothing where the windows'
+    stop cannot depend on them), equals p_i with every tail exact, bit for bit: sINI-like, rounded to thirds
+    (exact ties everywhere), half zeros, thirds plus noise far below the approximation's bounds (near ties)."""
+    rng = np.random.default_rng(8)
+    near = _sini_like(6000, 2, 6)
+    near = np.asfortranarray(np.round(near * 3) / 3 + rng.normal(0.0, 1e-9, near.shape))  # near, inexact ties
+    for name, x in [*_test_matrices(), ("near_ties", near)]:
+        for s in range(x.shape[1]):
+            v = np.ascontiguousarray(x[:, s])
+            eps = float(np.quantile(np.abs(np.diff(v)), 0.75))
+            fast, plain = _screened_and_plain(v, 3, delta, 40, 50.0, eps, float(np.var(v, ddof=1)))
+            assert (plain > 0).sum() > 100
+            np.testing.assert_array_equal(fast, plain, err_msg=f"{name}, sample {s}, delta {delta}")
 
 
 def test_kernels_run_as_plain_python():

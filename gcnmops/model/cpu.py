@@ -93,7 +93,7 @@ def fit_cpu(x: np.ndarray, cov: np.ndarray, spec: ModelSpec, keep_post: bool = F
     n = spec.folds.size
     if out is None:
         out = ModelOutput.allocate(m, n, N, keep_post)
-    post = out.post if keep_post else np.empty((1, 1, 1), order="F")
+    post = out.post_argument()
     cov = np.ascontiguousarray(cov, dtype=np.float64)
     step = max(PROGRESS_ROWS, -(-m // PROGRESS_STEPS))
     stop = np.zeros(1, dtype=np.int64)

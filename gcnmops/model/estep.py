@@ -130,7 +130,7 @@ def estep_cpu(x: np.ndarray, cov: np.ndarray, lam: np.ndarray, alpha: np.ndarray
     ``n_fit`` samples (``estep_region``); CPU (numba, all threads). The output's lam/alpha are the inputs."""
     x, cov, lam, alpha = _checked(x, cov, lam, alpha, spec)
     out = _outputs(lam, alpha, x.shape[1], keep_post)
-    post = out.post if keep_post else np.empty((1, 1, 1), order="F")
+    post = out.post_argument()
     _estep_all(x, cov, lam, alpha, spec.log2_folds, int(spec.main_idx), bool(keep_post), int(n_fit), spec.alpha_init,
                spec.alpha_prior, float(spec.prior_sum), int(spec.cyc), out.sini, out.cn, out.ini, post)
     return out

@@ -184,7 +184,7 @@ def fit_onestep(x: np.ndarray, cov: np.ndarray, lam: np.ndarray, spec: OneStepSp
     m, N = x.shape
     n = spec.folds.size
     out = ModelOutput.allocate(m, n, N, keep_post)
-    post = out.post if keep_post else np.empty((1, 1, 1), order="F")
+    post = out.post_argument()
     _onestep_all(x, _plain(np.ascontiguousarray(cov, dtype=np.float64)),
                  _plain(np.ascontiguousarray(lam, dtype=np.float64)), spec.folds, spec.log2_folds, spec.prior,
                  float(spec.floor), float(spec.min_read_count), int(spec.main_idx), bool(keep_post), out.lam,

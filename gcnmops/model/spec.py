@@ -71,3 +71,9 @@ class ModelOutput:
             ini=np.empty(m),
             post=np.empty((m, n, N), order="F") if keep_post else None,
         )
+
+    def post_argument(self) -> np.ndarray:
+        """The posteriors a CPU driver writes: ``post``, or where none are kept a placeholder that numba types as
+        it types ``post`` (3-D, order F and not C: a (1, 1, 1) array is both and would make the driver compile,
+        and cache, a second variant for runs with and without posteriors)."""
+        return self.post if self.post is not None else np.empty((1, 2, 2), order="F")

@@ -8,9 +8,9 @@ Behaviour: spec/20-segmentation-and-calls.md, part 1. Outline, per vector x of l
    growing windows left and right of i (``position_stat_plain`` is the definition). This is the heavy part
    (about 38 windows per candidate): ``position_scan`` orders the windows' tails by a cheap vectorized
    approximation (tdist.t_tail_deviate_approx) within error bounds 100 times its measured error, and the
-   exact tail (tdist.t_neglog_upper, R's pt()) is evaluated only where it decides something: near-ties,
-   the best window of positions that can reach the breakpoint threshold, windows outside the
-   approximation's range.
+   exact tail (tdist.t_neglog_upper, R's pt()) is evaluated only where it decides something: near-ties
+   of consecutive windows where they may decide where the windows stop, near-ties of the largest, the best
+   window of positions that can reach the breakpoint threshold, windows outside the approximation's range.
    The result is identical to evaluating every tail exactly (tests compare with ``reference=True``);
 3. local maxima within floor(minSeg/2), breakpoints above the (1 - alpha) quantile (or the floor(alpha)
    largest), initial segments and their medians;

@@ -268,27 +268,36 @@ def position_scan(S, Q, i, m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf
         emax = e if e > emax else emax
     if emax < math.inf:
         # the window loop of position_stat_plain on the approximations, written with selects (the data-
-        # dependent branches mispredict); any pair closer than the bounds allow sends us to position_stat
+        # dependent branches mispredict). A consecutive pair closer than the bounds allow (a tie) leaves open
+        # whether the tail rose, so where the windows stop: dlo counts the run of non-rises taking every tie
+        # for a rise, dhi taking it for a non-rise; the loop stops somewhere from the first window where dhi
+        # exceeds delta (``early``) to the first where dlo does. If the largest approximation is one of the
+        # windows up to ``early`` (seen however the ties fall) and clears every other window up to the latest
+        # stop by the bounds, it is p_i's window whatever the ties are; otherwise position_stat decides.
         margin = 2.0 * emax
-        d = 0
+        dlo = 0
+        dhi = 0
+        early = nj - 1
         ymax = -math.inf
         y2 = -math.inf
         yprev = -math.inf
         rb = 0
-        tie = False
         for r in range(nj):
             y = ybuf[r]
             diff = y - yprev
-            tie = tie | (abs(diff) <= margin)
-            d = 0 if diff > 0.0 else d + 1
+            tied = abs(diff) <= margin
+            rise = diff > 0.0
+            dlo = 0 if rise or tied else dlo + 1
+            dhi = 0 if rise and not tied else dhi + 1
+            early = r if dhi > delta and r < early else early
             big = y > ymax
             y2 = ymax if big else (y if y > y2 else y2)
             rb = r if big else rb
             ymax = y if big else ymax
             yprev = y
-            if d > delta:
+            if dlo > delta:
                 break
-        if not tie and y2 < ymax - margin:
+        if rb <= early and y2 < ymax - margin:
             return ymax, min_seg + rb, ebuf[rb], False
     return position_stat(S, Q, i, m, min_seg, delta, max_int, w, V, ybuf, ebuf, qbuf), min_seg, 0.0, True
 
