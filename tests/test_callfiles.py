@@ -18,7 +18,7 @@ from scipy.special import logsumexp
 import gcnmops
 from gcnmops.errors import InputError
 from gcnmops.calls import quality
-from gcnmops.outputs import callfiles
+from gcnmops.outputs import callfiles, pipes
 from gcnmops.outputs.writers import write_result
 from golden import array, case_names, manifest, table
 
@@ -202,7 +202,7 @@ def test_htslib_writes_through_a_pipe_the_same_bytes(written, results, tmp_path,
         return {p.name: p.read_bytes() for p in folder.iterdir()}
 
     piped = files(tmp_path / "piped")
-    monkeypatch.setattr(callfiles, "FD_FOLDER", tmp_path / "no-such-folder")
+    monkeypatch.setattr(pipes, "FD_FOLDER", tmp_path / "no-such-folder")
     assert piped == files(tmp_path / "direct") and len(piped) == 9
     assert piped["cnvs.bed.gz"] == (written / "cnvs.bed.gz").read_bytes()
 
@@ -230,10 +230,10 @@ def test_a_failing_copy_or_writer_through_a_pipe_raises_its_error(tmp_path):
             for _ in range(64):
                 fh.write(b"x" * (1 << 16))  # more than a pipe holds
 
-    callfiles.through_pipe(write, tmp_path / "ok")
+    pipes.through_pipe(write, tmp_path / "ok")
     assert (tmp_path / "ok").stat().st_size == 64 << 16
     with pytest.raises(FileNotFoundError):
-        callfiles.through_pipe(write, tmp_path / "missing" / "file")
+        pipes.through_pipe(write, tmp_path / "missing" / "file")
 
     def broken(name):
         with open(name, "wb") as fh:
@@ -241,7 +241,7 @@ def test_a_failing_copy_or_writer_through_a_pipe_raises_its_error(tmp_path):
             raise ValueError("writer failed (test)")
 
     with pytest.raises(ValueError, match="writer failed"):
-        callfiles.through_pipe(broken, tmp_path / "broken")
+        pipes.through_pipe(broken, tmp_path / "broken")
 
 
 @needs("tabix")
