@@ -55,6 +55,10 @@ def read_rows(array, rows: np.ndarray | None = None) -> np.ndarray:
     return np.asfortranarray(array if rows is None else array[rows])
 
 
+#: the names of what a run left out or filtered (``Result.selection``; params.json holds them beside cn.mops's)
+SELECTION_KEYS = ("excludedSamples", "excludeBed", "excludedWindows", "minLength", "minQuality")
+
+
 @dataclass(repr=False)
 class Result:
     """cn.mops's CNVDetectionResult slots in snake_case (m regions, N samples, n classes), the matrices wherever
@@ -178,7 +182,8 @@ class Result:
             gr=self.gr if rows is None else self.gr.iloc[rows].reset_index(drop=True), params=params,
             posterior_probs=values.pop("posterior_probs", None), **values, segmentation=self.segmentation,
             cnvs=self.cnvs, cnvr=self.cnvr, sample_names=list(self.sample_names), ranged=self.ranged,
-            timings=dict(self.timings), gpu_stats=dict(self.gpu_stats), call_evidence=self.call_evidence)
+            timings=dict(self.timings), gpu_stats=dict(self.gpu_stats), call_evidence=self.call_evidence,
+            sample_qc=self.sample_qc, selection=dict(self.selection), provenance=dict(self.provenance))
 
     def compute(self) -> "CNVDetectionResult":
         """The whole result in this process as a CNVDetectionResult (numpy arrays, column-major): for results

@@ -114,3 +114,27 @@ def test_vcf_values_are_quoted_and_escaped():
     lines = provenance_lines({"gcnmops": "1", "date": "d", "command": 'gcnmops run "a\\b"\tc', "backend": None,
                               "inputs": []})
     assert lines == ['##gcnmopsCommand=<ID=gcnmops,Version="1",Date="d",CommandLine="gcnmops run \\"a\\\\b\\" c">']
+
+
+def test_a_folder_read_back_keeps_its_run_entries_out_of_cn_mops_params(tmp_path):
+    """params.json holds, beside cn.mops's parameters, what made the folder, what it left out and its sample QC:
+    read back (in memory and streamed), they are the result's provenance / selection / sample_qc, and params holds
+    nothing that is not a cn.mops parameter (R's params list is built from it, value by value)."""
+    from gcnmops.io.store import save_count_data
+    from gcnmops.outputs.results import read_result
+    from gcnmops.pipeline.run import run_and_write
+    from gcnmops.pipeline.streaming import run_streaming
+
+    data = example_cohort()[0]
+    run_and_write("cn.mops", data, tmp_path / "mem", backend="cpu", exclude_samples=[data.sample_names[0]])
+    save_count_data(data, tmp_path / "c.zarr")
+    run_streaming(tmp_path / "c.zarr", tmp_path / "streamed", integer=False, formats=["seg"], backend="cpu")
+    for folder in ("mem", "streamed"):
+        back = read_result(tmp_path / folder)
+        result = back if isinstance(back, gcnmops.CNVDetectionResult) else back.compute()
+        assert not any(isinstance(v, dict) for k, v in result.params.items() if k != "SegmentationParams"), folder
+        assert "provenance" not in result.params and "sampleQC" not in result.params
+        assert result.provenance.get("gcnmops") == gcnmops.__version__, folder
+    mem = read_result(tmp_path / "mem")
+    assert mem.selection == {"excludedSamples": [data.sample_names[0]]}
+    assert mem.sample_qc is not None and len(mem.sample_qc) == len(data.sample_names)

@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..data import UNDEF_CHROMOSOME
 from ..errors import InputError
-from ..result import SEGMENT_COLUMNS, CNVDetectionResult
+from ..result import SEGMENT_COLUMNS, SELECTION_KEYS, CNVDetectionResult
 from .writers import MATRICES
 
 _MATRIX_SUFFIXES = (".parquet", ".tsv", ".tsv.gz")
@@ -108,12 +108,17 @@ def read_result(outdir: str | os.PathLike):
         raise InputError(f"{folder} holds no params.json: not a folder written by gcnmops (or not yet complete).")
     params = json.loads((folder / "params.json").read_text())
     samples = [str(s) for s in params.pop("sampleNames")]
+    # what made the folder, what it left out and its sample QC: the result's, not cn.mops's params
+    provenance = params.pop("provenance", None) or {}
+    selection = {k: params.pop(k) for k in SELECTION_KEYS if k in params}
+    params.pop("sampleQC", None)
+    qc = pd.read_csv(folder / "sample_qc.tsv", sep="\t") if (folder / "sample_qc.tsv").is_file() else None
     if "matrixStore" in params:  # a streamed run: the matrices in a Zarr store
         from .resultstore import open_stored_result
 
         tables = {name: _table(folder, name, samples) for name in ("segmentation", "cnvs", "cnvr")}
-        return open_stored_result(folder, params, tables, samples)
-    provenance = params.pop("provenance", None) or {}  # what made the folder: the result's, not cn.mops's params
+        return open_stored_result(folder, params, tables, samples).replace(provenance=provenance,
+                                                                            selection=selection, sample_qc=qc)
     frames = {name: _matrix_frame(folder, name) for name in MATRICES}
     coords = frames["normalized_data"][["seqnames", "start", "end"]]
     gr = pd.DataFrame({"seqnames": _as_objects(coords["seqnames"]), "start": coords["start"].astype(np.int64),
@@ -133,7 +138,8 @@ def read_result(outdir: str | os.PathLike):
         ini_call=frames["ini_call"]["ini_call"].to_numpy(dtype=np.float64), cn_index=cn_index, posterior_probs=None,
         params=params, segmentation=_table(folder, "segmentation", samples), cnvs=_table(folder, "cnvs", samples),
         cnvr=_table(folder, "cnvr", samples), sample_names=samples,
-        ranged=not (gr["seqnames"] == UNDEF_CHROMOSOME).all(), provenance=provenance)
+        ranged=not (gr["seqnames"] == UNDEF_CHROMOSOME).all(), provenance=provenance, selection=selection,
+        sample_qc=qc)
 
 
 __all__ = ["read_result"]
