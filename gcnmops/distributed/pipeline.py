@@ -18,27 +18,23 @@ import dataclasses
 import logging
 import time
 import warnings
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from ..calls.cnvs import NO_CNV_MESSAGE
-from ..calls.quality import CallEvidence
 from ..cuda.probe import BACKENDS, Backend
 from ..data import CountData, validate_counts
 from ..errors import InputError
 from ..normalization import normalize
 from ..normalization.checks import check_norm_args
 from ..params import CnMopsParams, Method, ModelKind, method_spec
-from ..pipeline.blocks import Genome, genome_of
+from ..pipeline.blocks import BlockTables, Genome, genome_of
 from ..pipeline.cnmops import check_segment_args, warn_few_regions
 from ..pipeline.family import check_same_regions, log_note, read_named_counts, read_single_sample
 from ..pipeline.methods import build_params
 from ..pipeline.plan import RunPlan
 from ..pipeline.stages import run_block
-from ..result import empty_cnvr, empty_segments
 from .cluster import Runner, chunk_bytes_for, resolve_client, task_threads
 from .genome import first_pass
 from .layout import Layout, plan_layout
@@ -153,18 +149,17 @@ def cn_mops(
     try:
         job = BlockJob(method_row, cparams, backend, m, genome, list(cases.sample_names),
                        None if ctrl is None else list(ctrl.sample_names), work, (layout.rows, layout.samples))
+        names = list(cases.sample_names)
+        gathered = BlockTables(len(layout.blocks), names, plan.segments)
         t0 = time.perf_counter()
-        with _one_no_cnv_message():
+        with gathered:  # the blocks' "No CNVs" messages held back while they run here
             parts = _run_blocks(runner, job, layout, cases, ctrl)
         timings["blocks"] = time.perf_counter() - t0
         for stage in ("normalize", "model", "segment_call"):  # seconds of every task together
             timings[stage] = sum(p["timings"].get(stage, 0.0) for p in parts)
-        names = list(cases.sample_names)
-        segmentation, cnvs, cnvr = (_joined([p[key] for p in parts], empty) for key, empty in
-                                    (("segmentation", empty_segments()), ("cnvs", empty_segments()),
-                                     ("cnvr", empty_cnvr(names))))
-        if plan.segments and not len(cnvs):
-            log.info(NO_CNV_MESSAGE)
+        for k, p in enumerate(parts):
+            gathered.put_tables(k, p["segmentation"], p["cnvs"], p["cnvr"], p["call_evidence"])
+        segmentation, cnvs, cnvr = gathered.tables()
         result_params = cparams.r_params()
         result_params["cov"] = parts[0]["cov"]
         t0 = time.perf_counter()
@@ -172,7 +167,7 @@ def cn_mops(
             work, layout, gr=cases.count_data_stub().genomic_ranges(), params=result_params,
             segmentation=segmentation, cnvs=cnvs, cnvr=plan.method_cnvr(cnvr, cnvs, names), sample_names=names,
             ranged=cases.ranges is not None, posteriors=cparams.return_posterior, timings=timings,
-            call_evidence=CallEvidence.join([p["call_evidence"] for p in parts]))
+            call_evidence=gathered.call_evidence())
         timings["collect"] = time.perf_counter() - t0
     finally:
         if work.temporary:
@@ -229,30 +224,6 @@ def _placed(runner: Runner, matrix: Matrix, rows: slice):
     of a matrix in this process sent to the workers."""
     part = matrix.part(rows)
     return runner.place(np.asfortranarray(part)) if matrix.in_memory else part
-
-
-def _joined(parts: list[pd.DataFrame], empty: pd.DataFrame) -> pd.DataFrame:
-    """The blocks' tables in row order (as one call over the whole matrix makes them)."""
-    parts = [p for p in parts if len(p)]
-    return pd.concat(parts, ignore_index=True) if parts else empty
-
-
-class _NoCnvFilter(logging.Filter):
-    """Holds back the calls' per-block "No CNVs" message (said once for the whole run instead)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.getMessage() != NO_CNV_MESSAGE
-
-
-@contextmanager
-def _one_no_cnv_message():
-    """While blocks run in this process: their "No CNVs" messages held back."""
-    quiet = _NoCnvFilter()
-    log.addFilter(quiet)
-    try:
-        yield
-    finally:
-        log.removeFilter(quiet)
 
 
 def normalize_chromosomes(input, client=None, *, chromosomes=None, norm_type: str = "poisson",

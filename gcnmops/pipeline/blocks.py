@@ -91,8 +91,12 @@ calls' qualities (``call_evidence``). As a context manager it
 
     def put(self, k: int, result: CNVDetectionResult) -> None:
         """Block ``k``'s tables (its result's segmentation, cnvs and cnvr) and its calls' evidence."""
-        self.segmentation[k], self.cnvs[k], self.cnvr[k] = result.segmentation, result.cnvs, result.cnvr
-        evidence = result.call_evidence
+        self.put_tables(k, result.segmentation, result.cnvs, result.cnvr, result.call_evidence)
+
+    def put_tables(self, k: int, segmentation: pd.DataFrame, cnvs: pd.DataFrame, cnvr: pd.DataFrame,
+                   evidence: CallEvidence | None) -> None:
+        """Block ``k``'s tables and its calls' evidence, as a worker sent them."""
+        self.segmentation[k], self.cnvs[k], self.cnvr[k] = segmentation, cnvs, cnvr
         if evidence is not None:  # the residuals' counts added up at once: one sample x bins table held
             self.residuals = evidence.residuals if self.residuals is None else self.residuals + evidence.residuals
             evidence = replace(evidence, residuals=None)
