@@ -138,3 +138,5 @@ def test_a_folder_read_back_keeps_its_run_entries_out_of_cn_mops_params(tmp_path
     mem = read_result(tmp_path / "mem")
     assert mem.selection == {"excludedSamples": [data.sample_names[0]]}
     assert mem.sample_qc is not None and len(mem.sample_qc) == len(data.sample_names)
+    assert mem.sample_qc["reasons"].map(type).eq(str).all()  # "" where none: the VCF header writes them
+    mem.write(tmp_path / "again", formats=["vcf"])

@@ -112,7 +112,8 @@ def read_result(outdir: str | os.PathLike):
     provenance = params.pop("provenance", None) or {}
     selection = {k: params.pop(k) for k in SELECTION_KEYS if k in params}
     params.pop("sampleQC", None)
-    qc = pd.read_csv(folder / "sample_qc.tsv", sep="\t") if (folder / "sample_qc.tsv").is_file() else None
+    qc = (pd.read_csv(folder / "sample_qc.tsv", sep="\t", converters={"sample": str, "reasons": str})
+          if (folder / "sample_qc.tsv").is_file() else None)
     if "matrixStore" in params:  # a streamed run: the matrices in a Zarr store
         from .resultstore import open_stored_result
 
