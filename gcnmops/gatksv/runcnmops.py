@@ -61,7 +61,7 @@ def count_data(table: BinTable, out=None):
     ranges = pd.DataFrame({"seqnames": np.asarray(table.contig, dtype=object), "start": table.start,
                            "end": table.end})
     return make_count_data(np.asfortranarray(values[:, columns]), [names[k] for k in columns], ranges,
-                           what="the coverage matrix")
+                           what="coverage matrix")
 
 
 def call_gff(table: BinTable, *, backend: str = "auto", date: str | None = None, out=None) -> str:
