@@ -24,8 +24,8 @@ writer (``ResultStore.write_behind``). Memory: the counts of two chromosomes (k 
 the kept matrices of k - 1. A failure of either thread is the run's error; the clean-up waits for the writer.
 
 The call tables are written at the end as by ``gcnmops run`` (``outputs.writers.ResultWriter``; the BED/VCF
-qualities from the evidence each chromosome gathered for its calls, ``calls.quality.CallEvidence``; sINI only
-around the CNV regions, kept in a sparse temporary file). All or nothing, as the other writers.
+qualities from the evidence each chromosome gathered for its calls, ``calls.quality.CallEvidence``). All or
+nothing, as the other writers.
 
 Out of scope: a single chromosome larger than memory (its counts and results are held at once); the
 methods without a cohort EM (referencecn.mops, singlecn.mops) and the DNAcopy segmentation (its random
@@ -46,11 +46,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..calls.integer import calc_integer_copy_numbers, rows_near, segment_labels
+from ..calls.integer import calc_integer_copy_numbers, segment_labels
 from ..calls.quality import CallEvidence
 from ..cuda.probe import resolve_backend
 from ..errors import InputError
-from ..files import temp_file
 from ..io.atomic import output_error, signals_held
 from ..io.store import CountStore, open_count_store
 from ..outputs.callfiles import VcfOptions
@@ -202,20 +201,18 @@ def run_streaming(input, outdir, *, method: str = "cn.mops", keep=None, integer:
     shapes = _shapes(kept, m, N, n)
     attrs = {"sample_names": list(store.sample_names), "classes": list(cparams.classes), "kept": kept,
              "ranged": store.ranges is not None}
-    rstore = sparse = None
+    rstore = None
     try:
         rstore = ResultStore(Path(outdir), shapes, attrs, gr, max_rows=max(b1 - b0 for _, b0, b1 in store.blocks))
-        sparse = _SparseRows(Path(outdir), m, N, n, cparams.return_posterior) if {"bed", "vcf"} & set(formats) \
-            else None
-        tables = _stream(store, plan, genome, kept, rstore, sparse, integer, timings, on_chromosome, Path(outdir))
+        tables = _stream(store, plan, genome, kept, rstore, integer, timings, on_chromosome, Path(outdir))
         t0 = time.perf_counter()
         segmentation, cnvs, cnvr, evidence = tables
         result_params = cparams.r_params()
         result_params.update(cov=genome.cov, matrixStore=MATRIX_STORE)
         written = CNVDetectionResult(
-            gr=gr, normalized_data=np.empty((0, 0)), local_assessments=sparse.sini if sparse else np.empty((0, 0)),
+            gr=gr, normalized_data=np.empty((0, 0)), local_assessments=np.empty((0, 0)),
             individual_call=np.empty((0, 0)), ini_call=np.empty(0), cn_index=np.empty((0, 0), np.int8),
-            posterior_probs=sparse.post if sparse else None, params=dict(result_params, L=None, A=None),
+            posterior_probs=None, params=dict(result_params, L=None, A=None),
             segmentation=segmentation, cnvs=cnvs, cnvr=cnvr, sample_names=list(store.sample_names),
             ranged=store.ranges is not None, call_evidence=evidence,
             provenance=describe(backend, inputs=[input] if isinstance(input, (str, os.PathLike)) else None))
@@ -235,13 +232,8 @@ def run_streaming(input, outdir, *, method: str = "cn.mops", keep=None, integer:
         with signals_held():  # a second Ctrl-C / SIGTERM would leave files behind
             if rstore is not None:
                 rstore.abort()  # once its background writer has stopped
-            if sparse is not None:
-                sparse.close()
             writer.abort()  # last: the folder this run made goes too, left empty
         raise
-    finally:
-        if sparse is not None:
-            sparse.close()
     timings["total"] = time.perf_counter() - t_start
     if not integer or not len(cnvr):
         cnvr = method_cnvr(row, cnvr, cnvs, list(store.sample_names))
@@ -273,7 +265,7 @@ def _shapes(kept: list[str], m: int, N: int, n: int) -> dict:
     return {name: every[name] for name in kept}
 
 
-def _stream(store: CountStore, plan: RunPlan, genome: Genome, kept: list[str], rstore: ResultStore, sparse,
+def _stream(store: CountStore, plan: RunPlan, genome: Genome, kept: list[str], rstore: ResultStore,
             integer: bool, timings: dict, on_chromosome, outdir: Path
             ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, CallEvidence | None]:
     """Every chromosome through the pipeline, the next one read ahead and the last one's matrices written behind
@@ -299,9 +291,8 @@ def _stream(store: CountStore, plan: RunPlan, genome: Genome, kept: list[str], r
                 timings["integer"] += time.perf_counter() - t1
             t1 = time.perf_counter()  # the writer holds the kept matrices only, not the whole result
             matrices = {key: _matrix(result, key) for key in kept}
-            around = sparse.around(result) if sparse is not None and len(result.cnvr) else None
-            rstore.write_behind(partial(_write, rstore, matrices, sparse, around, a, b, timings, outdir))
-            del matrices, around
+            rstore.write_behind(partial(_write, rstore, matrices, a, b, timings, outdir))
+            del matrices
             timings["write_wait"] += time.perf_counter() - t1
             gathered.put(k, result)
             labelled.append(integer and len(result.cnvr) > 0)
@@ -331,16 +322,13 @@ def _read(store: CountStore, block: tuple[str, int, int], timings: dict) -> Coun
     return data
 
 
-def _write(rstore: ResultStore, matrices: dict, sparse, around: tuple | None, a: int, b: int, timings: dict,
-           outdir: Path) -> None:
-    """One chromosome's kept ``matrices`` (rows a:b) into the result store, its rows ``around`` the CNVs into
-    ``sparse`` (on the store's background writer); a full disk or an unwritable folder as the InputError saying so."""
+def _write(rstore: ResultStore, matrices: dict, a: int, b: int, timings: dict, outdir: Path) -> None:
+    """One chromosome's kept ``matrices`` (rows a:b) into the result store (on the store's background writer); a
+    full disk or an unwritable folder as the InputError saying so."""
     t0 = time.perf_counter()
     try:
         for key, value in matrices.items():
             rstore.write(key, a, b, value)
-        if around is not None:
-            sparse.keep(a, around)
     except OSError as err:
         raise output_error(err, outdir) from None
     finally:
@@ -351,44 +339,6 @@ def _matrix(result: CNVDetectionResult, name: str) -> np.ndarray:
     if name.startswith("params_"):
         return result.params[name[len("params_"):]]
     return result.cn_index if name == "integer_copy_number" else getattr(result, name)
-
-
-class _SparseRows:
-    """sINI (and posteriors) of the rows around the CNV regions, for the BED/VCF qualities: (m, N) row-major
-    arrays in sparse temporary files of the output folder (only the rows written take disk; the writers read
-    only those rows)."""
-
-    def __init__(self, outdir: Path, m: int, N: int, n: int, post: bool):
-        self.paths = []
-        self.sini = self._open(outdir, (m, N))
-        self.post = self._open(outdir, (m, n, N)) if post else None
-
-    def _open(self, outdir: Path, shape: tuple):
-        path = temp_file(outdir / "stream_rows")
-        self.paths.append(path)
-        return np.lib.format.open_memmap(path, mode="w+", dtype=np.float64, shape=shape)
-
-    def around(self, result: CNVDetectionResult) -> tuple:
-        """The chromosome's rows within two of its CNV regions (rows of ``result``), their sINI and posteriors
-        (copies: ``keep`` stores them while the result itself is let go)."""
-        rows = rows_near(result.gr, result.cnvr)
-        return rows, result.local_assessments[rows], None if self.post is None else result.posterior_probs[rows]
-
-    def keep(self, a: int, around: tuple) -> None:
-        """``around``'s rows stored (the chromosome's rows start at global row ``a``)."""
-        rows, sini, post = around
-        self.sini[a + rows] = sini
-        if self.post is not None:
-            self.post[a + rows] = post
-
-    def close(self) -> None:
-        """Unmap and remove the files (again: nothing)."""
-        for array in (self.sini, self.post):
-            if array is not None:
-                array._mmap.close()
-        for path in self.paths:
-            Path(path).unlink(missing_ok=True)
-        self.paths = []
 
 
 __all__ = ["run_streaming", "kept_matrices", "stream_formats", "ChromosomeDone", "STREAM_FORMATS", "STAGES", "WAITS"]
