@@ -127,9 +127,16 @@ def test_a_folder_read_back_keeps_its_run_entries_out_of_cn_mops_params(tmp_path
 
     data = example_cohort()[0]
     run_and_write("cn.mops", data, tmp_path / "mem", backend="cpu", exclude_samples=[data.sample_names[0]])
-    save_count_data(data, tmp_path / "c.zarr")
-    run_streaming(tmp_path / "c.zarr", tmp_path / "streamed", integer=False, formats=["seg"], backend="cpu")
-    for folder in ("mem", "streamed"):
+    folders = ["mem"]
+    try:  # a streamed folder where zarr (the dask extra) is installed
+        import zarr  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        save_count_data(data, tmp_path / "c.zarr")
+        run_streaming(tmp_path / "c.zarr", tmp_path / "streamed", integer=False, formats=["seg"], backend="cpu")
+        folders.append("streamed")
+    for folder in folders:
         back = read_result(tmp_path / folder)
         result = back if isinstance(back, gcnmops.CNVDetectionResult) else back.compute()
         assert not any(isinstance(v, dict) for k, v in result.params.items() if k != "SegmentationParams"), folder
