@@ -31,9 +31,9 @@ from golden import GOLDEN_DIR, array, case_names, manifest  # noqa: E402
 METHOD = {"cn.mops": "cn.mops", "exomecn.mops": "exome", "haplocn.mops": "haplo", "referencecn.mops": "reference",
           "singlecn.mops": "single"}
 #: per worker; an idle worker with the engine loaded takes ~340 MB (Python, numpy, pandas, numba, dask)
-MEMORY_LIMIT = 560 * 10**6
-#: the big matrix: regions x samples of float64 counts (614 MB > MEMORY_LIMIT)
-BIG_SHAPE = (int(os.environ.get("GCNMOPS_BIG_ROWS", 1_600_000)), 48)
+MEMORY_LIMIT = 640 * 10**6
+#: the big matrix: regions x samples of float64 counts (676 MB > MEMORY_LIMIT)
+BIG_SHAPE = (int(os.environ.get("GCNMOPS_BIG_ROWS", 1_760_000)), 48)
 
 
 def _compile_kernels_first() -> None:
@@ -153,8 +153,8 @@ def _peak():
 
 
 def test_matrix_larger_than_a_workers_memory(client, tmp_path):
-    """A 1.6M x 48 matrix (614 MB of float64, in a Zarr store on disk; 32 chromosomes of 50,000 regions, each
-    block a task) on 2 workers of 560 MB each (of which ~350 MB is the worker itself with the engine loaded): no
+    """A 1.76M x 48 matrix (676 MB of float64, in a Zarr store on disk; 32 chromosomes of 55,000 regions, each
+    block a task) on 2 workers of 640 MB each (of which ~350 MB is the worker itself with the engine loaded): no
     worker is killed, none exceeds its limit, and the result equals the single-process one bit for bit. (First
     in the module: the workers are fresh.)"""
     m, n = BIG_SHAPE
@@ -404,3 +404,21 @@ def test_dask_cuda_workers_equal_single_gpu_run(tmp_path, threads):
         res = gd.cn_mops(data, c, backend="gpu", rows_per_chunk=4096, samples_per_chunk=8,
                          store=str(tmp_path / "store"))
         assert_same_result(res.compute(), ref, "dask-cuda")
+
+
+def test_a_task_lost_with_its_worker_is_an_error_that_says_so():
+    """A worker killed mid-run takes the data only it held: the cancelled futures become an error naming the
+    cause and what to change, not distributed's "already forgotten"."""
+    from distributed.client import FutureCancelledError
+
+    from gcnmops.distributed.cluster import Runner
+
+    class LostWorker:
+        def compute(self, task, priority=0):
+            return task
+
+        def gather(self, futures):
+            raise FutureCancelledError("on_worker-1", reason="already forgotten")
+
+    with pytest.raises(InputError, match="a worker died or was restarted .*more memory"):
+        Runner(LostWorker()).run(abs, [(-1,), (2,)])

@@ -14,6 +14,7 @@ import logging
 import os
 import threading
 import warnings
+from concurrent.futures import CancelledError
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -82,6 +83,11 @@ class Runner:
                    for args, p in zip(calls, priorities)]
         try:
             outcomes = self.client.gather(futures)
+        except CancelledError as err:  # a scattered input or a task forgotten: its worker died
+            raise InputError(
+                f"the cluster lost a task of the run ({err}): a worker died or was restarted (above its memory "
+                "limit?) and took data only it held. Give the workers more memory, fewer threads each or smaller "
+                "blocks (chunk_bytes), then run again.") from err
         finally:
             del futures
         return [outcome.replay() for outcome in outcomes]

@@ -83,6 +83,18 @@ def _class_indices(labels: pd.DataFrame, classes: list[str]) -> np.ndarray:
     return out
 
 
+#: sample_qc.tsv's text columns: read as written ("" where a sample has no reasons; a sample named "NA" stays one)
+_QC_TEXT = ("sample", "reasons", "sex")
+
+
+def _sample_qc(path: Path) -> pd.DataFrame:
+    """sample_qc.tsv as ``calls.qc.sample_qc`` made it: text columns verbatim, empty numbers NaN (on pandas 2 and 3,
+    whose NA rules for converted columns differ)."""
+    header = path.open().readline().rstrip("\n").split("\t")
+    return pd.read_csv(path, sep="\t", keep_default_na=False, dtype={c: str for c in _QC_TEXT if c in header},
+                       na_values={c: ["", "NA", "NaN", "nan"] for c in header if c not in _QC_TEXT})
+
+
 def read_result(outdir: str | os.PathLike):
     """The CNVDetectionResult written under ``outdir`` by ``write_result`` / ``gcnmops run``; for a folder of a
     streamed run (``gcnmops run --stream``, ``gcnmops.run_streaming``) its StoredResult: the tables in memory,
@@ -112,8 +124,7 @@ def read_result(outdir: str | os.PathLike):
     provenance = params.pop("provenance", None) or {}
     selection = {k: params.pop(k) for k in SELECTION_KEYS if k in params}
     params.pop("sampleQC", None)
-    qc = (pd.read_csv(folder / "sample_qc.tsv", sep="\t", converters={"sample": str, "reasons": str})
-          if (folder / "sample_qc.tsv").is_file() else None)
+    qc = _sample_qc(folder / "sample_qc.tsv") if (folder / "sample_qc.tsv").is_file() else None
     if "matrixStore" in params:  # a streamed run: the matrices in a Zarr store
         from .resultstore import open_stored_result
 
