@@ -560,6 +560,19 @@ def _warmup_variants(backend) -> list:
         for cases in (new, make_count_data(new.counts[:, :1], new.sample_names[:1], new.ranges, min_samples=1)):
             call_samples(cases, ref, "frozen", integer=True, backend=backend)
 
+    def gatk_sv_tables() -> None:  # gatk-sv's rebinning and coverage-table kernels, typed as a bincov matrix
+        import io
+
+        from .gatksv.matrix import DepthMatrix
+        from .gatksv.rebin import compress_cov
+        from .gatksv.runcnmops import count_data
+
+        m = len(data.ranges)
+        bincov = DepthMatrix("#Chr\tStart\tEnd\t" + "\t".join(data.sample_names), list(data.sample_names),
+                             data.ranges["seqnames"].to_numpy(dtype=object), np.arange(m, dtype=np.int64) * 100,
+                             np.arange(1, m + 1, dtype=np.int64) * 100, np.asfortranarray(data.counts))
+        count_data(compress_cov(bincov, 3), out=io.StringIO())
+
     return [lambda: cn_mops(data, norm=2, backend=backend),
             lambda: cn_mops(data, norm_type="mode", size_factor="median", backend=backend),
             lambda: calc_integer_copy_numbers(reference_cn_mops(new, data, backend=backend), backend=backend),
@@ -567,7 +580,8 @@ def _warmup_variants(backend) -> list:
                                               backend=backend),
             lambda: single_cn_mops(data.counts[:, 0], backend=backend),
             case_mode,
-            lambda: cn_mops(region, backend=backend)]
+            lambda: cn_mops(region, backend=backend),
+            gatk_sv_tables]
 
 
 def _gpu_warmup_cohorts() -> list:

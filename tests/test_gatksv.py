@@ -211,3 +211,33 @@ def test_grep_words_and_bash_read():
     assert shelltools.grep_words(lines, ["A"]) == [5]
     assert shelltools.grep_words(lines, ["x", ""]) == list(range(7))
     assert shelltools.bash_read("  a\\ b\t") == "a b"
+
+
+@pytest.mark.parametrize("text", [False, True])
+def test_rebinning_with_the_exclusion_equals_excluding_after(tmp_path, text):
+    """compress_cov(..., bed=) (only the kept windows summed) gives exclude(compress_cov(...))'s table: bins, sums
+    and how the cells are written, with plain-integer cells and with cells bedtools reads otherwise."""
+    import pandas as pd
+
+    from gcnmops.gatksv.matrix import read_depth_matrix
+    from gcnmops.gatksv.rebin import compress_cov, exclude
+
+    rng = np.random.default_rng(5)
+    counts = rng.poisson(20, size=(400, 4)).astype(object)
+    if text:
+        counts[7, 0], counts[100, 2], counts[101, 0] = "NA", "2.5", "."
+    rows = ["#Chr\tStart\tEnd\ta\tb\tc\td"] + [
+        f"{'chr1' if i < 300 else 'chr2'}\t{(i % 300) * 100}\t{(i % 300) * 100 + 100}\t" + "\t".join(map(str, counts[i]))
+        for i in range(400) if i not in (50, 51, 52, 53)]  # a gap: windows no bin overlaps
+    p = tmp_path / "m.bed"
+    p.write_text("\n".join(rows) + "\n")
+    m = read_depth_matrix(p)
+    assert bool(m.text) == text
+    bed = pd.DataFrame({"chrom": ["chr1", "chr2", "chr1"], "start": [1000, 2500, 20_000],
+                        "end": [2000, 2600, 20_001]})
+    folded, after = compress_cov(m, 3, bed=bed), exclude(compress_cov(m, 3), bed)
+    assert len(folded.start) < len(compress_cov(m, 3).start)
+    for name in ("contig", "start", "end"):
+        np.testing.assert_array_equal(getattr(folded, name), getattr(after, name))
+    np.testing.assert_array_equal(folded.values, after.values)
+    assert list(folded.lines()) == list(after.lines())

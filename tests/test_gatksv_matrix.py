@@ -93,3 +93,33 @@ def test_select_is_fancy_indexing(gaps):
     got = matrix.select(values, rows, cols)
     assert got.flags["F_CONTIGUOUS"]
     np.testing.assert_array_equal(got, values[np.ix_(rows, cols)])
+
+
+def test_a_selection_shares_the_matrix_until_its_cells_are_asked_for():
+    """PrintSVEvidence's rows and the sex columns are a selection of the read matrix (no copy of a contig of 500
+    samples per pass); its cells, when asked for, equal fancy indexing."""
+    rng = np.random.default_rng(3)
+    base = np.asfortranarray(rng.poisson(30, size=(50, 6)).astype(np.float64))
+    m = matrix.DepthMatrix("#Chr\tStart\tEnd\t" + "\t".join("FEDCBA"), list("FEDCBA"),
+                           np.array(["chr1"] * 30 + ["chrX"] * 20, dtype=object), np.arange(50) * 100,
+                           np.arange(1, 51) * 100, base)
+    x = matrix.print_sv_evidence(m, "chrX")  # Java order: A..F, the columns reversed
+    sub = x.take(slice(None), [1, 3])
+    assert sub.base is base and "values" not in vars(sub)
+    np.testing.assert_array_equal(sub.values, base[30:, ::-1][:, [1, 3]])
+    assert sub.samples == ["B", "D"] and list(sub.start) == list(np.arange(30, 50) * 100)
+
+
+@pytest.mark.parametrize("m", [6, 7])
+def test_median_zero_rule_equals_the_median(m):
+    """count_data's median-0 test (cells counted in one pass) equals np.median(...) == 0 on odd and even row
+    counts, NA cells (read as 0), negative cells and subnormal ones (where counting would be wrong)."""
+    from gcnmops.gatksv.runcnmops import _column_counts, _median_zero
+
+    cols = [[0, 0, 0, 1, 2, 3, 4], [0, 0, 0, 0, 2, 3, 4], [np.nan, np.nan, 0, 0, 5, 5, 5], [-1, 0, 0, 1, 1, 1, 1],
+            [-2, 2, 0, 0, 7, 7, 7], [5e-324, 0, 0, 0, 9, 9, 9], [1, 2, 3, 4, 5, 6, 7], [0, 0, 0, 0, 0, 0, 0]]
+    values = np.asfortranarray(np.array(cols, dtype=np.float64).T[:m])
+    nans, zeros, plain = _column_counts(values)
+    filled = np.where(np.isnan(values), 0.0, values)
+    np.testing.assert_array_equal(_median_zero(filled, zeros, plain), np.median(filled, axis=0) == 0)
+    assert list(nans) == [int(np.isnan(values[:, k]).sum()) for k in range(values.shape[1])]

@@ -61,8 +61,9 @@ def pass_table(matrix: DepthMatrix, p: Pass, ped: str | os.PathLike, bed):
         raise InputError(f"Pass {p.name}: the bincov matrix has no bins on {p.contig}.")
     if p.mode != "normal":
         m = sex_columns(m, ped_samples(ped, p.mode), f"Pass {p.name}")
-    table = compress_cov(m, p.r, f"Pass {p.name}") if p.r > 1 else raw_table(m)
-    return exclude(table, bed) if bed is not None else table
+    if p.r > 1:
+        return compress_cov(m, p.r, f"Pass {p.name}", bed=bed)
+    return exclude(raw_table(m), bed) if bed is not None else raw_table(m)
 
 
 def _add(timings: dict | None, stage: str, seconds: float) -> None:

@@ -13,6 +13,7 @@ import io
 import os
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -45,35 +46,55 @@ class DepthMatrix:
     """Rows (m) x samples (N) of a depth matrix.
 
     header: the header line as written (no newline); samples: its fields after the first three; contig (m,)
-    object, start/end (m,) int64 as written (0-based start); values (m, N) float64, order F: each plain-integer
-    cell's value, NaN where the cell is not one; text: {(row, column): cell} of those other cells, verbatim."""
+    object, start/end (m,) int64 as written (0-based start); base (M, K) float64, order F: each plain-integer
+    cell's value, NaN where the cell is not one, of this matrix or of the matrix it was taken from; rows (m,) and
+    cols (N,): this matrix's rows and columns in ``base`` (None: all of them, in order); text: {(row, column):
+    cell} of the other cells, verbatim (a matrix with text holds its own ``base``)."""
 
     header: str
     samples: list[str]
     contig: np.ndarray
     start: np.ndarray
     end: np.ndarray
-    values: np.ndarray
+    base: np.ndarray
     text: dict = field(default_factory=dict)
+    rows: np.ndarray | None = None
+    cols: np.ndarray | None = None
 
     @property
     def n_rows(self) -> int:
         return len(self.start)
 
+    def base_rows(self) -> np.ndarray:
+        """This matrix's rows in ``base``, (m,) int64."""
+        return np.arange(self.n_rows, dtype=np.int64) if self.rows is None else self.rows
+
+    def base_cols(self) -> np.ndarray:
+        """This matrix's columns in ``base``, (N,) int64."""
+        return np.arange(len(self.samples), dtype=np.int64) if self.cols is None else self.cols
+
+    @cached_property
+    def values(self) -> np.ndarray:
+        """The cells (m, N) float64, order F (copied out of ``base`` once, where this matrix is a selection)."""
+        if self.rows is None and self.cols is None:
+            return self.base
+        return select(self.base, self.base_rows(), self.base_cols())
+
     def take(self, rows, columns=None, header: str | None = None) -> "DepthMatrix":
-        """The matrix of ``rows`` (index array or slice) and sample ``columns`` (indices; all by default)."""
+        """The matrix of ``rows`` (index array or slice) and sample ``columns`` (indices; all by default); without
+        text cells a selection of the same ``base``, nothing copied."""
         rows = np.arange(self.n_rows)[rows] if isinstance(rows, slice) else np.asarray(rows, dtype=np.int64)
         cols = np.arange(len(self.samples)) if columns is None else np.asarray(columns, dtype=np.int64)
         samples = [self.samples[c] for c in cols]
         if header is None:
             header = "\t".join(self.header.split("\t")[:3] + samples)
-        text = {}
-        if self.text:
-            row_at = {int(r): i for i, r in enumerate(rows)}
-            col_at = {int(c): j for j, c in enumerate(cols)}
-            text = {(row_at[r], col_at[c]): t for (r, c), t in self.text.items() if r in row_at and c in col_at}
-        return DepthMatrix(header, samples, self.contig[rows], self.start[rows], self.end[rows],
-                           select(self.values, rows, cols), text)
+        coords = (self.contig[rows], self.start[rows], self.end[rows])
+        if not self.text:
+            return DepthMatrix(header, samples, *coords, self.base, {}, self.base_rows()[rows], self.base_cols()[cols])
+        row_at = {int(r): i for i, r in enumerate(rows)}
+        col_at = {int(c): j for j, c in enumerate(cols)}
+        text = {(row_at[r], col_at[c]): t for (r, c), t in self.text.items() if r in row_at and c in col_at}
+        return DepthMatrix(header, samples, *coords, select(self.values, rows, cols), text)
 
     def numbers(self, reader) -> np.ndarray:
         """The cells as the tool ``reader`` (:func:`.shelltools.bedtools_number` or ``r_number``) reads them."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from numba import njit, prange
 
 from ..errors import InputError
 from .intervals import overlapping
@@ -52,9 +53,9 @@ def raw_table(m: DepthMatrix) -> BinTable:
     return BinTable(m.header, m.samples, m.contig, m.start, m.end, m.numbers(r_number), m.cell_text)
 
 
-def compress_cov(m: DepthMatrix, ratio: int, what: str = "the matrix") -> BinTable:
+def compress_cov(m: DepthMatrix, ratio: int, what: str = "the matrix", bed: pd.DataFrame | None = None) -> BinTable:
     """compressCov.sh -s: ``m`` rebinned by ``ratio`` (> 1), sums as bedtools prints them, read back as R reads
-    them."""
+    them; with ``bed``, then :func:`exclude`'s bins only (their sums alone computed)."""
     if not m.header.startswith("#"):
         raise InputError(f"{what}: compressCov.sh needs the header line to start with '#' (#Chr Start End ...).")
     if any(not f or any(c.isspace() for c in f) for f in m.samples):
@@ -71,61 +72,121 @@ def compress_cov(m: DepthMatrix, ratio: int, what: str = "the matrix") -> BinTab
     if (m.end <= m.start).any():
         i = int(np.argmax(m.end <= m.start))
         raise InputError(f"{what}: bin {m.contig[i]}:{m.start[i]}-{m.end[i]} is empty (End <= Start).")
-    cells = m.numbers(bedtools_number)
+    if not m.samples:  # no first sample: every window's first sum is "."
+        return BinTable(m.header, m.samples, np.empty(0, dtype=object), np.empty(0, np.int64), np.empty(0, np.int64),
+                        np.empty((0, 0)), lambda r, c: ".")
     names = list(pd.unique(m.contig))
-    parts = []
-    for contig in version_sorted(names):
-        same = [n for n in names if awk_equal(n, contig)]
-        rows = np.flatnonzero(np.isin(m.contig, same))
-        parts.append(_map_sum(m, contig, rows, nbin, cells))
-    starts = np.concatenate([p[1] for p in parts])
-    sums = (parts[0][3] if len(parts) == 1 else np.concatenate([p[3] for p in parts], axis=0) if parts else
-            np.empty((0, len(m.samples))))
-    contigs = np.concatenate([np.full(len(p[1]), p[0], dtype=object) for p in parts])
-    ends = np.concatenate([p[2] for p in parts])
-    kept = ~np.isnan(sums[:, 0]) if len(m.samples) else np.zeros(len(starts), dtype=bool)
-    rows = np.flatnonzero(kept)
-    contigs, starts, ends, sums = contigs[rows], starts[rows], ends[rows], select(sums, rows, np.arange(sums.shape[1]))
+    windows = [_windows(m, contig, np.flatnonzero(np.isin(m.contig, [n for n in names if awk_equal(n, contig)])),
+                        nbin) for contig in version_sorted(names)]
+    contigs = np.concatenate([np.full(len(w.start), w.contig, dtype=object) for w in windows])
+    starts = np.concatenate([w.start for w in windows])
+    if bed is not None:  # bins kept by the exclusion: their windows alone summed
+        out = overlapping(contigs, starts, starts + nbin, bed)
+        ends = np.cumsum([len(w.start) for w in windows])
+        for w, a, b in zip(windows, ends - [len(w.start) for w in windows], ends):
+            w.drop(out[a:b])
+        contigs, starts = contigs[~out], starts[~out]
+    # cells as bedtools reads them: the plain integers where the matrix has no other cell (a selection of its base)
+    cells, rows, cols = ((m.base, m.base_rows(), m.base_cols()) if not m.text else
+                         (m.numbers(bedtools_number), np.arange(m.n_rows, dtype=np.int64),
+                          np.arange(len(m.samples), dtype=np.int64)))
+    sums = np.empty((len(starts), len(m.samples)), dtype=np.float64, order="F")
+    seg = np.concatenate([[0], np.cumsum([w.n_src for w in windows])]).astype(np.int64)
+    src = np.concatenate([rows[w.src] for w in windows] + [np.empty(0, np.int64)])
+    bounds = np.concatenate([w.bounds[:-1] + seg[k] for k, w in enumerate(windows)] + [[seg[-1]]]).astype(np.int64)
+    _window_sums(cells, src, cols, bounds, sums)
+    if m.text:  # a window whose first sample's sum is "." (a cell bedtools reads as none)
+        kept = np.flatnonzero(~np.isnan(sums[:, 0]))
+        if len(kept) < len(starts):
+            contigs, starts, sums = contigs[kept], starts[kept], select(sums, kept, np.arange(sums.shape[1]))
     values = _as_printed(sums)
-    return BinTable(m.header, m.samples, contigs, starts, ends, values,
+    return BinTable(m.header, m.samples, contigs, starts, starts + nbin, values,
                     lambda r, c: bedtools_sum_text(sums[r, c]))
 
 
-def _map_sum(m: DepthMatrix, contig: str, rows: np.ndarray, nbin: int, cells: np.ndarray):
-    """(contig, window starts, window ends, sums (windows x samples; NaN = ".")) of one contig."""
+@dataclass
+class _Windows:
+    """One contig's windows of ``bedtools map`` that some bin overlaps: contig, start (w,) int64, and for each
+    the bins summed into it: ``src[bounds[i]:bounds[i + 1]]`` (rows of the matrix, in file order)."""
+
+    contig: str
+    start: np.ndarray
+    src: np.ndarray
+    bounds: np.ndarray
+
+    @property
+    def n_src(self) -> int:
+        return len(self.src)
+
+    def drop(self, out: np.ndarray) -> None:
+        """Leave out the windows where ``out`` (w,) is True."""
+        keep = np.flatnonzero(~out)
+        if len(keep) == len(self.start):
+            return
+        lo, hi = self.bounds[keep], self.bounds[keep + 1]
+        n = hi - lo
+        self.src = self.src[np.repeat(lo, n) + (np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n))]
+        self.start, self.bounds = self.start[keep], np.concatenate([[0], np.cumsum(n)])
+
+
+def _windows(m: DepthMatrix, contig: str, rows: np.ndarray, nbin: int) -> _Windows:
+    """The windows ``[MIN + k NBIN, MIN + (k + 1) NBIN)`` of one contig (``rows``: its bins) that a bin overlaps."""
     s, e = m.start[rows], m.end[rows]
     if (np.diff(s) < 0).any():
         i = int(rows[np.argmax(np.diff(s) < 0) + 1])
         raise InputError(f"bedtools map needs sorted bins: {m.contig[i]}:{m.start[i]} comes after a later start.")
     lo, hi = int(s[0]), int(e[-1])
     n_win = (hi - lo) // nbin + 1 if hi >= lo else 0
-    w_start = lo + nbin * np.arange(n_win, dtype=np.int64)
     first = np.maximum((s - lo) // nbin, 0)
     last = np.minimum(-((lo - e) // nbin) - 1, n_win - 1)  # ceil((e - lo) / nbin) - 1
     span = np.maximum(last - first + 1, 0)
     win = np.repeat(first, span) + (np.arange(span.sum()) - np.repeat(np.cumsum(span) - span, span))
     src = np.repeat(rows, span)
-    sums = np.zeros((n_win, cells.shape[1]), dtype=np.float64, order="F")
-    if win.size:
-        ordered = np.all(np.diff(win) >= 0)
-        order = None if ordered else np.argsort(win, kind="stable")
-        w = win if ordered else win[order]
-        src_rows = src if ordered else src[order]
-        starts = np.flatnonzero(np.r_[True, w[1:] != w[:-1]])
-        run = src_rows[-1] - src_rows[0] == len(src_rows) - 1 and (np.diff(src_rows) == 1).all()
-        block = cells[src_rows[0]:src_rows[-1] + 1] if run else select(cells, src_rows, np.arange(cells.shape[1]))
-        sums[w[starts]] = np.add.reduceat(block, starts, axis=0)
-    covered = np.bincount(win, minlength=n_win) > 0 if n_win else np.zeros(0, dtype=bool)
-    sums[~covered] = np.nan
-    return contig, w_start, w_start + nbin, sums
+    if not np.all(np.diff(win) >= 0):
+        order = np.argsort(win, kind="stable")
+        win, src = win[order], src[order]
+    heads = np.flatnonzero(np.r_[True, win[1:] != win[:-1]]) if len(win) else np.empty(0, np.int64)
+    return _Windows(contig, lo + nbin * win[heads].astype(np.int64), src.astype(np.int64),
+                    np.r_[heads, len(win)].astype(np.int64))
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _window_sums(cells, src, cols, bounds, out):  # pragma: no cover - numba
+    """out[w, j] = cells[src[bounds[w]], cols[j]] + ... + cells[src[bounds[w + 1] - 1], cols[j]], added in that
+    order (as ``np.add.reduceat``); one column per thread, read down its column of ``cells`` (order F)."""
+    for j in prange(cols.shape[0]):
+        c = cols[j]
+        for w in range(bounds.shape[0] - 1):
+            acc = cells[src[bounds[w]], c]
+            for i in range(bounds[w] + 1, bounds[w + 1]):
+                acc += cells[src[i], c]
+            out[w, j] = acc
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _odd_columns(sums):  # pragma: no cover - numba
+    """(N,) bool: the columns of ``sums`` with a number bedtools prints otherwise than R reads an integer."""
+    odd = np.zeros(sums.shape[1], dtype=np.bool_)
+    for j in prange(sums.shape[1]):
+        for i in range(sums.shape[0]):
+            v = sums[i, j]
+            if v == v and (abs(v) >= 1e10 or v != np.floor(v)):
+                odd[j] = True
+                break
+    return odd
 
 
 def _as_printed(sums: np.ndarray) -> np.ndarray:
-    """The sums as R reads them back from bedtools' text (10 significant digits; "." -> NA)."""
+    """The sums as R reads them back from bedtools' text (10 significant digits; "." -> NA); ``sums`` itself
+    where every sum is an integer below 1e10."""
+    odd_cols = np.flatnonzero(_odd_columns(sums)) if sums.size else np.empty(0, np.int64)
+    if not len(odd_cols):
+        return sums
     out = sums.copy(order="F")
-    odd = ~np.isnan(out) & ((np.abs(out) >= 1e10) | (out != np.floor(out)))
-    for r, c in zip(*np.nonzero(odd)):
-        out[r, c] = float(bedtools_sum_text(out[r, c]))
+    for c in odd_cols:
+        col = out[:, c]
+        for r in np.flatnonzero(~np.isnan(col) & ((np.abs(col) >= 1e10) | (col != np.floor(col)))):
+            col[r] = float(bedtools_sum_text(col[r]))
     return out
 
 

@@ -18,11 +18,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from numba import njit, prange
 
 from ..data import make_count_data
 from ..errors import InputError
 from .gff import gff3_text
-from .matrix import read_depth_matrix
+from .matrix import read_depth_matrix, select
 from .rebin import BinTable, raw_table
 
 #: calcIntegerCopyNumbers' message when there is nothing to call (the WDL's EMPTY_OUTPUT_ERROR)
@@ -33,35 +34,63 @@ class EmptyResult(Exception):
     """cn.mops found no CNV region: runcnMOPS.R stops with NO_CNV_REGIONS (exit status 1)."""
 
 
-def _median_zero(values: np.ndarray) -> np.ndarray:
-    return np.median(values, axis=0) == 0 if values.shape[0] else np.zeros(values.shape[1], dtype=bool)
+@njit(parallel=True, cache=True, nogil=True)
+def _column_counts(values):  # pragma: no cover - numba
+    """Per column of ``values`` (m, N): NaN cells, cells 0 or NaN, and whether every cell is NaN, 0 or at least
+    the smallest normal double (then the median with NA -> 0 is 0 exactly when more than half the cells are)."""
+    n = values.shape[1]
+    nans, zeros, plain = np.zeros(n, np.int64), np.zeros(n, np.int64), np.ones(n, np.bool_)
+    for j in prange(n):
+        for i in range(values.shape[0]):
+            v = values[i, j]
+            if v != v:
+                nans[j] += 1
+                zeros[j] += 1
+            elif v == 0:
+                zeros[j] += 1
+            elif not v >= 2.2250738585072014e-308:
+                plain[j] = False
+    return nans, zeros, plain
+
+
+def _median_zero(values: np.ndarray, zeros: np.ndarray, plain: np.ndarray) -> np.ndarray:
+    """(N,) bool: the columns of ``values`` (NA already 0) whose median is 0."""
+    m = values.shape[0]
+    if not m:
+        return np.zeros(values.shape[1], dtype=bool)
+    out = zeros >= m // 2 + 1
+    for k in np.flatnonzero(~plain):  # a negative or subnormal cell: R's median itself
+        out[k] = np.median(values[:, k]) == 0
+    return out
 
 
 def count_data(table: BinTable, out=None):
     """The CountData runcnMOPS.R hands cn.mops (NA -> 0, median-0 samples removed, 0-based starts unchanged)."""
     out = out or sys.stdout
-    values = np.where(np.isnan(table.values), 0.0, table.values)
+    nans, zeros, plain = _column_counts(table.values)
+    values = np.where(np.isnan(table.values), 0.0, table.values) if nans.any() else table.values
     names = list(table.samples)
     if len(names) < 2:
         raise InputError("runcnMOPS.R needs at least two sample columns (R's apply() fails on one).")
-    zero = _median_zero(values)
+    zero = _median_zero(values, zeros, plain)
+    keep = np.flatnonzero(~zero)
     if zero.any():
         out.write("\nEXCLUDING SAMPLES DUE TO NO COVERAGE:\n" + "\n".join(n for n, z in zip(names, zero) if z))
         out.flush()
-        keep = np.flatnonzero(~zero)
         if len(keep) < 3:
             raise InputError("runcnMOPS.R: Less than three samples retained in coverage matrix after filtering on "
                              "median coverage")
-        values, names = values[:, keep], [names[k] for k in keep]
     columns, seen = [], set()
-    for k, n in enumerate(names):
+    for k in keep:
+        n = names[k]
         if n not in seen and n not in ("Chr", "Start", "Stop", "Strand"):
             columns.append(k)
         seen.add(n)
     ranges = pd.DataFrame({"seqnames": np.asarray(table.contig, dtype=object), "start": table.start,
                            "end": table.end})
-    return make_count_data(np.asfortranarray(values[:, columns]), [names[k] for k in columns], ranges,
-                           what="coverage matrix")
+    if len(columns) < values.shape[1]:
+        values = select(values, np.arange(values.shape[0]), columns)
+    return make_count_data(np.asfortranarray(values), [names[k] for k in columns], ranges, what="coverage matrix")
 
 
 def call_gff(table: BinTable, *, backend: str = "auto", date: str | None = None, out=None) -> str:
