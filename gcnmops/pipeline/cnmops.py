@@ -138,4 +138,4 @@ def run_mops(data: CountData, params: CnMopsParams, backend: str | Backend = "au
     check_segment_args(params)
     warn_few_regions(data.n_regions, stacklevel=3)
     plan = RunPlan.build(method or method_spec(params.method), params, backend, data.n_regions)
-    return run_block(plan, data, timings=timings, out=out, **fit_options)
+    return run_block(plan, data, timings=timings, out=out, evidence=False, **fit_options)

@@ -160,30 +160,32 @@ def segment_and_call(plan: RunPlan, regions: Regions, model_part: CNVDetectionRe
 
 
 def finish_block(plan: RunPlan, regions: Regions, norm: Normalized, out: ModelOutput, timings: dict,
-                 device=None, gpu_stats: dict | None = None) -> CNVDetectionResult:
+                 device=None, gpu_stats: dict | None = None, evidence: bool = True) -> CNVDetectionResult:
     """From the model's output to the block's result: ``model_result`` (handed to the MODEL_DONE listener), then
     segmentation and calls (timed "segment_call") with what their qualities need of the block's model
-    (``calls.quality.block_evidence``: the result's ``call_evidence``)."""
+    (``calls.quality.block_evidence``: the result's ``call_evidence``). ``evidence=False`` where the block is the
+    whole result, whose matrices stay: the qualities are then made from them when first asked for
+    (``calls.quality.call_evidence``), not for a caller that writes none."""
     model_part = model_result(plan, regions, norm, out, timings, gpu_stats)
     listener = MODEL_DONE.get()
     if listener is not None:
         listener(model_part)
     with timed_stage(timings, "segment_call"):
         calls = segment_and_call(plan, regions, model_part, device, gpu_stats)
-        evidence = block_evidence(model_part.params, model_part.normalized_data, regions.gr, regions.sample_names,
-                                  calls.cnvs, calls.cnvr)
+        held = block_evidence(model_part.params, model_part.normalized_data, regions.gr, regions.sample_names,
+                              calls.cnvs, calls.cnvr) if evidence else None
     return model_part.replace(individual_call=calls.individual_call, segmentation=calls.segmentation,
-                              cnvs=calls.cnvs, cnvr=calls.cnvr, call_evidence=evidence)
+                              cnvs=calls.cnvs, cnvr=calls.cnvr, call_evidence=held)
 
 
 def run_block(plan: RunPlan, data: CountData | list[CountData], *, controls: CountData | None = None,
               genome: Genome | None = None, timings: dict | None = None, out: ModelOutput | None = None,
-              **fit_options) -> CNVDetectionResult:
+              evidence: bool = True, **fit_options) -> CNVDetectionResult:
     """The stage order on one block: normalize -> model -> segment and call; the block's CNVDetectionResult
     (cnvr one column per sample). ``data``: the block's CountData, or a list holding it (emptied: its counts go
     once no stage needs them, as a streamed run wants). ``timings`` gain "normalize", "model" and
     "segment_call"; the GPU's sub-stage statistics are the result's ``gpu_stats``. ``out`` and ``fit_options``
-    go to the model (model.fit)."""
+    go to the model (model.fit); ``evidence``: as for ``finish_block``."""
     timings = {} if timings is None else timings
     held = data if isinstance(data, list) else [data]
     del data
@@ -191,7 +193,7 @@ def run_block(plan: RunPlan, data: CountData | list[CountData], *, controls: Cou
     gpu_stats: dict = {}
     norm, fitted, device = normalize_and_fit(plan, held, timings, controls=controls, genome=genome, out=out,
                                              gpu_stats=gpu_stats, **fit_options)
-    return finish_block(plan, regions, norm, fitted, timings, device, gpu_stats)
+    return finish_block(plan, regions, norm, fitted, timings, device, gpu_stats, evidence)
 
 
 __all__ = ["Genome", "Normalized", "Regions", "normalize", "fit", "normalize_and_fit", "model_result",
