@@ -141,9 +141,8 @@ def calc_fractional_copy_numbers(result: CNVDetectionResult, seg_stat: str = "me
     cov = np.asarray(p.get("cov", np.ones(x.shape[1])), dtype=np.float64)
     sini = fit_onestep(xx, cov, ll, spec).sini
     labels = _labels(main_cn * np.exp2(sini))
-    out_cnvr = cnvr[["seqnames", "start", "end"]].copy()
-    for c, s in enumerate(result.sample_names):
-        out_cnvr[s] = labels[:, c]
+    out_cnvr = pd.concat([cnvr[["seqnames", "start", "end"]],
+                          pd.DataFrame(labels, columns=list(result.sample_names), dtype=object)], axis=1)
     col = "mean" if seg_stat == "mean" else "median"
     seg = result.segmentation.reset_index(drop=True)
     seg = seg.assign(CN=_labels(np.exp2(seg[col].to_numpy(dtype=np.float64)) * main_cn))
