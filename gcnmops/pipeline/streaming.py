@@ -1,8 +1,8 @@
 """cn.mops on a count matrix larger than memory: a chunked store on disk, streamed chromosome by chromosome.
 
 ``run_streaming(store, outdir)`` gives the result :func:`gcnmops.cn_mops` (and ``run_and_write``) gives on
-the whole matrix, bit for bit, holding one chromosome's counts and results at a time (plus the call tables and
-the regions). cn.mops normalizes per chromosome, fits every region on its own and segments each sample per
+the whole matrix, bit for bit, holding one chromosome's counts and results at a time (plus the call tables, the
+regions and a float per region for the sample QC). cn.mops normalizes per chromosome, fits every region on its own and segments each sample per
 chromosome; what crosses chromosomes is taken from the whole store first:
 
 - each sample's total count (the zero-column check and the size factors' fall-back of
@@ -146,7 +146,9 @@ def run_streaming(input, outdir, *, method: str = "cn.mops", keep=None, integer:
         the cohort method (its defaults).
     keep : None, "all", "none" or names
         the matrices kept in matrices.zarr (normalized_data, local_assessments, individual_call, ini_call,
-        params_L, params_A, posterior_probs); integer_copy_number always. Default every one.
+        params_L, params_A, posterior_probs); integer_copy_number always. Default every one. (normalized_data
+        and local_assessments are written during the run all the same, for the sample QC, and removed at its
+        end where not kept.)
     integer : bool
         label CNVs with integer copy numbers (as ``gcnmops run``; default True).
     formats : list of str
@@ -164,9 +166,8 @@ def run_streaming(input, outdir, *, method: str = "cn.mops", keep=None, integer:
     -------
     StoredResult
         the tables (``sample_qc`` too) in memory, the matrices in the store (``matrix(name)``, ``compute()``);
-        ``timings``: the
-        seconds of each of STAGES (its own: read and write run beside the others), the computing thread's
-        waits (WAITS) and ``total``, the wall time.
+        ``timings``: the seconds of each of STAGES (its own: read and write run beside the others), the
+        computing thread's waits (WAITS) and ``total``, the wall time.
 
     Raises
     ------
