@@ -58,8 +58,10 @@ def _call(args) -> int:
     from .casemode import call_samples, load_reference
     from .cuda.probe import resolve_backend
     from .outputs.callfiles import VcfOptions
+    from .io import read_counts
     from .outputs.writers import check_output_folder, write_result
     from .pipeline.family import cnvr_per_sample
+    from .pipeline.selection import counts_qc
 
     formats = check_formats(args.formats)
     check_output_folder(args.outdir)
@@ -71,7 +73,10 @@ def _call(args) -> int:
         vcf.checked(ref.ranges)  # the new samples' regions are the reference's
     if gpu is not None:
         gpu.wait()
-    result = call_samples(args.input, ref, args.mode, sex=args.sex, integer=not args.no_integer, backend=args.backend)
+    data = read_counts(args.input, min_samples=1)
+    result = call_samples(_handed_over(data), ref, args.mode, sex=args.sex, integer=not args.no_integer,
+                          backend=args.backend)
+    result = result.replace(sample_qc=counts_qc(result, data))
     result.provenance = describe(resolve_backend(args.backend))
     written = write_result(result.replace(cnvr=cnvr_per_sample(result)), args.outdir, formats=formats, vcf=vcf)
     s = result.summary()
@@ -79,6 +84,8 @@ def _call(args) -> int:
           f"regions x {s['samples']} new samples\n  CNVs {s['cnvs']:,}   CNV regions {s['cnv_regions']:,}\n"
           f"  time per stage: " + ", ".join(f"{k} {v:.2f} s" for k, v in result.timings.items()) +
           f"; total {time.perf_counter() - t0:.2f} s\n  {len(written)} files written to {args.outdir}")
+    for line in _qc_lines(result, Path(args.outdir)):
+        print(line)
     if "sex" in result.params:
         print(_sexes(result.params["sex"]))
     return 0
@@ -223,12 +230,11 @@ def _selection_given(args) -> list[str]:
 def _sex_aware_run(args, method, data, kwargs: dict, sex_kwargs: dict, formats, vcf, progress, read_s: float):
     """(result, paths written) of sex_aware_cn_mops on ``data`` (its integer copy numbers its own: against the
     fitted parameters of each sex), written as run_and_write writes a run."""
-    from .calls.qc import coverage_qc
     from .casemode import sex_aware_cn_mops
     from .data import Validated
     from .cuda.probe import resolve_backend
     from .outputs.writers import write_result
-    from .pipeline.selection import Selection
+    from .pipeline.selection import counts_qc
     from .pipeline.family import cnvr_per_sample
     from .progress import timed_stage
 
@@ -236,7 +242,7 @@ def _sex_aware_run(args, method, data, kwargs: dict, sex_kwargs: dict, formats, 
                                **kwargs)
     result.timings["read"] = read_s
     counts = data.data if isinstance(data, Validated) else data
-    result = result.replace(sample_qc=Selection(coverage_qc(counts.counts, counts.sample_names)).qc(result))
+    result = result.replace(sample_qc=counts_qc(result, counts))
     result.provenance = describe(resolve_backend(args.backend))
     figures = _figures(args, progress)
     with timed_stage(result.timings, "write"):
@@ -351,17 +357,22 @@ def _summary(result, outdir: Path, n_files: int) -> str:
         "  time per stage: " + ", ".join(f"{k} {v:.2f} s" for k, v in result.timings.items()),
         f"  {n_files} files written to {outdir}",
     ]
+    return "\n".join(lines + _qc_lines(result, outdir))
+
+
+def _qc_lines(result, outdir: Path) -> list[str]:
+    """The summary's lines of the result's sample QC (none without one): its outliers, the samples excluded."""
     qc = result.sample_qc
-    if qc is not None:
-        flagged = qc[qc["outlier"]]
-        lines.append(f"  sample QC ({outdir / 'sample_qc.tsv'}): " + (
-            "no outlier" if flagged.empty else f"{len(flagged)} outlier(s): " + "; ".join(
-                f"{r.sample} ({r.reasons}{', excluded' if r.excluded else ''})"
-                for r in flagged.itertuples(index=False))))
-        named = [s for s in result.selection.get("excludedSamples", []) if s not in set(flagged["sample"])]
-        if named:
-            lines.append(f"  excluded before the model: {', '.join(named)}")
-    return "\n".join(lines)
+    if qc is None:
+        return []
+    flagged = qc[qc["outlier"]]
+    lines = [f"  sample QC ({outdir / 'sample_qc.tsv'}): " + (
+        "no outlier" if flagged.empty else f"{len(flagged)} outlier(s): " + "; ".join(
+            f"{r.sample} ({r.reasons}{', excluded' if r.excluded else ''})" for r in flagged.itertuples(index=False)))]
+    named = [s for s in result.selection.get("excludedSamples", []) if s not in set(flagged["sample"])]
+    if named:
+        lines.append(f"  excluded before the model: {', '.join(named)}")
+    return lines
 
 
 def _count(args) -> int:
@@ -427,6 +438,8 @@ def _run_streaming(args, method, gpu) -> int:
           f"{s['cnv_regions']:,}\n  time per stage: " +
           ", ".join(f"{k} {v:.2f} s" for k, v in result.timings.items()) +
           f"\n  written to {args.outdir} (matrices in {result.store}: {', '.join(result.kept)})")
+    for line in _qc_lines(result, Path(args.outdir)):
+        print(line)
     return 0
 
 

@@ -98,7 +98,7 @@ class Result:
         the GPU backend's sub-stage seconds and counts (norm_*, model_*, seg_*; empty on the CPU).
     sample_qc : DataFrame or None
         per-sample quality control (``calls.qc.sample_qc``: coverage, spread, calls, outlier flag, exclusion) of a
-        run made by ``run_and_write``; None otherwise.
+        run made by ``run_and_write``, ``run_streaming`` or ``gcnmops call``; None otherwise.
     selection : dict
         what the run left out or filtered, under these names where used: ``excludedSamples`` (names),
         ``excludeBed`` (path), ``excludedWindows`` (count), ``minLength`` (bp), ``minQuality`` (phred).

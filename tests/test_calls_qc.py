@@ -304,3 +304,54 @@ def test_the_report_shows_the_sample_qc(run_with_everything):
     assert f'<tr class="loss"><td>{data.sample_names[3]}</td>' in section  # the outlier's row highlighted
     assert section.count('<tr class="loss">') == 1 and "excludedSamples" in section
     assert section.count("<tr") == 1 + len(data.sample_names)
+
+
+def test_log2_ratios_of_column_groups_are_the_whole_matrix_ones():
+    """A block of windows gives its rows' medians; a group of columns with the whole matrix's medians gives its
+    columns' ratios (how a streamed run computes them), also where a window holds a non-finite value."""
+    rng = np.random.default_rng(2)
+    x = np.asfortranarray(rng.poisson(30.0, (400, 7)).astype(np.float64))
+    x[5, 2], x[7, :] = np.nan, 0.0
+    whole = qc.log2_ratios(x)
+    medians = np.concatenate([qc.window_medians(x[a:a + 100]) for a in range(0, 400, 100)])
+    assert np.array_equal(medians, qc.window_medians(x), equal_nan=True)
+    for c0, c1 in ((0, 3), (3, 7)):
+        assert np.array_equal(qc.log2_ratios(x[:, c0:c1], medians), whole[:, c0:c1], equal_nan=True)
+    assert np.isnan(whole[7]).all() and np.isnan(whole[5, 2]) and np.isfinite(whole[5, [0, 1, 3]]).all()
+
+
+def test_cli_call_writes_the_sample_qc(tmp_path, capsys):
+    """gcnmops call: sample_qc.tsv of the new samples (their coverage, spreads and calls), the nearly empty one
+    flagged, in the summary, params.json and the VCF header as gcnmops run writes them."""
+    import gcnmops
+    from gcnmops.cli import main
+    from gcnmops.data import make_count_data
+    from gcnmops.example import example_cohort
+
+    data, _ = example_cohort(n_regions=1500, n_samples=14, n_cnvs=4, seed=5)
+    counts = data.counts.copy()
+    counts[np.random.default_rng(1).random(len(counts)) < 0.96, 12] = 0.0  # the third new sample: 96% empty
+    names = data.sample_names
+    ref = make_count_data(counts[:, :10], names[:10], data.ranges)
+    new = make_count_data(counts[:, 10:], names[10:], data.ranges, min_samples=1)
+    gcnmops.build_reference(ref, backend="cpu").save(tmp_path / "ref")
+    pd.concat([new.ranges, pd.DataFrame(new.counts, columns=new.sample_names)], axis=1).to_csv(
+        tmp_path / "new.tsv", sep="\t", index=False)
+    out = tmp_path / "out"
+    assert main(["call", str(tmp_path / "new.tsv"), "--reference-cohort", str(tmp_path / "ref"), "-o", str(out),
+                 "--backend", "cpu", "--quiet", "--formats", "tsv,vcf"]) == 0
+    printed = capsys.readouterr().out
+    table = gcnmops.read_result(out).sample_qc
+    called = gcnmops.call_samples(new, tmp_path / "ref", integer=True, backend="cpu")
+    expected = qc.sample_qc(called, qc.coverage_qc(new.counts, new.sample_names))
+    pd.testing.assert_frame_equal(table, expected, check_dtype=False)
+    assert list(table.columns) == list(qc.QC_COLUMNS) and table["sample"].tolist() == names[10:]
+    empty = names[12]
+    assert table["outlier"].tolist() == [False, False, True, False]
+    assert "median_zero" in table.loc[2, "reasons"] and table.loc[2, "median_count"] == 0
+    assert f"1 outlier(s): {empty} (median_zero" in printed and str(out / "sample_qc.tsv") in printed
+    params = json.loads((out / "params.json").read_text())
+    assert params["sampleQC"][empty]["outlier"] is True and "sampleQC" not in called.params
+    header = subprocess.run(["gzip", "-dc", str(out / "cnvr.vcf.gz")], capture_output=True, text=True).stdout \
+        if (out / "cnvr.vcf.gz").exists() else (out / "cnvr.vcf").read_text()
+    assert sum(line.startswith("##sampleQC=") for line in header.splitlines()) == 4

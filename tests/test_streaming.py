@@ -94,20 +94,49 @@ def test_streamed_equals_in_memory(tmp_path, params):
 
 
 def test_streamed_files_equal_run_and_write(tmp_path):
-    """Call tables, BED, SEG and VCF as gcnmops run writes them (their qualities from the evidence each chromosome
-    gathered); the streamed run has no sample QC (the VCF's ##sampleQC lines)."""
+    """Call tables, sample QC, BED, SEG and VCF as gcnmops run writes them (their qualities from the evidence each
+    chromosome gathered)."""
     data = cohort()
     store = save_count_data(data, tmp_path / "c.zarr")
     run_streaming(store, tmp_path / "s", backend="cpu", keep="none")
     run_and_write("cn.mops", data, tmp_path / "m", backend="cpu", formats=["bed", "vcf", "seg"])
-    for name in ("segmentation.tsv", "cnvs.tsv", "cnvr.tsv", "cnvs.bed", "cnvr.bed", "segmentation.seg"):
+    for name in ("segmentation.tsv", "cnvs.tsv", "cnvr.tsv", "sample_qc.tsv", "cnvs.bed", "cnvr.bed",
+                 "segmentation.seg"):
         assert filecmp.cmp(tmp_path / "s" / name, tmp_path / "m" / name, shallow=False), name
     vcf = [gzip.open(tmp_path / d / "cnvr.vcf.gz", "rt").read().splitlines() for d in ("s", "m")]
-    strip = [[x for x in v if not x.startswith(("##fileDate", "##gcnmops", "##sampleQC"))] for v in vcf]
+    strip = [[x for x in v if not x.startswith(("##fileDate", "##gcnmops"))] for v in vcf]
     assert strip[0] == strip[1] and len(strip[0]) > 20
     params = json.loads((tmp_path / "s" / "params.json").read_text())
     assert params["matrixStore"] == "matrices.zarr"
     assert not [p for p in (tmp_path / "s").iterdir() if p.name.endswith(".tmp")]
+
+
+@pytest.mark.parametrize("halves", [False, True], ids=["whole", "non_whole"])
+def test_streamed_sample_qc_is_the_in_memory_one(tmp_path, halves):
+    """sample_qc.tsv of a streamed run is the in-memory run's byte for byte (every float the same) on a cohort of
+    several chromosomes with a nearly empty sample, flagged: with the matrices kept (read back from the store) and
+    without (written as scratch, gone once the store is published); params.json's sampleQC as well, and the
+    StoredResult and the folder read back carry the table."""
+    data = cohort(sizes=(900, 1100, 700), halves=halves)
+    counts = data.counts.copy()
+    counts[np.random.default_rng(1).random(len(counts)) < 0.96, 3] = 0.0
+    data = make_count_data(counts, data.sample_names, data.ranges)
+    store = save_count_data(data, tmp_path / "c.zarr", rows_per_chunk=500, samples_per_chunk=4)
+    mem, _ = run_and_write("cn.mops", data, tmp_path / "m", backend="cpu", formats=["seg"])
+    flagged = mem.sample_qc[mem.sample_qc["outlier"]]
+    assert flagged["sample"].tolist() == [data.sample_names[3]] and "median_zero" in flagged["reasons"].iloc[0]
+    assert (mem.sample_qc["log2_mad"] > 0).all() and mem.sample_qc["cnvs"].sum() > 0
+    params = json.loads((tmp_path / "m" / "params.json").read_text())["sampleQC"]
+    for keep in ("none", "all"):
+        out = tmp_path / keep
+        got = run_streaming(store, out, backend="cpu", keep=keep, formats=["seg"])
+        assert filecmp.cmp(out / "sample_qc.tsv", tmp_path / "m" / "sample_qc.tsv", shallow=False), keep
+        pd.testing.assert_frame_equal(got.sample_qc, mem.sample_qc, check_exact=True)
+        assert json.loads((out / "params.json").read_text())["sampleQC"] == params
+        assert not (out / "matrices.zarr" / ".scratch").exists()
+        back = gcnmops.read_result(out).sample_qc  # the text (15 significant digits) read back
+        pd.testing.assert_frame_equal(back, mem.sample_qc, check_dtype=False, rtol=1e-14)
+    assert got.timings["sample_qc"] > 0
 
 
 def test_non_whole_counts_and_parquet_input(tmp_path):
@@ -402,8 +431,10 @@ def test_cli_convert_and_stream(tmp_path):
     assert done.returncode == 0, done.stderr
     lines = [x for x in done.stderr.splitlines() if x.startswith("gcnmops stream: ")]
     assert len(lines) == 4 and "(4/4)" in lines[-1] and "100% of regions" in lines[-1]
+    assert f"sample QC ({tmp_path / 'out' / 'sample_qc.tsv'}): no outlier" in done.stdout
     ref = reference(data)
     back = gcnmops.read_result(tmp_path / "out")
+    assert back.sample_qc["sample"].tolist() == data.sample_names
     assert np.array_equal(back.matrix("local_assessments")[:], ref.local_assessments)
     pd.testing.assert_frame_equal(back.cnvs, ref.cnvs.reset_index(drop=True), check_dtype=False)
 

@@ -30,6 +30,8 @@ by name: ``--exclude-samples NAME``).
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 
@@ -89,18 +91,37 @@ def spread(values: np.ndarray) -> tuple[float, float, float]:
     return _mad(a), float(q3 - q1), biweight_midvariance(a)
 
 
-def log2_ratios(normalized: np.ndarray) -> np.ndarray:
-    """(m, N) log2((x + 1) / (m + 1)) of the normalized counts ``normalized`` (m, N) against each window's median
-    over the samples' finite counts (NaN where that median is 0 or a count is not finite)."""
+def window_medians(normalized: np.ndarray) -> np.ndarray:
+    """(m,) each window's median over the samples' finite normalized counts ``normalized`` (m, N) (NaN where none
+    is finite); a window's own values decide it, so blocks of windows give the whole matrix's medians."""
     x = np.asarray(normalized, dtype=np.float64)
-    med = np.median(x, axis=1, keepdims=True)
-    if not np.isfinite(med).all():  # the median of the finite counts (nanmedian is slower: only where needed)
-        med = np.nanmedian(np.where(np.isfinite(x), x, np.nan), axis=1, keepdims=True)
+    med = np.median(x, axis=1)
+    bad = ~np.isfinite(x).all(axis=1)
+    if bad.any():  # the median of the finite counts (nanmedian is slower: only where needed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a window without a finite count: NaN
+            med[bad] = np.nanmedian(np.where(np.isfinite(x[bad]), x[bad], np.nan), axis=1)
+    return med
+
+
+def log2_ratios(normalized: np.ndarray, medians: np.ndarray | None = None) -> np.ndarray:
+    """(m, N) log2((x + 1) / (m + 1)) of the normalized counts ``normalized`` (m, N) against each window's median
+    over the samples' finite counts (``medians`` (m,), default ``window_medians(normalized)``; a column group of
+    the matrix with the whole matrix's medians gives those columns' ratios); NaN where that median is 0 or a count
+    is not finite."""
+    x = np.asarray(normalized, dtype=np.float64)
+    med = (window_medians(x) if medians is None else np.asarray(medians, dtype=np.float64))[:, None]
     with np.errstate(invalid="ignore", divide="ignore"):
         out = np.log2((x + 1.0) / (med + 1.0))
     out[~(med[:, 0] > 0)] = np.nan
     out[~np.isfinite(out)] = np.nan
     return np.asfortranarray(out)
+
+
+def column_spreads(values: np.ndarray) -> np.ndarray:
+    """(N, 3) ``spread`` of each column of ``values`` (m, N)."""
+    v = np.asarray(values)
+    return np.array([spread(v[:, j]) for j in range(v.shape[1])], dtype=np.float64).reshape(v.shape[1], 3)
 
 
 def coverage_qc(counts: np.ndarray, sample_names) -> pd.DataFrame:
@@ -163,20 +184,23 @@ def excluded_samples(spec, coverage: pd.DataFrame) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def sample_qc(result, coverage: pd.DataFrame, excluded=()) -> pd.DataFrame:
+def sample_qc(result, coverage: pd.DataFrame, excluded=(), spreads: np.ndarray | None = None) -> pd.DataFrame:
     """The QC_COLUMNS table: ``coverage`` (``coverage_qc`` of every input sample, the ``excluded`` ones too) with
     the spread, CNVs and called bases of ``result``'s samples (NaN for excluded samples), the outlier flag and its
     reasons (comma separated, empty if none) and whether the sample was excluded; a ``sex`` column after
-    ``sample`` where ``result.params["sex"]`` holds the samples' sexes."""
+    ``sample`` where ``result.params["sex"]`` holds the samples' sexes. ``spreads``: (N, 6) ``column_spreads`` of
+    the log2 ratios, then of sINI, of ``result``'s samples where the caller gathered them (a streamed run);
+    default from ``result``'s normalized data and sINI in memory."""
     table = coverage.copy().reset_index(drop=True)
     col = {s: j for j, s in enumerate(result.sample_names)}
+    if spreads is None:
+        spreads = np.hstack([column_spreads(log2_ratios(result.normalized_data)),
+                             column_spreads(result.local_assessments)])
     stats = np.full((len(table), 6), np.nan)
-    lr = log2_ratios(result.normalized_data)
-    sini = np.asarray(result.local_assessments)
     for i, s in enumerate(table["sample"]):
         j = col.get(s)
         if j is not None:
-            stats[i] = (*spread(lr[:, j]), *spread(sini[:, j]))
+            stats[i] = spreads[j]
     for k, name in enumerate(QC_COLUMNS[4:10]):
         table[name] = stats[:, k]
     cnvs = result.cnvs
@@ -198,4 +222,4 @@ def sample_qc(result, coverage: pd.DataFrame, excluded=()) -> pd.DataFrame:
 
 
 __all__ = ["K", "COVERAGE_REASONS", "QC_COLUMNS", "spread", "biweight_location", "biweight_midvariance",
-           "log2_ratios", "coverage_qc", "outlier_reasons", "auto_excluded", "excluded_samples", "sample_qc"]
+           "window_medians", "log2_ratios", "column_spreads", "coverage_qc", "outlier_reasons", "auto_excluded", "excluded_samples", "sample_qc"]

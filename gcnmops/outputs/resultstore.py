@@ -30,6 +30,8 @@ MATRIX_STORE = "matrices.zarr"
 STREAM_MATRICES = ("normalized_data", "local_assessments", "individual_call", "integer_copy_number", "ini_call",
                    "params_L", "params_A", "posterior_probs")
 ALWAYS_KEPT = ("integer_copy_number",)
+#: the folder inside the store's temporary folder holding the matrices a run reads back but does not keep
+SCRATCH = ".scratch"
 
 
 class ResultStore:
@@ -38,10 +40,13 @@ class ResultStore:
     ``shapes``: name -> (shape, dtype) of each kept matrix (STREAM_MATRICES' names); rows are chunked by
     about CHUNK_BYTES, at most ``max_rows`` (a chromosome's: a write then never holds a chunk larger than what it
     writes), and samples by at most 256. ``write(name, a, b, value)`` stores rows a:b; ``write_behind(writes)``
-    runs a chromosome's writes on a background thread, one chromosome at a time (``wait``); ``publish`` and
-    ``abort`` wait for them first (nothing is written into the store after either)."""
+    runs a chromosome's writes on a background thread, one chromosome at a time (``wait``); ``columns`` reads
+    them back a group of samples at a time; ``publish`` and ``abort`` wait for them first (nothing is written into
+    the store after either). The names of ``shapes`` in ``scratch`` are written and read back during the run but
+    not kept: ``publish`` removes them."""
 
-    def __init__(self, outdir: Path, shapes: dict, attrs: dict, gr: pd.DataFrame, max_rows: int | None = None):
+    def __init__(self, outdir: Path, shapes: dict, attrs: dict, gr: pd.DataFrame, max_rows: int | None = None,
+                 scratch=()):
         self.outdir = Path(outdir)
         remove_stale(self.outdir, stem=f".{MATRIX_STORE}")  # of a streamed run killed outright
         self.tmp = temp_folder(self.outdir / MATRIX_STORE)
@@ -58,12 +63,18 @@ class ResultStore:
             rows = min(shape[0], max_rows or shape[0], max(1024, CHUNK_BYTES // (dtype.itemsize * min(width, 256))))
             chunks = (rows,) + tuple(min(s, 256) for s in shape[1:])
             compress = name in ("individual_call", "integer_copy_number")  # runs of equal values
-            self.arrays[name] = create_array(str(self.tmp / name), shape, chunks, dtype, compress=compress)
+            path = self.tmp / SCRATCH / name if name in scratch else self.tmp / name
+            self.arrays[name] = create_array(str(path), shape, chunks, dtype, compress=compress)
         group.attrs.update(attrs)
         gr.to_parquet(self.tmp / RANGES_FILE, index=False)
 
     def write(self, name: str, a: int, b: int, value: np.ndarray) -> None:
         self.arrays[name][a:b] = value
+
+    def columns(self, name: str, c0: int, c1: int) -> np.ndarray:
+        """Samples c0:c1 of the matrix ``name`` over every region, once the background writes are done."""
+        self.wait()
+        return np.asarray(self.arrays[name][:, c0:c1])
 
     def write_behind(self, writes: Callable[[], None]) -> None:
         """Run ``writes`` (a chromosome's ``write`` calls) on the background writer once the writes handed over
@@ -93,6 +104,7 @@ class ResultStore:
         the background writes are done."""
         self.wait()
         self._stop()
+        shutil.rmtree(self.tmp / SCRATCH, ignore_errors=True)
         os.chmod(self.tmp, 0o777 & ~umask())  # mkdtemp made it private; the folder as the umask says
         final = self.outdir / MATRIX_STORE
         if final.exists():

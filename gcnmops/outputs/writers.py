@@ -13,7 +13,8 @@ writes into a folder: a second one while the first lives is refused (``files.loc
 
 Always written: ``segmentation.tsv``, ``cnvs.tsv``, ``cnvr.tsv`` (cn.mops's columns; missing values ``NA``;
 with call filters a last column ``filter``, ``callfiles.call_table``), ``params.json`` (with what the run left out
-or filtered and each sample's QC flag), and for a run of ``run_and_write`` ``sample_qc.tsv`` (``calls.qc``). The
+or filtered and each sample's QC flag), and for a run of ``gcnmops run`` (streamed too) or ``gcnmops call``
+``sample_qc.tsv`` (``calls.qc``). The
 formats (``FORMATS``; ``DEFAULT_FORMATS`` when none are named):
 
 - ``parquet``: the per-region matrices ``normalized_data``, ``local_assessments``, ``individual_call``,

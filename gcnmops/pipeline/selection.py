@@ -41,6 +41,11 @@ class Selection:
         return sample_qc(result, self.coverage, self.excluded)
 
 
+def counts_qc(result, data: CountData) -> pd.DataFrame:
+    """``calls.qc.sample_qc`` of ``result`` against the read counts ``data`` of its samples (nothing excluded)."""
+    return Selection(coverage_qc(data.counts, data.sample_names)).qc(result)
+
+
 def _count_data(obj, min_samples: int) -> CountData:
     if isinstance(obj, Validated):
         return obj.data
@@ -90,4 +95,4 @@ def select(method, input, controls=None, *, exclude=None, exclude_samples=None):
     return cases, controls, selection
 
 
-__all__ = ["Selection", "select"]
+__all__ = ["Selection", "select", "counts_qc"]

@@ -1,8 +1,8 @@
 """cn.mops on a count matrix larger than memory: a chunked store on disk, streamed chromosome by chromosome.
 
 ``run_streaming(store, outdir)`` gives the result :func:`gcnmops.cn_mops` (and ``run_and_write``) gives on
-the whole matrix, bit for bit, holding one chromosome's counts and results at a time (plus the call tables and
-the regions). cn.mops normalizes per chromosome, fits every region on its own and segments each sample per
+the whole matrix, bit for bit, holding one chromosome's counts and results at a time (plus the call tables, the
+regions and a float per region for the sample QC). cn.mops normalizes per chromosome, fits every region on its own and segments each sample per
 chromosome; what crosses chromosomes is taken from the whole store first:
 
 - each sample's total count (the zero-column check and the size factors' fall-back of
@@ -24,8 +24,9 @@ writer (``ResultStore.write_behind``). Memory: the counts of two chromosomes (k 
 the kept matrices of k - 1. A failure of either thread is the run's error; the clean-up waits for the writer.
 
 The call tables are written at the end as by ``gcnmops run`` (``outputs.writers.ResultWriter``; the BED/VCF
-qualities from the evidence each chromosome gathered for its calls, ``calls.quality.CallEvidence``). All or
-nothing, as the other writers.
+qualities from the evidence each chromosome gathered for its calls, ``calls.quality.CallEvidence``), with the
+sample QC (``sample_qc.tsv``, ``pipeline.streamqc``: the columns it needs read back a group of samples at a time).
+All or nothing, as the other writers.
 
 Out of scope: a single chromosome larger than memory (its counts and results are held at once); the
 methods without a cohort EM (referencecn.mops, singlecn.mops) and the DNAcopy segmentation (its random
@@ -66,6 +67,7 @@ from .methods import build_params
 from .plan import RunPlan, method_cnvr
 from .blocks import BlockTables, Genome, genome_of
 from .stages import run_block
+from .streamqc import QC_MATRICES, StreamQC
 
 log = logging.getLogger("gcnmops")
 
@@ -73,7 +75,7 @@ log = logging.getLogger("gcnmops")
 STREAM_FORMATS = ("bed", "vcf", "seg")
 #: the stages of a streamed run's timings, in order: each one's own seconds (read and write on their threads,
 #: overlapping the others)
-STAGES = ("prepare", "read", "normalize", "model", "segment_call", "integer", "write", "finish")
+STAGES = ("prepare", "read", "normalize", "model", "segment_call", "integer", "write", "sample_qc", "finish")
 #: the seconds the computing thread waited for the read-ahead and spent handing a chromosome to the background
 #: writer (waiting for the one before, copying the rows around the CNVs): in the wall time
 WAITS = ("read_wait", "write_wait")
@@ -138,12 +140,15 @@ def run_streaming(input, outdir, *, method: str = "cn.mops", keep=None, integer:
         or a Parquet table (seqnames, start, end + one column per sample); rows grouped by chromosome and
         sorted by start. Other inputs: ``gcnmops convert INPUT -o STORE`` first.
     outdir : path
-        output folder: segmentation.tsv, cnvs.tsv, cnvr.tsv, params.json, the ``formats`` and matrices.zarr.
+        output folder: segmentation.tsv, cnvs.tsv, cnvr.tsv, sample_qc.tsv, params.json, the ``formats`` and
+        matrices.zarr.
     method : {"cn.mops", "exome", "haplo"}
         the cohort method (its defaults).
     keep : None, "all", "none" or names
         the matrices kept in matrices.zarr (normalized_data, local_assessments, individual_call, ini_call,
-        params_L, params_A, posterior_probs); integer_copy_number always. Default every one.
+        params_L, params_A, posterior_probs); integer_copy_number always. Default every one. (normalized_data
+        and local_assessments are written during the run all the same, for the sample QC, and removed at its
+        end where not kept.)
     integer : bool
         label CNVs with integer copy numbers (as ``gcnmops run``; default True).
     formats : list of str
@@ -160,9 +165,9 @@ def run_streaming(input, outdir, *, method: str = "cn.mops", keep=None, integer:
     Returns
     -------
     StoredResult
-        the tables in memory, the matrices in the store (``matrix(name)``, ``compute()``); ``timings``: the
-        seconds of each of STAGES (its own: read and write run beside the others), the computing thread's
-        waits (WAITS) and ``total``, the wall time.
+        the tables (``sample_qc`` too) in memory, the matrices in the store (``matrix(name)``, ``compute()``);
+        ``timings``: the seconds of each of STAGES (its own: read and write run beside the others), the
+        computing thread's waits (WAITS) and ``total``, the wall time.
 
     Raises
     ------
@@ -198,13 +203,16 @@ def run_streaming(input, outdir, *, method: str = "cn.mops", keep=None, integer:
 
     writer = ResultWriter(outdir, formats)
     n = len(cparams.classes)
-    shapes = _shapes(kept, m, N, n)
+    scratch = [name for name in QC_MATRICES if name not in kept]  # written for the sample QC only
+    shapes = _shapes(kept + scratch, m, N, n)
     attrs = {"sample_names": list(store.sample_names), "classes": list(cparams.classes), "kept": kept,
              "ranged": store.ranges is not None}
     rstore = None
+    max_rows = max(b1 - b0 for _, b0, b1 in store.blocks)
+    qc = StreamQC(m)
     try:
-        rstore = ResultStore(Path(outdir), shapes, attrs, gr, max_rows=max(b1 - b0 for _, b0, b1 in store.blocks))
-        tables = _stream(store, plan, genome, kept, rstore, integer, timings, on_chromosome, Path(outdir))
+        rstore = ResultStore(Path(outdir), shapes, attrs, gr, max_rows=max_rows, scratch=scratch)
+        tables = _stream(store, plan, genome, list(shapes), rstore, qc, integer, timings, on_chromosome, Path(outdir))
         t0 = time.perf_counter()
         segmentation, cnvs, cnvr, evidence = tables
         result_params = cparams.r_params()
@@ -216,6 +224,10 @@ def run_streaming(input, outdir, *, method: str = "cn.mops", keep=None, integer:
             segmentation=segmentation, cnvs=cnvs, cnvr=cnvr, sample_names=list(store.sample_names),
             ranged=store.ranges is not None, call_evidence=evidence,
             provenance=describe(backend, inputs=[input] if isinstance(input, (str, os.PathLike)) else None))
+        # the columns of one sample group at a time, each about as large as the largest chromosome's matrix
+        written.sample_qc = qc.table(written, store, rstore, max_rows * N * 8)
+        timings["sample_qc"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
 
         def publish(sizes):
             rstore.publish()
@@ -240,7 +252,7 @@ def run_streaming(input, outdir, *, method: str = "cn.mops", keep=None, integer:
     return StoredResult.of_store(str(Path(outdir) / MATRIX_STORE), kept, gr=gr, params=result_params,
                                  segmentation=segmentation, cnvs=cnvs, cnvr=cnvr,
                                  sample_names=list(store.sample_names), ranged=store.ranges is not None,
-                                 timings=timings)
+                                 timings=timings, sample_qc=written.sample_qc)
 
 
 def _genome(store: CountStore, plan: RunPlan, budget: int) -> Genome:
@@ -265,11 +277,12 @@ def _shapes(kept: list[str], m: int, N: int, n: int) -> dict:
     return {name: every[name] for name in kept}
 
 
-def _stream(store: CountStore, plan: RunPlan, genome: Genome, kept: list[str], rstore: ResultStore,
+def _stream(store: CountStore, plan: RunPlan, genome: Genome, stored: list[str], rstore: ResultStore, qc: StreamQC,
             integer: bool, timings: dict, on_chromosome, outdir: Path
             ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, CallEvidence | None]:
-    """Every chromosome through the pipeline, the next one read ahead and the last one's matrices written behind
-    (see the module docstring); the call tables (integer labels where asked) and their qualities' evidence."""
+    """Every chromosome through the pipeline, the next one read ahead and the last one's matrices ``stored``
+    written behind (see the module docstring), its window medians put into ``qc``; the call tables (integer
+    labels where asked) and their qualities' evidence."""
     blocks = store.blocks
     m = store.shape[0]
     labelled = []
@@ -290,11 +303,12 @@ def _stream(store: CountStore, plan: RunPlan, genome: Genome, kept: list[str], r
                 result = calc_integer_copy_numbers(result, backend=plan.backend)
                 timings["integer"] += time.perf_counter() - t1
             t1 = time.perf_counter()  # the writer holds the kept matrices only, not the whole result
-            matrices = {key: _matrix(result, key) for key in kept}
+            matrices = {key: _matrix(result, key) for key in stored}
             rstore.write_behind(partial(_write, rstore, matrices, a, b, timings, outdir))
             del matrices
             timings["write_wait"] += time.perf_counter() - t1
             gathered.put(k, result)
+            qc.put(a, b, result)
             labelled.append(integer and len(result.cnvr) > 0)
             del result
             done += b - a

@@ -1,0 +1,49 @@
+"""The sample QC of a streamed run: ``calls.qc.sample_qc`` with the values the in-memory run gives, bit for bit,
+without the whole matrix in memory.
+
+What a window needs of its own row is gathered block by block (each window's median normalized count over the
+samples, ``calls.qc.window_medians``: (m,) floats). What needs a sample's whole column (its median count, the
+spreads of its log2 ratios and sINI) is read back once every block is done, a group of sample columns at a time:
+the counts from the count store, the normalized data and sINI from the result store (where ``--keep`` drops them
+they are written there all the same, as scratch the store removes when it is published: ``QC_MATRICES``). The
+columns hold the in-memory matrix's values in its order, so every statistic is computed on the same numbers.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..calls.qc import column_spreads, coverage_qc, log2_ratios, sample_qc, window_medians
+from ..io.store import CountStore
+from ..outputs.resultstore import ResultStore
+
+#: the result store's matrices the sample QC reads back
+QC_MATRICES = ("normalized_data", "local_assessments")
+
+
+class StreamQC:
+    """A streamed run's sample QC: ``put`` each block's result, then ``table``."""
+
+    def __init__(self, m: int):
+        self.medians = np.full(m, np.nan)
+
+    def put(self, a: int, b: int, result) -> None:
+        """Rows a:b's window medians, from their block's ``result``."""
+        self.medians[a:b] = window_medians(result.normalized_data)
+
+    def table(self, result, store: CountStore, rstore: ResultStore, group_bytes: int) -> pd.DataFrame:
+        """``calls.qc.sample_qc`` of ``result`` (its call tables and params; every block ``put``) with the coverage
+        of ``store``'s counts and the spreads of ``rstore``'s QC_MATRICES, read by groups of samples whose float64
+        columns take about ``group_bytes``."""
+        names = list(store.sample_names)
+        coverage, spreads = [], np.empty((len(names), 6))
+        for c0, c1 in store.column_groups(group_bytes):
+            coverage.append(coverage_qc(np.asfortranarray(store.columns(c0, c1), dtype=np.float64), names[c0:c1]))
+            normalized = rstore.columns("normalized_data", c0, c1)
+            spreads[c0:c1, :3] = column_spreads(log2_ratios(normalized, self.medians))
+            del normalized
+            spreads[c0:c1, 3:] = column_spreads(rstore.columns("local_assessments", c0, c1))
+        return sample_qc(result, pd.concat(coverage, ignore_index=True), (), spreads)
+
+
+__all__ = ["StreamQC", "QC_MATRICES"]
