@@ -202,7 +202,7 @@ def test_convert_round_trip(tmp_path, fmt):
 def test_memory_scales_with_the_largest_chromosome(tmp_path):
     """The traced peak of a streamed run grows with the largest chromosome, not with the genome: 4x the
     chromosomes (4x the cells) adds little (the regions' coordinates, ~100 bytes a region); the in-memory run of the
-    larger cohort needs several times more."""
+    larger cohort (its matrices; the calls' qualities are made later, by the writers) needs over twice as much."""
     peaks = {}
     for k in (4, 16):
         data = cohort(sizes=(500,) * k, n=200, seed=k, zero_chromosome=False)
@@ -218,7 +218,7 @@ def test_memory_scales_with_the_largest_chromosome(tmp_path):
     tracemalloc.stop()
     chromosome = 500 * 200 * 8
     assert peaks[16] < 1.5 * peaks[4], peaks
-    assert peaks[16] < 40 * chromosome and in_memory > 3 * peaks[16], (peaks, in_memory)
+    assert peaks[16] < 40 * chromosome and in_memory > 2 * peaks[16], (peaks, in_memory)
 
 
 def test_interrupted_run_leaves_the_folder(tmp_path, monkeypatch):

@@ -263,6 +263,42 @@ def test_store_of_integer_totals_relabelled_as_floats_is_refused(store, tmp_path
     _store_refused(path, capsys, tmp_path, "integer sample totals")
 
 
+def test_a_store_without_checksums_is_read_and_said_so(store, tmp_path, capsys):
+    """A count store of an earlier gcnmops (no chunk checksums) is still read, with one warning per store saying
+    a damaged chunk could not be told from counts and how to get a copy that carries them (which works)."""
+    import logging
+
+    import zarr
+
+    from gcnmops.io.store import counts_layout, create_array, has_checksums, open_count_store
+
+    path, data = store
+    old = zarr.open_array(str(path / "counts"), mode="r")
+    assert has_checksums(old)
+    values = old[...]
+    earlier = create_array(str(path / "counts"), values.shape, old.chunks, old.dtype)  # as it was written before
+    earlier[...] = values
+    assert not has_checksums(earlier)
+    attrs = json.loads((path / ".zattrs").read_text())
+    attrs["counts_layout"] = counts_layout(earlier)
+    (path / ".zattrs").write_text(json.dumps(attrs))
+    seen: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())
+    logging.getLogger("gcnmops").addHandler(handler)
+    try:
+        for _ in range(2):
+            np.testing.assert_array_equal(open_count_store(path).rows(0, 3000), data.counts)
+    finally:
+        logging.getLogger("gcnmops").removeHandler(handler)
+    said = [m for m in seen if "without chunk checksums" in m]
+    assert len(said) == 1 and "gcnmops convert" in said[0], seen
+    out = tmp_path / "sealed.zarr"
+    assert main(["convert", str(path), "-o", str(out)]) == 0
+    assert has_checksums(zarr.open_group(str(out), mode="r")["counts"])
+    np.testing.assert_array_equal(open_count_store(out).rows(0, 3000), data.counts)
+
+
 def test_fuzz_stores(store, tmp_path):
     """Random damage to a store's chunks and metadata: each opening gives the clean store's counts or an
     InputError, never other numbers."""

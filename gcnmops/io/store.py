@@ -55,9 +55,12 @@ def create_array(path: str, shape: tuple, chunks: tuple, dtype, compress: bool =
     matrices hardly compress, and raw chunks are read and written several times faster); ``checksum``: each
     chunk carries the CRC32 of its values (a damaged chunk is an error when read, not other numbers)."""
     zarr = zarr_module()
-    if int(zarr.__version__.split(".")[0]) >= 3:  # zarr 3's spelling
+    if int(zarr.__version__.split(".")[0]) >= 3:  # zarr 3's spelling: the checksum a bytes codec after zstd
+        from zarr.codecs import Crc32cCodec, ZstdCodec
+
+        codecs = ([ZstdCodec()] if compress else []) + ([Crc32cCodec()] if checksum else [])
         return zarr.create_array(store=path, shape=shape, chunks=chunks, dtype=dtype, overwrite=True,
-                                 compressors="auto" if compress else None)
+                                 compressors=codecs or None)
     extra = {"filters": [__import__("numcodecs").CRC32()]} if checksum else {}
     if compress:
         return zarr.open_array(path, mode="w", shape=shape, chunks=chunks, dtype=dtype, **extra)
@@ -122,6 +125,12 @@ def counts_layout(array) -> dict:
     """The layout of a Zarr array as a count store records it: dtype, order, shape and chunks."""
     return {"dtype": np.dtype(array.dtype).str, "order": array.order, "shape": [int(s) for s in array.shape],
             "chunks": [int(c) for c in array.chunks]}
+
+
+def has_checksums(array) -> bool:
+    """Whether each chunk of the Zarr array carries a checksum of its values (CRC32 in zarr 2, CRC32C in zarr 3)."""
+    codecs = list(getattr(array, "filters", None) or []) + list(getattr(array, "compressors", None) or [])
+    return any(type(c).__name__ in ("CRC32", "Crc32cCodec") for c in codecs)
 
 
 def check_zarr_counts(array, folder: Path, where: str, attrs=None) -> None:
@@ -384,6 +393,8 @@ def open_counts_array(p: Path, bare: bool = False, how: str = "gcnmops convert o
             raise InputError(f"The Zarr group {p} has no array 'counts' (write one with {how}).")
         arr, attrs = node[COUNTS], node.attrs.asdict()
         check_zarr_counts(arr, p / COUNTS, str(p), attrs)
+        if "sample_names" in attrs and not has_checksums(arr):  # a count store of an earlier gcnmops
+            _note_unchecked(p)
         sums = attrs.get("col_sums")
         if sums is not None:
             attrs["col_sums"] = np.asarray(sums, dtype=np.float64)
@@ -394,6 +405,19 @@ def open_counts_array(p: Path, bare: bool = False, how: str = "gcnmops convert o
         raise InputError(f"{p} holds no array 'counts' readable as Zarr ({type(e).__name__}: {e}): write the store "
                          f"with {how}.") from None
     return arr, attrs, ranges
+
+
+_NOTED: set = set()
+
+
+def _note_unchecked(p: Path) -> None:
+    """Say once per store and process that its chunks carry no checksums."""
+    key = str(Path(p).resolve())
+    if key not in _NOTED:
+        _NOTED.add(key)
+        logging.getLogger("gcnmops").warning(
+            f"{p} was written without chunk checksums (by an earlier gcnmops): a damaged chunk in it cannot be "
+            f"told from counts. `gcnmops convert {p} -o NEW.zarr` writes a copy that carries them.")
 
 
 def _open_zarr(p: Path) -> CountStore:
@@ -557,16 +581,25 @@ def write_sorted_parts(parts, output) -> Path | None:
     return None
 
 
+#: rows per part when a count store is converted again
+STORE_COPY_ROWS = 262_144
+
+
 def convert_counts(input, output, *, min_samples: int = 2, rows: int | None = None,
                    coordinates: str = AUTO) -> tuple[Path, bool]:
-    """``input`` (anything :func:`gcnmops.read_counts` reads) as a count store at ``output``; returns (the store,
-    whether it was read in parts). Text and Parquet tables are read in parts of rows (memory: one part), when
-    their rows come grouped by chromosome and sorted by start; other formats, and tables that must be sorted
-    (as read_counts sorts them), are read whole. Whole-number counts are stored as int32/int64. ``coordinates``:
+    """``input`` (anything :func:`gcnmops.read_counts` reads, or a count store) as a count store at ``output``;
+    returns (the store, whether it was read in parts). A count store and text and Parquet tables are read in parts
+    of rows (memory: one part), tables when their rows come grouped by chromosome and sorted by start; other
+    formats, and tables that must be sorted (as read_counts sorts them), are read whole. Whole-number counts are stored as int32/int64. ``coordinates``:
     as read_counts takes it."""
     from .readers import detect_format, read_count_parts, read_counts
 
     p = Path(input) if isinstance(input, (str, os.PathLike)) else None
+    if p is not None and p.is_dir() and is_count_store(p):  # a store again (one of an earlier gcnmops: checksummed)
+        store = open_count_store(p)
+        step = rows or STORE_COPY_ROWS
+        return write_sorted_parts((store.chromosome(name, a, min(b, a + step)) for name, b0, b in store.blocks
+                                   for a in range(b0, b, step)), output), True
     if p is not None and p.is_file() and detect_format(p)[0] in (".tsv", ".txt", ".csv", ".parquet"):
         parts = read_count_parts(p, min_samples=min_samples, rows=rows, coordinates=coordinates)
         try:
