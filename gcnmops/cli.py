@@ -584,7 +584,9 @@ def _warmup_variants(backend) -> list:
         bincov = DepthMatrix("#Chr\tStart\tEnd\t" + "\t".join(data.sample_names), list(data.sample_names),
                              data.ranges["seqnames"].to_numpy(dtype=object), np.arange(m, dtype=np.int64) * 100,
                              np.arange(1, m + 1, dtype=np.int64) * 100, np.asfortranarray(data.counts))
-        count_data(compress_cov(bincov, 3), out=io.StringIO())
+        for cells in (np.asfortranarray(data.counts), np.asfortranarray(data.counts.astype(np.int32))):
+            bincov.base = cells  # the pandas reader's float64 cells and the fast reader's int32 ones
+            count_data(compress_cov(bincov, 3), out=io.StringIO())
 
     return [lambda: cn_mops(data, norm=2, backend=backend),
             lambda: cn_mops(data, norm_type="mode", size_factor="median", backend=backend),

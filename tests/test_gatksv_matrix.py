@@ -59,6 +59,7 @@ def test_fast_reading_equals_the_cell_by_cell_one(tmp_path, monkeypatch, how):
     monkeypatch.setattr(matrix, "_read_arrow", lambda *a: calls.append(1) or real(*a))
     fast = matrix.read_depth_matrix(path, threads=3)
     assert calls and fast.values[5, 2] == 2 ** 31 - 1
+    assert fast.base.dtype == np.int32 and fast.values.dtype == np.float64  # the cells as parsed; read as numbers
     monkeypatch.undo()
     _same(fast, _slow(path, monkeypatch))
 

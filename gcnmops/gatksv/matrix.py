@@ -47,7 +47,8 @@ class DepthMatrix:
 
     header: the header line as written (no newline); samples: its fields after the first three; contig (m,)
     object, start/end (m,) int64 as written (0-based start); base (M, K) float64, order F: each plain-integer
-    cell's value, NaN where the cell is not one, of this matrix or of the matrix it was taken from; rows (m,) and
+    cell's value, NaN where the cell is not one (int32 where every cell is a 32-bit integer: the fast reader's),
+    of this matrix or of the matrix it was taken from; rows (m,) and
     cols (N,): this matrix's rows and columns in ``base`` (None: all of them, in order); text: {(row, column):
     cell} of the other cells, verbatim (a matrix with text holds its own ``base``)."""
 
@@ -75,10 +76,11 @@ class DepthMatrix:
 
     @cached_property
     def values(self) -> np.ndarray:
-        """The cells (m, N) float64, order F (copied out of ``base`` once, where this matrix is a selection)."""
-        if self.rows is None and self.cols is None:
-            return self.base
-        return select(self.base, self.base_rows(), self.base_cols())
+        """The cells (m, N) float64, order F (copied out of ``base`` once, where this matrix is a selection or
+        ``base`` holds int32)."""
+        cells = self.base if self.rows is None and self.cols is None else select(self.base, self.base_rows(),
+                                                                                  self.base_cols())
+        return cells if cells.dtype == np.float64 else cells.astype(np.float64, order="F")
 
     def take(self, rows, columns=None, header: str | None = None) -> "DepthMatrix":
         """The matrix of ``rows`` (index array or slice) and sample ``columns`` (indices; all by default); without
@@ -248,7 +250,7 @@ def _read_arrow(p: Path, header: str, fields: list[str], threads: int | None, sk
     start, end = (table.column(j).to_numpy() for j in (1, 2))
     columns = [table.column(3 + k) for k in range(n)]
     del table
-    values = np.empty((m, n), dtype=np.float64, order="F")
+    values = np.empty((m, n), dtype=np.int32, order="F")  # the cells as parsed: half a float64 matrix
 
     def fill(k: int) -> None:
         at = 0

@@ -153,13 +153,14 @@ def _windows(m: DepthMatrix, contig: str, rows: np.ndarray, nbin: int) -> _Windo
 @njit(parallel=True, cache=True, nogil=True)
 def _window_sums(cells, src, cols, bounds, out):  # pragma: no cover - numba
     """out[w, j] = cells[src[bounds[w]], cols[j]] + ... + cells[src[bounds[w + 1] - 1], cols[j]], added in that
-    order (as ``np.add.reduceat``); one column per thread, read down its column of ``cells`` (order F)."""
+    order in float64 (as ``np.add.reduceat`` of the float64 cells); one column per thread, read down its column of
+    ``cells`` (order F; float64 or int32)."""
     for j in prange(cols.shape[0]):
         c = cols[j]
         for w in range(bounds.shape[0] - 1):
-            acc = cells[src[bounds[w]], c]
+            acc = np.float64(cells[src[bounds[w]], c])
             for i in range(bounds[w] + 1, bounds[w + 1]):
-                acc += cells[src[i], c]
+                acc += np.float64(cells[src[i], c])
             out[w, j] = acc
 
 
