@@ -241,3 +241,15 @@ def test_rebinning_with_the_exclusion_equals_excluding_after(tmp_path, text):
         np.testing.assert_array_equal(getattr(folded, name), getattr(after, name))
     np.testing.assert_array_equal(folded.values, after.values)
     assert list(folded.lines()) == list(after.lines())
+
+
+def test_awk_key_is_awk_equal():
+    """Texts share an awk_key exactly when awk_equal says they are equal (numbers as numbers, blanks around a
+    number ignored, strings as strings), so a sample's calls can be looked up instead of scanned for."""
+    from gcnmops.gatksv.shelltools import awk_equal, awk_key
+
+    texts = ["1", "1.0", " 1", "01", "+1", "1e0", ".5", "0.50", "-0", "0", "1e400", "2e400", "abc", "Abc", "1a",
+             "NA", "nan", "inf", "", " ", "S_1", "1 ", "1\t"]
+    for a in texts:
+        for b in texts:
+            assert (awk_key(a) == awk_key(b)) == awk_equal(a, b), (a, b)

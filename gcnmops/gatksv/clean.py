@@ -22,8 +22,8 @@ import pandas as pd
 
 from ..errors import InputError
 from .files import bgzip, gzip_lines, write_text
-from .intervals import merge, read_bed, subtract
-from .shelltools import VersionKey, awk_equal, awk_looks_numeric, awk_number, bash_read, line_key
+from .intervals import by_chrom, merge, read_bed, subtract
+from .shelltools import VersionKey, awk_key, awk_looks_numeric, awk_number, bash_read, line_key
 
 HEADER = "#chr\tstart\tend\tname\tsample\tsvtype\tsources"
 _SORT_N = re.compile(r"[ \t]*(-?(?:\d+\.?\d*|\.\d+)?)")
@@ -41,14 +41,24 @@ def _fields_with_blanks(line: str) -> list[str]:
     return re.findall(r"[ \t]*[^ \t]+|[ \t]+$", line) or [""]
 
 
-def _key(line: str, spec: str):
-    """Sort key of ``line`` for a key list like "V n n V" (field k's rule), then the whole line."""
-    f = _fields_with_blanks(line)
-    parts = []
-    for k, rule in enumerate(spec.split()):
-        text = f[k] if k < len(f) else ""
-        parts.append(VersionKey(text) if rule == "V" else _sort_n(text))
-    return (*parts, line_key(line))
+def sort_lines(lines: list[str], spec: str) -> list[str]:
+    """``lines`` as ``sort`` orders them with a key list like "V n n V" (field k's rule: ``-kK,KV`` or
+    ``-kK,Kn``), then by the whole line. A V field's texts are ranked once (equal ranks where ``sort -V`` finds
+    them equal), not compared pair by pair."""
+    rules = spec.split()
+    fields = [_fields_with_blanks(line) for line in lines]
+    texts = [[f[k] if k < len(f) else "" for f in fields] for k in range(len(rules))]
+    keys = []
+    for rule, column in zip(rules, texts):
+        if rule == "V":
+            rank, order = {}, sorted(set(column), key=VersionKey)
+            for i, t in enumerate(order):
+                rank[t] = rank[order[i - 1]] if i and VersionKey(t) == VersionKey(order[i - 1]) else i
+            keys.append([rank[t] for t in column])
+        else:
+            keys.append([_sort_n(t) for t in column])
+    return [line for *_, line in sorted(zip(*keys, [line_key(ln) for ln in lines], lines),
+                                        key=lambda row: row[:-1])]
 
 
 def gff_calls(paths, cnv: str) -> list[str]:
@@ -70,16 +80,24 @@ def gff_calls(paths, cnv: str) -> list[str]:
                 chosen = last < "2" if cnv == "DEL" else last > "2"
             if chosen:
                 out.append("\t".join([f[0], f[3], f[4], f[8]]).replace("sampleName=", ""))
-    return sorted(out, key=lambda ln: _key(ln, "V n n V"))
+    return sort_lines(out, "V n n V")
 
 
-def sample_calls(master: list[str], sample: str, exclude: pd.DataFrame | None) -> list[str]:
-    """One sample's merged (and, with ``exclude``, subtracted) calls as cleancnMOPS.sh writes them."""
-    rows = []
+def calls_by_sample(master: list[str]) -> dict[tuple, list[tuple[str, str, str]]]:
+    """The master list's (chrom, start, end), in its order, under the ``awk_key`` of each line's sample field: a
+    sample's rows are those of its key (awk's ``$4 == sample``), found without reading the list once per sample."""
+    out: dict[tuple, list] = {}
     for line in master:
         f = line.split()
-        if len(f) >= 4 and awk_equal(f[3], sample):
-            rows.append((f[0], f[1], f[2]))
+        if len(f) >= 4:
+            out.setdefault(awk_key(f[3]), []).append((f[0], f[1], f[2]))
+    return out
+
+
+def sample_calls(master: dict, sample: str, exclude: dict | None) -> list[str]:
+    """One sample's merged (and, with ``exclude``, subtracted) calls as cleancnMOPS.sh writes them; ``master``:
+    ``calls_by_sample`` of the master list; ``exclude``: ``intervals.by_chrom`` of the BED subtracted."""
+    rows = master.get(awk_key(sample), [])
     merged = []
     i = 0
     while i < len(rows):
@@ -97,7 +115,7 @@ def sample_calls(master: list[str], sample: str, exclude: pd.DataFrame | None) -
     if exclude is None:
         return [f"{c}\t{a}\t{b}\t{sample}" for c, a, b in merged]
     pieces = [f"{c}\t{a}\t{b}\t{sample}" for c, s0, e0 in merged for a, b in subtract(c, s0, e0, exclude)]
-    return sorted(pieces, key=lambda ln: _key(ln, "V n n"))
+    return sort_lines(pieces, "V n n")
 
 
 def clean_cnmops(samples: str | os.PathLike, gffs: str | os.PathLike, outdir: str | os.PathLike, *,
@@ -112,8 +130,8 @@ def clean_samples(ids: list[str], gff_paths: list[str], outdir: str | os.PathLik
                   subtract_bed: str | os.PathLike | None = None, gz: bool = False) -> list[Path]:
     out = Path(outdir)
     out.mkdir(exist_ok=True)
-    exclude = read_bed(subtract_bed) if subtract_bed else None
-    masters = {cnv: gff_calls(gff_paths, cnv) for cnv in ("DEL", "DUP")}
+    exclude = by_chrom(read_bed(subtract_bed)) if subtract_bed else None
+    masters = {cnv: calls_by_sample(gff_calls(gff_paths, cnv)) for cnv in ("DEL", "DUP")}
     written = []
     for sample in ids:
         (out / sample).mkdir(exist_ok=True)
@@ -142,7 +160,7 @@ def _batch_rows(calls_dir: Path, ids: list[str], cnv: str, batch: str) -> list[s
                 f = line.split()
                 n += 1
                 rows.append("\t".join([f[0], f[1], f[2], f"{batch}_{cnv}_{n}", f[3], cnv, "cnmops"]))
-    return sorted(rows, key=lambda ln: _key(ln, "V n"))
+    return sort_lines(rows, "V n")
 
 
 def _large_rows(rows: list[str], ped_ids: list[str], contigs: set[str], min_size: int) -> list[str]:
@@ -200,4 +218,4 @@ def clean_batch(gffs: list[str | os.PathLike], ped: str | os.PathLike, exclude: 
     return written
 
 
-__all__ = ["HEADER", "gff_calls", "sample_calls", "clean_cnmops", "clean_samples", "clean_batch"]
+__all__ = ["HEADER", "gff_calls", "calls_by_sample", "sample_calls", "clean_cnmops", "clean_samples", "clean_batch"]

@@ -77,15 +77,27 @@ def merge(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(out_s, dtype=np.int64), np.asarray(out_e, dtype=np.int64)
 
 
-def subtract(chrom: str, start: int, end: int, bed: pd.DataFrame) -> list[tuple[int, int]]:
-    """``bedtools subtract -a`` of one interval: the pieces of [start, end) that no interval of ``bed`` covers."""
-    b = bed[bed["chrom"] == chrom]
-    bs, be = _effective(b["start"].to_numpy(), b["end"].to_numpy())
+def by_chrom(bed: pd.DataFrame) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """``bed``'s intervals per chromosome, as ``subtract`` reads them: (start, end, effective start, effective
+    end) int64 arrays (a zero-length interval counts as one base wide on either side, as bedtools takes it)."""
+    out = {}
+    for chrom, b in bed.groupby("chrom", sort=False):
+        s, e = b["start"].to_numpy(dtype=np.int64), b["end"].to_numpy(dtype=np.int64)
+        out[str(chrom)] = (s, e, *_effective(s, e))
+    return out
+
+
+def subtract(chrom: str, start: int, end: int, bed: dict) -> list[tuple[int, int]]:
+    """``bedtools subtract -a`` of one interval: the pieces of [start, end) that no interval of ``bed``
+    (``by_chrom`` of a BED) covers."""
+    if chrom not in bed:
+        return [(start, end)]
+    b_start, b_end, bs, be = bed[chrom]
     hit = (bs < end) & (be > start)
     if not hit.any():
         return [(start, end)]
     pieces, at = [], start
-    for s, e in sorted(zip(b["start"].to_numpy()[hit].tolist(), b["end"].to_numpy()[hit].tolist())):
+    for s, e in sorted(zip(b_start[hit].tolist(), b_end[hit].tolist())):
         if s > at:
             pieces.append((at, min(s, end)))
         at = max(at, e)
@@ -96,4 +108,4 @@ def subtract(chrom: str, start: int, end: int, bed: pd.DataFrame) -> list[tuple[
     return [(s, e) for s, e in pieces if e > s]
 
 
-__all__ = ["read_bed", "overlapping", "merge", "subtract"]
+__all__ = ["read_bed", "overlapping", "merge", "by_chrom", "subtract"]

@@ -140,6 +140,12 @@ def awk_equal(field: str, value: str) -> bool:
     return field == value
 
 
+def awk_key(text: str) -> tuple:
+    """A key under which two texts are equal exactly when ``awk_equal`` says so (a number where it looks like one:
+    a strnum equals a string only when both are the same text, and then both are strnums)."""
+    return ("n", float(text)) if _AWK_NUMBER.fullmatch(text) else ("s", text)
+
+
 def awk_looks_numeric(text: str) -> bool:
     """Whether awk takes a field for a number (a "strnum") in comparisons."""
     return bool(_AWK_NUMBER.fullmatch(text))
@@ -286,5 +292,5 @@ def r_number(text: str) -> float:
     return math.nan
 
 
-__all__ = ["filevercmp", "VersionKey", "version_sorted", "line_key", "awk_equal", "awk_looks_numeric", "awk_number", "bre_to_python",
+__all__ = ["filevercmp", "VersionKey", "version_sorted", "line_key", "awk_equal", "awk_key", "awk_looks_numeric", "awk_number", "bre_to_python",
            "grep_words", "bash_read", "bedtools_number", "bedtools_sum_text", "r_number"]
