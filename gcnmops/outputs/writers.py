@@ -68,7 +68,8 @@ from .callfiles import (VcfOptions, bed_cnvr, bed_cnvs, bed_max_position, bgzip,
                         index_suffix, sample_vcf_name, tabix, vcf_max_position, write_vcf)
 from .tracks import TRACKS, bedgraph, seg_table, track_matrices, track_name
 from .formats import DEFAULT_FORMATS, FORMATS, check_formats
-from .parquet import encode_parquet, join_parts, parquet_array, parquet_options, parquet_table
+from .parquet import (PARQUET_PART_COLUMNS, encode_columns, encode_parquet, join_columns, join_parts, parquet_array,
+                      parquet_options, parquet_table)
 
 #: the per-region matrices (file stems), written by "parquet", "tsv" and "tsv.gz"
 MATRICES = ("normalized_data", "local_assessments", "individual_call", "integer_copy_number", "ini_call",
@@ -472,25 +473,34 @@ class ResultWriter:
                 self.outdir.rmdir()
 
 
+#: the columns every per-region matrix file starts with
+COORDINATES = ["seqnames", "start", "end"]
+
+
 def matrix_columns(result, names=MATRICES) -> dict[str, tuple[list[str], list]]:
     """Each per-region matrix of ``result`` named in ``names`` (default all, MATRICES) as (column names,
-    columns): seqnames, start, end + one column per sample (per class for params_L/params_A; ``ini_call`` one
-    column). Columns are numpy arrays, or Arrow dictionary arrays for the copy-number labels."""
-    head = ["seqnames", "start", "end"]
+    columns): seqnames, start, end + the columns of ``matrix_parts``."""
     coords = _gr_columns(result.gr)
-    samples = list(result.sample_names)
     out = {}
     for name in names:
-        matrix = matrix_source(result, name)
-        if name == "integer_copy_number":
-            out[name] = (head + samples, coords + _label_columns(matrix, result.classes))
-        elif name == "ini_call":
-            out[name] = (head + ["ini_call"], coords + [matrix])
-        elif name.startswith("params_"):
-            out[name] = (head + result.classes, coords + _matrix_columns(np.asarray(matrix)))
-        else:
-            out[name] = (head + samples, coords + _matrix_columns(matrix))
+        labels, columns = matrix_parts(result, name)
+        out[name] = (COORDINATES + labels, coords + columns(0, len(labels)))
     return out
+
+
+def matrix_parts(result, name: str) -> tuple[list[str], Callable[[int, int], list]]:
+    """The per-region matrix ``name`` of ``result`` after its coordinates: (column names, ``columns(a, b)``: its
+    columns a to b - 1, made when asked for), one column per sample (per class for params_L/params_A;
+    ``ini_call`` one column). Columns are numpy arrays, or Arrow dictionary arrays for the copy-number labels."""
+    matrix = matrix_source(result, name)
+    if name == "integer_copy_number":
+        return list(result.sample_names), lambda a, b: _label_columns(matrix[:, a:b], result.classes)
+    if name == "ini_call":
+        return ["ini_call"], lambda a, b: [matrix][a:b]
+    if name.startswith("params_"):
+        matrix = np.asarray(matrix)
+        return list(result.classes), lambda a, b: _matrix_columns(matrix[:, a:b])
+    return list(result.sample_names), lambda a, b: _matrix_columns(matrix[:, a:b])
 
 
 def matrix_source(result, name: str):
@@ -509,7 +519,8 @@ def _write_text_matrices(result, batch: _Batch, compress: bool, names=MATRICES) 
 
 def _write_parquet_matrices(result, batch: _Batch, names=MATRICES) -> None:
     """Each matrix file in parts of whole row groups encoded in parallel (``encode_parquet``), joined in order
-    into the file by its own job (``join_parquet``) as the parts come."""
+    into the file by its own job (``join_parquet``) as the parts come; a wide one (one row group of more than
+    PARQUET_PART_COLUMNS columns) in parts of columns (``_write_column_parts``)."""
     import pyarrow.parquet  # noqa: F401  (imported here: an import racing in the pool's threads can fail)
 
     rows = len(result.gr)
@@ -518,10 +529,35 @@ def _write_parquet_matrices(result, batch: _Batch, names=MATRICES) -> None:
     def coords() -> list:  # once for every file of the batch (the staged ones and those of ``finish``)
         return batch.shared("parquet coordinates", result.gr, lambda: parquet_coordinates(result.gr))
 
-    for name, table in _iter_parquet_tables(result, names, coords):  # parts encoded while the next table is made
+    for name in names:  # parts encoded while the next table is made
+        labels, columns = matrix_parts(result, name)
+        head = COORDINATES + labels
+        if 0 < rows <= per and len(head) > PARQUET_PART_COLUMNS and len(set(head)) == len(head):
+            _write_column_parts(batch, name + ".parquet", head, coords(), columns, rows)
+            continue
+        table = parquet_table(head, coords() + columns(0, len(labels)))
         options = parquet_options(table)
         parts = [batch.submit(encode_parquet, table.slice(a, per), options, per) for a in range(0, max(rows, 1), per)]
         batch.write(name + ".parquet", lambda t, j=(table, options, parts): join_parts(t, *j), waits=True)
+
+
+def _write_column_parts(batch: _Batch, name: str, head: list[str], coords: list, columns, rows: int) -> None:
+    """The matrix file ``name`` of one row group (``rows`` rows) and the columns ``head`` (coordinates ``coords``,
+    then ``columns(a, b)`` of ``matrix_parts``) in parts of PARQUET_PART_COLUMNS columns, each made and encoded in
+    the batch's pool (``encode_columns``: only a part's columns are held at a time), joined into the file as they
+    come (``join_columns``)."""
+    n = len(COORDINATES)
+
+    def part(a: int, b: int):
+        return encode_columns(head[a:b], coords[a:n] + columns(max(a - n, 0), b - n), rows)
+
+    def whole():
+        table = parquet_table(head, coords + columns(0, len(head) - n))
+        return table, parquet_options(table)
+
+    parts = [batch.submit(part, a, min(a + PARQUET_PART_COLUMNS, len(head)))
+             for a in range(0, len(head), PARQUET_PART_COLUMNS)]
+    batch.write(name, lambda t: join_columns(t, parts, whole), waits=True)
 
 
 #: rows of a Parquet row group at most (Arrow's default); a matrix file is written in parts of one row group,
@@ -548,13 +584,12 @@ def parquet_coordinates(gr: pd.DataFrame) -> list:
     return [parquet_array(c) for c in _gr_columns(gr)]
 
 
-def _iter_parquet_tables(result, names=MATRICES, coordinates: Callable[[], list] | None = None):
-    """(name, table) of ``parquet_tables``, each table made when the iteration reaches it; ``coordinates()``:
-    the ``parquet_coordinates`` of ``result.gr`` (default: made here, once)."""
-    coords = None
-    for name, (names, columns) in matrix_columns(result, names).items():
-        coords = coords or (coordinates or (lambda: parquet_coordinates(result.gr)))()
-        yield name, parquet_table(names, coords + columns[3:])
+def _iter_parquet_tables(result, names=MATRICES):
+    """(name, table) of ``parquet_tables``, each table made when the iteration reaches it."""
+    coords = parquet_coordinates(result.gr)
+    for name in names:
+        labels, columns = matrix_parts(result, name)
+        yield name, parquet_table(COORDINATES + labels, coords + columns(0, len(labels)))
 
 
 
