@@ -328,6 +328,29 @@ def test_join_columns_keeps_bits_and_falls_back_on_unknown_footers(tmp_path):
     assert (tmp_path / "k.parquet").read_bytes() == whole
 
 
+@pytest.mark.parametrize("compress", [False, True])
+def test_wide_text_tables_written_a_part_of_columns_at_a_time_are_the_same_bytes(results, tmp_path, monkeypatch,
+                                                                                 compress):
+    """A text table of more columns than TEXT_PART_COLUMNS (a wide cohort's cnvr.tsv) is rendered a part of its
+    columns at a time, the parts' lines joined: the same bytes (a cell that needs quoting: the quoting path)."""
+    from gcnmops.outputs.callfiles import call_table
+
+    rng = np.random.default_rng(4)
+    mixed = pd.DataFrame({"seqnames": ["chr1", "chr2", "chrX"], "n": [1, -2, 3], "x": [0.1, np.nan, -np.inf],
+                          "flag": [True, False, True], "label": ["CN1", None, "CN3"], "y": rng.random(3) * 1e300,
+                          "z": [5e-324, -0.0, 1e21]})
+    quoted = mixed.assign(label=["a\tb", "c", 'd"e'])
+    frames = {"cnvr": call_table(results[1], "cnvr"), "mixed": mixed, "quoted": quoted, "empty": mixed.iloc[:0]}
+    (tmp_path / "whole").mkdir()
+    (tmp_path / "parts").mkdir()
+    for name, frame in frames.items():
+        writers.write_frame(tmp_path / "whole" / name, frame, compress=compress)
+    monkeypatch.setattr(writers, "TEXT_PART_COLUMNS", 2)
+    for name, frame in frames.items():
+        writers.write_frame(tmp_path / "parts" / name, frame, compress=compress)
+        assert (tmp_path / "parts" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name
+
+
 def test_a_second_run_replaces_the_first_runs_files(results, tmp_path):
     """A folder never mixes two runs: files of the earlier run that the new one does not write are removed."""
     r = results[1]

@@ -62,6 +62,7 @@ from ..data import usable_cores
 from ..errors import InputError
 from ..files import lock_folder, remove_inside, remove_stale, umask, unlock_folder
 from ..io.atomic import output_error, publish, signals_held, temp_beside
+from ..io.columns import FrameColumns
 from ..progress import ticker
 from ..provenance import describe
 from .callfiles import (VcfOptions, bed_cnvr, bed_cnvs, bed_max_position, bgzip, call_table, have_pysam,
@@ -259,15 +260,25 @@ def _arrow_column(values):
     return pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(labels, type=pa.string()))
 
 
-def write_columns(path, names: list[str], columns: list, compress: bool = False, header: bool = True) -> None:
-    """Tab-separated text of equally long columns (numpy arrays, pandas Series or Arrow arrays), with a
-    header line of ``names`` (unquoted); gzip-compressed when ``compress``."""
+#: columns of a text table rendered at once at most: a wider one (a wide cohort's cnvr.tsv) is rendered a part of
+#: its columns at a time and the parts' lines joined, so that only one part's Arrow arrays are held
+TEXT_PART_COLUMNS = 1 << 14
+
+
+def write_columns(path, names: list[str], columns, compress: bool = False, header: bool = True) -> None:
+    """Tab-separated text of equally long columns (numpy arrays, pandas Series or Arrow arrays; a list, or a
+    sequence that makes each when asked, ``io.columns.FrameColumns``), with a header line of ``names``
+    (unquoted); gzip-compressed when ``compress``."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    arrays = [c if isinstance(c, (pa.Array, pa.ChunkedArray)) else _arrow_column(c) for c in columns]
-    table = pa.Table.from_arrays(arrays, names=[f"c{i}" for i in range(len(arrays))])
     head = ("\t".join(str(n) for n in names) + "\n").encode() if header else b""
+    rows = len(columns[0]) if len(columns) else 0
+    options = pacsv.WriteOptions(include_header=False, delimiter="\t", quoting_style="none", batch_size=65536)
+
+    def table(part):
+        arrays = [c if isinstance(c, (pa.Array, pa.ChunkedArray)) else _arrow_column(c) for c in part]
+        return pa.Table.from_arrays(arrays, names=[f"c{i}" for i in range(len(arrays))])
 
     def open_out():
         return gzip.GzipFile(path, "wb", compresslevel=GZIP_LEVEL, mtime=0) if compress else open(path, "wb")
@@ -275,11 +286,18 @@ def write_columns(path, names: list[str], columns: list, compress: bool = False,
     try:
         with open_out() as fh:
             fh.write(head)
-            if table.num_rows:
-                pacsv.write_csv(table, fh, pacsv.WriteOptions(include_header=False, delimiter="\t",
-                                                               quoting_style="none", batch_size=65536))
+            if rows and len(columns) <= TEXT_PART_COLUMNS:
+                pacsv.write_csv(table(columns), fh, options)
+            elif rows:
+                lines: list[list[bytes]] = [[] for _ in range(rows)]
+                for a in range(0, len(columns), TEXT_PART_COLUMNS):
+                    sink = pa.BufferOutputStream()
+                    pacsv.write_csv(table(columns[a:a + TEXT_PART_COLUMNS]), sink, options)
+                    for line, text in zip(lines, sink.getvalue().to_pybytes().split(b"\n")):
+                        line.append(text)
+                fh.write(b"".join(b"\t".join(line) + b"\n" for line in lines))
     except pa.ArrowInvalid:  # a string holding a tab, quote or newline: quote just those cells (CSV rules)
-        _write_quoted(open_out, head, table)
+        _write_quoted(open_out, head, table(columns))
 
 
 def _write_quoted(open_out, head: bytes, table) -> None:
@@ -301,7 +319,7 @@ def _write_quoted(open_out, head: bytes, table) -> None:
 
 def write_frame(path, frame: pd.DataFrame, compress: bool = False, header: bool = True) -> None:
     """``write_columns`` of a DataFrame's columns."""
-    write_columns(path, list(frame.columns), [frame[c] for c in frame.columns], compress=compress, header=header)
+    write_columns(path, list(frame.columns), FrameColumns(frame), compress=compress, header=header)
 
 
 def _gr_columns(gr: pd.DataFrame) -> list:
