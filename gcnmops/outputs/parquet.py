@@ -558,8 +558,8 @@ def _merge_columns(parts: list[dict], arrow_schema: bytes) -> bytes:
         raise _FooterError("a schema root without its number of columns")
     group = first["group"]
     values = {
-        2: _list_header_bytes(columns + 1, _T_STRUCT)
-        + _replaced(meta, *first["root"], root, {5: _varint_bytes(_zigzag(columns))}) + b"".join(p[2][1] for p in parts),
+        2: _list_header_bytes(columns + 1, _T_STRUCT) + _replaced(meta, *first["root"], root, {
+            5: _varint_bytes(_zigzag(columns))}) + b"".join(p[2][1] for p in parts),
         4: _list_header_bytes(1, _T_STRUCT) + _replaced(meta, group["start"], group["end"], group["fields"], {
             1: _list_header_bytes(columns, _T_STRUCT) + b"".join(p["group"]["columns"][1] for p in parts),
             2: _varint_bytes(_zigzag(sum(p["group"][2] for p in parts))),
