@@ -106,7 +106,7 @@ def encode_parquet(table, options: dict, rows: int):
 
 
 #: columns of a part of a wide table at most (``encode_columns``, ``join_columns``)
-PARQUET_PART_COLUMNS = 1 << 15
+PARQUET_PART_COLUMNS = 1 << 13
 
 
 def encode_columns(names: list, columns: list, rows: int):
@@ -212,6 +212,8 @@ def join_columns(path: Path, parts: list, whole) -> None:
                 body = view[4:size - 8 - meta]
                 fh.write(body)
                 footers.append(_column_part(bytes(view[size - 8 - meta:size - 8]), position - 4))
+                if len(footers) > 1:  # the first part's footer is the joined one's frame; the others' are read
+                    del footers[-1]["meta"]
                 position += len(body)
                 fields.extend(schema)
                 metadata = schema.metadata
@@ -475,6 +477,15 @@ def _column_part(meta: bytes, shift: int) -> dict:
     if not {"root", 2, 7, "group"} <= set(out) or start != len(meta):
         raise _FooterError("a part's footer without its schema, row group or column orders")
     out["fields"] = fields
+    group = out["group"]
+    kv = [(k, v if k != b"ARROW:schema" else None) for k, v, *_ in _key_values(meta, fields[5][1])] \
+        if 5 in fields else None
+    root = _fields_of(meta, *out["root"])
+    # what every part must share: the other fields, the key-value pairs but the Arrow schema, the schema's root
+    # but its number of columns, the row group's fields, rows, file offset and ordinal
+    out["shared"] = ({i: meta[a:b] for i, (_, a, b) in fields.items() if i not in (2, 4, 5, 7)}, kv,
+                     _replaced(meta, *out["root"], root, {5: b""}), sorted(group["fields"]), group.get(3),
+                     group.get(5) == 4, group.get(7))
     return out
 
 
@@ -542,15 +553,7 @@ def _merge_columns(parts: list[dict], arrow_schema: bytes) -> bytes:
     every part's ColumnChunks (their sizes added), ``arrow_schema`` (base64) as the value of the key
     ``ARROW:schema``, and every part's column orders. The parts must agree on everything else."""
     first, meta = parts[0], parts[0]["meta"]
-
-    def shared(part) -> tuple:
-        m, f, g = part["meta"], part["fields"], part["group"]
-        kv = [(k, v if k != b"ARROW:schema" else None) for k, v, *_ in _key_values(m, f[5][1])] if 5 in f else None
-        root = _fields_of(m, *part["root"])
-        return ({i: m[a:b] for i, (_, a, b) in f.items() if i not in (2, 4, 5, 7)}, kv,
-                _replaced(m, *part["root"], root, {5: b""}), sorted(g["fields"]), g.get(3), g.get(5) == 4, g.get(7))
-
-    if any(shared(p) != shared(first) for p in parts[1:]):
+    if any(p["shared"] != first["shared"] for p in parts[1:]):
         raise _FooterError("the parts differ in more than their columns")
     columns = sum(p[2][0] for p in parts)
     root = _fields_of(meta, *first["root"])
