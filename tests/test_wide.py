@@ -28,11 +28,11 @@ def _peak_kb(table: Path, out: Path) -> int:
 
 @pytest.mark.slow
 def test_memory_per_sample_of_a_wide_cohort_is_bounded(tmp_path):
-    """2 regions x 40,000 samples (past PARQUET_PART_COLUMNS: the matrices are written in parts of columns) against
-    2 x 4,000: the peak resident memory grows by at most BYTES_PER_SAMPLE per sample (it was ~40 KB: a dense
-    table of residual counts, the EM's 64-lane scratch, pyarrow's per-column state of whole tables, a Series
-    per column of every table read and written)."""
-    small, large = 4_000, 40_000
+    """2 regions x 48,000 samples against 2 x 16,000 (both past PARQUET_PART_COLUMNS: matrices written in parts of
+    columns, whose memory does not grow with the samples): the peak resident memory grows by at most
+    BYTES_PER_SAMPLE per sample (it was over 30 KB: a dense table of residual counts, the EM's 64-lane scratch,
+    pyarrow's per-column state of whole tables, a Series per column of every table read and written)."""
+    small, large = 16_000, 48_000
     _peak_kb(cohort(tmp_path / "warm.tsv", 2, 200), tmp_path / "warm")  # kernels compiled and cached first
     base = _peak_kb(cohort(tmp_path / "small.tsv", 2, small), tmp_path / "small")
     peak = _peak_kb(cohort(tmp_path / "large.tsv", 2, large), tmp_path / "large")
