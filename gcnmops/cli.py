@@ -640,6 +640,10 @@ def _terminate(signum, frame) -> None:
 def main(argv: list[str] | None = None) -> int:
     import signal
 
+    from .compat import limit_malloc_arenas
+
+    limit_malloc_arenas()
+
     parser = build_parser()
     args = parser.parse_args(argv)
     note_command(sys.argv[1:] if argv is None else argv, [getattr(args, a, None) for a in ("input", "controls",

@@ -427,6 +427,21 @@ def test_a_region_at_base_one_is_at_pos_one(results, tmp_path):
         assert lines(run("bcftools", "query", "-f", "%POS\t%END\n", path)) == [f"1\t{cnvr['end'].iat[0]}"]
 
 
+def test_a_file_the_pipe_may_not_hold_whole_is_written_directly(tmp_path):
+    """htslib's last flush holds Python's lock, so a file goes through the pipe only where the pipe holds it whole;
+    a larger one (a wide cohort's VCF: a header line per sample) is written directly, never waiting on a copy
+    that cannot run."""
+    names = []
+
+    def write(text):
+        return lambda name: names.append(name) or Path(name).write_text(text)
+
+    pipes.through_pipe(write("large"), tmp_path / "large", pipes.PIPE_BYTES)
+    pipes.through_pipe(write("small"), tmp_path / "small", 100)
+    assert names[0] == str(tmp_path / "large") and names[1] != str(tmp_path / "small")
+    assert (tmp_path / "large").read_text() == "large" and (tmp_path / "small").read_text() == "small"
+
+
 @needs_pysam
 def test_haploid_normal_class_gives_haploid_genotypes(results, tmp_path):
     r = results[1]
@@ -495,6 +510,32 @@ def test_qualities_are_the_models_posteriors(results, tmp_path):
             checked += 1
         assert rec.qual == (max(calls) if calls else 0)
     assert checked
+
+
+def test_dispersion_counts_are_sparse_and_add_up_over_blocks():
+    """The residuals' counts hold one entry per sample and bin that has a window (a wide cohort's take a few bytes
+    per sample, not a row of every bin); counts of blocks of windows add up to those of all of them, and the
+    dispersion is the lower median's bin edge over the chi-square median, as written out here."""
+    rng = np.random.default_rng(7)
+    m, n = 40, 3000
+    x = rng.poisson(rng.uniform(5, 200, n), (m, n)).astype(float)
+    x[rng.random((m, n)) < 0.05] = np.nan
+    mu = np.tile(rng.uniform(5, 200, (1, n)), (m, 1))
+    mu[:3, :7] = 0.0  # no expectation: left out
+    whole = quality.residual_counts(x, mu)
+    assert whole.keys.size <= m * n and whole.keys.nbytes + whole.counts.nbytes <= 16 * m * n
+    joined = quality.residual_counts(x[:13], mu[:13]) + quality.residual_counts(x[13:], mu[13:])
+    assert np.array_equal(joined.keys, whole.keys) and np.array_equal(joined.counts, whole.counts)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r2 = (x - mu) ** 2 / mu
+    chi2 = 0.454936423119572
+    for k in range(0, n, 97):
+        v = np.sort(r2[:, k][np.isfinite(r2[:, k]) & (mu[:, k] > 0)])
+        low = min(max(v[(v.size - 1) // 2], chi2), chi2 * 1e4)
+        edge = float(((np.array(low).view(np.int64) >> 45) << 45).view(np.float64))
+        assert quality.dispersion(whole)[k] == max(1.0, edge / chi2)
+    wide = quality.residual_counts(x[:2], mu[:2])
+    assert wide.keys.nbytes + wide.counts.nbytes <= 16 * 2 * n
 
 
 def test_a_clear_duplication_gets_a_high_quality():

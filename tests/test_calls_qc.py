@@ -355,3 +355,22 @@ def test_cli_call_writes_the_sample_qc(tmp_path, capsys):
     header = subprocess.run(["gzip", "-dc", str(out / "cnvr.vcf.gz")], capture_output=True, text=True).stdout \
         if (out / "cnvr.vcf.gz").exists() else (out / "cnvr.vcf").read_text()
     assert sum(line.startswith("##sampleQC=") for line in header.splitlines()) == 4
+
+
+@pytest.mark.parametrize("m", [1, 2, 9, 130])
+def test_column_spreads_of_a_group_at_once_are_each_columns_spread_bit_for_bit(m):
+    """The columns whose values are finite and inside the biweight's window at every step are taken a group at
+    a time (whole-column sums, as numpy sums one column); the others one by one: every statistic is the same
+    double as ``spread`` of the column alone."""
+    rng = np.random.default_rng(m)
+    n = 600
+    values = np.log2((rng.poisson(60, (m, n)) + 1.0) / 61.0)
+    values[:, :40] = rng.standard_cauchy((m, 40))  # outliers: outside the window
+    values[:, 40:60] = rng.choice([0.0, -0.0, 1.0, -1.0], (m, 20))
+    values[0, 60:70] = np.nan
+    values[-1, 70:75] = np.inf
+    values = np.asfortranarray(values)
+    want = np.array([qc.spread(values[:, j]) for j in range(n)], dtype=np.float64)
+    assert np.array_equal(qc.column_spreads(values).view(np.int64), want.view(np.int64))
+    grouped = qc._inside_spreads(values, np.zeros((n, 3)))
+    assert grouped[75:].sum() > 0.8 * (n - 75) and not grouped[60:75].any()

@@ -282,6 +282,75 @@ def test_join_parquet_keeps_bits_and_falls_back_on_unknown_footers(tmp_path):
         parquet.join_parquet(tmp_path / "k.parquet", [indexed.getvalue(), parts[1]])
 
 
+def test_wide_matrices_in_parts_of_columns_are_the_bytes_of_one_write(results, tmp_path, monkeypatch):
+    """A matrix of more columns than PARQUET_PART_COLUMNS (a wide cohort: pyarrow holds a few kilobytes per
+    column of what it writes) is encoded in parts of columns and joined into the very bytes of one write."""
+    r = results[1]
+    write_result(r, tmp_path / "whole", formats=["parquet"])
+    parts = []
+    monkeypatch.setattr(writers, "PARQUET_PART_COLUMNS", 4)
+    monkeypatch.setattr(writers, "encode_columns", lambda names, columns, rows: parts.append(len(names)) or
+                        parquet.encode_columns(names, columns, rows))
+    write_result(r, tmp_path / "parts", formats=["parquet"])
+    assert max(parts) == 4 and len(parts) >= 4 * -(-(3 + len(r.sample_names)) // 4)
+    for path in sorted((tmp_path / "whole").glob("*.parquet")):
+        assert (tmp_path / "parts" / path.name).read_bytes() == path.read_bytes(), path.name
+
+
+def test_join_columns_keeps_bits_and_falls_back_on_unknown_footers(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from concurrent.futures import Future
+
+    def done(value):
+        future = Future()
+        future.set_result(value)
+        return future
+
+    rng = np.random.default_rng(2)
+    special = rng.choice([0.0, -0.0, np.nan, np.inf, -np.inf, 5e-324, 1.5], (7, 9))
+    gr = pd.DataFrame({"seqnames": ["chr1"] * 4 + ["chr2"] * 3, "start": np.arange(7) * 10 + 1,
+                       "end": np.arange(1, 8) * 10})
+    columns = (writers.parquet_coordinates(gr) + writers._matrix_columns(np.asfortranarray(special))
+               + writers._matrix_columns(np.asfortranarray(rng.random((7, 5))))
+               + writers._label_columns(np.asfortranarray(rng.integers(0, 4, (7, 6)).astype(np.int8)), list("abcd")))
+    names = writers.COORDINATES + [f"S{k}" for k in range(len(columns) - 3)]
+    table = parquet.parquet_table(names, columns)
+    whole = bytes(parquet.encode_parquet(table, parquet.parquet_options(table), 7))
+    for per in (1, 2, 5, 22):
+        parts = [done(parquet.encode_columns(names[a:a + per], columns[a:a + per], 7)) for a in range(0, 23, per)]
+        parquet.join_columns(tmp_path / "j.parquet", parts, None)
+        assert (tmp_path / "j.parquet").read_bytes() == whole, per
+    indexed = pa.BufferOutputStream()  # a page index holds offsets of its own: the whole table written instead
+    pq.write_table(parquet.parquet_table(names[3:5], columns[3:5]), indexed, write_page_index=True)
+    parts = [done(parquet.encode_columns(names[:3], columns[:3], 7)), done((indexed.getvalue(), None))]
+    parquet.join_columns(tmp_path / "k.parquet", parts, lambda: (table, parquet.parquet_options(table)))
+    assert (tmp_path / "k.parquet").read_bytes() == whole
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_wide_text_tables_written_a_part_of_columns_at_a_time_are_the_same_bytes(results, tmp_path, monkeypatch,
+                                                                                 compress):
+    """A text table of more columns than TEXT_PART_COLUMNS (a wide cohort's cnvr.tsv) is rendered a part of its
+    columns at a time, the parts' lines joined: the same bytes (a cell that needs quoting: the quoting path)."""
+    from gcnmops.outputs.callfiles import call_table
+
+    rng = np.random.default_rng(4)
+    mixed = pd.DataFrame({"seqnames": ["chr1", "chr2", "chrX"], "n": [1, -2, 3], "x": [0.1, np.nan, -np.inf],
+                          "flag": [True, False, True], "label": ["CN1", None, "CN3"], "y": rng.random(3) * 1e300,
+                          "z": [5e-324, -0.0, 1e21]})
+    quoted = mixed.assign(label=["a\tb", "c", 'd"e'])
+    frames = {"cnvr": call_table(results[1], "cnvr"), "mixed": mixed, "quoted": quoted, "empty": mixed.iloc[:0]}
+    (tmp_path / "whole").mkdir()
+    (tmp_path / "parts").mkdir()
+    for name, frame in frames.items():
+        writers.write_frame(tmp_path / "whole" / name, frame, compress=compress)
+    monkeypatch.setattr(writers, "TEXT_PART_COLUMNS", 2)
+    for name, frame in frames.items():
+        writers.write_frame(tmp_path / "parts" / name, frame, compress=compress)
+        assert (tmp_path / "parts" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name
+
+
 def test_a_second_run_replaces_the_first_runs_files(results, tmp_path):
     """A folder never mixes two runs: files of the earlier run that the new one does not write are removed."""
     r = results[1]

@@ -118,10 +118,74 @@ def log2_ratios(normalized: np.ndarray, medians: np.ndarray | None = None) -> np
     return np.asfortranarray(out)
 
 
+#: values of a group of columns whose spreads are taken at once (``column_spreads``)
+_CELLS = 1 << 20
+
+
 def column_spreads(values: np.ndarray) -> np.ndarray:
-    """(N, 3) ``spread`` of each column of ``values`` (m, N)."""
-    v = np.asarray(values)
-    return np.array([spread(v[:, j]) for j in range(v.shape[1])], dtype=np.float64).reshape(v.shape[1], 3)
+    """(N, 3) ``spread`` of each column of ``values`` (m, N): the columns whose values are all finite and all
+    inside the biweight's window at every step a group at a time (``_inside_spreads``: the same arithmetic on
+    whole columns), the others one by one."""
+    v = np.asarray(values, dtype=np.float64)
+    m, N = v.shape
+    out = np.full((N, 3), np.nan)
+    group = max(1, _CELLS // max(m, 1))
+    for a in range(0, N, group):
+        block = v[:, a:a + group]
+        done = _inside_spreads(block, out[a:a + group]) if m else np.zeros(block.shape[1], bool)
+        for j in np.flatnonzero(~done):
+            out[a + j] = spread(block[:, j])
+    return out
+
+
+def _inside_spreads(block: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``spread`` into the rows of ``out`` (k, 3) of the columns of ``block`` (m, k) whose values are all finite
+    and all inside the biweight's window at every step; which those are (k,). Every sum runs over a whole
+    column of a column-major array, as numpy sums the column alone (pairwise, in its order)."""
+    cols = np.flatnonzero(np.isfinite(block).all(axis=0))
+    a = np.asfortranarray(block[:, cols])
+    q1, q3 = np.percentile(a, [25, 75], axis=0)
+    mad = np.median(np.abs(a - np.median(a, axis=0)), axis=0) * MAD_SCALE
+    loc, ok = _inside_locations(a)
+    d = a - loc
+    dmad = np.median(np.abs(d), axis=0)
+    u = d / np.maximum(9.0 * dmad, 1e-3)
+    ok &= (np.abs(u) < 1).all(axis=0)
+    u2 = u ** 2
+    # the denominator squared as numpy squares a float64 scalar (pow, not x * x: they may differ in the last bit)
+    square = np.array([x ** 2 for x in ((1 - u2) * (1 - 5 * u2)).sum(axis=0)], dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        bivar = np.sqrt(a.shape[0] * (d ** 2 * (1 - u2) ** 4).sum(axis=0) / square)
+    bivar = np.where(u.sum(axis=0) == 0, dmad * MAD_SCALE, bivar)
+    out[cols[ok]] = np.stack([mad, q3 - q1, bivar], axis=1)[ok]
+    done = np.zeros(block.shape[1], bool)
+    done[cols[ok]] = True
+    return done
+
+
+def _inside_locations(a: np.ndarray, c: float = 6.0, epsilon: float = 1e-3, max_iter: int = 5):
+    """(``biweight_location`` of each column of ``a`` (m, k) column-major, whether every value of the column was
+    inside the window at every step (where not, the location is not this one's))."""
+    loc = np.median(a, axis=0)
+    ok = np.ones(a.shape[1], bool)
+    active = np.ones(a.shape[1], bool)
+    for _ in range(max_iter):
+        at = np.flatnonzero(active)
+        if at.size == 0:
+            break
+        x = np.asfortranarray(a[:, at])
+        d = x - loc[at]
+        u = d / np.maximum(c * np.median(np.abs(d), axis=0), epsilon)
+        inside = (np.abs(u) < 1).all(axis=0)
+        ok[at[~inside]] = False
+        w = (1 - u ** 2) ** 2
+        total = w.sum(axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            step = (d * w).sum(axis=0) / total
+        moving = inside & (total != 0)
+        loc[at[moving]] += step[moving]
+        active[at] = moving & ~(np.abs(step) <= epsilon)
+    return loc, ok
 
 
 def coverage_qc(counts: np.ndarray, sample_names) -> pd.DataFrame:

@@ -235,32 +235,71 @@ N_DISPERSION_BINS = _LAST_BIN - _FIRST_BIN + 1
 _CELLS = 1 << 20
 
 
-def residual_counts(x: np.ndarray, mu: np.ndarray) -> np.ndarray:
-    """(N, N_DISPERSION_BINS) int64: per sample, how many windows' squared Pearson residual (x - mu)^2 / mu
-    falls into each bin of the dispersion's grid (``DISPERSION_BITS``); windows with NaN, or mu <= 0, are left
-    out. ``x`` (m, N), ``mu`` (m, N) or (m, 1). The counts of blocks of windows add up to those of all of them."""
+@dataclass(frozen=True)
+class ResidualCounts:
+    """Per sample, how many windows' squared Pearson residual falls into each bin of the dispersion's grid, held
+    sparse (a sample has at most as many bins as windows): ``keys`` (sorted, unique) sample x N_DISPERSION_BINS +
+    bin of each bin that holds any, ``counts`` (> 0) how many; ``samples`` N. The counts of blocks of windows add
+    up (``+``) to those of all of them."""
+
+    samples: int
+    keys: np.ndarray
+    counts: np.ndarray
+
+    def __add__(self, other: "ResidualCounts") -> "ResidualCounts":
+        keys = np.concatenate([self.keys, other.keys])
+        counts = np.concatenate([self.counts, other.counts])
+        if keys.size == 0:
+            return self
+        order = np.argsort(keys, kind="stable")
+        keys, counts = keys[order], counts[order]
+        first = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
+        return ResidualCounts(self.samples, keys[first], np.add.reduceat(counts, first))
+
+
+def residual_counts(x: np.ndarray, mu: np.ndarray) -> ResidualCounts:
+    """Per sample, how many windows' squared Pearson residual (x - mu)^2 / mu falls into each bin of the
+    dispersion's grid (``DISPERSION_BITS``); windows with NaN, or mu <= 0, are left out. ``x`` (m, N), ``mu``
+    (m, N) or (m, 1). Counted densely for a group of samples at a time (at most _CELLS bins), kept sparse."""
     m, N = x.shape
-    counts = np.zeros(N * N_DISPERSION_BINS, np.int64)
-    step = max(1, _CELLS // max(N, 1))
-    offset = (np.arange(N, dtype=np.int64) * N_DISPERSION_BINS)[None, :]
-    for a in range(0, m, step):
-        xa, ma = x[a:a + step], mu[a:a + step]
-        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            r2 = (xa - ma) ** 2 / ma
-        ok = np.isfinite(r2) & (ma > 0)
-        bins = np.clip(np.where(ok, r2, 0.0).view(np.int64) >> _SHIFT, _FIRST_BIN, _LAST_BIN) - _FIRST_BIN
-        counts += np.bincount((bins + offset)[ok], minlength=counts.size)
-    return counts.reshape(N, N_DISPERSION_BINS)
+    group = max(1, _CELLS // N_DISPERSION_BINS)
+    keys, counts = [], []
+    for c in range(0, N, group):
+        xc = x[:, c:c + group]
+        mc = mu if mu.shape[1] == 1 else mu[:, c:c + group]
+        w = xc.shape[1]
+        dense = np.zeros(w * N_DISPERSION_BINS, np.int64)
+        step = max(1, _CELLS // w)
+        offset = (np.arange(w, dtype=np.int64) * N_DISPERSION_BINS)[None, :]
+        for a in range(0, m, step):
+            xa, ma = xc[a:a + step], mc[a:a + step]
+            with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+                r2 = (xa - ma) ** 2 / ma
+            ok = np.isfinite(r2) & (ma > 0)
+            bins = np.clip(np.where(ok, r2, 0.0).view(np.int64) >> _SHIFT, _FIRST_BIN, _LAST_BIN) - _FIRST_BIN
+            dense += np.bincount((bins + offset)[ok], minlength=dense.size)
+        held = np.flatnonzero(dense)
+        keys.append(held + c * N_DISPERSION_BINS)
+        counts.append(dense[held])
+    return ResidualCounts(N, np.concatenate(keys) if keys else np.zeros(0, np.int64),
+                          np.concatenate(counts) if counts else np.zeros(0, np.int64))
 
 
-def dispersion(counts: np.ndarray) -> np.ndarray:
-    """(N,) each sample's dispersion phi >= 1 from its ``residual_counts`` (N, bins): the lower edge of the bin
-    of the median squared Pearson residual (the lower one of the two middle windows of an even count) over that
-    median for Poisson counts (``_CHI2_MEDIAN``), at least 1 (1 without a usable window)."""
-    counts = np.asarray(counts, np.int64)
-    total = counts.sum(axis=1)
+def dispersion(counts: ResidualCounts) -> np.ndarray:
+    """(N,) each sample's dispersion phi >= 1 from its ``residual_counts``: the lower edge of the bin of the
+    median squared Pearson residual (the lower one of the two middle windows of an even count) over that median
+    for Poisson counts (``_CHI2_MEDIAN``), at least 1 (1 without a usable window)."""
+    N = counts.samples
+    sample = counts.keys // N_DISPERSION_BINS
+    bins = counts.keys - sample * N_DISPERSION_BINS
+    bounds = np.searchsorted(sample, np.arange(N + 1))  # each sample's bins: [bounds[k], bounds[k + 1])
+    cumulative = np.concatenate([[0], np.cumsum(counts.counts)])
+    total = cumulative[bounds[1:]] - cumulative[bounds[:-1]]
     middle = (total - 1) // 2  # 0-based rank of the (lower) median window
-    at = (np.cumsum(counts, axis=1) <= middle[:, None]).sum(axis=1)
+    # the median's bin: the sample's first bin whose running count exceeds the median's rank
+    running = cumulative[1:] - cumulative[bounds[:-1]][sample]
+    before = np.bincount(sample[running <= middle[sample]], minlength=N)
+    at = bins[np.minimum(bounds[:-1] + before, max(bins.size - 1, 0))] if bins.size else np.zeros(N, np.int64)
     edge = ((at + _FIRST_BIN).astype(np.int64) << _SHIFT).view(np.float64)
     return np.where(total > 0, np.maximum(edge / _CHI2_MEDIAN, 1.0), 1.0)
 
@@ -299,10 +338,10 @@ class _Model:
                                                                                                 lam, 1.0)), 0.0))
         self.alpha = np.ascontiguousarray(np.where(np.isfinite(alpha), alpha, 0.0))
 
-    def residual_counts(self) -> np.ndarray:
+    def residual_counts(self) -> ResidualCounts:
         """``residual_counts`` of the block against the normal class's expected counts cov L[:, normal]."""
         if self.main_idx < 0:
-            return np.zeros((self.x.shape[1], N_DISPERSION_BINS), np.int64)
+            return ResidualCounts(self.x.shape[1], np.zeros(0, np.int64), np.zeros(0, np.int64))
         # windows without evidence have lambda 0 here: left out
         return residual_counts(np.asarray(self.x, dtype=np.float64), self.lam[:, [self.main_idx]] * self.cov[None, :])
 
@@ -349,13 +388,13 @@ class CallEvidence:
     counts of each sample, and per call (CNV: its windows and sample; CNV region: its windows, every sample) the
     raw log-likelihood of each class and the mean mixture weights.
 
-    ``samples`` (N,): the columns of ``residuals`` (N, N_DISPERSION_BINS) int64 and of ``region_loglik``;
+    ``samples`` (N,): the samples of ``residuals`` (``ResidualCounts``) and the columns of ``region_loglik``;
     ``cnv_keys`` (seqnames, start, end, sampleName) with ``cnv_windows`` (n,), ``cnv_loglik`` (n, classes),
     ``cnv_prior`` (n, classes); ``region_keys`` (seqnames, start, end) with ``region_windows`` (r,),
     ``region_loglik`` (r, classes, N), ``region_prior`` (r, classes)."""
 
     samples: tuple
-    residuals: np.ndarray
+    residuals: ResidualCounts | None
     cnv_keys: pd.MultiIndex
     cnv_windows: np.ndarray
     cnv_loglik: np.ndarray
@@ -377,7 +416,8 @@ class CallEvidence:
             values = [getattr(p, name) for p in parts]
             return values[0].append(values[1:]) if len(values) > 1 else values[0]
 
-        residuals = None if any(p.residuals is None for p in parts) else np.sum([p.residuals for p in parts], axis=0)
+        residuals = None if any(p.residuals is None for p in parts) else \
+            sum((p.residuals for p in parts[1:]), first.residuals)
         return cls(first.samples, residuals, keys("cnv_keys"),
                    *(np.concatenate([getattr(p, f) for p in parts]) for f in ("cnv_windows", "cnv_loglik",
                                                                                "cnv_prior")),

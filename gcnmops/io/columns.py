@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any, Callable, Sequence
+from collections.abc import Sequence
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -59,11 +60,28 @@ def count_data_from_frame(df: pd.DataFrame, *, min_samples: int = 2, source: str
         raise InputError(f"{capitalized(source)} has no columns.")
     default_names = isinstance(df.columns, pd.RangeIndex)
     names = list(df.columns)
-    cols = [df.iloc[:, j] for j in range(df.shape[1])]
+    cols = FrameColumns(df)
     offset = 0 if coordinates is None else file_start_offset(names, cols, coordinates=coordinates,
                                                              declared=declared, source=source)
     return count_data_from_columns(names, cols, source=source, min_samples=min_samples,
                                     default_sample_names=default_names, start_offset=offset)
+
+
+class FrameColumns(Sequence):
+    """The columns of a DataFrame (or those at ``positions``) as a sequence of Series, each made when asked for: a
+    table of a million samples is not held as a million Series at once."""
+
+    def __init__(self, frame: pd.DataFrame, positions: range | None = None):
+        self.frame = frame
+        self.positions = range(frame.shape[1]) if positions is None else positions
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return FrameColumns(self.frame, self.positions[k])
+        return self.frame.iloc[:, self.positions[k]]
 
 
 def with_index_coordinates(df: pd.DataFrame) -> pd.DataFrame:
@@ -101,7 +119,8 @@ def count_data_from_columns(
     """Shared core: split columns into coordinates and samples, convert samples once into (m, N) F. ``start_offset``
     is added to the starts (1: a 0-based file's, see :mod:`gcnmops.io.coordinates`)."""
     row_label = row_label or (lambda i: f"data row {i + 1}")
-    names, columns = _without_row_names(list(names), list(columns), source, default_sample_names)
+    columns = columns if isinstance(columns, Sequence) else list(columns)
+    names, columns = _without_row_names(list(names), columns, source, default_sample_names)
     keys = [str(n).strip().lower() for n in names]
     coord = {}
     for role, aliases in (("seqnames", SEQNAMES_ALIASES), ("start", START_ALIASES), ("end", END_ALIASES)):
@@ -323,5 +342,5 @@ def capitalized(s: str) -> str:
 
 __all__ = [
     "count_data_from_array", "count_data_from_frame", "count_data_from_columns", "SEQNAMES_ALIASES", "START_ALIASES",
-    "END_ALIASES", "capitalized", "file_start_offset", "with_index_coordinates",
+    "END_ALIASES", "capitalized", "file_start_offset", "with_index_coordinates", "FrameColumns",
 ]

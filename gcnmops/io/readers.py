@@ -48,7 +48,7 @@ from ..data import (CountData, Validated, chromosome_blocks, coordinates, make_c
                     unsorted_rows)
 from ..errors import InputError
 from .columns import (SEQNAMES_ALIASES, count_data_from_array, count_data_from_columns, count_data_from_frame,
-                      file_start_offset, with_index_coordinates)
+                      FrameColumns, file_start_offset, with_index_coordinates)
 from .coordinates import AUTO, check_choice
 from .npz import read_npy, read_npz
 from .toolformats import read_tool_file, sniff, stdin_copy
@@ -400,9 +400,10 @@ class _TextTable:
                 )
         line_of = (_data_line_numbers(path, compression, self.first_data_no)
                    if _needs_line_numbers(df, self.seq_cols) else None)
+        columns = FrameColumns(df)
         if self.offset is None:  # the first part decides the file's convention
-            self.offset = file_start_offset(list(df.columns), [df.iloc[:, j] for j in range(df.shape[1])],
-                                            coordinates=self.coordinates, declared=self.declared, source=shown)
+            self.offset = file_start_offset(list(df.columns), columns, coordinates=self.coordinates,
+                                            declared=self.declared, source=shown)
 
         def row_label(i: int) -> str:
             i += first_row
@@ -411,7 +412,7 @@ class _TextTable:
             return f"data row {i + 1}"
 
         return count_data_from_columns(
-            list(df.columns), [df.iloc[:, j] for j in range(df.shape[1])], source=shown,
+            list(df.columns), columns, source=shown,
             min_samples=min_samples, default_sample_names=not self.has_header, row_label=row_label,
             start_offset=self.offset,
         )
@@ -473,7 +474,7 @@ def read_count_parts(path: str | os.PathLike, *, min_samples: int = 2, rows: int
         offset: list[int] = []  # the first part decides the file's convention; the others follow it
 
         def convert(df, at):
-            cols = [df.iloc[:, j] for j in range(df.shape[1])]
+            cols = FrameColumns(df)
             if not offset:
                 offset.append(file_start_offset(list(df.columns), cols, coordinates=coordinates, declared=None,
                                                 source=shown))
@@ -515,16 +516,19 @@ def _needs_line_numbers(df: pd.DataFrame, text_columns=()) -> bool:
     seqnames) or out-of-range cell, a region that ends before it starts (cheap checks first; the reading itself
     costs far more)."""
     return bool(df.isna().to_numpy().any()) or any(
-        not (pd.api.types.is_numeric_dtype(df[c].dtype)) or df[c].dtype.kind in "cu" for c in df.columns
+        not (pd.api.types.is_numeric_dtype(dtype)) or dtype.kind in "cu" for c, dtype in zip(df.columns, df.dtypes)
         if c not in text_columns
     ) or _suspect_values(df)
 
 
 def _suspect_values(df: pd.DataFrame) -> bool:
-    for c in df.columns:
-        col = df[c]
-        if col.dtype.kind in "if" and len(col) and (col.max() > 2 ** 53 or col.min() < 0):
-            return True
+    dtypes = list(df.dtypes)
+    runs = [j for j in range(1, len(dtypes)) if dtypes[j] != dtypes[j - 1]]
+    for a, b in zip([0] + runs, runs + [len(dtypes)]):  # columns of one dtype: one block's maxima and minima
+        if dtypes[a].kind in "if" and len(df):
+            run = df.iloc[:, a:b]
+            if (run.max() > 2 ** 53).any() or (run.min() < 0).any():
+                return True
     keys = {str(c).strip().lower(): c for c in df.columns}
     if "start" in keys and "end" in keys:
         try:

@@ -53,17 +53,18 @@ def _fit_all(x, cov, folds, log2_folds, alpha_init, alpha_prior, prior_sum, cyc,
             else:
                 rows[nrows] = r
                 nrows += 1
-        xb = np.empty((N, LANES))
+        lanes = max(1, min(LANES, nrows))  # a block of few regions: scratch of as many lanes (N may be large)
+        xb = np.empty((N, lanes))
         work = np.empty(max(N, n))
-        g = np.empty((N, LANES))
-        s = np.empty((N, LANES))
-        lam_b = np.empty((n, LANES))
-        alpha_b = np.empty((n, LANES))
-        log_lam = np.empty((n, LANES))
-        acc = np.empty((n, LANES))
-        p = np.empty((n, N, LANES))
-        lane = np.empty((6, LANES))  # total, t, e, r, tail, head
-        kb = np.empty(LANES, np.int64)
+        g = np.empty((N, lanes))
+        s = np.empty((N, lanes))
+        lam_b = np.empty((n, lanes))
+        alpha_b = np.empty((n, lanes))
+        log_lam = np.empty((n, lanes))
+        acc = np.empty((n, lanes))
+        p = np.empty((n, N, lanes))
+        lane = np.empty((6, lanes))  # total, t, e, r, tail, head
+        kb = np.empty(lanes, np.int64)
         pc = np.empty((n, N))
         for j in range(0, nrows, LANES):
             nl = min(LANES, nrows - j)

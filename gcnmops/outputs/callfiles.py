@@ -62,7 +62,7 @@ def index_suffix(max_position: int) -> str:
 def bgzip(src, dst) -> None:
     """BGZF-compress the text file ``src`` into ``dst`` (what ``bgzip`` writes)."""
     _need_pysam("bgzip")
-    through_pipe(lambda name: pysam.tabix_compress(str(src), name, force=True), dst)
+    through_pipe(lambda name: pysam.tabix_compress(str(src), name, force=True), dst, Path(src).stat().st_size + 65536)
 
 
 def tabix(path, preset: str, index, csi: bool = False) -> None:
@@ -676,8 +676,14 @@ def write_vcf(result, path, reference_fai=None, samples=None, compress: bool = T
     for line in table.header_lines:
         header.add_line(line)
     header.add_samples(*table.samples)  # at once: htslib re-indexes the header after each add_sample
-    through_pipe(lambda name: _write_records(name, "wz" if compress else "w", header, table), path)
+    through_pipe(lambda name: _write_records(name, "wz" if compress else "w", header, table), path, _vcf_bytes(table))
     return path
+
+
+def _vcf_bytes(table: VcfTable) -> int:
+    """Bytes the VCF of ``table`` reaches at most: its text (a record's fields and each sample's cell bounded)."""
+    return (sum(len(line) + 1 for line in table.header_lines) + sum(len(s) + 1 for s in table.samples) + 65536
+            + len(table.records) * (1024 + 64 * len(table.samples)))
 
 
 def _write_records(name: str, mode: str, header, table: VcfTable) -> None:

@@ -1,7 +1,9 @@
 """Parquet files of equally long columns: the encodings chosen per column (``parquet_options``), a file encoded in
 memory (``encode_parquet``), and files of one schema joined into one (``join_parquet``: their column chunks copied
 as they are, their Thrift footers merged with every file offset moved). The writers (``outputs.writers``) write
-every per-region matrix this way, in parts encoded in parallel.
+every per-region matrix this way, in parts encoded in parallel. A table of more than ``PARQUET_PART_COLUMNS``
+columns (a wide cohort) is encoded in parts of columns instead, joined (``join_columns``) into the bytes pyarrow
+writes for the whole table: pyarrow holds a few kilobytes per column while it writes a file.
 """
 from __future__ import annotations
 
@@ -103,6 +105,19 @@ def encode_parquet(table, options: dict, rows: int):
     return sink.getvalue()
 
 
+#: columns of a part of a wide table at most (``encode_columns``, ``join_columns``)
+PARQUET_PART_COLUMNS = 1 << 13
+
+
+def encode_columns(names: list, columns: list, rows: int):
+    """The part of a wide table holding ``columns`` (``parquet_table``) as a Parquet file in memory of one row group
+    of its ``rows`` rows, with the encodings ``parquet_options`` chooses for each column: (the Arrow buffer, the
+    part's schema as written)."""
+    table = parquet_table(names, columns)
+    written = _int32_indices(table)
+    return encode_parquet(written, parquet_options(table), max(rows, 1)), written.schema
+
+
 def _int32_indices(table):
     """``table`` with its dictionary columns' indices widened to int32 (Arrow writes int8 indices a third
     slower), as every file has them."""
@@ -171,6 +186,50 @@ def join_parquet(path, parts) -> None:
         fh.write(len(footer).to_bytes(4, "little") + b"PAR1")
 
 
+def join_columns(path: Path, parts: list, whole) -> None:
+    """The file pyarrow writes for a table of one row group, from ``parts`` (futures of ``encode_columns`` of
+    consecutive groups of its columns, in order): their column chunks copied in order as they complete (each part
+    dropped once written), their footers merged (``_merge_columns``). Written in one piece (``whole()``: the table
+    and its options) should a footer not be one ``_merge_columns`` knows."""
+    import base64
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    footers, fields, metadata = [], [], None
+    try:
+        with open(path, "wb") as fh:
+            fh.write(b"PAR1")
+            position = 4
+            while parts:
+                buffer, schema = parts.pop(0).result()
+                view = memoryview(buffer)
+                size = len(view)
+                meta = int.from_bytes(view[size - 8:size - 4], "little") if size >= 12 else -1
+                if size < 12 or bytes(view[:4]) != b"PAR1" or bytes(view[size - 4:]) != b"PAR1" or \
+                        not 0 < meta <= size - 12:
+                    raise _FooterError("not a Parquet file")
+                body = view[4:size - 8 - meta]
+                fh.write(body)
+                footers.append(_column_part(bytes(view[size - 8 - meta:size - 8]), position - 4))
+                if len(footers) > 1:  # the first part's footer is the joined one's frame; the others' are read
+                    del footers[-1]["meta"]
+                position += len(body)
+                fields.extend(schema)
+                metadata = schema.metadata
+                del view, buffer, body
+            arrow = base64.b64encode(pa.schema(fields, metadata).serialize().to_pybytes())
+            footer = _merge_columns(footers, arrow)
+            fh.write(footer)
+            fh.write(len(footer).to_bytes(4, "little") + b"PAR1")
+    except _FooterError:
+        for future in parts:
+            future.cancel()
+        parts.clear()
+        table, options = whole()
+        pq.write_table(_int32_indices(table), path, **options)
+
+
 # A Parquet footer is a FileMetaData struct in Thrift's compact protocol. Joining files needs only its row groups
 # with their file offsets moved; everything else is copied byte for byte.
 _T_I16, _T_I64, _T_LIST, _T_STRUCT = 4, 6, 9, 12
@@ -179,6 +238,8 @@ _COLUMN_META = {9: "offset", 10: "offset", 11: "offset", 14: "offset"}
 #: ColumnChunk: file_offset, meta_data; a page index (offset_index_offset, column_index_offset) holds offsets of
 #: its own, which are not moved: refused
 _COLUMN_CHUNK = {2: "offset", 3: _COLUMN_META, 4: "refuse", 6: "refuse", 8: "refuse", 9: "refuse"}
+#: a ColumnChunk of a part of a wide table: its own file_offset moved only where it is set (pyarrow writes 0)
+_PART_COLUMN_CHUNK = {**_COLUMN_CHUNK, 2: "set offset"}
 #: RowGroup: columns, file_offset, ordinal
 _ROW_GROUP = {1: [_COLUMN_CHUNK], 5: "offset", 7: "ordinal"}
 
@@ -303,9 +364,10 @@ def _patched(buf: bytes, pos: int, rules: dict, shift: int, ordinal: int) -> tup
             pos = _skip(buf, pos, kind)
             continue
         out += buf[copied:pos]
-        if rule == "offset" and kind == _T_I64:
+        if rule in ("offset", "set offset") and kind == _T_I64:
             value, pos = _varint(buf, pos)
-            out += _varint_bytes(_zigzag(_unzigzag(value) + shift))
+            value = _unzigzag(value)
+            out += _varint_bytes(_zigzag(value + shift if rule == "offset" or value else value))
         elif rule == "ordinal" and kind == _T_I16:
             pos = _varint(buf, pos)[1]
             out += _varint_bytes(_zigzag(ordinal))
@@ -383,3 +445,132 @@ def _merge_footers(footers: list[bytes], shifts: list[int]) -> bytes:
         copied = stop
     out += meta[copied:]
     return bytes(out)
+
+
+def _column_part(meta: bytes, shift: int) -> dict:
+    """One pass over the FileMetaData of a part of a wide table whose body lies ``shift`` bytes further on in the
+    joined file: its fields (id -> (type, value start, value end)), its schema's root element (start, end), the
+    count and bytes of its other schema elements (2: one per column) and of its column orders (7), and its one row
+    group (``_column_group``)."""
+    fields, out, pos, last = {}, {"meta": meta}, 0, 0
+    while True:
+        field, kind, start = _header(meta, pos, last)
+        if kind == _STOP:
+            break
+        if kind == _T_LIST and field in (2, 7):
+            size, item, pos = _list_header(meta, start)
+            first = pos
+            for i in range(size):
+                pos = _skip(meta, pos, item, True)
+                if i == 0 and field == 2:
+                    out["root"], first = (first, pos), pos
+            out[field] = (size - (field == 2), meta[first:pos])
+        elif kind == _T_LIST and field == 4:
+            size, item, at = _list_header(meta, start)
+            if size != 1 or item != _T_STRUCT:
+                raise _FooterError("a part of one row group expected")
+            out["group"], pos = _column_group(meta, at, shift)
+        else:
+            pos = _skip(meta, start, kind)
+        fields[field] = (kind, start, pos)
+        last = field
+    if not {"root", 2, 7, "group"} <= set(out) or start != len(meta):
+        raise _FooterError("a part's footer without its schema, row group or column orders")
+    out["fields"] = fields
+    group = out["group"]
+    kv = [(k, v if k != b"ARROW:schema" else None) for k, v, *_ in _key_values(meta, fields[5][1])] \
+        if 5 in fields else None
+    root = _fields_of(meta, *out["root"])
+    # what every part must share: the other fields, the key-value pairs but the Arrow schema, the schema's root
+    # but its number of columns, the row group's fields, rows, file offset and ordinal
+    out["shared"] = ({i: meta[a:b] for i, (_, a, b) in fields.items() if i not in (2, 4, 5, 7)}, kv,
+                     _replaced(meta, *out["root"], root, {5: b""}), sorted(group["fields"]), group.get(3),
+                     group.get(5) == 4, group.get(7))
+    return out
+
+
+def _column_group(meta: bytes, pos: int, shift: int) -> tuple[dict, int]:
+    """The RowGroup at ``pos`` of a part's footer: its fields and their integers, its ColumnChunks (count, bytes;
+    offsets moved by ``shift``), where it starts and ends; and the position after it."""
+    group, fields, last = {"start": pos}, {}, 0
+    while True:
+        field, kind, start = _header(meta, pos, last)
+        if kind == _STOP:
+            break
+        if field == 1 and kind == _T_LIST:
+            _, items, pos = _patched_list(meta, start, _PART_COLUMN_CHUNK, shift, 0, 0)
+            group["columns"] = (len(items), b"".join(items))
+        elif field in (2, 3, 5, 6) and kind == _T_I64 or field == 7 and kind == _T_I16:
+            value, pos = _varint(meta, start)
+            group[field] = _unzigzag(value)
+        else:
+            raise _FooterError(f"row group field {field} cannot be joined")
+        fields[field] = (kind, start, pos)
+        last = field
+    if not {"columns", 2, 6} <= set(group):
+        raise _FooterError("a row group without its columns or sizes")
+    group["fields"], group["end"] = fields, start
+    return group, start
+
+
+def _replaced(buf: bytes, start: int, end: int, fields: dict, values: dict) -> bytes:
+    """The struct ``buf[start:end]`` (its ``fields``: id -> (type, value start, value end)) with the values of the
+    fields in ``values`` (id -> encoded value) replaced."""
+    out, copied = bytearray(), start
+    for field, (_, a, b) in sorted(fields.items(), key=lambda item: item[1][1]):
+        if field in values:
+            out += buf[copied:a] + values[field]
+            copied = b
+    out += buf[copied:end]
+    return bytes(out)
+
+
+def _fields_of(buf: bytes, start: int, end: int) -> dict:
+    """The fields (id -> (type, value start, value end)) of the struct ``buf[start:end]``."""
+    fields, stop = _fields(buf, start)
+    if stop != end:
+        raise _FooterError("a struct's end moved")
+    return {f: (k, a, b) for f, k, a, b in fields}
+
+
+def _key_values(meta: bytes, start: int) -> list[tuple]:
+    """The KeyValue list at ``start``: (key, value, struct start, struct end, fields) of each."""
+    size, item, pos = _list_header(meta, start)
+    if item != _T_STRUCT:
+        raise _FooterError("key-value metadata of structs expected")
+    out = []
+    for _ in range(size):
+        fields, end = _fields(meta, pos)
+        values = {f: meta[_varint(meta, a)[1]:b] for f, k, a, b in fields if k == 8}  # binary: length, bytes
+        out.append((values.get(1), values.get(2), pos, end, {f: (k, a, b) for f, k, a, b in fields}))
+        pos = end
+    return out
+
+
+def _merge_columns(parts: list[dict], arrow_schema: bytes) -> bytes:
+    """The FileMetaData of the whole table whose groups of columns the parts (``_column_part``) hold: the first
+    part's, with the schema's root counting every column and every part's elements after it, one row group of
+    every part's ColumnChunks (their sizes added), ``arrow_schema`` (base64) as the value of the key
+    ``ARROW:schema``, and every part's column orders. The parts must agree on everything else."""
+    first, meta = parts[0], parts[0]["meta"]
+    if any(p["shared"] != first["shared"] for p in parts[1:]):
+        raise _FooterError("the parts differ in more than their columns")
+    columns = sum(p[2][0] for p in parts)
+    root = _fields_of(meta, *first["root"])
+    if 5 not in root:
+        raise _FooterError("a schema root without its number of columns")
+    group = first["group"]
+    values = {
+        2: _list_header_bytes(columns + 1, _T_STRUCT) + _replaced(meta, *first["root"], root, {
+            5: _varint_bytes(_zigzag(columns))}) + b"".join(p[2][1] for p in parts),
+        4: _list_header_bytes(1, _T_STRUCT) + _replaced(meta, group["start"], group["end"], group["fields"], {
+            1: _list_header_bytes(columns, _T_STRUCT) + b"".join(p["group"]["columns"][1] for p in parts),
+            2: _varint_bytes(_zigzag(sum(p["group"][2] for p in parts))),
+            6: _varint_bytes(_zigzag(sum(p["group"][6] for p in parts)))}),
+        7: _list_header_bytes(sum(p[7][0] for p in parts), _T_STRUCT) + b"".join(p[7][1] for p in parts)}
+    if 5 in first["fields"]:
+        pairs = _key_values(meta, first["fields"][5][1])
+        values[5] = _list_header_bytes(len(pairs), _T_STRUCT) + b"".join(
+            _replaced(meta, start, end, fields, {2: _varint_bytes(len(arrow_schema)) + arrow_schema}
+                      if key == b"ARROW:schema" else {}) for key, _, start, end, fields in pairs)
+    return _replaced(meta, 0, len(meta), first["fields"], values)

@@ -37,7 +37,7 @@ def _large_pipe() -> tuple[int, int] | None:
     return None
 
 
-def through_pipe(write: Callable[[str], object], dst) -> None:
+def through_pipe(write: Callable[[str], object], dst, size: int = 0) -> None:
     """``write(name)``, a call that has htslib write a file, with ``name`` the write end of a pipe whose bytes a
     thread copies into ``dst``: the same bytes as ``write(str(dst))``, without the disk wait that htslib adds.
 
@@ -46,9 +46,10 @@ def through_pipe(write: Callable[[str], object], dst) -> None:
     fdatasync is refused and htslib goes on: the file is then written as every other file of a run (no sync; the
     batch's renames make it appear). pysam closes the file (htslib's last flush, up to a few 64-KiB blocks) holding
     Python's lock, which the copying thread needs to read on: the pipe is made to hold ``PIPE_BYTES`` first, so that
-    the flush never waits for the copy. Where FD_FOLDER is missing or the pipe cannot be enlarged (not Linux),
-    ``write(str(dst))``."""
-    pipe = _large_pipe() if FD_FOLDER.is_dir() else None
+    the flush never waits for the copy. That holds only for a file the pipe holds whole (``size``: bytes it may
+    reach, at most): a larger one (a wide cohort's VCF) is written as ``write(str(dst))``, as where FD_FOLDER is
+    missing or the pipe cannot be enlarged (not Linux)."""
+    pipe = _large_pipe() if FD_FOLDER.is_dir() and size <= PIPE_BYTES // 2 else None
     if pipe is None:
         write(str(dst))
         return

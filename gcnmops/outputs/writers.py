@@ -62,13 +62,15 @@ from ..data import usable_cores
 from ..errors import InputError
 from ..files import lock_folder, remove_inside, remove_stale, umask, unlock_folder
 from ..io.atomic import output_error, publish, signals_held, temp_beside
+from ..io.columns import FrameColumns
 from ..progress import ticker
 from ..provenance import describe
 from .callfiles import (VcfOptions, bed_cnvr, bed_cnvs, bed_max_position, bgzip, call_table, have_pysam,
                         index_suffix, sample_vcf_name, tabix, vcf_max_position, write_vcf)
 from .tracks import TRACKS, bedgraph, seg_table, track_matrices, track_name
 from .formats import DEFAULT_FORMATS, FORMATS, check_formats
-from .parquet import encode_parquet, join_parts, parquet_array, parquet_options, parquet_table
+from .parquet import (PARQUET_PART_COLUMNS, encode_columns, encode_parquet, join_columns, join_parts, parquet_array,
+                      parquet_options, parquet_table)
 
 #: the per-region matrices (file stems), written by "parquet", "tsv" and "tsv.gz"
 MATRICES = ("normalized_data", "local_assessments", "individual_call", "integer_copy_number", "ini_call",
@@ -258,15 +260,25 @@ def _arrow_column(values):
     return pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(labels, type=pa.string()))
 
 
-def write_columns(path, names: list[str], columns: list, compress: bool = False, header: bool = True) -> None:
-    """Tab-separated text of equally long columns (numpy arrays, pandas Series or Arrow arrays), with a
-    header line of ``names`` (unquoted); gzip-compressed when ``compress``."""
+#: columns of a text table rendered at once at most: a wider one (a wide cohort's cnvr.tsv) is rendered a part of
+#: its columns at a time and the parts' lines joined, so that only one part's Arrow arrays are held
+TEXT_PART_COLUMNS = 1 << 14
+
+
+def write_columns(path, names: list[str], columns, compress: bool = False, header: bool = True) -> None:
+    """Tab-separated text of equally long columns (numpy arrays, pandas Series or Arrow arrays; a list, or a
+    sequence that makes each when asked, ``io.columns.FrameColumns``), with a header line of ``names``
+    (unquoted); gzip-compressed when ``compress``."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    arrays = [c if isinstance(c, (pa.Array, pa.ChunkedArray)) else _arrow_column(c) for c in columns]
-    table = pa.Table.from_arrays(arrays, names=[f"c{i}" for i in range(len(arrays))])
     head = ("\t".join(str(n) for n in names) + "\n").encode() if header else b""
+    rows = len(columns[0]) if len(columns) else 0
+    options = pacsv.WriteOptions(include_header=False, delimiter="\t", quoting_style="none", batch_size=65536)
+
+    def table(part):
+        arrays = [c if isinstance(c, (pa.Array, pa.ChunkedArray)) else _arrow_column(c) for c in part]
+        return pa.Table.from_arrays(arrays, names=[f"c{i}" for i in range(len(arrays))])
 
     def open_out():
         return gzip.GzipFile(path, "wb", compresslevel=GZIP_LEVEL, mtime=0) if compress else open(path, "wb")
@@ -274,11 +286,18 @@ def write_columns(path, names: list[str], columns: list, compress: bool = False,
     try:
         with open_out() as fh:
             fh.write(head)
-            if table.num_rows:
-                pacsv.write_csv(table, fh, pacsv.WriteOptions(include_header=False, delimiter="\t",
-                                                               quoting_style="none", batch_size=65536))
+            if rows and len(columns) <= TEXT_PART_COLUMNS:
+                pacsv.write_csv(table(columns), fh, options)
+            elif rows:
+                lines: list[list[bytes]] = [[] for _ in range(rows)]
+                for a in range(0, len(columns), TEXT_PART_COLUMNS):
+                    sink = pa.BufferOutputStream()
+                    pacsv.write_csv(table(columns[a:a + TEXT_PART_COLUMNS]), sink, options)
+                    for line, text in zip(lines, sink.getvalue().to_pybytes().split(b"\n")):
+                        line.append(text)
+                fh.write(b"".join(b"\t".join(line) + b"\n" for line in lines))
     except pa.ArrowInvalid:  # a string holding a tab, quote or newline: quote just those cells (CSV rules)
-        _write_quoted(open_out, head, table)
+        _write_quoted(open_out, head, table(columns))
 
 
 def _write_quoted(open_out, head: bytes, table) -> None:
@@ -300,7 +319,7 @@ def _write_quoted(open_out, head: bytes, table) -> None:
 
 def write_frame(path, frame: pd.DataFrame, compress: bool = False, header: bool = True) -> None:
     """``write_columns`` of a DataFrame's columns."""
-    write_columns(path, list(frame.columns), [frame[c] for c in frame.columns], compress=compress, header=header)
+    write_columns(path, list(frame.columns), FrameColumns(frame), compress=compress, header=header)
 
 
 def _gr_columns(gr: pd.DataFrame) -> list:
@@ -472,25 +491,34 @@ class ResultWriter:
                 self.outdir.rmdir()
 
 
+#: the columns every per-region matrix file starts with
+COORDINATES = ["seqnames", "start", "end"]
+
+
 def matrix_columns(result, names=MATRICES) -> dict[str, tuple[list[str], list]]:
     """Each per-region matrix of ``result`` named in ``names`` (default all, MATRICES) as (column names,
-    columns): seqnames, start, end + one column per sample (per class for params_L/params_A; ``ini_call`` one
-    column). Columns are numpy arrays, or Arrow dictionary arrays for the copy-number labels."""
-    head = ["seqnames", "start", "end"]
+    columns): seqnames, start, end + the columns of ``matrix_parts``."""
     coords = _gr_columns(result.gr)
-    samples = list(result.sample_names)
     out = {}
     for name in names:
-        matrix = matrix_source(result, name)
-        if name == "integer_copy_number":
-            out[name] = (head + samples, coords + _label_columns(matrix, result.classes))
-        elif name == "ini_call":
-            out[name] = (head + ["ini_call"], coords + [matrix])
-        elif name.startswith("params_"):
-            out[name] = (head + result.classes, coords + _matrix_columns(np.asarray(matrix)))
-        else:
-            out[name] = (head + samples, coords + _matrix_columns(matrix))
+        labels, columns = matrix_parts(result, name)
+        out[name] = (COORDINATES + labels, coords + columns(0, len(labels)))
     return out
+
+
+def matrix_parts(result, name: str) -> tuple[list[str], Callable[[int, int], list]]:
+    """The per-region matrix ``name`` of ``result`` after its coordinates: (column names, ``columns(a, b)``: its
+    columns a to b - 1, made when asked for), one column per sample (per class for params_L/params_A;
+    ``ini_call`` one column). Columns are numpy arrays, or Arrow dictionary arrays for the copy-number labels."""
+    matrix = matrix_source(result, name)
+    if name == "integer_copy_number":
+        return list(result.sample_names), lambda a, b: _label_columns(matrix[:, a:b], result.classes)
+    if name == "ini_call":
+        return ["ini_call"], lambda a, b: [matrix][a:b]
+    if name.startswith("params_"):
+        matrix = np.asarray(matrix)
+        return list(result.classes), lambda a, b: _matrix_columns(matrix[:, a:b])
+    return list(result.sample_names), lambda a, b: _matrix_columns(matrix[:, a:b])
 
 
 def matrix_source(result, name: str):
@@ -509,7 +537,8 @@ def _write_text_matrices(result, batch: _Batch, compress: bool, names=MATRICES) 
 
 def _write_parquet_matrices(result, batch: _Batch, names=MATRICES) -> None:
     """Each matrix file in parts of whole row groups encoded in parallel (``encode_parquet``), joined in order
-    into the file by its own job (``join_parquet``) as the parts come."""
+    into the file by its own job (``join_parquet``) as the parts come; a wide one (one row group of more than
+    PARQUET_PART_COLUMNS columns) in parts of columns (``_write_column_parts``)."""
     import pyarrow.parquet  # noqa: F401  (imported here: an import racing in the pool's threads can fail)
 
     rows = len(result.gr)
@@ -518,10 +547,35 @@ def _write_parquet_matrices(result, batch: _Batch, names=MATRICES) -> None:
     def coords() -> list:  # once for every file of the batch (the staged ones and those of ``finish``)
         return batch.shared("parquet coordinates", result.gr, lambda: parquet_coordinates(result.gr))
 
-    for name, table in _iter_parquet_tables(result, names, coords):  # parts encoded while the next table is made
+    for name in names:  # parts encoded while the next table is made
+        labels, columns = matrix_parts(result, name)
+        head = COORDINATES + labels
+        if 0 < rows <= per and len(head) > PARQUET_PART_COLUMNS and len(set(head)) == len(head):
+            _write_column_parts(batch, name + ".parquet", head, coords(), columns, rows)
+            continue
+        table = parquet_table(head, coords() + columns(0, len(labels)))
         options = parquet_options(table)
         parts = [batch.submit(encode_parquet, table.slice(a, per), options, per) for a in range(0, max(rows, 1), per)]
         batch.write(name + ".parquet", lambda t, j=(table, options, parts): join_parts(t, *j), waits=True)
+
+
+def _write_column_parts(batch: _Batch, name: str, head: list[str], coords: list, columns, rows: int) -> None:
+    """The matrix file ``name`` of one row group (``rows`` rows) and the columns ``head`` (coordinates ``coords``,
+    then ``columns(a, b)`` of ``matrix_parts``) in parts of PARQUET_PART_COLUMNS columns, each made and encoded in
+    the batch's pool (``encode_columns``: only a part's columns are held at a time), joined into the file as they
+    come (``join_columns``)."""
+    n = len(COORDINATES)
+
+    def part(a: int, b: int):
+        return encode_columns(head[a:b], coords[a:n] + columns(max(a - n, 0), b - n), rows)
+
+    def whole():
+        table = parquet_table(head, coords + columns(0, len(head) - n))
+        return table, parquet_options(table)
+
+    parts = [batch.submit(part, a, min(a + PARQUET_PART_COLUMNS, len(head)))
+             for a in range(0, len(head), PARQUET_PART_COLUMNS)]
+    batch.write(name, lambda t: join_columns(t, parts, whole), waits=True)
 
 
 #: rows of a Parquet row group at most (Arrow's default); a matrix file is written in parts of one row group,
@@ -548,13 +602,12 @@ def parquet_coordinates(gr: pd.DataFrame) -> list:
     return [parquet_array(c) for c in _gr_columns(gr)]
 
 
-def _iter_parquet_tables(result, names=MATRICES, coordinates: Callable[[], list] | None = None):
-    """(name, table) of ``parquet_tables``, each table made when the iteration reaches it; ``coordinates()``:
-    the ``parquet_coordinates`` of ``result.gr`` (default: made here, once)."""
-    coords = None
-    for name, (names, columns) in matrix_columns(result, names).items():
-        coords = coords or (coordinates or (lambda: parquet_coordinates(result.gr)))()
-        yield name, parquet_table(names, coords + columns[3:])
+def _iter_parquet_tables(result, names=MATRICES):
+    """(name, table) of ``parquet_tables``, each table made when the iteration reaches it."""
+    coords = parquet_coordinates(result.gr)
+    for name in names:
+        labels, columns = matrix_parts(result, name)
+        yield name, parquet_table(COORDINATES + labels, coords + columns(0, len(labels)))
 
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..calls.cnvs import NO_CNV_MESSAGE
-from ..calls.quality import CallEvidence
+from ..calls.quality import CallEvidence, ResidualCounts
 from ..data import CountData
 from ..normalization.factors import coverage_ratios
 from ..result import CNVDetectionResult, empty_cnvr, empty_segments
@@ -77,7 +77,7 @@ calls' qualities (``call_evidence``). As a context manager it
         self.cnvs: list[pd.DataFrame | None] = [None] * n_blocks
         self.cnvr: list[pd.DataFrame | None] = [None] * n_blocks
         self.evidence: list[CallEvidence | None] = [None] * n_blocks
-        self.residuals: np.ndarray | None = None
+        self.residuals: ResidualCounts | None = None
         self.sample_names = list(sample_names)
         self.segments = segments
         self._quiet = _NoCnvFilter()
@@ -97,7 +97,7 @@ calls' qualities (``call_evidence``). As a context manager it
                    evidence: CallEvidence | None) -> None:
         """Block ``k``'s tables and its calls' evidence, as a worker sent them."""
         self.segmentation[k], self.cnvs[k], self.cnvr[k] = segmentation, cnvs, cnvr
-        if evidence is not None:  # the residuals' counts added up at once: one sample x bins table held
+        if evidence is not None:  # the residuals' counts added up at once: one table held
             self.residuals = evidence.residuals if self.residuals is None else self.residuals + evidence.residuals
             evidence = replace(evidence, residuals=None)
         self.evidence[k] = evidence
