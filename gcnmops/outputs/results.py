@@ -28,6 +28,10 @@ def _read_text(path: Path, dtypes: dict | None = None) -> pd.DataFrame:
                        dtype=dtypes)
 
 
+#: bytes and items a matrix file's Parquet footer may hold when read back (pyarrow's int32 limit)
+FOOTER_LIMIT = 2**31 - 1
+
+
 def _matrix_frame(folder: Path, name: str) -> pd.DataFrame:
     for suffix in _MATRIX_SUFFIXES:
         path = folder / (name + suffix)
@@ -35,7 +39,9 @@ def _matrix_frame(folder: Path, name: str) -> pd.DataFrame:
             if suffix == ".parquet":
                 import pyarrow.parquet as pq
 
-                return pq.read_table(path).to_pandas()
+                # a cohort of ~1M samples writes a footer beyond pyarrow's default limits (100 MB of thrift)
+                return pq.read_table(path, thrift_string_size_limit=FOOTER_LIMIT,
+                                     thrift_container_size_limit=FOOTER_LIMIT).to_pandas()
             return _read_text(path, {"seqnames": str})
     raise InputError(f"{folder} has no {name} matrix ({', '.join(name + s for s in _MATRIX_SUFFIXES)}): write the "
                      f"result with a matrix format (parquet, tsv or tsv.gz) to read it back.")
