@@ -6,7 +6,8 @@ moves the bar within the current stage. Outside a ``Progress`` (the Python API, 
 
 On a terminal, log lines (gcnmops's and the root logger's) are printed above the bar, which is redrawn below
 them. Where stderr is no terminal (a batch job's log, a pipe) there is no bar: one line per finished stage and,
-inside a stage, one every ``LINE_EVERY`` seconds, each with the elapsed time. The ETA adds the running stage's
+inside a stage, one every ``LINE_EVERY`` seconds, each with the elapsed time, once the run has lasted
+``QUIET_FOR`` seconds (a shorter run says nothing). The ETA adds the running stage's
 rest at its own measured rate and the later stages' weights at the median seconds per weight of the stages
 finished so far (at least two: none before), so that a slow start (reading, compiling) is not extrapolated.
 """
@@ -27,6 +28,8 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 _UNITS = 1000
 #: seconds between progress lines inside a stage where stderr is no terminal
 LINE_EVERY = 10.0
+#: seconds a run goes on before it prints progress lines where stderr is no terminal
+QUIET_FOR = 10.0
 _CURRENT: ContextVar["Progress | None"] = ContextVar("gcnmops_progress", default=None)
 
 
@@ -80,6 +83,8 @@ class Progress:
         return "?" if eta is None else tqdm.format_interval(eta)
 
     def _line(self, text: str) -> None:
+        if time.monotonic() - self._t0 < QUIET_FOR:
+            return
         elapsed = tqdm.format_interval(time.monotonic() - self._t0)
         eta = self.eta()
         self._stream.write(f"gcnmops: {text} [elapsed {elapsed}" + ("" if eta is None else

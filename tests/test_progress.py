@@ -17,6 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def test_a_pipe_gets_a_line_per_stage_and_lines_inside_long_stages(monkeypatch):
     monkeypatch.setattr(progress, "LINE_EVERY", 0.2)
+    monkeypatch.setattr(progress, "QUIET_FOR", 0.0)
     out = io.StringIO()  # no terminal
     with progress.Progress({"read": 1, "model": 3, "write": 1}, stream=out) as bar:
         bar.advance("read")
@@ -31,6 +32,20 @@ def test_a_pipe_gets_a_line_per_stage_and_lines_inside_long_stages(monkeypatch):
     assert all(ln.startswith("gcnmops: ") and "elapsed 00:0" in ln for ln in lines)
     assert any(ln.startswith("gcnmops: model ") and "%" in ln for ln in lines)  # inside the stage
     assert "\r" not in out.getvalue()  # no bar
+
+
+def test_a_short_run_says_nothing_in_a_pipe_and_a_long_one_from_quiet_for_on(monkeypatch):
+    """A run shorter than QUIET_FOR (a cached example) prints no progress line; a longer one prints its stages
+    from then on."""
+    monkeypatch.setattr(progress, "QUIET_FOR", 0.3)
+    out = io.StringIO()
+    with progress.Progress({"read": 1, "model": 1, "write": 1}, stream=out) as bar:
+        bar.advance("read")
+        assert out.getvalue() == ""
+        time.sleep(0.4)
+        bar.advance("model")
+        bar.advance("write")
+    assert [ln.split()[1] for ln in out.getvalue().splitlines()] == ["model", "write"]
 
 
 def test_quiet_prints_nothing():
