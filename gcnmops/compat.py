@@ -38,6 +38,19 @@ def limit_malloc_arenas() -> None:
         pass
 
 
+def keep_numba_threads() -> Callable[[], None]:
+    """A function giving the thread it runs in the numba thread count of the thread calling this one: numba's
+    count is per thread, and a new thread (the model's, a writer's) starts with every core, whatever
+    ``--threads``, R's ``parallel`` or a Dask worker's share set. Nothing where numba is not loaded yet."""
+    import sys
+
+    numba = sys.modules.get("numba")
+    if numba is None:
+        return lambda: None
+    n = numba.get_num_threads()
+    return lambda: numba.set_num_threads(n)
+
+
 def lazy_exports(namespace: dict, exports: Mapping[str, str], submodules: bool = False
                  ) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
     """(``__getattr__``, ``__dir__``) for the package whose ``globals()`` is ``namespace``: ``exports`` maps each

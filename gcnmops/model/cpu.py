@@ -15,6 +15,7 @@ import threading
 import numpy as np
 from numba import njit, prange
 
+from ..compat import keep_numba_threads
 from ..exact.rstats import ld_mean
 from ..progress import tick
 from .em import all_at_most, fit_lanes, last_estep_outputs, prior_answer
@@ -111,11 +112,14 @@ def fit_cpu(x: np.ndarray, cov: np.ndarray, spec: ModelSpec, keep_post: bool = F
 def run_interruptibly(kernel, stop: np.ndarray, *args) -> None:
     """``kernel(*args)`` (compiled ``nogil``, returning soon after ``stop[0]`` is set) in a thread of its own
     while this one waits: an exception raised here meanwhile (KeyboardInterrupt, the CLI's SIGTERM) sets
-    ``stop``, waits for the kernel to return and goes on; the kernel's own exception is re-raised here."""
+    ``stop``, waits for the kernel to return and goes on; the kernel's own exception is re-raised here. The
+    kernel's thread uses this thread's numba thread count."""
     failed: list[BaseException] = []
+    same_threads = keep_numba_threads()
 
     def target() -> None:
         try:
+            same_threads()
             kernel(*args)
         except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
             failed.append(exc)

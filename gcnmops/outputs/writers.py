@@ -57,6 +57,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..compat import keep_numba_threads
 from ..cuda.probe import Backend
 from ..data import usable_cores
 from ..errors import InputError
@@ -119,8 +120,10 @@ class _Batch:
         if progress:
             self.follow_progress()
         self.workers = max(1, workers if workers is not None else usable_cores())
-        self.pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="gcnmops-write")
-        self.waiting = ThreadPoolExecutor(max_workers=32, thread_name_prefix="gcnmops-join")
+        same_threads = keep_numba_threads()  # the kernels a file needs (the calls' qualities) as the run's
+        self.pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="gcnmops-write",
+                                       initializer=same_threads)
+        self.waiting = ThreadPoolExecutor(max_workers=32, thread_name_prefix="gcnmops-join", initializer=same_threads)
         self.memo: dict[str, tuple[object, object]] = {}  # shared(): key -> (source, value)
 
     def follow_progress(self) -> None:
