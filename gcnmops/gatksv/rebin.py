@@ -83,13 +83,12 @@ def compress_cov(m: DepthMatrix, ratio: int, what: str = "the matrix", bed: pd.D
     if bed is not None:  # bins kept by the exclusion: their windows alone summed
         out = overlapping(contigs, starts, starts + nbin, bed)
         ends = np.cumsum([len(w.start) for w in windows])
-        for w, a, b in zip(windows, ends - [len(w.start) for w in windows], ends):
+        for w, a, b in zip(windows, np.r_[0, ends[:-1]], ends):
             w.drop(out[a:b])
         contigs, starts = contigs[~out], starts[~out]
     # cells as bedtools reads them: the plain integers where the matrix has no other cell (a selection of its base)
-    cells, rows, cols = ((m.base, m.base_rows(), m.base_cols()) if not m.text else
-                         (m.numbers(bedtools_number), np.arange(m.n_rows, dtype=np.int64),
-                          np.arange(len(m.samples), dtype=np.int64)))
+    cells = m.numbers(bedtools_number) if m.text else m.base  # a matrix with text cells holds its own base
+    rows, cols = m.base_rows(), m.base_cols()
     sums = np.empty((len(starts), len(m.samples)), dtype=np.float64, order="F")
     seg = np.concatenate([[0], np.cumsum([w.n_src for w in windows])]).astype(np.int64)
     src = np.concatenate([rows[w.src] for w in windows] + [np.empty(0, np.int64)])
