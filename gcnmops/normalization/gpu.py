@@ -95,7 +95,7 @@ def normalize_chromosomes_gpu(X, chr=None, norm_type: str = "poisson", size_fact
 
 def normalize_on_device(Y, X: np.ndarray, blocks: list[tuple[str, int, int]], norm_type: str = "poisson",
                         size_factor: str = "mean", qu: float = 0.25, qu_size_factor: float = 0.75,
-                        timings: dict | None = None) -> np.ndarray | None:
+                        timings: dict | None = None, colsums: np.ndarray | None = None) -> np.ndarray | None:
     """Normalize the device copy ``Y`` of the counts ``X`` in place (the device-resident pipeline's stage).
 
     ``X``: validated counts (m, N) float64 column-major (CountData.counts); ``Y``: the same values on the device
@@ -103,7 +103,9 @@ def normalize_on_device(Y, X: np.ndarray, blocks: list[tuple[str, int, int]], no
     (CountData.blocks()); ``timings``: the caller's dict for the stage seconds and ``normalize_path``. Returns
     None when Y was normalized on the GPU; otherwise (arguments or data the GPU version leaves to the CPU) the
     CPU's normalized matrix, whose values Y then holds too. Identical to
-    ``cpu.normalize_chromosomes(X, chromosome names)`` either way.
+    ``cpu.normalize_chromosomes(X, chromosome names, colsums=colsums)`` either way: ``colsums`` (N,), the samples'
+    totals over the whole genome when ``X`` is some of its chromosomes, matter only where a sample has no read in
+    ``X``, which the GPU leaves to the CPU code ("zero column").
     """
     t = {} if timings is None else timings
     args = _checked_args(norm_type, size_factor, qu, qu_size_factor, None)
@@ -123,7 +125,7 @@ def normalize_on_device(Y, X: np.ndarray, blocks: list[tuple[str, int, int]], no
             why = str(exc)
     t["normalize_path"] = f"cpu ({why})"
     chrom = np.repeat(np.array(names, dtype=object), [e - b for _, b, e in blocks])
-    res = normalize_chromosomes(X, chrom, **args)
+    res = normalize_chromosomes(X, chrom, colsums=colsums, **args)
     Y[...] = device_module().asarray(res)
     return res
 

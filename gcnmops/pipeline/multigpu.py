@@ -1,6 +1,7 @@
 """Every GPU of a machine: whole chromosomes placed on the devices, largest first, each device running its
-chromosomes through the stage order (stages.run_block) on its own host thread, the results landing in place in
-whole-matrix arrays.
+chromosomes through the stage order (stages.run_block) on its own host thread, device-resident as on one GPU
+(resident_gpu.py: the counts copied in once, the sINI read where the model left it), the results landing in place
+in whole-matrix arrays.
 
 cn.mops normalizes and segments per chromosome and fits every region on its own, so a chromosome is a block that
 needs of the rest only what ``stages.Genome`` holds (each sample's total count, norm 2's coverages), computed first
@@ -24,7 +25,8 @@ from collections.abc import Sequence
 import numba
 import numpy as np
 
-from ..cuda.runtime import in_threads, on_device
+from ..cuda.probe import Backend
+from ..cuda.runtime import in_threads, make_backend, on_device
 from ..data import CountData
 from ..model.spec import ModelOutput
 from ..normalization.checks import count_matrix
@@ -48,8 +50,8 @@ def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timin
     ``stages.run_block`` on the whole matrix. ``per_device``: worker threads per device, each taking chromosomes
     (with two, one chromosome's host passes overlap another's GPU stages). ``timings`` gain "genome" (the
     whole-matrix sums), and per stage the slowest device's seconds (its threads' seconds added up);
-    ``gpu_stats`` holds each device's wall time (``device_<id>_seconds``: its slowest thread's) and chromosome
-    count."""
+    ``gpu_stats`` holds each device's wall time (``device_<id>_seconds``: its slowest thread's), chromosome count
+    and how many of them ran device-resident (``device_<id>_resident``)."""
     regions = Regions.of(data)
     blocks = regions.blocks
     with timed_stage(timings, "genome"):
@@ -64,7 +66,7 @@ def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timin
     failed = threading.Event()  # a device failed: the others take no more chromosomes
     if per_device < 1:
         raise ValueError("per_device must be at least 1")
-    stats_of: dict[int, dict] = {d: {"chromosomes": 0, "seconds": 0.0} for d in devices}
+    stats_of: dict[int, dict] = {d: {"chromosomes": 0, "resident": 0, "seconds": 0.0} for d in devices}
     share = max(1, numba.get_num_threads() // (len(devices) * per_device))
 
     def work(device: int) -> None:
@@ -73,6 +75,9 @@ def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timin
         try:
             numba.set_num_threads(share)  # this thread's parallel loops: its share of the cores
             with on_device(device):
+                limit = {}  # the device's memory shared among its threads
+                if plan.backend is Backend.GPU and per_device > 1:
+                    limit["max_device_memory"] = make_backend(device).mem_info()[1] // per_device
                 while not failed.is_set():
                     with take:
                         k = next(taken, None)
@@ -81,11 +86,12 @@ def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timin
                     _, b0, b1 = blocks[k]
                     block_timings: dict = {}
                     result = run_block(plan, [data.rows(b0, b1)], genome=genome, timings=block_timings,
-                                       devices=[device])
+                                       devices=[device], **limit)
                     landing.put(b0, b1, result)
                     gathered.put(k, result)
                     with take:
                         stats["chromosomes"] += 1
+                        stats["resident"] += bool(result.gpu_stats.get("model_resident"))
                         for name, value in {**block_timings, **result.gpu_stats}.items():
                             if isinstance(value, (int, float)) and not isinstance(value, bool):
                                 stats[name] = stats.get(name, 0) + value
@@ -100,7 +106,8 @@ def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timin
         in_threads({f"gcnmops-gpu{d}-{k}": (lambda d=d: work(d)) for d in devices for k in range(per_device)})
     for stage in _STAGES:
         timings[stage] = timings.get(stage, 0.0) + max(s.get(stage, 0.0) for s in stats_of.values())
-    gpu_stats = {f"device_{d}_{key}": s[key] for d, s in stats_of.items() for key in ("seconds", "chromosomes")}
+    gpu_stats = {f"device_{d}_{key}": s[key] for d, s in stats_of.items()
+                 for key in ("seconds", "chromosomes", "resident")}
     result = landing.result(plan, regions, genome, timings, gpu_stats)
     listener = MODEL_DONE.get()
     if listener is not None:

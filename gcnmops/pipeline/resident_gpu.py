@@ -31,7 +31,7 @@ from ..model.spec import ModelOutput
 from ..normalization import normalize_in_place_on_device, sample_coverage
 from ..progress import timed_stage
 from .plan import RunPlan
-from .blocks import Normalized
+from .blocks import Genome, Normalized
 
 
 @dataclass
@@ -44,12 +44,15 @@ class DeviceModel:
 
 def normalize_and_fit_resident(plan: RunPlan, data: CountData, timings: dict, out: ModelOutput | None = None,
                                devices=None, max_device_memory: int | None = None, gpu_stats: dict | None = None,
+                               genome: Genome | None = None,
                                **fit_options) -> tuple[Normalized, ModelOutput, DeviceModel] | None:
-    """Normalization and model of the whole matrix on the GPU, device-resident: (Normalized with the host's
-    normalizedData, host ModelOutput, DeviceModel); None where it does not fit the device or several devices are
-    asked for (the caller runs the stages from host memory). Stage seconds go into ``timings`` ("normalize",
-    "model"), the sub-stage seconds and counts into ``gpu_stats`` (norm_* of the normalization, model_resident,
-    model_launches, model_store_posteriors; the result's ``gpu_stats``).
+    """Normalization and model of the block ``data`` on the current GPU, device-resident: (Normalized with the
+    host's normalizedData, host ModelOutput, DeviceModel); None where it does not fit the device or ``devices``
+    names another device or several (the caller runs the stages from host memory). ``genome``: what the block
+    needs of the rest of the matrix when it is some chromosomes (their totals and coverages; blocks.Genome).
+    Stage seconds go into ``timings`` ("normalize", "model"), the sub-stage seconds and counts into
+    ``gpu_stats`` (norm_* of the normalization, model_resident, model_launches, model_store_posteriors; the
+    result's ``gpu_stats``).
 
     ``out``: host arrays the model's results are copied into; ``fit_options``: ``chunk_rows`` (rows per launch),
     ``config`` and ``stats`` of model.gpu.fit_gpu_device.
@@ -61,9 +64,10 @@ def normalize_and_fit_resident(plan: RunPlan, data: CountData, timings: dict, ou
     m, N = counts.shape
     n = plan.spec.folds.size
     copies = 2 if plan.uses_coverage else 1
+    current = 0 if xp is np else xp.cuda.Device().id
     free = xp.cuda.Device().mem_info[0] + xp.get_default_memory_pool().free_bytes() if xp is not np else 1 << 40
     need = memory_plan.resident_bytes(m, N, n, params.return_posterior, input_copies=copies)
-    if devices not in (None, 0, [0]) or need > memory_plan.memory_budget(free, max_device_memory):
+    if devices not in (None, current, [current]) or need > memory_plan.memory_budget(free, max_device_memory):
         return None
     copier = None
     with Landing() as landing:
@@ -78,11 +82,12 @@ def normalize_and_fit_resident(plan: RunPlan, data: CountData, timings: dict, ou
                     d_norm = d_counts.copy(order="F") if plan.uses_coverage else d_counts
                     normalized = normalize_in_place_on_device(
                         d_norm, counts, data.blocks(), norm_type=params.norm_type, size_factor=params.size_factor,
-                        qu=params.norm_qu, qu_size_factor=params.qu_size_factor, timings=gpu_stats)
+                        qu=params.norm_qu, qu_size_factor=params.qu_size_factor, timings=gpu_stats,
+                        colsums=None if genome is None else genome.colsums)
                     if normalized is None:  # normalized on the device: copied back while the model runs
                         normalized, copier = _copy_back(d_norm, landing)
                     if plan.uses_coverage:
-                        cov = sample_coverage(counts)
+                        cov = sample_coverage(counts) if genome is None else genome.cov
             with timed_stage(timings, "model"):
                 stats = fit_options.get("stats", {})
                 options = {k: v for k, v in fit_options.items() if k in ("chunk_rows", "config")}

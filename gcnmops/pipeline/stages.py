@@ -107,15 +107,16 @@ def normalize_and_fit(plan: RunPlan, held: list[CountData], timings: dict, *, co
                       **fit_options) -> tuple[Normalized, ModelOutput, object]:
     """(Normalized, ModelOutput, the model's device-resident outputs or None) of the block in ``held`` (a list
     holding its CountData, emptied here: its counts go once no stage needs them), timed ("normalize", "model").
-    The EM on the GPU backend over the whole matrix runs device-resident where it fits the device
+    The EM on the GPU backend runs device-resident where the block fits the device
     (resident_gpu.py: the counts copied in once, the normalized data and sINI left there for the next stage)."""
     gpu_stats = {} if gpu_stats is None else gpu_stats
     data = held.pop()
     blocks = data.blocks()
-    if plan.backend is Backend.GPU and plan.kind is ModelKind.EM and genome is None:
+    if plan.backend is Backend.GPU and plan.kind is ModelKind.EM:
         from .resident_gpu import normalize_and_fit_resident
 
-        done = normalize_and_fit_resident(plan, data, timings, out=out, gpu_stats=gpu_stats, **fit_options)
+        done = normalize_and_fit_resident(plan, data, timings, out=out, gpu_stats=gpu_stats, genome=genome,
+                                          **fit_options)
         if done is not None:
             return done
     with timed_stage(timings, "normalize"):
