@@ -30,17 +30,15 @@ by name: ``--exclude-samples NAME``).
 """
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from . import spreads
+from .spreads import MAD_SCALE
 
 #: the cohort rule's multiple of the scaled MAD
 K = 5.0
-#: scales the median absolute deviation to a normal distribution's standard deviation
-MAD_SCALE = 1.4826
 #: the reasons known from the read counts alone (before the model)
 COVERAGE_REASONS = ("median_zero", "empty_windows")
 #: the columns of sample_qc.tsv, in order ("sex" only where the run inferred or was given the samples' sexes)
@@ -52,56 +50,22 @@ def _mad(a: np.ndarray) -> float:
     return float(np.median(np.abs(a - np.median(a))) * MAD_SCALE)
 
 
-def biweight_location(a: np.ndarray, c: float = 6.0, epsilon: float = 1e-3, max_iter: int = 5) -> float:
-    """Tukey's biweight location of ``a`` (finite values), started at the median."""
-    loc = float(np.median(a))
-    for _ in range(max_iter):
-        d = a - loc
-        u = d / max(c * float(np.median(np.abs(d))), epsilon)
-        inside = np.abs(u) < 1
-        w = (1 - u[inside] ** 2) ** 2
-        if w.sum() == 0:
-            return loc
-        step = float((d[inside] * w).sum() / w.sum())
-        loc += step
-        if abs(step) <= epsilon:
-            break
-    return loc
-
-
-def biweight_midvariance(a: np.ndarray, c: float = 9.0, epsilon: float = 1e-3) -> float:
+def biweight_midvariance(a: np.ndarray, c: float = 9.0) -> float:
     """The square root of the biweight midvariance of ``a`` (finite values), a robust standard deviation."""
-    d = a - biweight_location(a)
-    mad = float(np.median(np.abs(d)))
-    u = d / max(c * mad, epsilon)
-    inside = np.abs(u) < 1
-    if u[inside].sum() == 0:
-        return mad * MAD_SCALE
-    d, u2 = d[inside], u[inside] ** 2
-    return float(np.sqrt(inside.sum() * (d ** 2 * (1 - u2) ** 4).sum() / ((1 - u2) * (1 - 5 * u2)).sum() ** 2))
+    a = np.ascontiguousarray(a, dtype=np.float64)
+    return float(spreads.biweight_midvariance(a, np.empty(a.size), c)) if a.size else np.nan
 
 
 def spread(values: np.ndarray) -> tuple[float, float, float]:
     """(scaled MAD, IQR, biweight midvariance's root) of the finite ``values``; NaN each where there are none."""
-    a = np.asarray(values, dtype=np.float64)
-    a = a[np.isfinite(a)]
-    if a.size == 0:
-        return np.nan, np.nan, np.nan
-    q1, q3 = np.percentile(a, [25, 75])
-    return _mad(a), float(q3 - q1), biweight_midvariance(a)
+    mad, iqr, bivar = column_spreads(np.asarray(values, dtype=np.float64).reshape(-1, 1))[0]
+    return float(mad), float(iqr), float(bivar)
 
 
 def window_medians(normalized: np.ndarray) -> np.ndarray:
     """(m,) each window's median over the samples' finite normalized counts ``normalized`` (m, N) (NaN where none
     is finite); a window's own values decide it, so blocks of windows give the whole matrix's medians."""
-    x = np.asarray(normalized, dtype=np.float64)
-    med = np.median(x, axis=1)
-    bad = ~np.isfinite(x).all(axis=1)
-    if bad.any():  # the median of the finite counts (nanmedian is slower: only where needed)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # a window without a finite count: NaN
-            med[bad] = np.nanmedian(np.where(np.isfinite(x[bad]), x[bad], np.nan), axis=1)
-    return med
+    return spreads.row_medians(normalized)
 
 
 def log2_ratios(normalized: np.ndarray, medians: np.ndarray | None = None) -> np.ndarray:
@@ -110,82 +74,19 @@ def log2_ratios(normalized: np.ndarray, medians: np.ndarray | None = None) -> np
     the matrix with the whole matrix's medians gives those columns' ratios); NaN where that median is 0 or a count
     is not finite."""
     x = np.asarray(normalized, dtype=np.float64)
-    med = (window_medians(x) if medians is None else np.asarray(medians, dtype=np.float64))[:, None]
+    med = window_medians(x) if medians is None else np.asarray(medians, dtype=np.float64)
+    out = np.empty(x.shape, order="F")
     with np.errstate(invalid="ignore", divide="ignore"):
-        out = np.log2((x + 1.0) / (med + 1.0))
-    out[~(med[:, 0] > 0)] = np.nan
-    out[~np.isfinite(out)] = np.nan
-    return np.asfortranarray(out)
-
-
-#: values of a group of columns whose spreads are taken at once (``column_spreads``)
-_CELLS = 1 << 20
-
-
-def column_spreads(values: np.ndarray) -> np.ndarray:
-    """(N, 3) ``spread`` of each column of ``values`` (m, N): the columns whose values are all finite and all
-    inside the biweight's window at every step a group at a time (``_inside_spreads``: the same arithmetic on
-    whole columns), the others one by one."""
-    v = np.asarray(values, dtype=np.float64)
-    m, N = v.shape
-    out = np.full((N, 3), np.nan)
-    group = max(1, _CELLS // max(m, 1))
-    for a in range(0, N, group):
-        block = v[:, a:a + group]
-        done = _inside_spreads(block, out[a:a + group]) if m else np.zeros(block.shape[1], bool)
-        for j in np.flatnonzero(~done):
-            out[a + j] = spread(block[:, j])
+        np.divide(x + 1.0, (med + 1.0)[:, None], out=out)
+        np.log2(out, out=out)
+    np.copyto(out, np.nan, where=~np.isfinite(out))
+    out[~(med > 0)] = np.nan
     return out
 
 
-def _inside_spreads(block: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """``spread`` into the rows of ``out`` (k, 3) of the columns of ``block`` (m, k) whose values are all finite
-    and all inside the biweight's window at every step; which those are (k,). Every sum runs over a whole
-    column of a column-major array, as numpy sums the column alone (pairwise, in its order)."""
-    cols = np.flatnonzero(np.isfinite(block).all(axis=0))
-    a = np.asfortranarray(block[:, cols])
-    q1, q3 = np.percentile(a, [25, 75], axis=0)
-    mad = np.median(np.abs(a - np.median(a, axis=0)), axis=0) * MAD_SCALE
-    loc, ok = _inside_locations(a)
-    d = a - loc
-    dmad = np.median(np.abs(d), axis=0)
-    u = d / np.maximum(9.0 * dmad, 1e-3)
-    ok &= (np.abs(u) < 1).all(axis=0)
-    u2 = u ** 2
-    # the denominator squared as numpy squares a float64 scalar (pow, not x * x: they may differ in the last bit)
-    square = np.array([x ** 2 for x in ((1 - u2) * (1 - 5 * u2)).sum(axis=0)], dtype=np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        bivar = np.sqrt(a.shape[0] * (d ** 2 * (1 - u2) ** 4).sum(axis=0) / square)
-    bivar = np.where(u.sum(axis=0) == 0, dmad * MAD_SCALE, bivar)
-    out[cols[ok]] = np.stack([mad, q3 - q1, bivar], axis=1)[ok]
-    done = np.zeros(block.shape[1], bool)
-    done[cols[ok]] = True
-    return done
-
-
-def _inside_locations(a: np.ndarray, c: float = 6.0, epsilon: float = 1e-3, max_iter: int = 5):
-    """(``biweight_location`` of each column of ``a`` (m, k) column-major, whether every value of the column was
-    inside the window at every step (where not, the location is not this one's))."""
-    loc = np.median(a, axis=0)
-    ok = np.ones(a.shape[1], bool)
-    active = np.ones(a.shape[1], bool)
-    for _ in range(max_iter):
-        at = np.flatnonzero(active)
-        if at.size == 0:
-            break
-        x = np.asfortranarray(a[:, at])
-        d = x - loc[at]
-        u = d / np.maximum(c * np.median(np.abs(d), axis=0), epsilon)
-        inside = (np.abs(u) < 1).all(axis=0)
-        ok[at[~inside]] = False
-        w = (1 - u ** 2) ** 2
-        total = w.sum(axis=0)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            step = (d * w).sum(axis=0) / total
-        moving = inside & (total != 0)
-        loc[at[moving]] += step[moving]
-        active[at] = moving & ~(np.abs(step) <= epsilon)
-    return loc, ok
+def column_spreads(values: np.ndarray) -> np.ndarray:
+    """(N, 3) ``spread`` of each column of ``values`` (m, N), the columns in parallel (calls/spreads.py)."""
+    return spreads.column_spreads(values)
 
 
 def coverage_qc(counts: np.ndarray, sample_names) -> pd.DataFrame:

@@ -65,7 +65,9 @@ def run_and_write(method, input, outdir, *, controls=None, backend: str = "auto"
                 with timed_stage(result.timings, "integer"):
                     result = calc_integer_copy_numbers(result, backend=backend)
             report("integer")
-        result = result.replace(sample_qc=selection.qc(result), selection={**selection.entries(), **filters})
+        with timed_stage(result.timings, "qc"):
+            sample_qc = selection.qc(result)
+        result = result.replace(sample_qc=sample_qc, selection={**selection.entries(), **filters})
     except BaseException:
         writer.abort()
         raise

@@ -1,0 +1,216 @@
+"""Robust spreads of a sample's per-window values, compiled (numba): the scaled MAD, the IQR and the root of the
+biweight midvariance of a column's finite values (``column_spreads``: every column of a matrix, in parallel over
+the columns), and each window's median over the samples (``row_medians``, in parallel over the windows).
+
+The definitions are calls/qc.py's; here is their arithmetic. Medians and quantiles are order statistics of the
+finite values (a selection, not a sort: the same doubles numpy's median and "linear" percentile give); the
+biweight's sums run in the values' order, one pass each. Scratch: a few copies of one column per thread.
+"""
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+#: scales the median absolute deviation to a normal distribution's standard deviation
+MAD_SCALE = 1.4826
+
+
+@njit(cache=True, nogil=True)
+def _kth(a, k):
+    """The k-th smallest of ``a`` (0-based); ``a`` is reordered."""
+    lo, hi = 0, a.size - 1
+    while hi > lo:
+        mid = (lo + hi) // 2  # median of three as the pivot
+        if a[mid] < a[lo]:
+            a[mid], a[lo] = a[lo], a[mid]
+        if a[hi] < a[lo]:
+            a[hi], a[lo] = a[lo], a[hi]
+        if a[hi] < a[mid]:
+            a[hi], a[mid] = a[mid], a[hi]
+        pivot = a[mid]
+        i, j = lo, hi
+        while i <= j:
+            while a[i] < pivot:
+                i += 1
+            while pivot < a[j]:
+                j -= 1
+            if i <= j:
+                a[i], a[j] = a[j], a[i]
+                i += 1
+                j -= 1
+        if k <= j:
+            hi = j
+        elif k >= i:
+            lo = i
+        else:
+            return a[k]
+    return a[k]
+
+
+@njit(cache=True, nogil=True)
+def _min_from(a, k):
+    """The smallest of a[k:] (after ``_kth(a, k - 1)``: the k-th order statistic)."""
+    v = a[k]
+    for i in range(k + 1, a.size):
+        if a[i] < v:
+            v = a[i]
+    return v
+
+
+@njit(cache=True, nogil=True)
+def _median(a):
+    """numpy's median of the finite values ``a`` (n >= 1; reordered): the middle one, or the mean of the middle
+    two."""
+    n = a.size
+    if n % 2:
+        return _kth(a, n // 2)
+    lo = _kth(a, n // 2 - 1)
+    return (lo + _min_from(a, n // 2)) / 2.0
+
+
+@njit(cache=True, nogil=True)
+def _quantile(a, q):
+    """numpy's "linear" percentile 100 q of the finite values ``a`` (n >= 1; reordered)."""
+    index = q * (a.size - 1)
+    lo = int(math.floor(index))
+    t = index - lo
+    below = _kth(a, lo)
+    if lo + 1 >= a.size:
+        return below
+    above = _min_from(a, lo + 1)
+    diff = above - below
+    if t >= 0.5:  # numpy's _lerp: exact at both ends
+        return above - diff * (1.0 - t)
+    return below + diff * t
+
+
+@njit(cache=True, nogil=True)
+def _abs_dev_median(a, centre, scratch):
+    """The median of |a - centre| (``scratch``: as long as ``a``)."""
+    for i in range(a.size):
+        scratch[i] = abs(a[i] - centre)
+    return _median(scratch)
+
+
+@njit(cache=True, nogil=True)
+def biweight_location(a, scratch, c=6.0, epsilon=1e-3, max_iter=5):
+    """Tukey's biweight location of the finite values ``a``, started at the median (``scratch``: as long as
+    ``a``)."""
+    scratch[:] = a
+    loc = _median(scratch)
+    for _ in range(max_iter):
+        scale = max(c * _abs_dev_median(a, loc, scratch), epsilon)
+        total = 0.0
+        moment = 0.0
+        for i in range(a.size):
+            d = a[i] - loc
+            u = d / scale
+            if abs(u) < 1.0:
+                w = (1.0 - u * u) ** 2
+                total += w
+                moment += d * w
+        if total == 0.0:
+            return loc
+        step = moment / total
+        loc += step
+        if abs(step) <= epsilon:
+            break
+    return loc
+
+
+@njit(cache=True, nogil=True)
+def biweight_midvariance(a, scratch, c=9.0, epsilon=1e-3):
+    """The square root of the biweight midvariance of the finite values ``a`` around their biweight location;
+    the scaled MAD where no value has weight (``scratch``: as long as ``a``)."""
+    loc = biweight_location(a, scratch)
+    mad = _abs_dev_median(a, loc, scratch)
+    scale = max(c * mad, epsilon)
+    inside = 0
+    u_sum = 0.0
+    num = 0.0
+    den = 0.0
+    for i in range(a.size):
+        d = a[i] - loc
+        u = d / scale
+        if abs(u) < 1.0:
+            inside += 1
+            u_sum += u
+            u2 = u * u
+            w = (1.0 - u2) * (1.0 - u2)
+            num += d * d * (w * w)
+            den += (1.0 - u2) * (1.0 - 5.0 * u2)
+    if u_sum == 0.0:
+        return mad * MAD_SCALE
+    return math.sqrt(inside * num / (den * den))
+
+
+@njit(cache=True, nogil=True)
+def _spread_into(x, out, a, scratch):
+    """(scaled MAD, IQR, biweight midvariance's root) of the finite values of the column ``x`` into ``out`` (3,);
+    NaN where there are none (``a``, ``scratch``: as long as ``x``)."""
+    n = 0
+    for v in x:
+        if math.isfinite(v):
+            a[n] = v
+            n += 1
+    if n == 0:
+        out[:] = np.nan
+        return
+    a = a[:n]
+    scratch = scratch[:n]
+    scratch[:] = a
+    q1 = _quantile(scratch, 0.25)
+    q3 = _quantile(scratch, 0.75)
+    scratch[:] = a
+    centre = _median(scratch)
+    out[0] = _abs_dev_median(a, centre, scratch) * MAD_SCALE
+    out[1] = q3 - q1
+    out[2] = biweight_midvariance(a, scratch)
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _column_spreads(values, out, workers):
+    m, N = values.shape
+    for w in prange(workers):  # each worker its own scratch (fresh pages cost more than the statistics)
+        a = np.empty(m)
+        scratch = np.empty(m)
+        for j in range(w, N, workers):
+            _spread_into(values[:, j], out[j], a, scratch)
+
+
+def column_spreads(values: np.ndarray) -> np.ndarray:
+    """(N, 3) float64: the scaled MAD, IQR and biweight midvariance's root of each column's finite values of
+    ``values`` (m, N) (NaN where a column has none); the columns in parallel."""
+    v = np.asarray(values, dtype=np.float64)
+    out = np.empty((v.shape[1], 3))
+    if v.shape[1]:
+        _column_spreads(np.asfortranarray(v), out, min(v.shape[1], numba.get_num_threads()))
+    return out
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _row_medians(x, out):
+    for i in prange(x.shape[0]):
+        row = np.empty(x.shape[1])
+        n = 0
+        for j in range(x.shape[1]):
+            if math.isfinite(x[i, j]):
+                row[n] = x[i, j]
+                n += 1
+        out[i] = _median(row[:n]) if n else np.nan
+
+
+def row_medians(values: np.ndarray) -> np.ndarray:
+    """(m,) each row's median over its finite values of ``values`` (m, N) (NaN where none is finite); the rows
+    in parallel."""
+    v = np.asarray(values, dtype=np.float64)
+    out = np.empty(v.shape[0])
+    if v.shape[0]:
+        _row_medians(v, out)
+    return out
+
+
+__all__ = ["column_spreads", "row_medians", "biweight_location", "biweight_midvariance", "MAD_SCALE"]
