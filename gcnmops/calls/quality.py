@@ -257,30 +257,25 @@ class ResidualCounts:
         return ResidualCounts(self.samples, keys[first], np.add.reduceat(counts, first))
 
 
-def residual_counts(x: np.ndarray, mu: np.ndarray) -> ResidualCounts:
+def residual_counts(x: np.ndarray, mu: np.ndarray, scale: np.ndarray | None = None) -> ResidualCounts:
     """Per sample, how many windows' squared Pearson residual (x - mu)^2 / mu falls into each bin of the
     dispersion's grid (``DISPERSION_BITS``); windows with NaN, or mu <= 0, are left out. ``x`` (m, N), ``mu``
-    (m, N) or (m, 1). Counted densely for a group of samples at a time (at most _CELLS bins), kept sparse."""
+    (m, N) or (m, 1), times ``scale`` (N,) per sample where given. Counted densely for a group of samples at a
+    time (at most _CELLS bins; ``setsums.residual_bins``), kept sparse."""
+    from .setsums import residual_bins
+
     m, N = x.shape
+    x = np.asfortranarray(x, dtype=np.float64)
+    mu = np.asfortranarray(mu, dtype=np.float64)
+    scale = np.ones(N) if scale is None else np.ascontiguousarray(scale, dtype=np.float64)
     group = max(1, _CELLS // N_DISPERSION_BINS)
     keys, counts = [], []
     for c in range(0, N, group):
-        xc = x[:, c:c + group]
-        mc = mu if mu.shape[1] == 1 else mu[:, c:c + group]
-        w = xc.shape[1]
-        dense = np.zeros(w * N_DISPERSION_BINS, np.int64)
-        step = max(1, _CELLS // w)
-        offset = (np.arange(w, dtype=np.int64) * N_DISPERSION_BINS)[None, :]
-        for a in range(0, m, step):
-            xa, ma = xc[a:a + step], mc[a:a + step]
-            with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-                r2 = (xa - ma) ** 2 / ma
-            ok = np.isfinite(r2) & (ma > 0)
-            bins = np.clip(np.where(ok, r2, 0.0).view(np.int64) >> _SHIFT, _FIRST_BIN, _LAST_BIN) - _FIRST_BIN
-            dense += np.bincount((bins + offset)[ok], minlength=dense.size)
+        dense = np.zeros((min(group, N - c), N_DISPERSION_BINS), np.int64)
+        residual_bins(x, mu, scale, c, _SHIFT, _FIRST_BIN, _LAST_BIN, dense)
         held = np.flatnonzero(dense)
         keys.append(held + c * N_DISPERSION_BINS)
-        counts.append(dense[held])
+        counts.append(dense.reshape(-1)[held])
     return ResidualCounts(N, np.concatenate(keys) if keys else np.zeros(0, np.int64),
                           np.concatenate(counts) if counts else np.zeros(0, np.int64))
 
@@ -343,7 +338,7 @@ class _Model:
         if self.main_idx < 0:
             return ResidualCounts(self.x.shape[1], np.zeros(0, np.int64), np.zeros(0, np.int64))
         # windows without evidence have lambda 0 here: left out
-        return residual_counts(np.asarray(self.x, dtype=np.float64), self.lam[:, [self.main_idx]] * self.cov[None, :])
+        return residual_counts(self.x, self.lam[:, [self.main_idx]], self.cov)
 
     def logliks(self, sets: list[np.ndarray], set_of: np.ndarray, col_of: np.ndarray) -> np.ndarray:
         """(items, classes) each class's Poisson log-likelihood (no dispersion) of item j: sample ``col_of[j]``

@@ -42,6 +42,33 @@ def _means(alpha, rows, ptr, out):  # pragma: no cover - numba
             out[k, i] = s / (b - a) if b > a else 0.0
 
 
+@njit(parallel=True, nogil=True, cache=True)
+def _residual_bins(x, mu, scale, c0, shift, first, last, out):  # pragma: no cover - numba
+    wide = mu.shape[1] > 1
+    for j in prange(out.shape[0]):
+        c = c0 + j
+        bits = np.empty(1, np.int64)
+        value = bits.view(np.float64)
+        for w in range(x.shape[0]):
+            e = mu[w, c if wide else 0] * scale[c]
+            if e > 0:
+                d = x[w, c] - e
+                r2 = d * d / e
+                if np.isfinite(r2):
+                    value[0] = r2
+                    b = min(max(bits[0] >> shift, first), last)
+                    out[j, b - first] += 1
+
+
+def residual_bins(x: np.ndarray, mu: np.ndarray, scale: np.ndarray, c0: int, shift: int, first: int, last: int,
+                  out: np.ndarray) -> None:
+    """Adds to ``out`` (k, bins) int64, for samples c0 .. c0 + k - 1 of ``x`` (m, N), how many windows' squared
+    Pearson residual (x - e)^2 / e, e = ``mu``[w, c] (or ``mu``[w, 0] where ``mu`` is (m, 1)) x ``scale``[c], has
+    its float64 bits >> ``shift`` in each bin ``first`` .. ``last`` (clipped to them); windows with e <= 0 or a
+    residual that is not finite left out. The samples in parallel."""
+    _residual_bins(x, mu, scale, c0, shift, first, last, out)
+
+
 def flat_sets(sets: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """(rows, ptr) of ``sets`` (each an int array of row indices): see the module docstring."""
     ptr = np.zeros(len(sets) + 1, np.int64)

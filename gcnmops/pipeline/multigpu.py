@@ -86,7 +86,7 @@ def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timin
                     _, b0, b1 = blocks[k]
                     block_timings: dict = {}
                     result = run_block(plan, [data.rows(b0, b1)], genome=genome, timings=block_timings,
-                                       devices=[device], **limit)
+                                       devices=[device], evidence=False, **limit)
                     landing.put(b0, b1, result)
                     gathered.put(k, result)
                     with take:
@@ -113,7 +113,8 @@ def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timin
     if listener is not None:
         listener(result)
     segmentation, cnvs, cnvr = gathered.tables()
-    return result.replace(segmentation=segmentation, cnvs=cnvs, cnvr=cnvr, call_evidence=gathered.call_evidence())
+    # the qualities' evidence is made from the landed matrices when first asked for, as for a run on one device
+    return result.replace(segmentation=segmentation, cnvs=cnvs, cnvr=cnvr)
 
 
 class _Landing:
