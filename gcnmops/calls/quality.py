@@ -326,12 +326,9 @@ class _Model:
         with np.errstate(divide="ignore"):
             self.log_cov = np.log(self.cov)
         # a window is evidence where every class has a positive lambda; a cell where its count is finite
-        self.usable = np.all(np.isfinite(lam) & (lam > 0), axis=1)
-        self.lam = np.ascontiguousarray(np.where(self.usable[:, None], lam, 0.0))
-        with np.errstate(divide="ignore"):
-            self.log_lam = np.ascontiguousarray(np.where(self.usable[:, None], np.log(np.where(self.usable[:, None],
-                                                                                                lam, 1.0)), 0.0))
-        self.alpha = np.ascontiguousarray(np.where(np.isfinite(alpha), alpha, 0.0))
+        from .setsums import model_arrays
+
+        self.usable, self.lam, self.log_lam, self.alpha = model_arrays(lam, alpha)
 
     def residual_counts(self) -> ResidualCounts:
         """``residual_counts`` of the block against the normal class's expected counts cov L[:, normal]."""
@@ -532,12 +529,13 @@ class Evidence:
             loglik[found, :, 0] = self.held.cnv_loglik[at[found]]
             prior[found], windows[found] = self.held.cnv_prior[at[found]], self.held.cnv_windows[at[found]]
         col = self.columns(cnvs["sampleName"].to_numpy())
-        model = self.model()
+        result_col = pd.Index([str(s) for s in self.result.sample_names]).get_indexer(
+            cnvs["sampleName"].astype(str).to_numpy())
+        missing = np.flatnonzero(~found & (result_col >= 0))  # calls the CallEvidence does not hold
+        model = self.model() if missing.size else None
         if model is not None:
             index = window_index(self.result)
-            result_col = pd.Index([str(s) for s in self.result.sample_names]).get_indexer(
-                cnvs["sampleName"].astype(str).to_numpy())
-            for i in np.flatnonzero(~found & (result_col >= 0)):
+            for i in missing:
                 rows = index.rows(cnvs["seqnames"].iat[i], int(cnvs["start"].iat[i]), int(cnvs["end"].iat[i]))
                 windows[i] = rows.size
                 if rows.size:
@@ -557,8 +555,8 @@ class Evidence:
         if found.any():
             loglik[found] = self.held.region_loglik[at[found]][:, :, col]
             prior[found], windows[found] = self.held.region_prior[at[found]], self.held.region_windows[at[found]]
-        model = self.model()
-        if model is not None and (~found).any():
+        model = self.model() if (~found).any() else None
+        if model is not None:
             index = window_index(self.result)
             result_col = pd.Index([str(s) for s in self.result.sample_names]).get_indexer([str(s) for s in names])
             for i in np.flatnonzero(~found):

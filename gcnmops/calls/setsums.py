@@ -69,6 +69,36 @@ def residual_bins(x: np.ndarray, mu: np.ndarray, scale: np.ndarray, c0: int, shi
     _residual_bins(x, mu, scale, c0, shift, first, last, out)
 
 
+@njit(parallel=True, nogil=True, cache=True)
+def _model_arrays(lam, alpha, usable, lam_c, log_in, alpha_c):  # pragma: no cover - numba
+    m, n = lam.shape
+    for w in prange(m):
+        ok = True
+        for i in range(n):
+            v = lam[w, i]
+            if not (np.isfinite(v) and v > 0):
+                ok = False
+        usable[w] = ok
+        for i in range(n):
+            lam_c[w, i] = lam[w, i] if ok else 0.0
+            log_in[w, i] = lam[w, i] if ok else 1.0
+            a = alpha[w, i]
+            alpha_c[w, i] = a if np.isfinite(a) else 0.0
+
+
+def model_arrays(lam: np.ndarray, alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(usable (m,), lambda, log lambda, alpha), each (m, classes) C-ordered, of a block's ``lam`` and ``alpha``
+    (m, classes): a window is usable where every class has a finite positive lambda (elsewhere lambda and its log
+    are 0), a non-finite alpha is 0. The windows in parallel; the logs by numpy's log."""
+    m, n = lam.shape
+    usable = np.empty(m, np.bool_)
+    lam_c, log_lam, alpha_c = np.empty((m, n)), np.empty((m, n)), np.empty((m, n))
+    if m:
+        _model_arrays(lam, alpha, usable, lam_c, log_lam, alpha_c)
+        np.log(log_lam, out=log_lam)  # 0 where not usable: log(1)
+    return usable, lam_c, log_lam, alpha_c
+
+
 def flat_sets(sets: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """(rows, ptr) of ``sets`` (each an int array of row indices): see the module docstring."""
     ptr = np.zeros(len(sets) + 1, np.int64)
