@@ -76,17 +76,32 @@ def log2_ratios(normalized: np.ndarray, medians: np.ndarray | None = None) -> np
     x = np.asarray(normalized, dtype=np.float64)
     med = window_medians(x) if medians is None else np.asarray(medians, dtype=np.float64)
     out = np.empty(x.shape, order="F")
-    with np.errstate(invalid="ignore", divide="ignore"):
-        np.divide(x + 1.0, (med + 1.0)[:, None], out=out)
-        np.log2(out, out=out)
-    np.copyto(out, np.nan, where=~np.isfinite(out))
-    out[~(med > 0)] = np.nan
+    below = (med + 1.0)[:, None]
+    silent = ~(med > 0)
+
+    def ratios(c0: int, c1: int) -> None:  # columns c0:c1, by numpy's elementwise arithmetic (the GIL released)
+        o = out[:, c0:c1]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            np.divide(x[:, c0:c1] + 1.0, below, out=o)
+            np.log2(o, out=o)
+        np.copyto(o, np.nan, where=~np.isfinite(o))
+        o[silent] = np.nan
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ..data import usable_cores
+
+    N = x.shape[1]
+    step = max(1, -(-N // usable_cores()))
+    with ThreadPoolExecutor(max(1, -(-N // step))) as pool:
+        list(pool.map(lambda c: ratios(c, min(N, c + step)), range(0, N, step)))
     return out
 
 
-def column_spreads(values: np.ndarray) -> np.ndarray:
-    """(N, 3) ``spread`` of each column of ``values`` (m, N), the columns in parallel (calls/spreads.py)."""
-    return spreads.column_spreads(values)
+def column_spreads(values: np.ndarray, more: np.ndarray | None = None) -> np.ndarray:
+    """(N, 3) ``spread`` of each column of ``values`` (m, N); (N, 6) with those of ``more`` (m, N) after them;
+    every column in parallel (calls/spreads.py)."""
+    return spreads.column_spreads(values, more)
 
 
 def coverage_qc(counts: np.ndarray, sample_names) -> pd.DataFrame:
@@ -159,8 +174,7 @@ def sample_qc(result, coverage: pd.DataFrame, excluded=(), spreads: np.ndarray |
     table = coverage.copy().reset_index(drop=True)
     col = {s: j for j, s in enumerate(result.sample_names)}
     if spreads is None:
-        spreads = np.hstack([column_spreads(log2_ratios(result.normalized_data)),
-                             column_spreads(result.local_assessments)])
+        spreads = column_spreads(log2_ratios(result.normalized_data), result.local_assessments)
     stats = np.full((len(table), 6), np.nan)
     for i, s in enumerate(table["sample"]):
         j = col.get(s)

@@ -172,23 +172,31 @@ def _spread_into(x, out, a, scratch):
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def _column_spreads(values, out, workers):
-    m, N = values.shape
+def _column_spreads(first, second, out, workers):
+    m, n1 = first.shape
+    total = n1 + second.shape[1]
     for w in prange(workers):  # each worker its own scratch (fresh pages cost more than the statistics)
         a = np.empty(m)
         scratch = np.empty(m)
-        for j in range(w, N, workers):
-            _spread_into(values[:, j], out[j], a, scratch)
+        for j in range(w, total, workers):
+            if j < n1:
+                _spread_into(first[:, j], out[j], a, scratch)
+            else:
+                _spread_into(second[:, j - n1], out[j], a, scratch)
 
 
-def column_spreads(values: np.ndarray) -> np.ndarray:
+def column_spreads(values: np.ndarray, more: np.ndarray | None = None) -> np.ndarray:
     """(N, 3) float64: the scaled MAD, IQR and biweight midvariance's root of each column's finite values of
-    ``values`` (m, N) (NaN where a column has none); the columns in parallel."""
-    v = np.asarray(values, dtype=np.float64)
-    out = np.empty((v.shape[1], 3))
-    if v.shape[1]:
-        _column_spreads(np.asfortranarray(v), out, min(v.shape[1], numba.get_num_threads()))
-    return out
+    ``values`` (m, N) (NaN where a column has none); (N, 6) with those of ``more`` (m, N) after them, every
+    column of both in parallel."""
+    v = np.asfortranarray(values, dtype=np.float64)
+    w = np.zeros((v.shape[0], 0)) if more is None else np.asfortranarray(more, dtype=np.float64)
+    if more is not None and w.shape != v.shape:
+        raise ValueError(f"column_spreads: shapes {v.shape} and {w.shape} differ")
+    out = np.empty((v.shape[1] + w.shape[1], 3))
+    if out.shape[0]:
+        _column_spreads(v, w, out, min(out.shape[0], numba.get_num_threads()))
+    return out if more is None else np.hstack([out[:v.shape[1]], out[v.shape[1]:]])
 
 
 @njit(parallel=True, cache=True, nogil=True)
