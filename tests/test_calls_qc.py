@@ -409,7 +409,8 @@ def test_column_spreads_are_the_definitions(m):
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 7, 8, 15, 16, 1000])
 def test_order_statistics_are_numpys(n):
-    """Medians and quartiles by selection are the doubles numpy's median and percentile give, with many ties."""
+    """Medians and quartiles by selection are the doubles numpy's median and percentile give, with many ties; so
+    are the windows' medians and the samples' coverage (totals, medians, empty fraction)."""
     from gcnmops.calls import spreads
 
     rng = np.random.default_rng(n)
@@ -421,3 +422,9 @@ def test_order_statistics_are_numpys(n):
     x[3, 0], x[4, :] = np.nan, np.inf
     want = np.array([np.median(r[np.isfinite(r)]) if np.isfinite(r).any() else np.nan for r in x])
     assert np.array_equal(qc.window_medians(x), want, equal_nan=True)
+    counts = np.asfortranarray(rng.poisson(2.0, (n, 6)).astype(float))
+    counts[0, 1] = np.nan
+    got = qc.coverage_qc(counts, list("abcdef"))
+    assert np.array_equal(got["total_count"], np.nansum(counts, axis=0))
+    assert np.array_equal(got["median_count"], np.median(counts, axis=0), equal_nan=True)
+    assert np.array_equal(got["empty_fraction"], (counts == 0).sum(axis=0) / n)

@@ -107,11 +107,9 @@ def column_spreads(values: np.ndarray, more: np.ndarray | None = None) -> np.nda
 def coverage_qc(counts: np.ndarray, sample_names) -> pd.DataFrame:
     """sample, total_count, median_count, empty_fraction of the read counts ``counts`` (m, N)."""
     x = np.asarray(counts, dtype=np.float64)
-    m = max(x.shape[0], 1)
-    return pd.DataFrame({"sample": [str(s) for s in sample_names],
-                         "total_count": np.nansum(x, axis=0),
-                         "median_count": np.median(x, axis=0) if x.shape[0] else np.full(x.shape[1], np.nan),
-                         "empty_fraction": (x == 0).sum(axis=0) / m})
+    totals, medians, zeros = spreads.column_counts(x)
+    return pd.DataFrame({"sample": [str(s) for s in sample_names], "total_count": totals, "median_count": medians,
+                         "empty_fraction": zeros / max(x.shape[0], 1)})
 
 
 def _above(values: np.ndarray, margin) -> np.ndarray:

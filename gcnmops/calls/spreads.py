@@ -200,6 +200,41 @@ def column_spreads(values: np.ndarray, more: np.ndarray | None = None) -> np.nda
 
 
 @njit(parallel=True, cache=True, nogil=True)
+def _column_counts(x, totals, medians, zeros, workers):
+    m, N = x.shape
+    for w in prange(workers):
+        a = np.empty(m)
+        for j in range(w, N, workers):
+            total = 0.0
+            nan = False
+            empty = 0
+            for i in range(m):
+                v = x[i, j]
+                a[i] = v
+                if math.isnan(v):
+                    nan = True
+                else:
+                    total += v
+                    if v == 0.0:
+                        empty += 1
+            totals[j] = total
+            zeros[j] = empty
+            medians[j] = np.nan if nan or m == 0 else _median(a)
+
+
+def column_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(totals, medians, zeros), each (N,), of the columns of the read counts ``values`` (m, N): the sum of the
+    values that are not NaN, numpy's median (NaN where a column holds a NaN, or has no value) and the number of
+    zeros; the columns in parallel."""
+    v = np.asfortranarray(values, dtype=np.float64)
+    N = v.shape[1]
+    totals, medians, zeros = np.empty(N), np.empty(N), np.empty(N, np.int64)
+    if N:
+        _column_counts(v, totals, medians, zeros, min(N, numba.get_num_threads()))
+    return totals, medians, zeros
+
+
+@njit(parallel=True, cache=True, nogil=True)
 def _row_medians(x, out):
     for i in prange(x.shape[0]):
         row = np.empty(x.shape[1])
@@ -221,4 +256,4 @@ def row_medians(values: np.ndarray) -> np.ndarray:
     return out
 
 
-__all__ = ["column_spreads", "row_medians", "biweight_location", "biweight_midvariance", "MAD_SCALE"]
+__all__ = ["column_spreads", "column_counts", "row_medians", "biweight_location", "biweight_midvariance", "MAD_SCALE"]

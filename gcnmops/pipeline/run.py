@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..calls.filters import call_filters
 from ..calls.integer import calc_integer_copy_numbers
+from ..calls.quality import call_evidence
+from ..compat import keep_numba_threads
 from ..cuda.probe import resolve_backend
 from ..outputs.callfiles import VcfOptions
 from ..outputs.writers import ResultWriter
@@ -60,14 +63,20 @@ def run_and_write(method, input, outdir, *, controls=None, backend: str = "auto"
         result.timings.update(timings or {})
         result.provenance = describe(backend, params.get("devices"), inputs=_paths(input, controls))
         report("normalize+model+calls")
-        if integer:
-            if len(result.cnvr):
-                with timed_stage(result.timings, "integer"):
-                    result = calc_integer_copy_numbers(result, backend=backend)
-            report("integer")
-        with timed_stage(result.timings, "qc"):
-            sample_qc = selection.qc(result)
+        # the calls' qualities need the model's evidence for them: gathered beside integer CNs and the sample QC
+        with ThreadPoolExecutor(1, initializer=keep_numba_threads()) as side:
+            evidence = side.submit(call_evidence, result) if len(result.cnvs) else None
+            if integer:
+                if len(result.cnvr):
+                    with timed_stage(result.timings, "integer"):
+                        result = calc_integer_copy_numbers(result, backend=backend)
+                report("integer")
+            with timed_stage(result.timings, "qc"):
+                sample_qc = selection.qc(result)
+            held = None if evidence is None else evidence.result()
         result = result.replace(sample_qc=sample_qc, selection={**selection.entries(), **filters})
+        if held is not None:
+            result = result.replace(call_evidence=held)
     except BaseException:
         writer.abort()
         raise
