@@ -551,7 +551,7 @@ def _warmup(args) -> int:
 def _warmup_variants(backend) -> list:
     """Runs on small cohorts that compile, besides the example's run, every other variant of the CPU kernels (numba
     compiles one per argument types, and an array with a dimension of one is typed C-contiguous, not F): norm=2,
-    the mode and median normalizations, the reference/single model and its integer copy numbers, one sample
+    the posteriors kept, the mode and median normalizations, the reference/single model and its integer copy numbers, one sample
     (single, reference and case mode with one new sample), one region, case mode's E-step."""
     import warnings
 
@@ -589,6 +589,7 @@ def _warmup_variants(backend) -> list:
             count_data(compress_cov(bincov, 3), out=io.StringIO())
 
     return [lambda: cn_mops(data, norm=2, backend=backend),
+            lambda: cn_mops(data, return_posterior=True, backend=backend),
             lambda: cn_mops(data, norm_type="mode", size_factor="median", backend=backend),
             lambda: calc_integer_copy_numbers(reference_cn_mops(new, data, backend=backend), backend=backend),
             lambda: calc_integer_copy_numbers(reference_cn_mops(new.counts[:, :1], data.counts, backend=backend),

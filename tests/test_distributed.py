@@ -328,8 +328,11 @@ def _temporary_stores(folder) -> list:
 def test_blocks_equal_in_memory_run(client, tmp_path, monkeypatch, method, options):
     """Blocks of whole chromosomes on the cluster (small ones merged into one block, the in-memory input sent
     to the workers by blocks) give the in-memory result of every method bit for bit, every matrix and table
-    (the genome's column sums and coverages, referencecn.mops's controls' too, taken by the first pass); the
-    run's temporary store is gone at its end, or kept on request and read by the result."""
+    (the genome's column sums and coverages, referencecn.mops's controls' too, taken by the first pass), and the
+    sample QC of the run in memory (written as sample_qc.tsv); the run's temporary store is gone at its end, or
+    kept on request and read by the result."""
+    from gcnmops.pipeline.selection import counts_qc
+
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
@@ -353,10 +356,15 @@ def test_blocks_equal_in_memory_run(client, tmp_path, monkeypatch, method, optio
     assert _temporary_stores(tmp_path) == [], "a temporary store was left behind"
     assert res.store == "" and len(res.local_assessments.chunks[0]) >= 6
     assert_same_result(res.compute(), ref, f"{method} {options}")
+    # the sample QC as gcnmops run makes it in memory, from the counts, the stored matrices and the calls
+    pd.testing.assert_frame_equal(res.sample_qc, counts_qc(ref, one if method == "single" else cases),
+                                  check_exact=True)
     if method == "cn.mops" and options["norm"] == 1:
         kept = gd.cn_mops(cases, client, method=method, chunk_bytes=400 * 10 * 8, keep_work=True, **kwargs)
         assert _temporary_stores(tmp_path) == [Path(kept.store).name]
         assert_same_result(kept.compute(), ref, "kept store")
+        pd.testing.assert_frame_equal(kept.sample_qc, res.sample_qc, check_exact=True)
+        assert "sample_qc.tsv" in [p.name for p in kept.compute().write(tmp_path / "out", formats=["tsv"])]
         ours, want = kept.calc_integer_copy_numbers(), gcnmops.calc_integer_copy_numbers(ref)
         for name in ("segmentation", "cnvs", "cnvr"):
             pd.testing.assert_frame_equal(getattr(ours, name), getattr(want, name), check_exact=True)

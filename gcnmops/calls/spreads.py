@@ -171,37 +171,42 @@ def _spread_into(x, out, a, scratch):
     out[2] = biweight_midvariance(a, scratch)
 
 
+def _flat(values: np.ndarray) -> tuple[np.ndarray, int, int]:
+    """(the values of ``values`` (m, N) one column after the other, 1-D float64; m; N): the kernels take columns
+    from this, so that one compiled variant serves every layout (numba types a matrix with one column as C-ordered,
+    another variant)."""
+    v = np.asarray(values, dtype=np.float64)
+    return v.ravel(order="F"), v.shape[0], v.shape[1]
+
+
 @njit(parallel=True, cache=True, nogil=True)
-def _column_spreads(first, second, out, workers):
-    m, n1 = first.shape
-    total = n1 + second.shape[1]
+def _column_spreads(first, second, m, n1, total, out, workers):
     for w in prange(workers):  # each worker its own scratch (fresh pages cost more than the statistics)
         a = np.empty(m)
         scratch = np.empty(m)
         for j in range(w, total, workers):
             if j < n1:
-                _spread_into(first[:, j], out[j], a, scratch)
+                _spread_into(first[j * m:(j + 1) * m], out[j], a, scratch)
             else:
-                _spread_into(second[:, j - n1], out[j], a, scratch)
+                _spread_into(second[(j - n1) * m:(j - n1 + 1) * m], out[j], a, scratch)
 
 
 def column_spreads(values: np.ndarray, more: np.ndarray | None = None) -> np.ndarray:
     """(N, 3) float64: the scaled MAD, IQR and biweight midvariance's root of each column's finite values of
     ``values`` (m, N) (NaN where a column has none); (N, 6) with those of ``more`` (m, N) after them, every
     column of both in parallel."""
-    v = np.asfortranarray(values, dtype=np.float64)
-    w = np.zeros((v.shape[0], 0)) if more is None else np.asfortranarray(more, dtype=np.float64)
-    if more is not None and w.shape != v.shape:
-        raise ValueError(f"column_spreads: shapes {v.shape} and {w.shape} differ")
-    out = np.empty((v.shape[1] + w.shape[1], 3))
+    first, m, n1 = _flat(values)
+    second, m2, n2 = _flat(np.zeros((m, 0)) if more is None else more)
+    if (m2, n2) != (m, n1) and more is not None:
+        raise ValueError(f"column_spreads: shapes {(m, n1)} and {(m2, n2)} differ")
+    out = np.empty((n1 + n2, 3))
     if out.shape[0]:
-        _column_spreads(v, w, out, min(out.shape[0], numba.get_num_threads()))
-    return out if more is None else np.hstack([out[:v.shape[1]], out[v.shape[1]:]])
+        _column_spreads(first, second, m, n1, n1 + n2, out, min(out.shape[0], numba.get_num_threads()))
+    return out if more is None else np.hstack([out[:n1], out[n1:]])
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def _column_counts(x, totals, medians, zeros, workers):
-    m, N = x.shape
+def _column_counts(x, m, N, totals, medians, zeros, workers):
     for w in prange(workers):
         a = np.empty(m)
         for j in range(w, N, workers):
@@ -209,7 +214,7 @@ def _column_counts(x, totals, medians, zeros, workers):
             nan = False
             empty = 0
             for i in range(m):
-                v = x[i, j]
+                v = x[j * m + i]
                 a[i] = v
                 if math.isnan(v):
                     nan = True
@@ -226,22 +231,22 @@ def column_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarra
     """(totals, medians, zeros), each (N,), of the columns of the read counts ``values`` (m, N): the sum of the
     values that are not NaN, numpy's median (NaN where a column holds a NaN, or has no value) and the number of
     zeros; the columns in parallel."""
-    v = np.asfortranarray(values, dtype=np.float64)
-    N = v.shape[1]
+    x, m, N = _flat(values)
     totals, medians, zeros = np.empty(N), np.empty(N), np.empty(N, np.int64)
     if N:
-        _column_counts(v, totals, medians, zeros, min(N, numba.get_num_threads()))
+        _column_counts(x, m, N, totals, medians, zeros, min(N, numba.get_num_threads()))
     return totals, medians, zeros
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def _row_medians(x, out):
-    for i in prange(x.shape[0]):
-        row = np.empty(x.shape[1])
+def _row_medians(x, m, N, out):
+    for i in prange(m):
+        row = np.empty(N)
         n = 0
-        for j in range(x.shape[1]):
-            if math.isfinite(x[i, j]):
-                row[n] = x[i, j]
+        for j in range(N):
+            v = x[j * m + i]
+            if math.isfinite(v):
+                row[n] = v
                 n += 1
         out[i] = _median(row[:n]) if n else np.nan
 
@@ -249,10 +254,10 @@ def _row_medians(x, out):
 def row_medians(values: np.ndarray) -> np.ndarray:
     """(m,) each row's median over its finite values of ``values`` (m, N) (NaN where none is finite); the rows
     in parallel."""
-    v = np.asarray(values, dtype=np.float64)
-    out = np.empty(v.shape[0])
-    if v.shape[0]:
-        _row_medians(v, out)
+    x, m, N = _flat(values)
+    out = np.empty(m)
+    if m:
+        _row_medians(x, m, N, out)
     return out
 
 

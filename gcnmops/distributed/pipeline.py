@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..calls.qc import window_medians
 from ..cuda.probe import BACKENDS, Backend
 from ..data import CountData, validate_counts
 from ..errors import InputError
@@ -35,9 +36,10 @@ from ..pipeline.family import check_same_regions, log_note, read_named_counts, r
 from ..pipeline.methods import build_params
 from ..pipeline.plan import RunPlan
 from ..pipeline.stages import run_block
+from ..pipeline.streamqc import qc_by_columns
 from .cluster import Runner, chunk_bytes_for, resolve_client, task_threads
 from .genome import first_pass
-from .layout import Layout, plan_layout
+from .layout import Layout, column_groups, plan_layout
 from .result import DistributedResult, matrices_of
 from .store import Matrix, WorkStore, open_matrix, read_part, work_store
 
@@ -80,7 +82,7 @@ def run_chromosomes(job: BlockJob, block: int, counts, controls, ranges: pd.Data
         job.store.write(name, block, value, chunks, compress)
     return {"segmentation": result.segmentation, "cnvs": result.cnvs, "cnvr": result.cnvr,
             "call_evidence": result.call_evidence, "cov": result.params["cov"], "timings": timings,
-            "gpu_stats": result.gpu_stats}
+            "gpu_stats": result.gpu_stats, "window_medians": window_medians(result.normalized_data)}
 
 
 def cn_mops(
@@ -98,6 +100,7 @@ def cn_mops(
     rows_per_chunk: int | None = None,
     samples_per_chunk: int | None = None,
     numba_threads="auto",
+    sample_qc: bool = True,
     **params,
 ) -> DistributedResult:
     """cn.mops (or a family member) on a Dask cluster; the same result as the single-process run, bit for bit.
@@ -115,6 +118,8 @@ def cn_mops(
     one block and per column group of the first pass (default from the workers' memory limit);
     ``rows_per_chunk`` (also the rows per task of the first pass) x ``samples_per_chunk``: the stored matrices'
     chunks. ``numba_threads``: numba threads per task ("auto": each host's cores shared among its workers).
+    ``sample_qc``: the result carries the per-sample QC (``calls.qc.sample_qc``, as ``gcnmops run`` writes it:
+    sample_qc.tsv), made here from the counts and the stored matrices a group of sample columns at a time.
     ``params``: the method's keyword arguments (cn.mops's, snake_case), as for the single-process functions.
 
     Every task holds whole chromosomes (cn.mops normalizes and segments per chromosome): a worker needs memory
@@ -169,11 +174,27 @@ def cn_mops(
             ranged=cases.ranges is not None, posteriors=cparams.return_posterior, timings=timings,
             call_evidence=gathered.call_evidence())
         timings["collect"] = time.perf_counter() - t0
+        if sample_qc:
+            t0 = time.perf_counter()
+            result.sample_qc = _sample_qc(result, cases, np.concatenate([p["window_medians"] for p in parts]),
+                                          column_groups(m, N, chunk_bytes))
+            timings["qc"] = time.perf_counter() - t0
     finally:
         if work.temporary:
             work.remove()
     timings["total"] = time.perf_counter() - t_start
     return result
+
+
+def _sample_qc(result: DistributedResult, cases: Matrix, medians: np.ndarray, groups) -> pd.DataFrame:
+    """The run's sample QC (pipeline.streamqc.qc_by_columns): the counts and the result's normalized data and
+    sINI read here a group of sample columns at a time."""
+    def columns(name: str):
+        return lambda c0, c1: np.asfortranarray(result.slot(name)[:, c0:c1])
+
+    return qc_by_columns(result, list(cases.sample_names), groups, medians,
+                         lambda c0, c1: read_part(cases.part(slice(None), slice(c0, c1))),
+                         columns("normalized_data"), columns("local_assessments"))
 
 
 def _run_params(method, backend: str, params: dict) -> tuple[Method, CnMopsParams, dict]:

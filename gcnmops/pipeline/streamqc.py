@@ -35,15 +35,20 @@ class StreamQC:
         """``calls.qc.sample_qc`` of ``result`` (its call tables and params; every block ``put``) with the coverage
         of ``store``'s counts and the spreads of ``rstore``'s QC_MATRICES, read by groups of samples whose float64
         columns take about ``group_bytes``."""
-        names = list(store.sample_names)
-        coverage, spreads = [], np.empty((len(names), 6))
-        for c0, c1 in store.column_groups(group_bytes):
-            coverage.append(coverage_qc(np.asfortranarray(store.columns(c0, c1), dtype=np.float64), names[c0:c1]))
-            normalized = rstore.columns("normalized_data", c0, c1)
-            spreads[c0:c1, :3] = column_spreads(log2_ratios(normalized, self.medians))
-            del normalized
-            spreads[c0:c1, 3:] = column_spreads(rstore.columns("local_assessments", c0, c1))
-        return sample_qc(result, pd.concat(coverage, ignore_index=True), (), spreads)
+        return qc_by_columns(result, list(store.sample_names), store.column_groups(group_bytes), self.medians,
+                             store.columns, lambda c0, c1: rstore.columns("normalized_data", c0, c1),
+                             lambda c0, c1: rstore.columns("local_assessments", c0, c1))
 
 
-__all__ = ["StreamQC", "QC_MATRICES"]
+def qc_by_columns(result, names: list[str], groups, medians: np.ndarray, counts, normalized, sini) -> pd.DataFrame:
+    """``calls.qc.sample_qc`` of ``result`` from its matrices read a group of sample columns at a time: ``groups``
+    (first, end) columns; ``counts(c0, c1)``, ``normalized(c0, c1)``, ``sini(c0, c1)`` those columns (m, c1 - c0)
+    of the read counts, normalized data and sINI; ``medians`` (m,) every window's ``window_medians``."""
+    coverage, spreads = [], np.empty((len(names), 6))
+    for c0, c1 in groups:
+        coverage.append(coverage_qc(np.asfortranarray(counts(c0, c1), dtype=np.float64), names[c0:c1]))
+        spreads[c0:c1] = column_spreads(log2_ratios(normalized(c0, c1), medians), sini(c0, c1))
+    return sample_qc(result, pd.concat(coverage, ignore_index=True), (), spreads)
+
+
+__all__ = ["StreamQC", "QC_MATRICES", "qc_by_columns"]
