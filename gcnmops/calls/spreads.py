@@ -14,6 +14,8 @@ import numba
 import numpy as np
 from numba import njit, prange
 
+from ..exact.rstats import select_kth
+
 #: scales the median absolute deviation to a normal distribution's standard deviation
 MAD_SCALE = 1.4826
 
@@ -21,33 +23,7 @@ MAD_SCALE = 1.4826
 @njit(cache=True, nogil=True)
 def _kth(a, k):
     """The k-th smallest of ``a`` (0-based); ``a`` is reordered."""
-    lo, hi = 0, a.size - 1
-    while hi > lo:
-        mid = (lo + hi) // 2  # median of three as the pivot
-        if a[mid] < a[lo]:
-            a[mid], a[lo] = a[lo], a[mid]
-        if a[hi] < a[lo]:
-            a[hi], a[lo] = a[lo], a[hi]
-        if a[hi] < a[mid]:
-            a[hi], a[mid] = a[mid], a[hi]
-        pivot = a[mid]
-        i, j = lo, hi
-        while i <= j:
-            while a[i] < pivot:
-                i += 1
-            while pivot < a[j]:
-                j -= 1
-            if i <= j:
-                a[i], a[j] = a[j], a[i]
-                i += 1
-                j -= 1
-        if k <= j:
-            hi = j
-        elif k >= i:
-            lo = i
-        else:
-            return a[k]
-    return a[k]
+    return select_kth(a, a.size, k)
 
 
 @njit(cache=True, nogil=True)
