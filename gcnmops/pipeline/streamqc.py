@@ -47,7 +47,8 @@ def qc_by_columns(result, names: list[str], groups, medians: np.ndarray, counts,
     coverage, spreads = [], np.empty((len(names), 6))
     for c0, c1 in groups:
         coverage.append(coverage_qc(np.asfortranarray(counts(c0, c1), dtype=np.float64), names[c0:c1]))
-        spreads[c0:c1] = column_spreads(log2_ratios(normalized(c0, c1), medians), sini(c0, c1))
+        spreads[c0:c1, :3] = column_spreads(log2_ratios(normalized(c0, c1), medians))  # one group held at a time
+        spreads[c0:c1, 3:] = column_spreads(sini(c0, c1))
     return sample_qc(result, pd.concat(coverage, ignore_index=True), (), spreads)
 
 
