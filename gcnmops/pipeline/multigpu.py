@@ -12,9 +12,10 @@ share of the cores (numba's thread count is per thread). Each device has ``per_d
 while one chromosome's segmentation is finished on the host the device computes another's. The call tables are
 gathered in chromosome order (blocks.BlockTables): the result is the single-GPU and the CPU result, bit for bit.
 
-Not yet the default of ``cn_mops(devices=...)`` (which shares the model's rows among the devices): the
-segmentation's host passes, which every device's thread shares the same cores for, dominate the run, so placing
-chromosomes on more GPUs does not shorten it yet (benchmarks/RESULTS.md, "Several GPUs").
+Not yet the default of ``cn_mops(devices=...)`` (which shares the model's rows among the devices): what a block
+costs besides its share of the work (its counts copied out of the whole matrix, its launches, its result matrices
+copied into the whole-run arrays, the host passes every device's threads share the same cores for) still outweighs
+what the other GPUs save: four GPUs are slower than one on 5,000,000 x 50 (benchmarks/RESULTS.md, "Fourth session").
 """
 from __future__ import annotations
 
