@@ -53,7 +53,10 @@ def _mad(a: np.ndarray) -> float:
 def biweight_midvariance(a: np.ndarray, c: float = 9.0) -> float:
     """The square root of the biweight midvariance of ``a`` (finite values), a robust standard deviation."""
     a = np.ascontiguousarray(a, dtype=np.float64)
-    return float(spreads.biweight_midvariance(a, np.empty(a.size), c)) if a.size else np.nan
+    if not a.size:
+        return np.nan
+    scratch = np.empty(a.size)
+    return float(spreads.biweight_midvariance(a, scratch, *spreads.centre_and_spread(a, scratch), c))
 
 
 def spread(values: np.ndarray) -> tuple[float, float, float]:

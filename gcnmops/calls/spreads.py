@@ -72,13 +72,13 @@ def _abs_dev_median(a, centre, scratch):
 
 
 @njit(cache=True, nogil=True)
-def biweight_location(a, scratch, c=6.0, epsilon=1e-3, max_iter=5):
-    """Tukey's biweight location of the finite values ``a``, started at the median (``scratch``: as long as
-    ``a``)."""
-    scratch[:] = a
-    loc = _median(scratch)
-    for _ in range(max_iter):
-        scale = max(c * _abs_dev_median(a, loc, scratch), epsilon)
+def biweight_location(a, scratch, centre, spread, c=6.0, epsilon=1e-3, max_iter=5):
+    """Tukey's biweight location of the finite values ``a``, started at their median ``centre``, whose median
+    absolute deviation is ``spread`` (``scratch``: as long as ``a``)."""
+    loc = centre
+    for step_no in range(max_iter):
+        dev = spread if step_no == 0 else _abs_dev_median(a, loc, scratch)
+        scale = max(c * dev, epsilon)
         total = 0.0
         moment = 0.0
         for i in range(a.size):
@@ -98,10 +98,11 @@ def biweight_location(a, scratch, c=6.0, epsilon=1e-3, max_iter=5):
 
 
 @njit(cache=True, nogil=True)
-def biweight_midvariance(a, scratch, c=9.0, epsilon=1e-3):
-    """The square root of the biweight midvariance of the finite values ``a`` around their biweight location;
-    the scaled MAD where no value has weight (``scratch``: as long as ``a``)."""
-    loc = biweight_location(a, scratch)
+def biweight_midvariance(a, scratch, centre, spread, c=9.0, epsilon=1e-3):
+    """The square root of the biweight midvariance of the finite values ``a`` (median ``centre``, median absolute
+    deviation ``spread``) around their biweight location; the scaled MAD where no value has weight
+    (``scratch``: as long as ``a``)."""
+    loc = biweight_location(a, scratch, centre, spread)
     mad = _abs_dev_median(a, loc, scratch)
     scale = max(c * mad, epsilon)
     inside = 0
@@ -124,6 +125,15 @@ def biweight_midvariance(a, scratch, c=9.0, epsilon=1e-3):
 
 
 @njit(cache=True, nogil=True)
+def centre_and_spread(a, scratch):
+    """(median, median absolute deviation from it) of the finite values ``a`` (n >= 1; ``scratch``: as long as
+    ``a``, overwritten)."""
+    scratch[:] = a
+    centre = _median(scratch)
+    return centre, _abs_dev_median(a, centre, scratch)
+
+
+@njit(cache=True, nogil=True)
 def _spread_into(x, out, a, scratch):
     """(scaled MAD, IQR, biweight midvariance's root) of the finite values of the column ``x`` into ``out`` (3,);
     NaN where there are none (``a``, ``scratch``: as long as ``x``)."""
@@ -140,11 +150,11 @@ def _spread_into(x, out, a, scratch):
     scratch[:] = a
     q1 = _quantile(scratch, 0.25)
     q3 = _quantile(scratch, 0.75)
-    scratch[:] = a
-    centre = _median(scratch)
-    out[0] = _abs_dev_median(a, centre, scratch) * MAD_SCALE
+    centre = _median(scratch)  # an order statistic: the order the quantiles left does not matter
+    spread = _abs_dev_median(a, centre, scratch)
+    out[0] = spread * MAD_SCALE
     out[1] = q3 - q1
-    out[2] = biweight_midvariance(a, scratch)
+    out[2] = biweight_midvariance(a, scratch, centre, spread)
 
 
 def _flat(values: np.ndarray) -> tuple[np.ndarray, int, int]:
@@ -237,4 +247,5 @@ def row_medians(values: np.ndarray) -> np.ndarray:
     return out
 
 
-__all__ = ["column_spreads", "column_counts", "row_medians", "biweight_location", "biweight_midvariance", "MAD_SCALE"]
+__all__ = ["column_spreads", "column_counts", "row_medians", "centre_and_spread", "biweight_location",
+           "biweight_midvariance", "MAD_SCALE"]
