@@ -551,8 +551,8 @@ def _warmup(args) -> int:
 def _warmup_variants(backend) -> list:
     """Runs on small cohorts that compile, besides the example's run, every other variant of the CPU kernels (numba
     compiles one per argument types, and an array with a dimension of one is typed C-contiguous, not F): norm=2,
-    the posteriors kept, the mode and median normalizations, the reference/single model and its integer copy numbers, one sample
-    (single, reference and case mode with one new sample), one region, case mode's E-step."""
+    the posteriors kept, the mode and median normalizations, the reference/single model and its integer copy
+    numbers, one sample (single, reference and case mode with one new sample), one region, case mode's E-step."""
     import warnings
 
     import numpy as np

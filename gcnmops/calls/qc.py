@@ -30,6 +30,7 @@ by name: ``--exclude-samples NAME``).
 """
 from __future__ import annotations
 
+import numba
 import numpy as np
 import pandas as pd
 
@@ -92,10 +93,8 @@ def log2_ratios(normalized: np.ndarray, medians: np.ndarray | None = None) -> np
 
     from concurrent.futures import ThreadPoolExecutor
 
-    from ..data import usable_cores
-
     N = x.shape[1]
-    step = max(1, -(-N // usable_cores()))
+    step = max(1, -(-N // numba.get_num_threads()))  # the run's thread count (--threads), as its kernels
     with ThreadPoolExecutor(max(1, -(-N // step))) as pool:
         list(pool.map(lambda c: ratios(c, min(N, c + step)), range(0, N, step)))
     return out
