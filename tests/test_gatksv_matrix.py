@@ -1,5 +1,5 @@
-"""The bincov matrix reader: plain-integer matrices through the threaded bgzip inflation and pyarrow's parser, read
-exactly as the cell-by-cell pandas reading reads them (bgzip, gzip, plain text); any other cell sends the whole file
+"""The bincov matrix reader: plain-integer matrices through the threaded bgzip inflation and the parallel integer
+parser (gcnmops.io.inttable), read exactly as the cell-by-cell pandas reading reads them (bgzip, gzip, plain text); any other cell sends the whole file
 to the cell-by-cell reading, its cells kept verbatim."""
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def _write(tmp_path, text, how):
 
 def _slow(path, monkeypatch):
     with monkeypatch.context() as mp:
-        mp.setattr(matrix, "_read_arrow", lambda *a: None)
+        mp.setattr(matrix, "_read_fast", lambda *a: None)
         return matrix.read_depth_matrix(path)
 
 
@@ -52,11 +52,15 @@ def _same(a, b):
 
 
 @pytest.mark.parametrize("how", ["bgzip", "gzip", "plain"])
-def test_fast_reading_equals_the_cell_by_cell_one(tmp_path, monkeypatch, how):
+@pytest.mark.parametrize("chunk", [1000, 1 << 24])
+def test_fast_reading_equals_the_cell_by_cell_one(tmp_path, monkeypatch, how, chunk):
+    from gcnmops.io import inttable
+
     path = _write(tmp_path, _text(np.random.default_rng(1)), how)
+    monkeypatch.setattr(inttable, "CHUNK_BYTES", chunk)  # many chunks, cut across pieces, or one
     calls = []
-    real = matrix._read_arrow
-    monkeypatch.setattr(matrix, "_read_arrow", lambda *a: calls.append(1) or real(*a))
+    real = matrix._read_fast
+    monkeypatch.setattr(matrix, "_read_fast", lambda *a: calls.append(1) or real(*a))
     fast = matrix.read_depth_matrix(path, threads=3)
     assert calls and fast.values[5, 2] == 2 ** 31 - 1
     assert fast.base.dtype == np.int32 and fast.values.dtype == np.float64  # the cells as parsed; read as numbers
@@ -64,18 +68,19 @@ def test_fast_reading_equals_the_cell_by_cell_one(tmp_path, monkeypatch, how):
     _same(fast, _slow(path, monkeypatch))
 
 
-@pytest.mark.parametrize("cell", ["NA", ".", "", "4294967296", "1.5"])
+@pytest.mark.parametrize("cell", ["NA", ".", "", "4294967296", "1.5", "2147483648", "-2147483649", " 5", "5 ",
+                                  "+", "00000000005"])
 def test_other_cells_are_read_cell_by_cell(tmp_path, monkeypatch, cell):
     text = _text(np.random.default_rng(2)).split("\n")
     fields = text[2500].split("\t")
     fields[4] = cell
     text[2500] = "\t".join(fields)
     path = _write(tmp_path, "\n".join(text), "bgzip")
-    assert matrix._read_arrow(path, text[0], text[0].split("\t"), 2, 1) is None
+    assert matrix._read_fast(path, text[0], text[0].split("\t"), 2, 1) is None
     m = matrix.read_depth_matrix(path)
     _same(m, _slow(path, monkeypatch))
-    if cell in ("4294967296",):
-        assert m.values[2499, 1] == 4294967296
+    if cell in ("4294967296", "2147483648", "-2147483649", "00000000005"):
+        assert m.values[2499, 1] == int(cell)
     else:
         assert np.isnan(m.values[2499, 1]) and m.text == {(2499, 1): cell}
 

@@ -133,7 +133,7 @@ def _open_text(path: Path):
 
 def read_depth_matrix(path: str | os.PathLike, *, threads: int | None = None) -> DepthMatrix:
     """A depth matrix from a text file (plain, gzip or bgzip): its first line is the header. A matrix of plain
-    integers is read by :func:`_read_arrow` (bgzip blocks inflated and the text parsed on ``threads`` threads;
+    integers is read by :func:`_read_fast` (bgzip blocks inflated and the text parsed on ``threads`` threads;
     default every core); one with any other cell (NA, '.', a number beyond 32 bits, ragged rows) by pandas, cell by
     cell, as the scripts' tools see them."""
     p = Path(path)
@@ -153,7 +153,7 @@ def read_depth_matrix(path: str | os.PathLike, *, threads: int | None = None) ->
 
 def _read_rows(p: Path, header: str, fields: list[str], threads: int | None, skip: int) -> DepthMatrix:
     """The rows after the first ``skip`` lines of ``p`` as a matrix of ``fields`` columns."""
-    fast = _read_arrow(p, header, fields, threads, skip)
+    fast = _read_fast(p, header, fields, threads, skip)
     if fast is not None:
         return fast
     try:
@@ -191,81 +191,30 @@ def read_sample_bincov(path: str | os.PathLike, name: str) -> DepthMatrix:
     return m.take(slice(None), [0], header="\t".join(fields[:4]))
 
 
-class _Joined(io.RawIOBase):
-    """A read-only stream over an iterator of byte strings (the inflated pieces of a bgzipped file)."""
-
-    def __init__(self, pieces):
-        super().__init__()
-        self.pieces, self.rest = iter(pieces), b""
-
-    def readable(self) -> bool:
-        return True
-
-    def read(self, n: int = -1) -> bytes:
-        out, have = [self.rest], len(self.rest)
-        while n < 0 or have < n:
-            piece = next(self.pieces, None)
-            if piece is None:
-                break
-            out.append(piece)
-            have += len(piece)
-        data = b"".join(out)
-        if n < 0:
-            self.rest = b""
-            return data
-        self.rest = data[n:]
-        return data[:n]
-
-
-def _read_arrow(p: Path, header: str, fields: list[str], threads: int | None, skip: int) -> DepthMatrix | None:
-    """The matrix through pyarrow's multithreaded CSV parser, the bgzip blocks inflated in threads ahead of it
-    (alignments.bam.inflate_bgzf); None when a cell is not a plain 32-bit integer (or the rows are ragged, or a contig
-    name is not UTF-8): pandas then reads it cell by cell."""
-    import pyarrow as pa
-    import pyarrow.csv as pacsv
-
+def _pieces(p: Path, threads: int):
+    """The text of ``p`` in pieces of bytes: BGZF blocks inflated on ``threads`` threads, gzip and plain files read
+    in parts."""
     from ..alignments.bam import inflate_bgzf, is_bgzf
 
-    names = [f"c{k}" for k in range(len(fields))]
-    types = {names[0]: pa.dictionary(pa.int32(), pa.string()), names[1]: pa.int64(), names[2]: pa.int64(),
-             **{n: pa.int32() for n in names[3:]}}
-    stream = (_Joined(inflate_bgzf(p, threads=threads, kind="bincov matrix")) if is_bgzf(p) else
-              gzip.open(p, "rb") if _gz(p) else open(p, "rb"))
-    try:
-        with stream:
-            table = pacsv.read_csv(
-                stream,
-                read_options=pacsv.ReadOptions(skip_rows=skip, column_names=names, use_threads=True,
-                                               block_size=16 << 20),
-                parse_options=pacsv.ParseOptions(delimiter="\t", quote_char=False, escape_char=False),
-                convert_options=pacsv.ConvertOptions(column_types=types, null_values=[], strings_can_be_null=False,
-                                                     quoted_strings_can_be_null=False))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return None
-    m, n = table.num_rows, len(fields) - 3
-    if m == 0:
-        return None
-    contig = table.column(0).unify_dictionaries().combine_chunks()
-    contig = np.asarray(contig.dictionary.to_pylist(), dtype=object)[contig.indices.to_numpy()]
-    start, end = (table.column(j).to_numpy() for j in (1, 2))
-    columns = [table.column(3 + k) for k in range(n)]
-    del table
-    values = np.empty((m, n), dtype=np.int32, order="F")  # the cells as parsed: half a float64 matrix
+    if is_bgzf(p):
+        yield from inflate_bgzf(p, threads=threads, kind="bincov matrix")
+        return
+    with (gzip.open(p, "rb") if _gz(p) else open(p, "rb")) as fh:
+        yield from iter(lambda: fh.read(8 << 20), b"")
 
-    def fill(k: int) -> None:
-        at = 0
-        for chunk in columns[k].chunks:
-            values[at:at + len(chunk), k] = chunk.to_numpy()
-            at += len(chunk)
-        columns[k] = None  # its memory goes as the matrix fills
 
-    from concurrent.futures import ThreadPoolExecutor
-
+def _read_fast(p: Path, header: str, fields: list[str], threads: int | None, skip: int) -> DepthMatrix | None:
+    """The matrix through :func:`..io.inttable.read_int_table` (text inflated and parsed on ``threads`` threads,
+    default every core); None when a cell is not a plain 32-bit integer (or the rows are ragged, or a contig name
+    is not UTF-8, or there are no rows): pandas then reads it cell by cell."""
     from ..data import usable_cores
+    from ..io.inttable import read_int_table
 
-    with ThreadPoolExecutor(max_workers=max(1, min(threads or usable_cores(), n))) as pool:
-        list(pool.map(fill, range(n)))
-    return DepthMatrix(header, fields[3:], contig, start.astype(np.int64), end.astype(np.int64), values)
+    threads = threads or usable_cores()
+    table = read_int_table(_pieces(p, threads), len(fields) - 3, skip=skip, threads=threads)
+    if table is None:
+        return None
+    return DepthMatrix(header, fields[3:], table.names, table.first, table.second, table.cells)
 
 
 def _gz(p: Path) -> bool:

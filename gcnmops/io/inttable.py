@@ -1,0 +1,232 @@
+"""Tab-separated tables of a name, two 64-bit integers and plain 32-bit integer cells (``chr1<TAB>0<TAB>100<TAB>
+12<TAB>7...``, the depth matrices GATK-SV and binCov write), parsed in parallel: the text is cut into chunks at line
+ends and each chunk parsed by a compiled kernel on its own thread (numba, GIL released), while the text is still
+being inflated.
+
+Strict by design: the kernel accepts only lines of exactly the expected fields, separated by single tabs and ended
+by ``\\n``, a non-empty name without ``\\r``, and integers ``[-+]?[0-9]+`` within their type. Anything else (NA,
+'.', decimals, a number beyond 32 bits, spaces, CRLF, blank or ragged lines, a name that is not UTF-8) makes
+:func:`read_int_table` return None, and the caller reads the file by its exact, slower path.
+"""
+from __future__ import annotations
+
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Iterable
+
+import numpy as np
+from numba import njit
+
+#: text per parse task (bytes): enough to amortize a task, small enough to spread a file over every core
+CHUNK_BYTES = 16 << 20
+
+_TAB, _NL, _CR = 9, 10, 13
+_OK, _ODD = 0, 1
+_INT32_MAX, _INT64_DIGITS = 2147483647, 18  # int64 fields: at most 18 digits, never overflowing
+
+
+@dataclass
+class IntTable:
+    """m rows: ``names`` (m,) object, the first field; ``first``, ``second`` (m,) int64; ``cells`` (m, n) int32,
+    order F."""
+
+    names: np.ndarray
+    first: np.ndarray
+    second: np.ndarray
+    cells: np.ndarray
+
+
+@njit(cache=True, nogil=True)
+def _count_lines(buf):
+    n = 0
+    for b in buf:
+        if b == _NL:
+            n += 1
+    return n
+
+
+@njit(cache=True, nogil=True)
+def _parse(buf, rows, cells, first, second, name_id, name_at, name_len):
+    """Parse the ``rows`` lines of ``buf`` (each ended by a newline, the last one too) into ``cells`` (rows, n)
+    int32 order F, ``first``/``second`` (rows,) int64 and ``name_id`` (rows,) int32: an index into the distinct
+    names, whose offsets and lengths in ``buf`` go to ``name_at``/``name_len`` in order of appearance. Returns
+    (number of distinct names, status): status 0 when every line is as the module says, else 1."""
+    n = cells.shape[1]
+    end = buf.size
+    p = 0
+    names = 0
+    for r in range(rows):
+        q = p
+        while q < end and buf[q] != _TAB and buf[q] != _NL and buf[q] != _CR:
+            q += 1
+        if q == p or q >= end or buf[q] != _TAB:
+            return names, _ODD
+        length = q - p
+        found = -1
+        for t in range(names):  # the latest name first: a chunk holds runs of one contig
+            j = names - 1 - t
+            if name_len[j] == length:
+                a = name_at[j]
+                same = True
+                for i in range(length):
+                    if buf[a + i] != buf[p + i]:
+                        same = False
+                        break
+                if same:
+                    found = j
+                    break
+        if found < 0:
+            name_at[names] = p
+            name_len[names] = length
+            found = names
+            names += 1
+        name_id[r] = found
+        p = q + 1
+        # the numeric fields: -2 and -1 (first, second), then the n cells; the buffer ends with a newline, so
+        # every scan below stops inside it
+        for f in range(-2, n):
+            b = buf[p]
+            neg = b == 45  # '-'
+            if neg or b == 43:  # '+'
+                p += 1
+            v = np.int64(0)
+            at = p
+            while True:
+                d = np.int64(buf[p]) - 48
+                if d < 0 or d > 9:
+                    break
+                v = v * 10 + d
+                p += 1
+            digits = p - at
+            if digits == 0 or digits > _INT64_DIGITS or buf[p] != (_TAB if f < n - 1 else _NL):
+                return names, _ODD
+            p += 1
+            if neg:
+                v = -v
+            if f == -2:
+                first[r] = v
+            elif f == -1:
+                second[r] = v
+            elif digits > 10 or v > _INT32_MAX or v < -_INT32_MAX - 1:
+                return names, _ODD
+            else:
+                cells[r, f] = v
+    if p != end:
+        return names, _ODD
+    return names, _OK
+
+
+def _parse_chunk(pieces: list, n: int):
+    """One chunk of whole lines, given as its pieces of text (the file's last line may lack its newline):
+    (names, name ids, first, second, cells) or None. The pieces are joined here, on the parsing thread."""
+    size = sum(len(p) for p in pieces)
+    if size == 0:
+        return [], np.empty(0, np.int32), np.empty(0, np.int64), np.empty(0, np.int64), np.empty((0, n), np.int32)
+    buf = np.empty(size + 1, dtype=np.uint8)
+    at = 0
+    for p in pieces:
+        buf[at:at + len(p)] = np.frombuffer(p, dtype=np.uint8)
+        at += len(p)
+    if buf[size - 1] == _NL:
+        buf = buf[:size]
+    else:  # the file's last line, without its newline
+        buf[size] = _NL
+    rows = int(_count_lines(buf))
+    cells = np.empty((rows, n), dtype=np.int32, order="F")
+    first, second = np.empty(rows, np.int64), np.empty(rows, np.int64)
+    name_id = np.empty(rows, np.int32)
+    name_at, name_len = np.empty(rows, np.int64), np.empty(rows, np.int64)
+    names, status = _parse(buf, rows, cells, first, second, name_id, name_at, name_len)
+    if status != _OK:
+        return None
+    try:
+        distinct = [buf[a:a + b].tobytes().decode("utf-8")
+                    for a, b in zip(name_at[:names].tolist(), name_len[:names].tolist())]
+    except UnicodeDecodeError:
+        return None
+    return distinct, name_id, first, second, cells
+
+
+def read_int_table(pieces: Iterable[bytes], n: int, *, skip: int = 0, threads: int = 1) -> IntTable | None:
+    """The table in the text ``pieces`` (bytes in file order, e.g. inflated BGZF blocks) after its first ``skip``
+    lines: rows of a name, two int64 and ``n`` int32 fields. None when a line is not of that form (see the module),
+    or when there are no rows. Parsed on ``threads`` threads as the pieces arrive, at most ``2 * threads`` chunks
+    in flight; a chunk ends at the last line end of the piece that fills it."""
+    threads = max(1, threads)
+    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="gcnmops-parse")
+    pending: deque = deque()
+    parts: list = []
+    failed = False
+
+    def settle(limit: int) -> None:
+        nonlocal failed
+        while len(pending) > limit:
+            part = pending.popleft().result()
+            failed = failed or part is None
+            parts.append(part)
+
+    try:
+        held: list = []
+        size = 0
+        for piece in pieces:
+            if failed:
+                return None
+            if skip:
+                piece = b"".join(held + [piece])
+                while skip and (at := piece.find(b"\n")) >= 0:
+                    piece, skip = piece[at + 1:], skip - 1
+                held, size = [], 0
+                if skip:
+                    held, size = [piece], len(piece)
+                    continue
+            held.append(piece)
+            size += len(piece)
+            if size < CHUNK_BYTES:
+                continue
+            cut = piece.rfind(b"\n") + 1
+            if cut == 0:  # no line ends in this piece: keep reading
+                continue
+            tail = piece[cut:]
+            held[-1] = memoryview(piece)[:cut]
+            pending.append(pool.submit(_parse_chunk, held, n))
+            held, size = ([tail], len(tail)) if tail else ([], 0)
+            settle(2 * threads)
+        if skip:
+            return None
+        if size:
+            pending.append(pool.submit(_parse_chunk, held, n))
+        settle(0)
+        if failed:
+            return None
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return _join(parts, n, threads)
+
+
+def _join(parts: list, n: int, threads: int) -> IntTable | None:
+    """The chunks' rows as one table: names unified, the cells copied into one order-F matrix (a chunk per task)."""
+    m = sum(len(p[1]) for p in parts)
+    if m == 0:
+        return None
+    names: dict[str, int] = {}
+    ids, first, second = np.empty(m, np.int32), np.empty(m, np.int64), np.empty(m, np.int64)
+    cells = np.empty((m, n), dtype=np.int32, order="F")
+    spans = []
+    at = 0
+    for distinct, name_id, f, s, _ in parts:
+        r = len(name_id)
+        local = np.array([names.setdefault(name, len(names)) for name in distinct], dtype=np.int32)
+        ids[at:at + r] = local[name_id] if r else name_id
+        first[at:at + r], second[at:at + r] = f, s
+        spans.append((at, r))
+        at += r
+
+    def copy(k: int) -> None:
+        a, r = spans[k]
+        cells[a:a + r] = parts[k][4]
+        parts[k] = None  # its memory goes as the matrix fills
+
+    with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+        list(pool.map(copy, range(len(parts))))
+    return IntTable(np.asarray(list(names), dtype=object)[ids], first, second, cells)
