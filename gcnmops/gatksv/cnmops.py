@@ -96,8 +96,9 @@ def run_pass(matrix: DepthMatrix, p: Pass, ped, bed, outdir: Path, *, backend: s
 
 def run_call(bincov_matrix, chrom_file, allo_file, ped_file, exclude_list, *, r1: int, r2: int, batch: str,
              prefix: str, outdir, min_size: int | None = None, stitch_and_clean_large_events: bool = False,
-             backend: str = "auto", timings: dict | None = None) -> list[Path]:
+             backend: str = "auto", timings: dict | None = None, gpu_warmup=None) -> list[Path]:
     """A CNMOPS.wdl call (see the module docstring); returns the clean outputs (DEL, DEL index, DUP, DUP index).
+    ``gpu_warmup``: a started :func:`..cuda.probe.warm_up_gpu`, waited for after the read, before the passes.
     ``timings``: seconds added to its "read", "tables", "cn.mops" and "clean" entries, and to one entry per pass
     group ("MR2", "MR1", "NR2", "NR1", "FR2", "FR1": its passes' tables and cn.mops)."""
     out = Path(outdir)
@@ -110,6 +111,8 @@ def run_call(bincov_matrix, chrom_file, allo_file, ped_file, exclude_list, *, r1
     log.info(f"gatk-sv cnmops: {matrix.n_rows:,} bins x {len(matrix.samples)} samples read in "
              f"{time.perf_counter() - t0:.2f} s")
     groups = call_passes(chroms, allos, int(r1), int(r2))
+    if gpu_warmup is not None:
+        gpu_warmup.wait()
     gff: dict[Pass, Path] = {}
     for name in ("MR2", "MR1", "NR2", "NR1", "FR2", "FR1"):
         t0 = time.perf_counter()
