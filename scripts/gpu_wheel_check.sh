@@ -3,12 +3,14 @@
 # that has no network (the device tool: /work/.library/device/README.md), then `gcnmops info`, the example on the
 # GPU and `pytest -m gpu` on a subset of the GPU tests, run against the installed package.
 #
-#   1. here, with network:      bash scripts/gpu_wheel_check.sh prepare
+#   1. here, with network:      IMAGE_FREEZE=freeze.txt bash scripts/gpu_wheel_check.sh prepare
 #      builds the wheel, downloads its [cuda13] dependencies and pytest for the GPU machine's Python (3.12, x86-64
-#      manylinux) into .whl/ (ignored), leaving out what that machine's image holds already (IMAGE_HAS, default
-#      "numpy cupy_cuda13x": the venv sees them through --system-site-packages), and cuts them into parts
-#      .whl/part1 .. partN of at most PART_MB MiB each (a wheel larger than that is split into pieces), as one
-#      call may carry 64 MiB with the working tree. It prints the device calls to make.
+#      manylinux) into .whl/ (ignored), and cuts them into parts .whl/part1 .. partN of at most PART_MB MiB each
+#      (a wheel larger than that is split into pieces), as one call may carry 64 MiB with the working tree. It
+#      prints the device calls to make. IMAGE_FREEZE: `pip freeze` of the GPU machine's Python (its CUDA stack:
+#      numpy, cupy, numba-cuda, cuda-bindings...): the download is pinned to those versions and leaves out the
+#      wheels the image holds; the venv then sees the image's packages through a .pth file (IMAGE_SITE on the
+#      device, default the site-packages of its python3). Without it every dependency is carried.
 #   2. on the GPU machine, one call per part, in a row (the machine keeps the parts while it stays warm):
 #      carry [".whl/partK"], command "bash scripts/gpu_wheel_check.sh device" (calls before the last one only
 #      store their part: the device step waits until every part of .whl/MANIFEST is there).
@@ -28,12 +30,26 @@ prepare() {
     "$python" -m build --wheel --outdir "$all" . >/dev/null
     local wheel
     wheel=$(ls "$all"/gcnmops-*.whl)
-    "$python" -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
+    local pins=()
+    if [ -n "${IMAGE_FREEZE:-}" ]; then
+        grep -E '^[A-Za-z0-9_.-]+==[^ ]+$' "$IMAGE_FREEZE" >.whl/pins.txt
+        pins=(-c .whl/pins.txt)
+    fi
+    "$python" -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp "${pins[@]}" \
         --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64 \
         --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux2010_x86_64 \
         --platform manylinux_2_12_x86_64 --platform manylinux1_x86_64 -d "$all" "$wheel[cuda13]" pytest 2>&1 \
         | grep -v '^WARNING: Location' >&2 || true
-    for name in ${IMAGE_HAS-numpy cupy_cuda13x}; do rm -f "$all/$name"-[0-9]*.whl; done
+    if [ -n "${IMAGE_FREEZE:-}" ]; then  # the image's own wheels stay there
+        local pin name version
+        while IFS= read -r pin; do
+            name=$(echo "${pin%%==*}" | tr 'A-Z.-' 'a-z__'); version=${pin#*==}
+            for f in "$all"/*.whl; do
+                [ "$(basename "$f" | cut -d- -f1 | tr 'A-Z.-' 'a-z__')" = "$name" ] &&
+                    [ "$(basename "$f" | cut -d- -f2)" = "$version" ] && rm -f "$f"
+            done
+        done <.whl/pins.txt
+    fi
     # parts of at most part_mb MiB: whole wheels where they fit, larger ones in pieces
     local limit=$((part_mb << 20)) k=1 used=0 f size piece
     mkdir -p .whl/part1
@@ -54,7 +70,10 @@ prepare() {
         mv "$f" ".whl/part$k/"; used=$((used + size))
     done
     rmdir .whl/part1 2>/dev/null || true
-    for p in .whl/part*; do cp .whl/MANIFEST "$p/"; done  # whichever part comes first
+    for p in .whl/part*; do  # whichever part comes first
+        cp .whl/MANIFEST "$p/"
+        if [ -f .whl/pins.txt ]; then cp .whl/pins.txt "$p/IMAGE_PINS"; fi
+    done
     rm -rf "$all"
     local parts
     parts=$(ls -d .whl/part* | sort -V)
@@ -93,7 +112,13 @@ device() {
     local python=${PYTHON:-python3}
     echo "== venv from $($python -c 'import sys; print(sys.executable, sys.version.split()[0])') (+ the image's packages)" >&2
     rm -rf "$venv"
-    "$python" -m venv --system-site-packages "$venv"
+    "$python" -m venv "$venv"
+    if ls .whl/part*/IMAGE_PINS >/dev/null 2>&1; then  # prepared against the image: see its packages
+        local site
+        site=${IMAGE_SITE:-$("$python" -c 'import site; print(site.getsitepackages()[0])')}
+        "$venv/bin/python" -c 'import site, sys; open(site.getsitepackages()[0] + "/image.pth", "w").write(sys.argv[1] + "\n")' "$site"
+        echo "== the image's packages seen from $site" >&2
+    fi
     "$venv/bin/python" -m pip install -q --no-index --find-links "$wheels" "$(ls "$wheels"/gcnmops-*.whl)[cuda13]" pytest
     cd /tmp  # not the checkout: gcnmops is the installed one
     "$venv/bin/python" -c 'import gcnmops; print("gcnmops", gcnmops.__version__, "from", gcnmops.__file__)' | tee "$out/info.txt"
