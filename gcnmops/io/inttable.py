@@ -1,7 +1,7 @@
 """Tab-separated tables of a name, two 64-bit integers and plain 32-bit integer cells (``chr1<TAB>0<TAB>100<TAB>
 12<TAB>7...``, the depth matrices GATK-SV and binCov write), parsed in parallel: the text is cut into chunks at line
-ends and each chunk parsed by a compiled kernel on its own thread (numba, GIL released), while the text is still
-being inflated.
+ends, and each chunk is parsed by a compiled kernel (numba, GIL released) on its own thread straight into its rows
+of the table.
 
 Strict by design: the kernel accepts only lines of exactly the expected fields, separated by single tabs and ended
 by ``\\n``, a non-empty name without ``\\r``, and integers ``[-+]?[0-9]+`` within their type. Anything else (NA,
@@ -10,7 +10,6 @@ by ``\\n``, a non-empty name without ``\\r``, and integers ``[-+]?[0-9]+`` withi
 """
 from __future__ import annotations
 
-from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Iterable
@@ -117,61 +116,52 @@ def _parse(buf, rows, cells, first, second, name_id, name_at, name_len):
     return names, _OK
 
 
-def _parse_chunk(pieces: list, n: int):
-    """One chunk of whole lines, given as its pieces of text (the file's last line may lack its newline):
-    (names, name ids, first, second, cells) or None. The pieces are joined here, on the parsing thread."""
+def _gather(pieces: list) -> tuple[np.ndarray, int]:
+    """One chunk's pieces of text as one buffer ending with a newline (the file's last line may lack its own),
+    and its number of lines. Run on a pool thread: the copies and the count leave the reading thread free."""
     size = sum(len(p) for p in pieces)
-    if size == 0:
-        return [], np.empty(0, np.int32), np.empty(0, np.int64), np.empty(0, np.int64), np.empty((0, n), np.int32)
     buf = np.empty(size + 1, dtype=np.uint8)
     at = 0
     for p in pieces:
         buf[at:at + len(p)] = np.frombuffer(p, dtype=np.uint8)
         at += len(p)
-    if buf[size - 1] == _NL:
+    if size and buf[size - 1] == _NL:
         buf = buf[:size]
     else:  # the file's last line, without its newline
         buf[size] = _NL
-    rows = int(_count_lines(buf))
-    cells = np.empty((rows, n), dtype=np.int32, order="F")
-    first, second = np.empty(rows, np.int64), np.empty(rows, np.int64)
-    name_id = np.empty(rows, np.int32)
+    return buf, int(_count_lines(buf))
+
+
+def _parse_chunk(buf: np.ndarray, rows: int, cells: np.ndarray, first: np.ndarray, second: np.ndarray,
+                 name_id: np.ndarray) -> list[str] | None:
+    """Parse one gathered chunk into its rows of the table (views); its distinct names (``name_id`` indexes
+    them), or None when a line is not of the module's form."""
     name_at, name_len = np.empty(rows, np.int64), np.empty(rows, np.int64)
     names, status = _parse(buf, rows, cells, first, second, name_id, name_at, name_len)
     if status != _OK:
         return None
     try:
-        distinct = [buf[a:a + b].tobytes().decode("utf-8")
-                    for a, b in zip(name_at[:names].tolist(), name_len[:names].tolist())]
+        return [buf[a:a + b].tobytes().decode("utf-8")
+                for a, b in zip(name_at[:names].tolist(), name_len[:names].tolist())]
     except UnicodeDecodeError:
         return None
-    return distinct, name_id, first, second, cells
 
 
 def read_int_table(pieces: Iterable[bytes], n: int, *, skip: int = 0, threads: int = 1) -> IntTable | None:
     """The table in the text ``pieces`` (bytes in file order, e.g. inflated BGZF blocks) after its first ``skip``
     lines: rows of a name, two int64 and ``n`` int32 fields. None when a line is not of that form (see the module),
-    or when there are no rows. Parsed on ``threads`` threads as the pieces arrive, at most ``2 * threads`` chunks
-    in flight; a chunk ends at the last line end of the piece that fills it."""
+    or when there are no rows.
+
+    Two passes on ``threads`` threads: the pieces are gathered into chunks (each ends at the last line end of the
+    piece that fills it) and their lines counted as they arrive; then every chunk is parsed straight into its rows
+    of the one order-F matrix. Memory: the text and the table, nothing in between."""
     threads = max(1, threads)
     pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="gcnmops-parse")
-    pending: deque = deque()
-    parts: list = []
-    failed = False
-
-    def settle(limit: int) -> None:
-        nonlocal failed
-        while len(pending) > limit:
-            part = pending.popleft().result()
-            failed = failed or part is None
-            parts.append(part)
-
     try:
+        gathered = []
         held: list = []
         size = 0
         for piece in pieces:
-            if failed:
-                return None
             if skip:
                 piece = b"".join(held + [piece])
                 while skip and (at := piece.find(b"\n")) >= 0:
@@ -189,44 +179,32 @@ def read_int_table(pieces: Iterable[bytes], n: int, *, skip: int = 0, threads: i
                 continue
             tail = piece[cut:]
             held[-1] = memoryview(piece)[:cut]
-            pending.append(pool.submit(_parse_chunk, held, n))
+            gathered.append(pool.submit(_gather, held))
             held, size = ([tail], len(tail)) if tail else ([], 0)
-            settle(2 * threads)
         if skip:
             return None
         if size:
-            pending.append(pool.submit(_parse_chunk, held, n))
-        settle(0)
-        if failed:
+            gathered.append(pool.submit(_gather, held))
+        chunks = [f.result() for f in gathered]
+        del gathered
+        m = sum(rows for _, rows in chunks)
+        if m == 0:
             return None
+        cells = np.empty((m, n), dtype=np.int32, order="F")
+        first, second, ids = np.empty(m, np.int64), np.empty(m, np.int64), np.empty(m, np.int32)
+        at, parsed = 0, []
+        for buf, rows in chunks:
+            rs = slice(at, at + rows)
+            parsed.append((rs, pool.submit(_parse_chunk, buf, rows, cells[rs], first[rs], second[rs], ids[rs])))
+            at += rows
+        del chunks
+        names: dict[str, int] = {}
+        for rs, fut in parsed:
+            distinct = fut.result()
+            if distinct is None:
+                return None
+            local = np.array([names.setdefault(name, len(names)) for name in distinct], dtype=np.int32)
+            ids[rs] = local[ids[rs]]
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-    return _join(parts, n, threads)
-
-
-def _join(parts: list, n: int, threads: int) -> IntTable | None:
-    """The chunks' rows as one table: names unified, the cells copied into one order-F matrix (a chunk per task)."""
-    m = sum(len(p[1]) for p in parts)
-    if m == 0:
-        return None
-    names: dict[str, int] = {}
-    ids, first, second = np.empty(m, np.int32), np.empty(m, np.int64), np.empty(m, np.int64)
-    cells = np.empty((m, n), dtype=np.int32, order="F")
-    spans = []
-    at = 0
-    for distinct, name_id, f, s, _ in parts:
-        r = len(name_id)
-        local = np.array([names.setdefault(name, len(names)) for name in distinct], dtype=np.int32)
-        ids[at:at + r] = local[name_id] if r else name_id
-        first[at:at + r], second[at:at + r] = f, s
-        spans.append((at, r))
-        at += r
-
-    def copy(k: int) -> None:
-        a, r = spans[k]
-        cells[a:a + r] = parts[k][4]
-        parts[k] = None  # its memory goes as the matrix fills
-
-    with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-        list(pool.map(copy, range(len(parts))))
     return IntTable(np.asarray(list(names), dtype=object)[ids], first, second, cells)
