@@ -508,10 +508,12 @@ def _info() -> int:
     import numpy
 
     from .cuda.install import report
-    from .cuda.probe import gpu_available
+    from .cuda.probe import gpu_available, why_not_numba_cuda
 
     print(f"gcnmops {__import__('gcnmops').__version__}; numpy {numpy.__version__}; numba {numba.__version__}")
     print(f"GPU backend usable: {gpu_available()}")
+    if why_not_numba_cuda():
+        print(f"  to do: {why_not_numba_cuda()}")
     print("\n".join(report()))
     return 0
 

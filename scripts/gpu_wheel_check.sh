@@ -116,7 +116,8 @@ device() {
     if ls .whl/part*/IMAGE_PINS >/dev/null 2>&1; then  # prepared against the image: see its packages
         local site
         site=${IMAGE_SITE:-$("$python" -c 'import site; print(site.getsitepackages()[0])')}
-        "$venv/bin/python" -c 'import site, sys; open(site.getsitepackages()[0] + "/image.pth", "w").write(sys.argv[1] + "\n")' "$site"
+        # a site dir, not a bare path: its own .pth files run too (numba-cuda's numba.cuda import redirect)
+        "$venv/bin/python" -c 'import site, sys; open(site.getsitepackages()[0] + "/image.pth", "w").write(f"import site; site.addsitedir({sys.argv[1]!r})\n")' "$site"
         echo "== the image's packages seen from $site" >&2
     fi
     "$venv/bin/python" -m pip install -q --no-index --find-links "$wheels" "$(ls "$wheels"/gcnmops-*.whl)[cuda13]" pytest

@@ -51,3 +51,27 @@ def test_info_names_the_driver_and_the_packages():
     assert proc.returncode == 0, proc.stderr
     assert re.search(r"(?m)^CUDA driver: (none found|supports CUDA \d+\.\d+)", proc.stdout)
     assert re.search(r"(?m)^CUDA packages: ", proc.stdout)
+
+
+def test_numba_cuda_installed_but_not_active_is_said(monkeypatch):
+    """numba-cuda present but its numba.cuda redirect not run (its folder on PYTHONPATH, not a site dir): no GPU,
+    and a requested GPU backend says why and what to do, instead of a traceback from numba's retired target."""
+    import importlib.util
+
+    from gcnmops.cuda import probe
+    from gcnmops.errors import InputError
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "numba.cuda.core" else real(name, *a))
+    probe.why_not_numba_cuda.cache_clear()
+    monkeypatch.setattr(probe, "_PROBED", [])
+    monkeypatch.setattr(probe, "driver_library_loads", lambda: True)
+    monkeypatch.setattr(probe, "simulating", lambda: False)
+    try:
+        why = probe.why_not_numba_cuda()
+        assert why and "redirect" in why and "site.addsitedir" in why
+        assert probe.gpu_count() == 0
+        with pytest.raises(InputError, match="numba-cuda is installed but not active"):
+            probe.resolve_backend("gpu")
+    finally:
+        probe.why_not_numba_cuda.cache_clear()

@@ -46,13 +46,37 @@ def simulating() -> bool:
 def gpu_count() -> int:
     """How many CUDA devices this process sees (0 without numba-cuda, a driver, or in the simulator)."""
     try:
-        if simulating() or not driver_library_loads():
+        if simulating() or not driver_library_loads() or why_not_numba_cuda():
             return 0
         from numba import cuda
 
         return len(cuda.gpus) if cuda.is_available() else 0
     except Exception:  # noqa: BLE001 - any failure means "no usable GPU"
         return 0
+
+
+@functools.cache
+def why_not_numba_cuda() -> str | None:
+    """Why ``numba.cuda`` is not numba-cuda's CUDA target where numba-cuda is installed (None when it is, or when
+    numba-cuda is not installed at all). numba-cuda takes over ``numba.cuda`` by an import redirect that a ``.pth``
+    file of its site-packages installs; where that folder is only on the path (PYTHONPATH, a bare path in another
+    environment's .pth), the redirect never runs and numba's own retired CUDA target answers instead."""
+    import importlib.metadata
+    import importlib.util
+
+    try:
+        importlib.metadata.version("numba-cuda")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    try:
+        if importlib.util.find_spec("numba.cuda.core") is not None:
+            return None
+    except ImportError:
+        pass
+    return ("numba-cuda is installed but not active: numba.cuda is numba's own retired CUDA target, because "
+            "numba-cuda's import redirect (its .pth file) did not run. Install numba-cuda into this environment's "
+            "site-packages (pip install 'gcnmops[cuda13]' or 'gcnmops[cuda12]'), or add the folder that holds it "
+            "with site.addsitedir rather than PYTHONPATH.")
 
 
 @functools.cache
@@ -99,8 +123,9 @@ def resolve_backend(backend: str | Backend) -> Backend:
         _log_cpu_fallback()
         return Backend.CPU
     if Backend(backend) is Backend.GPU and not gpu_available():
-        raise InputError("backend='gpu' was requested but no usable CUDA GPU (numba-cuda + cupy) was found; "
-                         "use backend='cpu' or 'auto'.")
+        why = why_not_numba_cuda() if driver_library_loads() else None
+        raise InputError("backend='gpu' was requested but no usable CUDA GPU (numba-cuda + cupy) was found"
+                         + (f": {why}" if why else "; use backend='cpu' or 'auto'."))
     return Backend(backend)
 
 
