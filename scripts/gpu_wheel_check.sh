@@ -16,7 +16,8 @@
 #      store their part: the device step waits until every part of .whl/MANIFEST is there).
 #      The last call reassembles the wheels (checked against their SHA-256), makes the venv, installs with
 #      pip --no-index and runs the checks; logs in $OUT (info.txt, example.txt, pytest.txt).
-#   TESTS: the GPU test files run (default below); GCNMOPS_GOLDEN_DIR: golden data, where carried.
+#   TESTS: the GPU test files run (default below); GCNMOPS_GOLDEN_DIR: golden data, where carried (e.g. carry
+#   a copy of ../shared/golden and set it to that folder: the GPU golden tests then run too).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -126,12 +127,17 @@ device() {
     "$venv/bin/gcnmops" info | tee -a "$out/info.txt"
     "$venv/bin/gcnmops" run --example --backend gpu -o /tmp/gcnmops-example 2>&1 | tee "$out/example.txt"
     cp /tmp/gcnmops-example/params.json "$out/example-params.json"
-    rm -rf /tmp/gcnmops-tests && mkdir -p /tmp/gcnmops-tests
+    # the tests and the benchmarks they take cohorts from, laid out as in the repository, without the package
+    local check=/tmp/gcnmops-check
+    rm -rf "$check" && mkdir -p "$check/tests"
+    cp -r "$repo/benchmarks" "$check/"
     for f in "$repo"/tests/*.py; do
-        case "$(basename "$f")" in test_*) ;; *) cp "$f" /tmp/gcnmops-tests/ ;; esac
+        case "$(basename "$f")" in test_*) ;; *) cp "$f" "$check/tests/" ;; esac
     done
-    for t in $tests; do cp "$repo/tests/$t" /tmp/gcnmops-tests/; done
-    cd /tmp/gcnmops-tests
+    for t in $tests; do cp "$repo/tests/$t" "$check/tests/"; done
+    printf '[pytest]\nmarkers =\n    gpu: needs a real CUDA GPU\n    r: needs R with rpy2\n    slow: longer checks\n' \
+        >"$check/pytest.ini"
+    cd "$check/tests"
     set -o pipefail
     "$venv/bin/python" -m pytest -q -p no:cacheprovider -m gpu -rs $tests 2>&1 | tee "$out/pytest.txt"
 }
