@@ -253,3 +253,16 @@ def test_awk_key_is_awk_equal():
     for a in texts:
         for b in texts:
             assert (awk_key(a) == awk_key(b)) == awk_equal(a, b), (a, b)
+
+
+def test_a_call_without_pysam_stops_before_reading(tmp_path, monkeypatch):
+    """The clean outputs need pysam: a call says so before reading the matrix and running its passes (it used to
+    say it after them, a whole call's work later)."""
+    from gcnmops.errors import InputError
+    from gcnmops.gatksv.cnmops import run_call
+
+    monkeypatch.setitem(sys.modules, "pysam", None)
+    with pytest.raises(InputError, match=r"needs pysam"):
+        run_call(tmp_path / "absent.bed.gz", tmp_path / "c", tmp_path / "a", tmp_path / "p", tmp_path / "e", r1=3,
+                 r2=10, batch="B", prefix="header", outdir=tmp_path / "out")
+    assert not (tmp_path / "out").exists()

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from .clean import clean_batch
+from .files import require_pysam
 from .intervals import read_bed
 from .matrix import DepthMatrix, ped_samples, print_sv_evidence, read_depth_matrix, sex_columns
 from .rebin import compress_cov, exclude, raw_table
@@ -101,6 +102,7 @@ def run_call(bincov_matrix, chrom_file, allo_file, ped_file, exclude_list, *, r1
     ``gpu_warmup``: a started :func:`..cuda.probe.warm_up_gpu`, waited for after the read, before the passes.
     ``timings``: seconds added to its "read", "tables", "cn.mops" and "clean" entries, and to one entry per pass
     group ("MR2", "MR1", "NR2", "NR1", "FR2", "FR1": its passes' tables and cn.mops)."""
+    require_pysam()  # the clean outputs are bgzipped and indexed: say so before the passes, not after them
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     chroms, allos = read_contigs(chrom_file), read_contigs(allo_file)

@@ -8,7 +8,8 @@ from pathlib import Path
 from ..errors import InputError
 
 
-def _pysam():
+def require_pysam():
+    """pysam, or the InputError saying how to install it (asked before a call's work, not after its passes)."""
     try:
         import pysam
     except ImportError:
@@ -29,7 +30,7 @@ def write_text(path: str | os.PathLike, lines) -> Path:
 def bgzip(path: str | os.PathLike, lines, *, index: bool = True) -> Path:
     """``path`` (ending .gz) written bgzipped from ``lines``, with its tabix index (BED preset: '#' lines are
     the header) when ``index``; the plain file is not left behind (``bgzip -f`` then ``tabix -f``)."""
-    pysam = _pysam()
+    pysam = require_pysam()
     gz = Path(path)
     plain = gz.with_suffix("")
     write_text(plain, lines)
@@ -42,7 +43,7 @@ def bgzip(path: str | os.PathLike, lines, *, index: bool = True) -> Path:
 
 def bgzip_file(src: str | os.PathLike, dest: str | os.PathLike) -> Path:
     """``bgzip`` of a plain file to ``dest``."""
-    _pysam().tabix_compress(str(src), str(dest), force=True)
+    require_pysam().tabix_compress(str(src), str(dest), force=True)
     return Path(dest)
 
 
