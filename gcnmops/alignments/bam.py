@@ -198,8 +198,10 @@ def _group_size(nbytes: int, n_threads: int) -> int:
 
 def _inflated_chunks(f: _MappedFile, start: int, stop: int, pool: Executor | None, n_threads: int,
                      on_bytes: Callable[[int], None] | None = None, plan: "CountPlan | None" = None,
-                     min_mapq: int = 1) -> Iterator["_Chunk"]:
+                     min_mapq: int = 1, join: bool = True) -> Iterator["_Chunk"]:
     """Yield the BGZF blocks in compressed bytes [start, stop), inflated, in order, as chunks.
+    ``join=False`` (no ``plan``): each chunk's data is the list of its blocks' bytes, not joined (the join is a
+    copy under the GIL that a text reader copying the bytes anyway need not pay).
 
     Inline (no pool): one chunk per block, not scanned. With a pool: groups of blocks inflated (and,
     given a ``plan``, speculatively scanned) in the pool, at most ``4 * n_threads`` groups in
@@ -211,7 +213,7 @@ def _inflated_chunks(f: _MappedFile, start: int, stop: int, pool: Executor | Non
     def task(blocks):
         inflated = _inflate_group(f.view, blocks, f.path)
         if plan is None:
-            return _Chunk(b"".join(inflated))
+            return _Chunk(b"".join(inflated) if join else inflated)
         return _speculate(inflated, plan, min_mapq)
 
     pending: deque = deque()
@@ -240,7 +242,7 @@ def _inflated_chunks(f: _MappedFile, start: int, stop: int, pool: Executor | Non
                 for k, (o, d, e, crc, isize) in enumerate(blocks, 1):
                     data = _inflate_block(f.view, o, d, e, crc, isize, f.path)
                     if data:
-                        yield _Chunk(data)
+                        yield _Chunk(data if join else [data])
                     if on_bytes and k % 256 == 0:
                         on_bytes(e + 8 - reported)
                         reported = e + 8
@@ -579,16 +581,16 @@ def is_bgzf(path: str | os.PathLike) -> bool:
 
 
 def inflate_bgzf(path: str | os.PathLike, *, threads: int | None = None, kind: str = "bgzipped file") -> Iterator[bytes]:
-    """The inflated data of a BGZF file, in file order, in pieces of a few blocks: the blocks are inflated on
-    ``threads`` threads (default: every usable core), a few pieces ahead of the reader, each block's size and
-    CRC32 checked (InputError naming the ``kind`` of file and the byte)."""
+    """The inflated data of a BGZF file, in file order, a block's bytes at a time: the blocks are inflated on
+    ``threads`` threads (default: every usable core) in groups, a few groups ahead of the reader, each block's size
+    and CRC32 checked (InputError naming the ``kind`` of file and the byte)."""
     n = threads or default_threads()
     pool = make_pool(n)
     try:
         with _MappedFile(Path(path), kind) as f:
             _eof_check(f)
-            for chunk in _inflated_chunks(f, 0, f.size, pool, n):
-                yield chunk.data
+            for chunk in _inflated_chunks(f, 0, f.size, pool, n, join=False):
+                yield from chunk.data
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
