@@ -16,8 +16,10 @@ from .outputs.formats import FORMATS, check_formats
 from .params import METHODS, PARAMETERS, ModelKind
 from .provenance import describe, note_command
 
-#: sample counts whose GPU kernels ``gcnmops warmup`` compiles besides the example's 40 (one per work-buffer size)
-WARMUP_SAMPLES = (6, 15, 30, 100)
+#: sample counts whose GPU kernels ``gcnmops warmup`` compiles besides the example's 40: one per work-buffer size
+#: (model.gpu.local_work_size), and one above cuda.config.EM_LOCAL_WORK_MAX (the global work buffer of larger
+#: cohorts: a GATK-SV batch's first pass compiled it, ~7 s)
+WARMUP_SAMPLES = (6, 15, 30, 100, 150)
 #: about how long a first run compiles the CPU's and the GPU's kernels (seconds, a few cores; said when it does)
 COMPILE_SECONDS = {"cpu": 60, "gpu": 30}
 #: relative weights of the stages of a run, for the progress bar (measured shares of a CPU run)

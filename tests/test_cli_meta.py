@@ -279,3 +279,16 @@ def test_gpu_warmup_cohorts_reach_both_segmentation_prepare_paths():
     assert all(n <= DEVICE_PREPARE_MAX_ROWS for n in longest[1:])
     for c in cohorts:
         VcfOptions().checked(c.genomic_ranges())
+
+
+def test_gpu_warmup_reaches_every_em_kernel_variant():
+    """The GPU EM kernel is compiled per work buffer (a power of two of the samples up to EM_LOCAL_WORK_MAX, then one
+    global-work variant): the warm-up's cohorts (and the example's) reach each one, so that a first run of a cohort
+    of any size (a GATK-SV pass of 500 samples) compiles nothing."""
+    from gcnmops import cli
+    from gcnmops.example import example_cohort
+    from gcnmops.model.gpu import KernelConfig
+
+    cfg = KernelConfig()
+    warmed = {cfg.resolve(9, n) for n in (*cli.WARMUP_SAMPLES, example_cohort()[0].n_samples)}
+    assert {cfg.resolve(9, n) for n in range(1, 5001)} <= warmed
