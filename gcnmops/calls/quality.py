@@ -24,10 +24,10 @@ renormalized, the posterior of class i is P(i) = pi_i exp(l_i / phi_k) / sum_j p
 
 The model's phred score r = -10 log10(error) treats windows as independent Poisson draws around the fitted
 lambdas; real counts vary together along the genome, and segmentation picks a call's windows from the data, so
-r overstates the evidence (false calls on real counts have r of tens to hundreds). The quality is r calibrated
-against the observed false-call rate of spike-ins into real counts (``benchmarks/spikein.py``):
-Q = min(``MAX_Q``, round(``CALIBRATION_SCALE`` r^``CALIBRATION_POWER``)), the same map for both kinds; sets
-without windows get 0. Every path computes them the same way, bit for bit: where a block of whole
+r overstates the evidence (false calls on real counts have r of tens to thousands). The quality is r calibrated
+against the observed false-call rate of spike-ins into real counts (``benchmarks/spikein.py``): Q =
+min(``MAX_Q``, round(-10 log10 ``calibrated_error(r)``)) with the constants ``CALIBRATION``, the same map for
+both kinds; sets without windows get 0. Every path computes them the same way, bit for bit: where a block of whole
 chromosomes has its matrices (``pipeline.stages.finish_block``), ``block_evidence`` sums each call's
 log-likelihoods and mixture weights and counts the residuals (``CallEvidence``, held by the block's result); the
 blocks' evidence is joined (``CallEvidence.join``: counts added, calls appended), and the dispersion, posteriors
@@ -48,9 +48,23 @@ from ..data import chromosome_blocks
 
 _CN_LABEL = re.compile(r"^CN(\d+(?:\.\d*)?)$")
 MAX_Q = 99
-#: the calibration of the model's phred scores r into qualities: CALIBRATION_SCALE r^CALIBRATION_POWER (docs/qualities.md)
-CALIBRATION_SCALE = 0.53
-CALIBRATION_POWER = 0.57
+
+
+class Calibration(NamedTuple):
+    """The constants of the map from the model's phred score r to the error a quality states
+    (``calibrated_error``): a noise term 10^(-(q0 + scale r^power) / 10) plus a systematic term
+    10^(-tail_q / 10) / (1 + r / tail_r)."""
+
+    q0: float
+    scale: float
+    power: float
+    tail_q: float
+    tail_r: float
+
+
+#: the calibration of the model's phred scores r into qualities, fitted on spike-in replicates 1-400
+#: (``benchmarks/accuracy.py spikein --fit``; docs/qualities.md)
+CALIBRATION = Calibration(q0=2.82, scale=0.0388, power=1.299, tail_q=27.75, tail_r=4560.0)
 
 
 # -------------------------------------------------------------------------------------------------
@@ -517,9 +531,9 @@ class Evidence:
         return self.posterior_qualities(loglik, prior, windows, self.columns(names[cols.reshape(-1)]).reshape(
             cols.shape) if cols.size else cols, cls, sign)
 
-    def cnv_qualities(self, cnvs: pd.DataFrame, cls: np.ndarray, sign: np.ndarray) -> Qualities:
+    def cnv_qualities(self, cnvs: pd.DataFrame, cls: np.ndarray, sign: np.ndarray, raw: bool = False) -> Qualities:
         """Call and genotype Q (n,) of each CNV of ``cnvs`` over its own windows and sample (class index ``cls``,
-        sign ``sign`` as ``posterior_qualities``)."""
+        sign ``sign`` as ``posterior_qualities``); ``raw``: the model's phred scores r (float) instead."""
         n, c = len(cnvs), len(self.classes)
         loglik, prior, windows = np.zeros((n, c, 1)), np.zeros((n, c)), np.zeros(n, np.int64)
         at = (self.held.cnv_keys.get_indexer(_cnv_keys(cnvs)) if self.held is not None and n
@@ -541,7 +555,7 @@ class Evidence:
                 if rows.size:
                     loglik[i, :, 0], prior[i] = model.loglik(rows, result_col[[i]])[:, 0], model.prior(rows)
         q = self.posterior_qualities(loglik, prior, np.where(col >= 0, windows, 0), np.maximum(col, 0)[:, None],
-                                     np.asarray(cls)[:, None], np.asarray(sign)[:, None])
+                                     np.asarray(cls)[:, None], np.asarray(sign)[:, None], raw=raw)
         return Qualities(q.call[:, 0], q.genotype[:, 0])
 
     def region_qualities(self, cnvr: pd.DataFrame, names, cls: np.ndarray, sign: np.ndarray) -> Qualities:
@@ -567,14 +581,15 @@ class Evidence:
         return self.posterior_qualities(loglik, prior, windows, np.broadcast_to(col, (r, k)), cls, sign)
 
     def posterior_qualities(self, loglik: np.ndarray, prior: np.ndarray, windows: np.ndarray, cols: np.ndarray,
-                            cls: np.ndarray, sign: np.ndarray) -> Qualities:
+                            cls: np.ndarray, sign: np.ndarray, raw: bool = False) -> Qualities:
         """Call and genotype Q (n, k) of n items from their raw log-likelihoods ``loglik`` (n, classes, k),
         mean mixture weights ``prior`` (n, classes) and window counts ``windows`` (n,) (Q 0 without windows):
         the samples' evidence columns ``cols`` (n, k) give the dispersion; ``sign`` (n, k) -1/+1 non-normal (of
-        class index ``cls``, -1 unknown), 0 normal."""
+        class index ``cls``, -1 unknown), 0 normal. ``raw``: the model's phred scores r (float64, before
+        ``calibrate``) instead."""
         cls, sign, cols = np.asarray(cls, np.int64), np.asarray(sign, np.int64), np.asarray(cols, np.int64)
-        call = np.zeros(cls.shape, np.int64)
-        genotype = np.zeros(cls.shape, np.int64)
+        call = np.zeros(cls.shape, np.float64 if raw else np.int64)
+        genotype = np.zeros(cls.shape, np.float64 if raw else np.int64)
         if self.main_idx < 0 or cls.size == 0:
             return Qualities(call, genotype)
         floor = 1.0 / max(len(self.samples), 1)
@@ -590,9 +605,11 @@ class Evidence:
         other = np.arange(lp.shape[1])[None, :, None] != np.maximum(cls, 0)[:, None, :]
         log_err_cls = _logsumexp(np.where(other, lp, -np.inf), axis=1)
         has = (np.asarray(windows) > 0)[:, None]
-        call = np.where(has, _phred_log(log_err_call), 0)
-        genotype = np.where(has, _phred_log(np.where((sign != 0) & (cls >= 0), log_err_cls, log_err_call)), 0)
-        return Qualities(call.astype(np.int64), genotype.astype(np.int64))
+        score = model_phred if raw else _phred_log
+        call = np.where(has, score(log_err_call), 0)
+        genotype = np.where(has, score(np.where((sign != 0) & (cls >= 0), log_err_cls, log_err_call)), 0)
+        kind = np.float64 if raw else np.int64
+        return Qualities(call.astype(kind), genotype.astype(kind))
 
 
 def _logsumexp(a: np.ndarray, axis: int = 0) -> np.ndarray:
@@ -603,18 +620,41 @@ def _logsumexp(a: np.ndarray, axis: int = 0) -> np.ndarray:
         return np.squeeze(safe, axis=axis) + np.log(np.exp(a - safe).sum(axis=axis))
 
 
-def _phred_log(log_error: np.ndarray) -> np.ndarray:
-    """The calibrated quality of the natural log of the model's error probability (module docstring): the
-    model's phred score r = -10 log10(error), then min(MAX_Q, round(CALIBRATION_SCALE r^CALIBRATION_POWER))."""
-    raw = np.maximum(np.nan_to_num(-10.0 / np.log(10.0) * np.asarray(log_error, dtype=np.float64), nan=0.0,
-                                   posinf=np.finfo(np.float64).max), 0.0)
+def model_phred(log_error: np.ndarray) -> np.ndarray:
+    """The model's phred score r = -10 log10(error) (float64, >= 0) of the natural log of its error
+    probability."""
+    return np.maximum(np.nan_to_num(-10.0 / np.log(10.0) * np.asarray(log_error, dtype=np.float64), nan=0.0,
+                                    posinf=np.finfo(np.float64).max), 0.0)
+
+
+def calibrated_error(r: np.ndarray, constants: Calibration = CALIBRATION) -> np.ndarray:
+    """The chance that a call of model phred score r is false (float64, decreasing in r): the noise term, false
+    calls the counts' noise makes, whose chance falls fast with the evidence, plus the systematic term, false
+    calls of windows where the model misreads real counts (artefact-prone windows, unstable fits), whose chance
+    falls only as 1/r (``Calibration``)."""
+    r = np.asarray(r, dtype=np.float64)
+    c = constants
     with np.errstate(over="ignore"):
-        q = CALIBRATION_SCALE * raw ** CALIBRATION_POWER
-    return np.minimum(MAX_Q, np.rint(np.minimum(q, MAX_Q))).astype(np.int64)
+        noise = 10.0 ** (-(c.q0 + c.scale * r ** c.power) / 10.0)
+    return noise + 10.0 ** (-c.tail_q / 10.0) / (1.0 + r / c.tail_r)
 
 
-def _cnv_qualities(result, cnvs: pd.DataFrame, evidence: Evidence) -> tuple[Qualities, list]:
-    """(qualities, direction) of each CNV of ``cnvs`` (its own windows and sample)."""
+def calibrate(r: np.ndarray, constants: Calibration = CALIBRATION) -> np.ndarray:
+    """The quality (int64, 0-MAX_Q) of the model's phred scores r: round(-10 log10 ``calibrated_error(r)``),
+    within [0, MAX_Q]; non-decreasing in r."""
+    with np.errstate(divide="ignore"):
+        q = -10.0 * np.log10(calibrated_error(r, constants))
+    return np.rint(np.clip(q, 0.0, MAX_Q)).astype(np.int64)
+
+
+def _phred_log(log_error: np.ndarray) -> np.ndarray:
+    """The calibrated quality of the natural log of the model's error probability."""
+    return calibrate(model_phred(log_error))
+
+
+def _cnv_qualities(result, cnvs: pd.DataFrame, evidence: Evidence, raw: bool = False) -> tuple[Qualities, list]:
+    """(qualities, direction) of each CNV of ``cnvs`` (its own windows and sample); ``raw``: the model's phred
+    scores r instead of qualities."""
     main = main_cn(result)
     stat = "median" if result.params.get("useMedian", False) else "mean"
     directions, classes, signs = [], [], []
@@ -624,7 +664,7 @@ def _cnv_qualities(result, cnvs: pd.DataFrame, evidence: Evidence) -> tuple[Qual
         # the CNV's own call: its direction, else (normal integer copy number) the sign of its statistic
         signs.append({"loss": -1, "gain": 1}.get(d or direction(None, float(v), None), 0))
         classes.append(evidence.class_idx.get(str(label), -1) if d is not None else -1)
-    return evidence.cnv_qualities(cnvs, np.array(classes, np.int64), np.array(signs, np.int64)), directions
+    return evidence.cnv_qualities(cnvs, np.array(classes, np.int64), np.array(signs, np.int64), raw), directions
 
 
 def _cnv_evidence(result) -> tuple[Qualities, list]:
@@ -639,6 +679,12 @@ def call_qualities(result) -> tuple[np.ndarray, list]:
     """(call quality, direction) of each CNV of ``result.cnvs`` (in its order; the BEDs, filters and QUAL)."""
     q, directions = _cnv_evidence(result)
     return q.call, directions
+
+
+def call_phred(result) -> np.ndarray:
+    """(len(cnvs),) float64 the model's phred score r of each CNV's call (before ``calibrate``: what
+    ``benchmarks/spikein.py`` fits the calibration on)."""
+    return _cnv_qualities(result, result.cnvs, Evidence(result), raw=True)[0].call
 
 
 def genotype_qualities(result) -> np.ndarray:
