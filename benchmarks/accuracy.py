@@ -35,7 +35,8 @@ other kinds; a miss of the sex-aware run that cn.mops also shows on autosomes is
 Spike-ins on real counts (``spikein``: benchmarks/spikein.py, its docstring says what is measured): recall and
 precision per size class and copy number, and the calibration of the call qualities.
 
-Usage: python benchmarks/accuracy.py spikein [--seeds 1,2,3,4,5] [--modes cn.mops,exomecn.mops,haplocn.mops]
+Usage: python benchmarks/accuracy.py spikein [--seeds 1,2,3,4,5 | 1-400] [--fit] [--strict-background]
+       [--modes cn.mops,exomecn.mops,haplocn.mops]
        python benchmarks/accuracy.py [--dnacopy] [--seed 1] [--markdown] [--json PATH] [--casemode] [--sex]
        [--seeds 1,2,3] [--held-out N]
 (GCNMOPS_GOLDEN_DIR and --truth override the shared data locations).

@@ -3,6 +3,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,3 +47,21 @@ def test_small_benchmark_reports_recall_precision_and_calibration():
     assert (np.diff(table["stated error"].to_numpy()) <= 0).all()  # higher QUAL, lower stated error
     text = spikein.report({"cn.mops": res}, markdown=True)
     assert "| size class" not in text and "recall" in text and "| QUAL |" in text
+
+
+def test_fit_calibration_recovers_a_known_map():
+    """Outcomes drawn from a known map: the maximum-likelihood constants give nearly its qualities where the
+    calls are."""
+    import spikein
+    from gcnmops.calls.quality import Calibration, calibrate, calibrated_error
+
+    rng = np.random.default_rng(3)
+    truth = Calibration(q0=3.0, scale=0.05, power=1.2, tail_q=26.0, tail_r=3000.0)
+    r = np.exp(rng.uniform(0, np.log(3e4), 40_000))
+    false = rng.random(r.size) < calibrated_error(r, truth)
+    calls = pd.DataFrame({"r": r, "status": np.where(false, "FP", "TP")})
+    fitted = spikein.fit_calibration(calls)
+    grid = np.array([0.0, 10, 30, 60, 100, 150, 300, 1000, 3000])
+    assert np.abs(calibrate(grid, fitted) - calibrate(grid, truth)).max() <= 2
+    table = spikein.calibration_table(calls.assign(qual=calibrate(r, fitted)))
+    assert table["calls"].sum() == len(calls) and table["false calls"].sum() == false.sum()
