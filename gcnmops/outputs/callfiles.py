@@ -604,10 +604,11 @@ def _vcf_header_lines(result, contigs: dict, fractional: bool, reference_fai, re
         '##FORMAT=<ID=CN,Number=1,Type=Integer,Description="Copy number genotype for imprecise events (the '
         'integer copy number of cn.mops; . before integer copy numbers)">',
         f'##FORMAT=<ID=CNQ,Number=1,Type=Integer,Description="Copy number genotype quality: min(99, round(-10 '
-        f'log10(1 - p))), p the posterior of the sample\'s state (its CN; non-normal before integer copy numbers; '
-        f'normal) over the {"CNV" if own else "region"}\'s windows from the fitted model: Poisson likelihoods of '
-        f'the normalized counts under each class\'s lambda, over the sample\'s dispersion, with the mixture '
-        f'weights as prior (gcnmops docs/qualities.md)">',
+        f'log10(e))), e the error rate calibrated on spike-ins for the model\'s phred score -10 log10(1 - p), p the '
+        f'posterior of the sample\'s state (its CN; non-normal before integer copy numbers; normal) over the '
+        f'{"CNV" if own else "region"}\'s windows from the fitted model: Poisson likelihoods of the normalized '
+        f'counts under each class\'s lambda, over the sample\'s dispersion, with the mixture weights as prior '
+        f'(gcnmops docs/qualities.md)">',
     ]
     if own:
         lines.append('##INFO=<ID=CNVR,Number=1,Type=String,Description="ID of the cohort\'s CNV region holding this '
