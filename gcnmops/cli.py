@@ -57,6 +57,7 @@ def _reference_build(args) -> int:
 def _call(args) -> int:
     cohort = _reference_cohort(args)
     gpu = _gpu_warmup(args)
+    from .calls.qc import normal_levels
     from .casemode import call_samples, load_reference
     from .cuda.probe import resolve_backend
     from .outputs.callfiles import VcfOptions
@@ -78,7 +79,7 @@ def _call(args) -> int:
     data = read_counts(args.input, min_samples=1)
     result = call_samples(_handed_over(data), ref, args.mode, sex=args.sex, integer=not args.no_integer,
                           backend=args.backend)
-    result = result.replace(sample_qc=counts_qc(result, data))
+    result = result.replace(sample_qc=counts_qc(result, data, normal_levels(result)))  # against the reference
     result.provenance = describe(resolve_backend(args.backend))
     written = write_result(result.replace(cnvr=cnvr_per_sample(result)), args.outdir, formats=formats, vcf=vcf)
     s = result.summary()

@@ -391,3 +391,25 @@ def test_cli_run_sex_aware(tmp_path):
         assert not (tmp_path / "refused").exists()
     proc = _cli("run", path, "-o", tmp_path / "short", "--sex-aware", "--sex", "f,m", "--backend", "cpu", "--quiet")
     assert proc.returncode == 2 and "2 values for 16 samples" in proc.stderr
+
+
+def test_cli_call_sample_qc_spreads_against_the_reference(tmp_path):
+    """gcnmops call's sample QC takes a new sample's log2 ratios against the reference's normal level of each
+    window (the normal class's lambda): against the new samples' own median, one sample's ratios were all 0."""
+    from gcnmops.calls.qc import QC_COLUMNS, column_spreads, log2_ratios, normal_levels
+    from gcnmops.cli import main
+
+    _, _, ref_data, new, ref = _cohort()
+    ref.save(tmp_path / "ref")
+    one = make_count_data(new.counts[:, :1], new.sample_names[:1], new.ranges, min_samples=1)
+    pd.concat([one.ranges, pd.DataFrame(one.counts, columns=one.sample_names)], axis=1).to_csv(
+        tmp_path / "one.tsv", sep="\t", index=False)
+    assert main(["call", str(tmp_path / "one.tsv"), "--reference-cohort", str(tmp_path / "ref"), "-o",
+                 str(tmp_path / "out"), "--backend", "cpu", "--quiet", "--formats", "tsv", "--no-integer"]) == 0
+    qc = pd.read_csv(tmp_path / "out" / "sample_qc.tsv", sep="\t")
+    res = gcnmops.call_samples(one, ref, "frozen", backend="cpu")
+    want = column_spreads(log2_ratios(res.normalized_data, normal_levels(res)), res.local_assessments)[0]
+    got = qc.loc[0, list(QC_COLUMNS[4:10])].to_numpy(dtype=float)
+    np.testing.assert_allclose(got, want, rtol=1e-9)
+    assert 0.05 < got[0] < 1  # Poisson noise around the reference's level, not 0
+    assert np.allclose(column_spreads(log2_ratios(res.normalized_data), res.local_assessments)[0][:3], 0)

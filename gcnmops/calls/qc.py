@@ -11,7 +11,10 @@ square root of the biweight midvariance (c = 9 around the biweight location, c =
 <= 1e-3; the scaled MAD where no value has weight). Taken over the finite values of
 
 - the log2 ratio of a window and sample (``log2_ratios``): log2((x + 1) / (m + 1)), x its normalized count, m the
-  cohort's median normalized count in the window; windows where m = 0 are left out (NaN);
+  cohort's median normalized count in the window; windows where m = 0 are left out (NaN). New samples called
+  against a reference cohort (``gcnmops call``) are too few for a median of their own (one sample's ratios would
+  all be 0): m is then the window's normal level the reference fitted (``normal_levels``: the normal class's
+  lambda);
 - sINI (``local_assessments``, what cn.mops segments).
 
 Outlier rule, robust against the cohort (its median and scaled MAD over the samples, each statistic over the samples
@@ -164,17 +167,27 @@ def excluded_samples(spec, coverage: pd.DataFrame) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def sample_qc(result, coverage: pd.DataFrame, excluded=(), spreads: np.ndarray | None = None) -> pd.DataFrame:
+def normal_levels(result) -> np.ndarray:
+    """Each window's normal level in ``result``'s model, (m,) float64: the lambda of its normal class (the
+    fitted mean normalized count of a sample with the normal copy number there)."""
+    classes = list(result.params["classes"])
+    return np.ascontiguousarray(np.asarray(result.params["L"], dtype=np.float64)[:, classes.index(
+        result.params["mainClass"])])
+
+
+def sample_qc(result, coverage: pd.DataFrame, excluded=(), spreads: np.ndarray | None = None,
+              medians: np.ndarray | None = None) -> pd.DataFrame:
     """The QC_COLUMNS table: ``coverage`` (``coverage_qc`` of every input sample, the ``excluded`` ones too) with
     the spread, CNVs and called bases of ``result``'s samples (NaN for excluded samples), the outlier flag and its
     reasons (comma separated, empty if none) and whether the sample was excluded; a ``sex`` column after
     ``sample`` where ``result.params["sex"]`` holds the samples' sexes. ``spreads``: (N, 6) ``column_spreads`` of
     the log2 ratios, then of sINI, of ``result``'s samples where the caller gathered them (a streamed run);
-    default from ``result``'s normalized data and sINI in memory."""
+    default from ``result``'s normalized data and sINI in memory, the log2 ratios against ``medians`` (m,) where
+    given (``normal_levels`` of a case-mode result), else the samples' window medians."""
     table = coverage.copy().reset_index(drop=True)
     col = {s: j for j, s in enumerate(result.sample_names)}
     if spreads is None:
-        spreads = column_spreads(log2_ratios(result.normalized_data), result.local_assessments)
+        spreads = column_spreads(log2_ratios(result.normalized_data, medians), result.local_assessments)
     stats = np.full((len(table), 6), np.nan)
     for i, s in enumerate(table["sample"]):
         j = col.get(s)
@@ -201,4 +214,4 @@ def sample_qc(result, coverage: pd.DataFrame, excluded=(), spreads: np.ndarray |
 
 
 __all__ = ["K", "COVERAGE_REASONS", "QC_COLUMNS", "spread", "biweight_location", "biweight_midvariance",
-           "window_medians", "log2_ratios", "column_spreads", "coverage_qc", "outlier_reasons", "auto_excluded", "excluded_samples", "sample_qc"]
+           "window_medians", "normal_levels", "log2_ratios", "column_spreads", "coverage_qc", "outlier_reasons", "auto_excluded", "excluded_samples", "sample_qc"]

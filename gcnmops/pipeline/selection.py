@@ -36,14 +36,15 @@ class Selection:
             out.update(excludeBed=str(self.exclude_bed), excludedWindows=int(self.excluded_windows))
         return out
 
-    def qc(self, result) -> pd.DataFrame:
-        """``calls.qc.sample_qc`` of ``result`` (its samples those left in)."""
-        return sample_qc(result, self.coverage, self.excluded)
+    def qc(self, result, medians: np.ndarray | None = None) -> pd.DataFrame:
+        """``calls.qc.sample_qc`` of ``result`` (its samples those left in; log2 ratios against ``medians``)."""
+        return sample_qc(result, self.coverage, self.excluded, medians=medians)
 
 
-def counts_qc(result, data: CountData) -> pd.DataFrame:
-    """``calls.qc.sample_qc`` of ``result`` against the read counts ``data`` of its samples (nothing excluded)."""
-    return Selection(coverage_qc(data.counts, data.sample_names)).qc(result)
+def counts_qc(result, data: CountData, medians: np.ndarray | None = None) -> pd.DataFrame:
+    """``calls.qc.sample_qc`` of ``result`` against the read counts ``data`` of its samples (nothing excluded;
+    log2 ratios against ``medians``, default the samples' window medians)."""
+    return Selection(coverage_qc(data.counts, data.sample_names)).qc(result, medians)
 
 
 def _count_data(obj, min_samples: int) -> CountData:
