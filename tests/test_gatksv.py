@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from gcnmops.exact.rformat import as_character
@@ -266,3 +267,27 @@ def test_a_call_without_pysam_stops_before_reading(tmp_path, monkeypatch):
         run_call(tmp_path / "absent.bed.gz", tmp_path / "c", tmp_path / "a", tmp_path / "p", tmp_path / "e", r1=3,
                  r2=10, batch="B", prefix="header", outdir=tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_contig_runs_and_overlap_on_interleaved_contigs():
+    """Rows of a contig found from runs of equal names (one comparison per row) are the rows equal to it, in
+    order, whether or not the contigs come in one run each; overlapping() is bedtools' overlap rule on them."""
+    from gcnmops.gatksv.intervals import contig_runs, overlapping, rows_of
+
+    rng = np.random.default_rng(5)
+    names = np.array(["chr1", "chr2", "chrX", "10", "1e1"], dtype=object)
+    chrom = names[np.repeat(rng.integers(0, 5, 40), rng.integers(1, 30, 40))]
+    runs = contig_runs(chrom)
+    for want in (["chr1"], ["chrX", "10"], ["nope"], []):
+        np.testing.assert_array_equal(rows_of(runs, want), np.flatnonzero(np.isin(chrom, want)))
+    start = rng.integers(0, 5000, len(chrom))
+    end = start + rng.integers(0, 300, len(chrom))
+    bed = pd.DataFrame({"chrom": ["chr1", "chrX", "chr1", "10", "chrY"], "start": [100, 0, 2000, 4000, 0],
+                        "end": [400, 1000, 2000, 4500, 10]})
+    expect = np.zeros(len(chrom), dtype=bool)
+    for c, s, e in bed.itertuples(index=False):
+        bs, be = (s - 1, e + 1) if s == e else (s, e)
+        zs = np.where(start == end, start - 1, start)
+        ze = np.where(start == end, end + 1, end)
+        expect |= (chrom == c) & (bs < ze) & (be > zs)
+    np.testing.assert_array_equal(overlapping(chrom, start, end, bed), expect)

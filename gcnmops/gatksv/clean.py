@@ -18,7 +18,6 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from ..errors import InputError
 from .files import bgzip, gzip_lines, write_text

@@ -45,13 +45,31 @@ def _effective(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return np.where(zero, start - 1, start), np.where(zero, end + 1, end)
 
 
+def contig_runs(chrom: np.ndarray) -> tuple[list, np.ndarray]:
+    """The runs of equal names in ``chrom`` (m,): their names and bounds (runs + 1,) int64, run k the rows
+    ``bounds[k]:bounds[k + 1]``. One comparison per row: a matrix sorted by contig is one run per contig, where
+    testing each contig against every row was a pass over the rows per contig."""
+    chrom = np.asarray(chrom, dtype=object)
+    if len(chrom) == 0:
+        return [], np.zeros(1, dtype=np.int64)
+    bounds = np.r_[0, np.flatnonzero(chrom[1:] != chrom[:-1]) + 1, len(chrom)].astype(np.int64)
+    return chrom[bounds[:-1]].tolist(), bounds
+
+
+def rows_of(runs: tuple[list, np.ndarray], names) -> np.ndarray:
+    """The rows (sorted, int64) of the runs (``contig_runs``) named in ``names``."""
+    wanted, (run_names, bounds) = set(names), runs
+    parts = [np.arange(bounds[k], bounds[k + 1]) for k, n in enumerate(run_names) if n in wanted]
+    return np.concatenate(parts).astype(np.int64) if parts else np.empty(0, dtype=np.int64)
+
+
 def overlapping(chrom: np.ndarray, start: np.ndarray, end: np.ndarray, bed: pd.DataFrame) -> np.ndarray:
     """Boolean mask of the intervals (chrom, start, end) that overlap any interval of ``bed``."""
     hit = np.zeros(len(start), dtype=bool)
-    chrom = np.asarray(chrom, dtype=object)
     a_start, a_end = _effective(np.asarray(start, dtype=np.int64), np.asarray(end, dtype=np.int64))
+    runs = contig_runs(chrom)
     for name, b in bed.groupby("chrom", sort=False):
-        rows = np.flatnonzero(chrom == name)
+        rows = rows_of(runs, [name])
         if rows.size == 0:
             continue
         bs, be = _effective(b["start"].to_numpy(), b["end"].to_numpy())

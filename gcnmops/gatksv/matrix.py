@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from .intervals import contig_runs, rows_of
 from .shelltools import awk_equal, grep_words
 
 _PLAIN_INT = re.compile(r"[-+]?\d+")
@@ -73,6 +74,19 @@ class DepthMatrix:
     def base_cols(self) -> np.ndarray:
         """This matrix's columns in ``base``, (N,) int64."""
         return np.arange(len(self.samples), dtype=np.int64) if self.cols is None else self.cols
+
+    @cached_property
+    def runs(self) -> tuple[list, np.ndarray]:
+        """The runs of one contig name in the rows (``intervals.contig_runs``), found once per matrix."""
+        return contig_runs(self.contig)
+
+    def contig_names(self) -> list[str]:
+        """The distinct contig names, in order of first appearance."""
+        return list(dict.fromkeys(self.runs[0]))
+
+    def rows_of(self, names) -> np.ndarray:
+        """The rows (sorted, int64) whose contig is one of ``names``."""
+        return rows_of(self.runs, names)
 
     @cached_property
     def values(self) -> np.ndarray:
@@ -258,7 +272,7 @@ def java_order(names: list[str]) -> list[int]:
 def print_sv_evidence(m: DepthMatrix, contig: str) -> DepthMatrix:
     """``PrintSVEvidence --evidence-file <matrix> -L <contig>``: the contig's rows, the sample columns in Java
     String order, the header ``#Chr Start End <samples>``."""
-    rows = np.flatnonzero(m.contig == contig)
+    rows = m.rows_of([contig])
     order = java_order(m.samples)
     return m.take(rows, order, header="\t".join(["#Chr", "Start", "End"] + [m.samples[i] for i in order]))
 

@@ -63,7 +63,8 @@ def compress_cov(m: DepthMatrix, ratio: int, what: str = "the matrix", bed: pd.D
                          "splitting the header on blanks.")
     if m.n_rows == 0:
         raise InputError(f"{what} has no bins to rebin.")
-    if any("#" in t for t in m.text.values()) or any("#" in str(c) for c in pd.unique(m.contig)):
+    names = m.contig_names()
+    if any("#" in t for t in m.text.values()) or any("#" in str(c) for c in names):
         raise InputError(f"{what}: a data row holds '#', which compressCov.sh takes for a header line.")
     k = 1 if m.n_rows > 1 else 0
     nbin = int(ratio) * int(m.end[k] - m.start[k])
@@ -75,9 +76,8 @@ def compress_cov(m: DepthMatrix, ratio: int, what: str = "the matrix", bed: pd.D
     if not m.samples:  # no first sample: every window's first sum is "."
         return BinTable(m.header, m.samples, np.empty(0, dtype=object), np.empty(0, np.int64), np.empty(0, np.int64),
                         np.empty((0, 0)), lambda r, c: ".")
-    names = list(pd.unique(m.contig))
-    windows = [_windows(m, contig, np.flatnonzero(np.isin(m.contig, [n for n in names if awk_equal(n, contig)])),
-                        nbin) for contig in version_sorted(names)]
+    windows = [_windows(m, contig, m.rows_of([n for n in names if awk_equal(n, contig)]), nbin)
+               for contig in version_sorted(names)]
     contigs = np.concatenate([np.full(len(w.start), w.contig, dtype=object) for w in windows])
     starts = np.concatenate([w.start for w in windows])
     if bed is not None:  # bins kept by the exclusion: their windows alone summed
