@@ -57,6 +57,8 @@ def _reference_build(args) -> int:
 def _call(args) -> int:
     cohort = _reference_cohort(args)
     gpu = _gpu_warmup(args)
+    import numpy as np
+
     from .calls.qc import normal_levels
     from .casemode import call_samples, load_reference
     from .cuda.probe import resolve_backend
@@ -79,7 +81,11 @@ def _call(args) -> int:
     data = read_counts(args.input, min_samples=1)
     result = call_samples(_handed_over(data), ref, args.mode, sex=args.sex, integer=not args.no_integer,
                           backend=args.backend)
-    result = result.replace(sample_qc=counts_qc(result, data, normal_levels(result)))  # against the reference
+    levels = normal_levels(result)  # the QC's log2 ratios against the reference's normal level of each window
+    for fit in ref.fits:  # but where the level depends on the sample's sex (sex-aware parts): left out
+        if fit.part.sexes and fit.part.rows is not None:
+            levels[fit.part.rows] = np.nan
+    result = result.replace(sample_qc=counts_qc(result, data, levels))
     result.provenance = describe(resolve_backend(args.backend))
     written = write_result(result.replace(cnvr=cnvr_per_sample(result)), args.outdir, formats=formats, vcf=vcf)
     s = result.summary()
@@ -558,8 +564,6 @@ def _warmup_variants(backend) -> list:
     compiles one per argument types, and an array with a dimension of one is typed C-contiguous, not F): norm=2,
     the posteriors kept, the mode and median normalizations, the reference/single model and its integer copy
     numbers, one sample (single, reference and case mode with one new sample), one region, case mode's E-step."""
-    import warnings
-
     import numpy as np
 
     from .calls.integer import calc_integer_copy_numbers

@@ -10,7 +10,8 @@
 #      prints the device calls to make. IMAGE_FREEZE: `pip freeze` of the GPU machine's Python (its CUDA stack:
 #      numpy, cupy, numba-cuda, cuda-bindings...): the download is pinned to those versions and leaves out the
 #      wheels the image holds; the venv then sees the image's packages through a .pth file (IMAGE_SITE on the
-#      device, default the site-packages of its python3). Without it every dependency is carried.
+#      device, colon-separated; default every site-packages folder of its python3). Without it every dependency
+#      is carried.
 #   2. on the GPU machine, one call per part, in a row (the machine keeps the parts while it stays warm):
 #      carry [".whl/partK"], command "bash scripts/gpu_wheel_check.sh device" (calls before the last one only
 #      store their part: the device step waits until every part of .whl/MANIFEST is there).
@@ -33,14 +34,18 @@ prepare() {
     wheel=$(ls "$all"/gcnmops-*.whl)
     local pins=()
     if [ -n "${IMAGE_FREEZE:-}" ]; then
-        grep -E '^[A-Za-z0-9_.-]+==[^ ]+$' "$IMAGE_FREEZE" >.whl/pins.txt
+        grep -E '^[A-Za-z0-9_.-]+==[^ ]+$' "$IMAGE_FREEZE" >.whl/pins.txt || true  # none: nothing pinned
         pins=(-c .whl/pins.txt)
     fi
-    "$python" -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp "${pins[@]}" \
+    local status=0
+    "$python" -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp ${pins[@]+"${pins[@]}"} \
         --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64 \
         --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux2010_x86_64 \
-        --platform manylinux_2_12_x86_64 --platform manylinux1_x86_64 -d "$all" "$wheel[cuda13]" pytest 2>&1 \
-        | grep -v '^WARNING: Location' >&2 || true
+        --platform manylinux_2_12_x86_64 --platform manylinux1_x86_64 -d "$all" "$wheel[cuda13]" pytest \
+        2>"$all/download.log" || status=$?
+    grep -v '^WARNING: Location' "$all/download.log" >&2 || true
+    if ((status)); then echo "pip download failed (status $status): see above" >&2; exit 1; fi
+    rm -f "$all/download.log"
     if [ -n "${IMAGE_FREEZE:-}" ]; then  # the image's own wheels stay there
         local pin name version
         while IFS= read -r pin; do
@@ -115,11 +120,11 @@ device() {
     rm -rf "$venv"
     "$python" -m venv "$venv"
     if ls .whl/part*/IMAGE_PINS >/dev/null 2>&1; then  # prepared against the image: see its packages
-        local site
-        site=${IMAGE_SITE:-$("$python" -c 'import site; print(site.getsitepackages()[0])')}
-        # a site dir, not a bare path: its own .pth files run too (numba-cuda's numba.cuda import redirect)
-        "$venv/bin/python" -c 'import site, sys; open(site.getsitepackages()[0] + "/image.pth", "w").write(f"import site; site.addsitedir({sys.argv[1]!r})\n")' "$site"
-        echo "== the image's packages seen from $site" >&2
+        local sites
+        sites=${IMAGE_SITE:-$("$python" -c 'import site; print(":".join(site.getsitepackages()))')}
+        # site dirs, not bare paths: their own .pth files run too (numba-cuda's numba.cuda import redirect)
+        "$venv/bin/python" -c 'import site, sys; open(site.getsitepackages()[0] + "/image.pth", "w").write("".join(f"import site; site.addsitedir({d!r})\n" for d in sys.argv[1].split(":") if d))' "$sites"
+        echo "== the image's packages seen from $sites" >&2
     fi
     "$venv/bin/python" -m pip install -q --no-index --find-links "$wheels" "$(ls "$wheels"/gcnmops-*.whl)[cuda13]" pytest
     cd /tmp  # not the checkout: gcnmops is the installed one

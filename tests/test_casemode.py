@@ -413,3 +413,24 @@ def test_cli_call_sample_qc_spreads_against_the_reference(tmp_path):
     np.testing.assert_allclose(got, want, rtol=1e-9)
     assert 0.05 < got[0] < 1  # Poisson noise around the reference's level, not 0
     assert np.allclose(column_spreads(log2_ratios(res.normalized_data), res.local_assessments)[0][:3], 0)
+
+
+def test_cli_call_sample_qc_leaves_the_sex_parts_out(tmp_path):
+    """With a sex-aware reference the normal level of chrX/chrY windows depends on the sample's sex (the level
+    stored is one part's): those windows are left out of the QC's log2 ratios, so that a male's spread is not
+    taken against a female's chrX level (half his ratios there near -1)."""
+    from gcnmops.cli import main
+
+    data, _, sexes = _mixed()
+    ref_data, new = _split(data, 32)
+    gcnmops.build_reference(ref_data, sex_aware=True, backend="cpu").save(tmp_path / "ref")
+    pd.concat([new.ranges, pd.DataFrame(new.counts, columns=new.sample_names)], axis=1).to_csv(
+        tmp_path / "new.tsv", sep="\t", index=False)
+    assert main(["call", str(tmp_path / "new.tsv"), "--reference-cohort", str(tmp_path / "ref"), "-o",
+                 str(tmp_path / "out"), "--backend", "cpu", "--quiet", "--formats", "tsv", "--no-integer"]) == 0
+    qc = pd.read_csv(tmp_path / "out" / "sample_qc.tsv", sep="\t").set_index("sample")
+    male = np.array([s == "male" for s in sexes[32:]])
+    assert male.any() and (~male).any()
+    for column in ("log2_mad", "log2_iqr"):  # 1.25x and 1.34x the females' with a female chrX level for all
+        spread = qc.loc[new.sample_names, column].to_numpy()
+        assert (spread > 0).all() and spread[male].mean() < 1.1 * spread[~male].mean(), column

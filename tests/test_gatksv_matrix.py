@@ -129,3 +129,13 @@ def test_median_zero_rule_equals_the_median(m):
     filled = np.where(np.isnan(values), 0.0, values)
     np.testing.assert_array_equal(_median_zero(filled, zeros, plain), np.median(filled, axis=0) == 0)
     assert list(nans) == [int(np.isnan(values[:, k]).sum()) for k in range(values.shape[1])]
+
+
+def test_quotes_are_literal_on_both_readers(tmp_path, monkeypatch):
+    """A quoted contig name is read as written (awk and GATK do not unquote) by the fast reader and by the
+    cell-by-cell one alike, so that an unrelated odd cell does not rename a contig."""
+    text = '#Chr\tStart\tEnd\tA\tB\n"chr1"\t0\t100\t5\t6\n"chr1"\t100\t200\t7\t8\n'
+    fast = matrix.read_depth_matrix(_write(tmp_path, text, "plain"))
+    slow = matrix.read_depth_matrix(_write(tmp_path, text.replace("\t8\n", "\tNA\n"), "plain"))
+    assert list(fast.contig) == list(slow.contig) == ['"chr1"', '"chr1"']
+    assert fast.base.dtype == np.int32 and slow.text == {(1, 1): "NA"}

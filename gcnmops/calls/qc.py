@@ -14,7 +14,7 @@ square root of the biweight midvariance (c = 9 around the biweight location, c =
   cohort's median normalized count in the window; windows where m = 0 are left out (NaN). New samples called
   against a reference cohort (``gcnmops call``) are too few for a median of their own (one sample's ratios would
   all be 0): m is then the window's normal level the reference fitted (``normal_levels``: the normal class's
-  lambda);
+  lambda; a sex-aware reference's chrX/chrY windows, whose level depends on the sample's sex, are left out);
 - sINI (``local_assessments``, what cn.mops segments).
 
 Outlier rule, robust against the cohort (its median and scaled MAD over the samples, each statistic over the samples
@@ -171,8 +171,7 @@ def normal_levels(result) -> np.ndarray:
     """Each window's normal level in ``result``'s model, (m,) float64: the lambda of its normal class (the
     fitted mean normalized count of a sample with the normal copy number there)."""
     classes = list(result.params["classes"])
-    return np.ascontiguousarray(np.asarray(result.params["L"], dtype=np.float64)[:, classes.index(
-        result.params["mainClass"])])
+    return np.array(np.asarray(result.params["L"], dtype=np.float64)[:, classes.index(result.params["mainClass"])])
 
 
 def sample_qc(result, coverage: pd.DataFrame, excluded=(), spreads: np.ndarray | None = None,
@@ -213,5 +212,6 @@ def sample_qc(result, coverage: pd.DataFrame, excluded=(), spreads: np.ndarray |
     return table
 
 
-__all__ = ["K", "COVERAGE_REASONS", "QC_COLUMNS", "spread", "biweight_location", "biweight_midvariance",
-           "window_medians", "normal_levels", "log2_ratios", "column_spreads", "coverage_qc", "outlier_reasons", "auto_excluded", "excluded_samples", "sample_qc"]
+__all__ = ["K", "COVERAGE_REASONS", "QC_COLUMNS", "spread", "biweight_midvariance", "window_medians", "normal_levels",
+           "log2_ratios", "column_spreads", "coverage_qc", "outlier_reasons", "auto_excluded", "excluded_samples",
+           "sample_qc"]

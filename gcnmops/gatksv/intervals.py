@@ -59,8 +59,8 @@ def contig_runs(chrom: np.ndarray) -> tuple[list, np.ndarray]:
 def rows_of(runs: tuple[list, np.ndarray], names) -> np.ndarray:
     """The rows (sorted, int64) of the runs (``contig_runs``) named in ``names``."""
     wanted, (run_names, bounds) = set(names), runs
-    parts = [np.arange(bounds[k], bounds[k + 1]) for k, n in enumerate(run_names) if n in wanted]
-    return np.concatenate(parts).astype(np.int64) if parts else np.empty(0, dtype=np.int64)
+    keep = np.fromiter((n in wanted for n in run_names), dtype=bool, count=len(run_names))
+    return np.flatnonzero(np.repeat(keep, np.diff(bounds))).astype(np.int64)
 
 
 def overlapping(chrom: np.ndarray, start: np.ndarray, end: np.ndarray, bed: pd.DataFrame) -> np.ndarray:

@@ -8,6 +8,7 @@ Also the two steps of a ``CNSampleNormal`` task before ``cnMOPS_workflow.sh``: G
 """
 from __future__ import annotations
 
+import csv
 import gzip
 import io
 import os
@@ -171,7 +172,7 @@ def _read_rows(p: Path, header: str, fields: list[str], threads: int | None, ski
     if fast is not None:
         return fast
     try:
-        df = pd.read_csv(p, sep="\t", header=None, skiprows=skip, na_filter=False,
+        df = pd.read_csv(p, sep="\t", header=None, skiprows=skip, na_filter=False, quoting=csv.QUOTE_NONE,
                          dtype={j: object for j in [0] + list(range(3, len(fields)))},  # cells as written
                          low_memory=False, compression="gzip" if _gz(p) else None, encoding="utf-8",
                          encoding_errors="surrogateescape")

@@ -162,6 +162,8 @@ def read_int_table(pieces: Iterable[bytes], n: int, *, skip: int = 0, threads: i
         held: list = []
         size = 0
         for piece in pieces:
+            if isinstance(piece, memoryview):  # searched for line ends below
+                piece = piece.tobytes()
             if skip:
                 piece = b"".join(held + [piece])
                 while skip and (at := piece.find(b"\n")) >= 0:
