@@ -588,6 +588,9 @@ def _warmup_variants(backend) -> list:
         from .gatksv.matrix import DepthMatrix
         from .gatksv.rebin import compress_cov
         from .gatksv.runcnmops import count_data
+        from .io.inttable import read_int_table
+
+        read_int_table([b"#Chr\tStart\tEnd\tA\tB\n", b"chr1\t0\t100\t5\t6\n"], 2, skip=1)  # the matrix parser
 
         m = len(data.ranges)
         bincov = DepthMatrix("#Chr\tStart\tEnd\t" + "\t".join(data.sample_names), list(data.sample_names),

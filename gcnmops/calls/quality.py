@@ -632,7 +632,7 @@ def calibrated_error(r: np.ndarray, constants: Calibration = CALIBRATION) -> np.
     calls the counts' noise makes, whose chance falls fast with the evidence, plus the systematic term, false
     calls of windows where the model misreads real counts (artefact-prone windows, unstable fits), whose chance
     falls only as 1/r (``Calibration``)."""
-    r = np.asarray(r, dtype=np.float64)
+    r = np.maximum(np.nan_to_num(np.asarray(r, dtype=np.float64), nan=0.0), 0.0)  # no evidence: r 0
     c = constants
     with np.errstate(over="ignore"):
         noise = 10.0 ** (-(c.q0 + c.scale * r ** c.power) / 10.0)

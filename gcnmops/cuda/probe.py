@@ -71,7 +71,7 @@ def why_not_numba_cuda() -> str | None:
     try:
         if importlib.util.find_spec("numba.cuda.core") is not None:
             return None
-    except ImportError:
+    except Exception:  # noqa: BLE001 - numba.cuda itself failed to import: not numba-cuda's target either
         pass
     return ("numba-cuda is installed but not active: numba.cuda is numba's own retired CUDA target, because "
             "numba-cuda's import redirect (its .pth file) did not run. Install numba-cuda into this environment's "

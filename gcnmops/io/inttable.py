@@ -46,16 +46,17 @@ def _count_lines(buf):
 
 
 @njit(cache=True, nogil=True)
-def _parse(buf, rows, cells, first, second, name_id, name_at, name_len):
-    """Parse the ``rows`` lines of ``buf`` (each ended by a newline, the last one too) into ``cells`` (rows, n)
-    int32 order F, ``first``/``second`` (rows,) int64 and ``name_id`` (rows,) int32: an index into the distinct
-    names, whose offsets and lengths in ``buf`` go to ``name_at``/``name_len`` in order of appearance. Returns
-    (number of distinct names, status): status 0 when every line is as the module says, else 1."""
+def _parse(buf, rows, r0, cells, first, second, name_id, name_at, name_len):
+    """Parse the ``rows`` lines of ``buf`` (each ended by a newline, the last one too) into rows ``r0 ..
+    r0 + rows - 1`` of the table: ``cells`` (m, n) int32 order F, ``first``/``second`` (m,) int64 and ``name_id``
+    (m,) int32, an index into the chunk's distinct names, whose offsets and lengths in ``buf`` go to
+    ``name_at``/``name_len`` in order of appearance. Returns (number of distinct names, status): status 0 when
+    every line is as the module says, else 1. (The whole table and an offset, not views: one compiled variant.)"""
     n = cells.shape[1]
     end = buf.size
     p = 0
     names = 0
-    for r in range(rows):
+    for r in range(r0, r0 + rows):
         q = p
         while q < end and buf[q] != _TAB and buf[q] != _NL and buf[q] != _CR:
             q += 1
@@ -132,12 +133,12 @@ def _gather(pieces: list) -> tuple[np.ndarray, int]:
     return buf, int(_count_lines(buf))
 
 
-def _parse_chunk(buf: np.ndarray, rows: int, cells: np.ndarray, first: np.ndarray, second: np.ndarray,
+def _parse_chunk(buf: np.ndarray, rows: int, r0: int, cells: np.ndarray, first: np.ndarray, second: np.ndarray,
                  name_id: np.ndarray) -> list[str] | None:
-    """Parse one gathered chunk into its rows of the table (views); its distinct names (``name_id`` indexes
-    them), or None when a line is not of the module's form."""
+    """Parse one gathered chunk into rows ``r0 ..`` of the table; its distinct names (``name_id`` indexes them),
+    or None when a line is not of the module's form."""
     name_at, name_len = np.empty(rows, np.int64), np.empty(rows, np.int64)
-    names, status = _parse(buf, rows, cells, first, second, name_id, name_at, name_len)
+    names, status = _parse(buf, rows, r0, cells, first, second, name_id, name_at, name_len)
     if status != _OK:
         return None
     try:
@@ -197,7 +198,7 @@ def read_int_table(pieces: Iterable[bytes], n: int, *, skip: int = 0, threads: i
         at, parsed = 0, []
         for buf, rows in chunks:
             rs = slice(at, at + rows)
-            parsed.append((rs, pool.submit(_parse_chunk, buf, rows, cells[rs], first[rs], second[rs], ids[rs])))
+            parsed.append((rs, pool.submit(_parse_chunk, buf, rows, at, cells, first, second, ids)))
             at += rows
         del chunks
         names: dict[str, int] = {}
