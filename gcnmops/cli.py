@@ -57,9 +57,6 @@ def _reference_build(args) -> int:
 def _call(args) -> int:
     cohort = _reference_cohort(args)
     gpu = _gpu_warmup(args)
-    import numpy as np
-
-    from .calls.qc import normal_levels
     from .casemode import call_samples, load_reference
     from .cuda.probe import resolve_backend
     from .outputs.callfiles import VcfOptions
@@ -81,11 +78,7 @@ def _call(args) -> int:
     data = read_counts(args.input, min_samples=1)
     result = call_samples(_handed_over(data), ref, args.mode, sex=args.sex, integer=not args.no_integer,
                           backend=args.backend)
-    levels = normal_levels(result)  # the QC's log2 ratios against the reference's normal level of each window
-    for fit in ref.fits:  # but where the level depends on the sample's sex (sex-aware parts): left out
-        if fit.part.sexes and fit.part.rows is not None:
-            levels[fit.part.rows] = np.nan
-    result = result.replace(sample_qc=counts_qc(result, data, levels))
+    result = result.replace(sample_qc=counts_qc(result, data, ref.qc_levels(result)))
     result.provenance = describe(resolve_backend(args.backend))
     written = write_result(result.replace(cnvr=cnvr_per_sample(result)), args.outdir, formats=formats, vcf=vcf)
     s = result.summary()
@@ -126,12 +119,9 @@ def _gpu_warmup(args):
     """For a command that may run on a GPU (--backend auto or gpu): the CUDA driver and the devices' contexts
     started on a background thread while the command imports its modules and reads its input
     (cuda.probe.warm_up_gpu), or None. The command waits for it before its first GPU work."""
-    from .cuda.probe import may_use_gpu, warm_up_gpu
+    from .cuda.probe import warm_up_for
 
-    if not may_use_gpu(args.backend):
-        return None
-
-    return warm_up_gpu(getattr(args, "devices", None))
+    return warm_up_for(args.backend, getattr(args, "devices", None))
 
 
 def _run(args) -> int:
@@ -517,12 +507,10 @@ def _info() -> int:
     import numpy
 
     from .cuda.install import report
-    from .cuda.probe import gpu_available, why_not_numba_cuda
+    from .cuda.probe import gpu_available
 
     print(f"gcnmops {__import__('gcnmops').__version__}; numpy {numpy.__version__}; numba {numba.__version__}")
     print(f"GPU backend usable: {gpu_available()}")
-    if why_not_numba_cuda():
-        print(f"  to do: {why_not_numba_cuda()}")
     print("\n".join(report()))
     return 0
 

@@ -73,5 +73,11 @@ def test_numba_cuda_installed_but_not_active_is_said(monkeypatch):
         assert probe.gpu_count() == 0
         with pytest.raises(InputError, match="numba-cuda is installed but not active"):
             probe.resolve_backend("gpu")
+        from gcnmops.cuda import install
+
+        agreeing = CudaStack((13, 0), "580.159.04", {**CU13, "cupy-cuda13x": "14.2.0"})
+        monkeypatch.setattr(install, "installed", lambda: agreeing)
+        lines = report()  # gcnmops info: the reason among its "to do" lines, not "they agree"
+        assert f"  to do: {why}" in lines and not any("agree" in line for line in lines)
     finally:
         probe.why_not_numba_cuda.cache_clear()

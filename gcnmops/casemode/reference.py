@@ -67,6 +67,18 @@ class Reference:
     def n_samples(self) -> int:
         return len(self.sample_names)
 
+    def qc_levels(self, result) -> np.ndarray:
+        """Each window's level that the sample QC takes new samples' log2 ratios against, (m,) float64: the
+        normal class's lambda of ``result`` (their call against this reference; ``calls.qc.normal_levels``), NaN
+        where it depends on the sample's sex (the rows of the parts that hold one sex's samples)."""
+        from ..calls.qc import normal_levels
+
+        levels = normal_levels(result)
+        for fit in self.fits:
+            if fit.part.sexes and fit.part.rows is not None:
+                levels[fit.part.rows] = np.nan
+        return levels
+
     def __repr__(self) -> str:
         return (f"Reference({self.method}: {self.n_regions:,} regions x {self.n_samples} samples, "
                 f"{len(self.params.classes)} classes, parts {[f.part.name for f in self.fits]}, "

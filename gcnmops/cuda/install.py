@@ -23,11 +23,13 @@ _RUNTIME = {12: ("nvidia-cuda-runtime-cu12", "nvidia-cuda-nvrtc-cu12"), 13: ("nv
 class CudaStack:
     """What is installed: ``driver`` the CUDA version the driver supports ((major, minor); None: no driver),
     ``driver_release`` the NVIDIA kernel module's version where readable, ``packages`` name -> version of the
-    CUDA-related Python packages present."""
+    CUDA-related Python packages present; ``inactive``: why an installed numba-cuda is not numba's CUDA target
+    (``probe.why_not_numba_cuda``; None: it is, or it was not asked)."""
 
     driver: tuple[int, int] | None
     driver_release: str | None = None
     packages: dict[str, str] = field(default_factory=dict)
+    inactive: str | None = None
 
     def major(self, name: str) -> int | None:
         version = self.packages.get(name)
@@ -128,12 +130,20 @@ def advice(stack: CudaStack) -> list[str]:
         missing = [n for n, ok in (("CuPy", stack.cupy), ("numba-cuda", "numba-cuda" in stack.packages),
                                    ("the CUDA bindings", stack.bindings)) if not ok]
         out.append(f"for the GPU backend ({', '.join(missing)} missing): {fix}")
+    if stack.inactive:
+        out.append(stack.inactive)
     return out
 
 
 def report(stack: CudaStack | None = None) -> list[str]:
-    """``gcnmops info``'s lines on CUDA: the driver, the packages found, and ``advice``."""
-    stack = installed() if stack is None else stack
+    """``gcnmops info``'s lines on CUDA: the driver, the packages found, and ``advice`` (with this process's
+    numba-cuda asked whether it is active, where ``stack`` is not given: that imports numba.cuda)."""
+    if stack is None:
+        from dataclasses import replace
+
+        from .probe import why_not_numba_cuda
+
+        stack = replace(installed(), inactive=why_not_numba_cuda())
     lines = ["CUDA driver: " + ("none found" if stack.driver is None else
                                 f"supports CUDA {stack.driver[0]}.{stack.driver[1]}"
                                 + (f" (NVIDIA driver {stack.driver_release})" if stack.driver_release else ""))]

@@ -186,6 +186,12 @@ def warm_up_gpu(devices: int | Sequence[int] | str | None = None) -> GpuWarmup |
     return GpuWarmup(thread)
 
 
+def warm_up_for(backend: str | Backend, devices: int | Sequence[int] | str | None = None) -> GpuWarmup | None:
+    """``warm_up_gpu(devices)`` for a command whose ``backend`` (a user's name, not yet resolved) may run on a
+    GPU; None for the CPU backend."""
+    return warm_up_gpu(devices) if may_use_gpu(backend) else None
+
+
 def _start_driver(driver, devices) -> None:
     """The thread of ``warm_up_gpu``: cuInit, then cuDevicePrimaryCtxRetain for each device named that exists."""
     try:

@@ -79,12 +79,12 @@ def run(args) -> int:
 
         clean_cnmops(args.samples, args.gffs, args.outdir, subtract_bed=args.subtract, gz=args.gz)
         return 0
-    from ..cuda.probe import may_use_gpu, warm_up_gpu
+    from ..cuda.probe import warm_up_for
     from .cnmops import run_call
 
     t0 = time.perf_counter()
     timings: dict = {}
-    gpu = warm_up_gpu() if may_use_gpu(args.backend) else None  # the driver and context start while the matrix is read
+    gpu = warm_up_for(args.backend)  # the driver and context start while the matrix is read
     written = run_call(args.bincov_matrix, args.chrom_file, args.allo_file, args.ped_file, args.exclude_list,
                        r1=args.r1, r2=args.r2, batch=args.batch, prefix=args.prefix, outdir=args.outdir,
                        min_size=args.min_size, stitch_and_clean_large_events=args.stitch_and_clean_large_events,
