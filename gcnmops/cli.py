@@ -556,6 +556,7 @@ def _warmup_variants(backend) -> list:
 
     from .calls.integer import calc_integer_copy_numbers
     from .casemode import build_reference, call_samples
+    from .cuda.probe import Backend
     from .data import make_count_data
     from .example import example_cohort
     from .pipeline.cnmops import cn_mops
@@ -588,7 +589,16 @@ def _warmup_variants(backend) -> list:
             bincov.base = cells  # the pandas reader's float64 cells and the fast reader's int32 ones
             count_data(compress_cov(bincov, 3), out=io.StringIO())
 
-    return [lambda: cn_mops(data, norm=2, backend=backend),
+    def chromosome_blocks() -> None:  # several GPUs' path: blocks read from and written into rows of whole matrices
+        from .params import METHODS
+        from .pipeline.multigpu import run_on_devices
+        from .pipeline.plan import RunPlan
+
+        row = METHODS["cn.mops"]
+        run_on_devices(RunPlan.build(row, row.params(), backend, data.n_regions), data, [0], {})
+
+    gpu = [chromosome_blocks] if backend is Backend.GPU else []
+    return gpu + [lambda: cn_mops(data, norm=2, backend=backend),
             lambda: cn_mops(data, return_posterior=True, backend=backend),
             lambda: cn_mops(data, norm_type="mode", size_factor="median", backend=backend),
             lambda: calc_integer_copy_numbers(reference_cn_mops(new, data, backend=backend), backend=backend),

@@ -62,11 +62,13 @@ class CountData:
         """Cache ``blocks`` as the chromosome blocks of the current ``ranges``."""
         self.__dict__["_blocks"] = ((id(self.ranges), self.n_regions), blocks)
 
-    def rows(self, a: int, b: int) -> "CountData":
-        """Regions a:b (whole chromosomes) as a CountData of their own: counts copied column-major, ranges
-        renumbered from 0."""
+    def rows(self, a: int, b: int, copy: bool = True) -> "CountData":
+        """Regions a:b (whole chromosomes) as a CountData of their own, ranges renumbered from 0: counts copied
+        column-major, or with ``copy=False`` a view of these rows (column-major rows of the matrix, for a
+        consumer that copies them itself, e.g. straight to a GPU)."""
         ranges = None if self.ranges is None else self.ranges.iloc[a:b].reset_index(drop=True)
-        return CountData(np.asfortranarray(self.counts[a:b]), list(self.sample_names), ranges)
+        counts = self.counts[a:b]
+        return CountData(np.asfortranarray(counts) if copy else counts, list(self.sample_names), ranges)
 
     def genomic_ranges(self) -> pd.DataFrame:
         """The ``gr`` table: seqnames, start, end for every region (row indices for a matrix).

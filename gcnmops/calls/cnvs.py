@@ -38,7 +38,8 @@ class Calls:
 def call_cnvs(sini: np.ndarray, gr: pd.DataFrame, blocks: list[tuple[str, int, int]], sample_names: list[str],
               upper_threshold: float, lower_threshold: float, min_width: int, use_median: bool,
               segment_args: dict | None = None, *, seg_algorithm: str = "fast", backend: Backend = Backend.CPU,
-              device_values=None, timings: dict | None = None, genome_regions: int | None = None) -> Calls:
+              device_values=None, timings: dict | None = None, genome_regions: int | None = None,
+              individual_out: np.ndarray | None = None) -> Calls:
     """Segment every sample's sINI per chromosome and call CNVs as cn.mops does.
 
     ``sini``: (m, N) order F; ``gr``: m rows seqnames/start/end; ``blocks``: (name, first, end) per
@@ -46,6 +47,7 @@ def call_cnvs(sini: np.ndarray, gr: pd.DataFrame, blocks: list[tuple[str, int, i
     device-resident sINI, ``timings`` its sub-stage seconds, see ``segmentation.segment_blocks``) or "DNAcopy"
     (``call_cnvs_dnacopy``). ``genome_regions``: the regions of the whole matrix when ``sini`` holds some of its
     chromosomes: cn.mops segments only a matrix of MIN_REGIONS_TO_SEGMENT regions or more (else ``no_calls``).
+    ``individual_out``: (m, N) float64 the individual calls are written into (``fill_by_segment``'s ``out``).
     """
     m, n_samples = sini.shape
     if (m if genome_regions is None else genome_regions) < MIN_REGIONS_TO_SEGMENT:
@@ -56,7 +58,7 @@ def call_cnvs(sini: np.ndarray, gr: pd.DataFrame, blocks: list[tuple[str, int, i
     seg = segment_blocks(sini, [(b, e) for _, b, e in blocks], backend=backend, device_values=device_values,
                          timings=timings, min_seg=min_width, **(segment_args or {}))
     return calls_from_segments(seg, gr, blocks, sample_names, upper_threshold, lower_threshold, min_width,
-                               use_median, m=m, n_samples=n_samples)
+                               use_median, m=m, n_samples=n_samples, individual_out=individual_out)
 
 
 def no_calls(sini: np.ndarray, sample_names: list[str]) -> Calls:
@@ -65,7 +67,8 @@ def no_calls(sini: np.ndarray, sample_names: list[str]) -> Calls:
 
 
 def calls_from_segments(seg: pd.DataFrame, gr: pd.DataFrame, blocks, sample_names, upper_threshold,
-                        lower_threshold, min_width, use_median, *, m: int, n_samples: int) -> Calls:
+                        lower_threshold, min_width, use_median, *, m: int, n_samples: int,
+                        individual_out: np.ndarray | None = None) -> Calls:
     """Individual calls, segmentation, CNVs and CNV regions from a segment table (block, sample, start,
     end relative to the block, 1-based, mean, median) of any segmentation algorithm."""
     block = seg["block"].to_numpy()
@@ -77,7 +80,7 @@ def calls_from_segments(seg: pd.DataFrame, gr: pd.DataFrame, blocks, sample_name
     median = seg["median"].to_numpy(dtype=np.float64)
     stat = median if use_median else mean
 
-    individual = fill_by_segment(stat, sample, row_start, row_end, m, n_samples)
+    individual = fill_by_segment(stat, sample, row_start, row_end, m, n_samples, out=individual_out)
 
     gr_start = gr["start"].to_numpy()
     gr_end = gr["end"].to_numpy()
@@ -97,11 +100,16 @@ def calls_from_segments(seg: pd.DataFrame, gr: pd.DataFrame, blocks, sample_name
     return Calls(individual, segmentation, cnvs, cnvr)
 
 
-def fill_by_segment(stat, sample, row_start, row_end, m: int, n_samples: int) -> np.ndarray:
-    """(m, N) order-F matrix whose column k holds, for every row, ``stat`` of the sample-k segment covering it."""
+def fill_by_segment(stat, sample, row_start, row_end, m: int, n_samples: int,
+                    out: np.ndarray | None = None) -> np.ndarray:
+    """(m, N) matrix whose column k holds, for every row, ``stat`` of the sample-k segment covering it: ``out``
+    (any (m, N) float64 array, e.g. rows of a larger one) or a new order-F one."""
     if int(np.sum(row_end - row_start + 1)) != m * n_samples:
         raise RuntimeError("segments do not tile every sample's regions")  # internal invariant
-    out = np.empty((m, n_samples), order="F")
+    if out is None:
+        out = np.empty((m, n_samples), order="F")
+    elif out.shape != (m, n_samples) or out.dtype != np.float64:
+        raise ValueError(f"out must be a float64 array of shape {(m, n_samples)}")
     _fill(np.ascontiguousarray(stat, dtype=np.float64), np.ascontiguousarray(sample, dtype=np.int64),
           np.ascontiguousarray(row_start, dtype=np.int64), np.ascontiguousarray(row_end, dtype=np.int64), out)
     return out

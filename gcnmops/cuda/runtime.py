@@ -46,12 +46,42 @@ def _scatter(src, dst, r0):
 
 
 def as_matrix(a: np.ndarray) -> np.ndarray:
-    """A column-major (m, K) view of a column-major array of 1, 2 or 3 dimensions (no copy)."""
+    """A column-major (m, K) view of a column-major array of 1, 2 or 3 dimensions, or of some rows of one
+    (``rows_of_column_major``); never a copy (ValueError where no such view exists)."""
     if a.ndim == 1:
         return a.reshape((a.shape[0], 1), order="F")
     if a.ndim == 2:
         return a
-    return a.reshape((a.shape[0], -1), order="F")
+    if a.flags.f_contiguous:
+        return a.reshape((a.shape[0], -1), order="F")
+    if not rows_of_column_major(a):
+        raise ValueError("not rows of a column-major array")
+    return np.lib.stride_tricks.as_strided(a, (a.shape[0], a.size // max(a.shape[0], 1)), a.strides[:2],
+                                           writeable=a.flags.writeable)
+
+
+def rows_of_column_major(a: np.ndarray) -> bool:
+    """True if ``a`` is column-major or rows r0:r1 of a column-major array (``x[r0:r1]``): region-fastest, each
+    column contiguous, the columns evenly spaced (the host side of a strided copy)."""
+    if a.flags.f_contiguous:
+        return True
+    if a.ndim == 0 or a.strides[0] != a.itemsize:
+        return False
+    expect = a.strides[1] if a.ndim > 1 else 0
+    if a.ndim > 1 and expect < a.shape[0] * a.itemsize:
+        return False
+    for k in range(2, a.ndim):  # the trailing axes step as one column axis would
+        expect *= a.shape[k - 1]
+        if a.strides[k] != expect:
+            return False
+    return True
+
+
+def column_pitch(a: np.ndarray) -> int:
+    """Bytes from one column of ``as_matrix(a)`` to the next (its rows' count times the item size when
+    contiguous; the parent's column length for rows of a column-major matrix)."""
+    h = as_matrix(a)
+    return h.strides[1] if h.shape[1] > 1 else h.shape[0] * h.itemsize
 
 
 def gather_rows(src: np.ndarray, r0: int, dst: np.ndarray) -> None:
@@ -193,21 +223,22 @@ class CupyBackend:
         self.rt.memcpyAsync(host.ctypes.data, _ptr_dev(dev), host.nbytes, self.rt.memcpyDeviceToHost, s.ptr)
 
     def d2h_rows(self, host: np.ndarray, r0: int, dev, rows: int, s) -> None:
-        """Copy a (rows, K) column-major device chunk into rows r0.. of the column-major host (m, K)."""
+        """Copy a (rows, K) column-major device chunk into rows r0.. of the host (m, K), column-major or rows of a
+        column-major array."""
         h = as_matrix(host)
         item = h.itemsize
-        m, K = h.shape
-        self.rt.memcpy2DAsync(h.ctypes.data + r0 * item, m * item, _ptr_dev(dev), rows * item, rows * item, K,
-                              self.rt.memcpyDeviceToHost, s.ptr)
+        K = h.shape[1]
+        self.rt.memcpy2DAsync(h.ctypes.data + r0 * item, column_pitch(h), _ptr_dev(dev), rows * item, rows * item,
+                              K, self.rt.memcpyDeviceToHost, s.ptr)
 
     def copy_rows_to_host(self, host: np.ndarray, dev, r0: int, rows: int, s) -> None:
-        """Rows r0:r0 + rows of the column-major device array ``dev`` (m, ...) into the same rows of the
-        column-major ``host`` array of the same shape: one strided copy (cudaMemcpy2DAsync) on stream ``s``,
-        asynchronous when ``host`` is pinned."""
+        """Rows r0:r0 + rows of the column-major device array ``dev`` (m, ...) into the same rows of ``host`` of
+        the same shape (column-major, or rows of a column-major array: ``rows_of_column_major``): one strided
+        copy (cudaMemcpy2DAsync) on stream ``s``, asynchronous when ``host`` is pinned."""
         h = as_matrix(host)
         item = h.itemsize
         m, K = h.shape
-        self.rt.memcpy2DAsync(h.ctypes.data + r0 * item, m * item, _ptr_dev(dev) + r0 * item, m * item,
+        self.rt.memcpy2DAsync(h.ctypes.data + r0 * item, column_pitch(h), _ptr_dev(dev) + r0 * item, m * item,
                               rows * item, K, self.rt.memcpyDeviceToHost, s.ptr)
 
     def record(self, s):
@@ -355,16 +386,53 @@ def device_copy(host: np.ndarray):
 
     Pageable memory crosses PCIe slowly through the driver's staging buffers on a fresh process's first copy; its
     pages are page-locked in place for the copy instead (cudaHostRegister, cheap for memory already touched), then
-    released."""
+    released. Rows of a column-major matrix (``x[r0:r1]``, a block of chromosomes) are copied straight from it
+    (``_rows_to_device``)."""
     if simulating():
         return host.copy(order="F")
     import cupy
 
+    if host.ndim == 2 and not host.flags.f_contiguous and rows_of_column_major(host):
+        return _rows_to_device(host)
     with Landing() as landing:
         try:
             return cupy.asarray(landing.lock(np.asfortranarray(host)), order="F")
         finally:
             cupy.cuda.get_current_stream().synchronize()  # the copy has read the pages before they are released
+
+
+def copy_to_host_async(host: np.ndarray, dev, stream) -> None:
+    """Enqueue on cupy ``stream`` the copy of the column-major device array ``dev`` into ``host`` of its shape
+    (column-major, or rows of a column-major array: one strided copy); asynchronous where ``host`` is
+    page-locked. In the simulator a synchronous copy (``stream`` unused)."""
+    if simulating():
+        host[...] = dev
+        return
+    import cupy
+
+    h = as_matrix(host)
+    item = h.itemsize
+    rows, K = h.shape
+    if h.size:
+        cupy.cuda.runtime.memcpy2DAsync(h.ctypes.data, column_pitch(h), _ptr_dev(dev), rows * item, rows * item, K,
+                                        cupy.cuda.runtime.memcpyDeviceToHost, stream.ptr)
+
+
+def _rows_to_device(host: np.ndarray):
+    """A column-major device copy of rows r0:r1 of a column-major host matrix (``host`` = x[r0:r1]): one strided
+    copy (cudaMemcpy2DAsync), no host copy; at DMA speed where the host matrix is page-locked (its owner locks
+    it once, e.g. ``Landing.lock``), else through the driver's staging buffers."""
+    import cupy
+
+    rows, K = host.shape
+    dev = cupy.empty((rows, K), dtype=host.dtype, order="F")
+    if dev.size:
+        stream = cupy.cuda.get_current_stream()
+        item = host.itemsize
+        cupy.cuda.runtime.memcpy2DAsync(dev.data.ptr, rows * item, host.ctypes.data, column_pitch(host), rows * item,
+                                        K, cupy.cuda.runtime.memcpyHostToDevice, stream.ptr)
+        stream.synchronize()  # the caller may free or change the host rows
+    return dev
 
 
 def on_device(device_id: int) -> ExitStack:

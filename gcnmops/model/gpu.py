@@ -38,7 +38,8 @@ from ..cuda.config import (EM_BLOCKS_PER_SM, EM_LOCAL_WORK_MAX, EM_MAX_REGISTERS
                            EM_UNROLL_MAX_CLASSES)
 from ..cuda.kernels import cached_kernel
 from .chunks import OUT_FIELDS, POST_FIELD, ChunkPipeline
-from ..cuda.runtime import device_module, in_threads, is_device_array, kernel_arg, make_backend, simulating
+from ..cuda.runtime import (device_module, in_threads, is_device_array, kernel_arg, make_backend,
+                            rows_of_column_major, simulating)
 from .spec import ModelOutput, ModelSpec
 
 try:  # module level: the kernel's ``cuda`` must be a global (the CUDA simulator swaps module globals)
@@ -327,8 +328,8 @@ def _check_out(out: ModelOutput, m: int, n: int, N: int, keep_post: bool) -> Non
         shapes["post"] = (m, n, N)
     for name, shape in shapes.items():
         a = getattr(out, name)
-        if a is None or a.shape != shape or not a.flags.f_contiguous:
-            raise ValueError(f"out.{name} must be a column-major array of shape {shape}")
+        if a is None or a.shape != shape or not rows_of_column_major(a):
+            raise ValueError(f"out.{name} must be a column-major array of shape {shape} (or rows of one)")
 
 
 # ------------------------------------------------------------------------------------------- public API

@@ -11,6 +11,7 @@ import pandas as pd
 from ..calls.cnvs import NO_CNV_MESSAGE
 from ..calls.quality import CallEvidence, ResidualCounts
 from ..data import CountData
+from ..model.spec import ModelOutput
 from ..normalization.factors import coverage_ratios
 from ..result import CNVDetectionResult, empty_cnvr, empty_segments
 
@@ -48,6 +49,17 @@ class Normalized:
     model_input: object
     cov: np.ndarray
     controls: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class BlockOut:
+    """Host arrays a block's results are written into instead of new ones, each optional: ``model`` the model's
+    (ModelOutput), ``normalized`` and ``individual`` (m, N) float64. Column-major, or rows of the whole run's
+    column-major matrices (``x[b0:b1]``: cuda.runtime.rows_of_column_major), so results land in place."""
+
+    model: ModelOutput | None = None
+    normalized: np.ndarray | None = None
+    individual: np.ndarray | None = None
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,9 @@
 """Every GPU of a machine: whole chromosomes placed on the devices, largest first, each device running its
 chromosomes through the stage order (stages.run_block) on its own host thread, device-resident as on one GPU
 (resident_gpu.py: the counts copied in once, the sINI read where the model left it), the results landing in place
-in whole-matrix arrays.
+in whole-matrix arrays: each block's counts are copied to its GPU straight from their rows of the input matrix, and
+its normalized data, model outputs and individual calls are written by the stages into their rows of the whole
+run's matrices (``BlockOut``), input and results page-locked once for the run (no per-block host copies).
 
 cn.mops normalizes and segments per chromosome and fits every region on its own, so a chromosome is a block that
 needs of the rest only what ``stages.Genome`` holds (each sample's total count, norm 2's coverages), computed first
@@ -12,10 +14,9 @@ share of the cores (numba's thread count is per thread). Each device has ``per_d
 while one chromosome's segmentation is finished on the host the device computes another's. The call tables are
 gathered in chromosome order (blocks.BlockTables): the result is the single-GPU and the CPU result, bit for bit.
 
-Not yet the default of ``cn_mops(devices=...)`` (which shares the model's rows among the devices): what a block
-costs besides its share of the work (its counts copied out of the whole matrix, its launches, its result matrices
-copied into the whole-run arrays, the host passes every device's threads share the same cores for) still outweighs
-what the other GPUs save: four GPUs are slower than one on 5,000,000 x 50 (benchmarks/RESULTS.md, "Fourth session").
+Not yet the default of ``cn_mops(devices=...)`` (which shares the model's rows among the devices): the host passes
+every device's threads share the same cores for (the segmentation's preparation and finish) are as long as on one
+GPU, so several GPUs save only their device stages (benchmarks/RESULTS.md, "Sixth session").
 """
 from __future__ import annotations
 
@@ -27,14 +28,14 @@ import numba
 import numpy as np
 
 from ..cuda.probe import Backend
-from ..cuda.runtime import in_threads, make_backend, on_device
+from ..cuda.runtime import Landing, in_threads, make_backend, on_device
 from ..data import CountData
 from ..model.spec import ModelOutput
 from ..normalization.checks import count_matrix
 from ..normalization.kernels import column_coverages
 from ..progress import timed_stage
 from ..result import CNVDetectionResult
-from .blocks import BlockTables, Genome, Normalized, Regions, genome_of
+from .blocks import BlockOut, BlockTables, Genome, Normalized, Regions, genome_of
 from .plan import RunPlan
 from .stages import MODEL_DONE, model_result, run_block
 
@@ -60,14 +61,20 @@ def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timin
         genome = genome_of(plan.normalizes, plan.uses_coverage, data.n_samples,
                            counts.sum(axis=0) if plan.normalizes else None,
                            column_coverages(count_matrix(counts)) if plan.uses_coverage else None)
-    landing = _Landing(data.n_regions, data.n_samples, len(plan.params.classes), plan.params.return_posterior)
+    locks = Landing()  # on GPUs the input and the results page-locked once: each block's copies at DMA speed
+    gpu = plan.backend is Backend.GPU
+    with timed_stage(timings, "landing"):
+        if gpu and counts.flags.f_contiguous:
+            locks.lock(counts)
+        landing = _Landing(data.n_regions, data.n_samples, len(plan.params.classes), plan.params.return_posterior,
+                           locks.empty if gpu else _empty)
     order = sorted(range(len(blocks)), key=lambda k: blocks[k][1] - blocks[k][2])  # largest first, stable
     taken = iter(order)
     take = threading.Lock()
     failed = threading.Event()  # a device failed: the others take no more chromosomes
     if per_device < 1:
         raise ValueError("per_device must be at least 1")
-    stats_of: dict[int, dict] = {d: {"chromosomes": 0, "resident": 0, "seconds": 0.0} for d in devices}
+    stats_of: dict[int, dict] = {d: {"chromosomes": 0, "resident": 0, "copied": 0, "seconds": 0.0} for d in devices}
     share = max(1, numba.get_num_threads() // (len(devices) * per_device))
 
     def work(device: int) -> None:
@@ -86,12 +93,13 @@ def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timin
                         break
                     _, b0, b1 = blocks[k]
                     block_timings: dict = {}
-                    result = run_block(plan, [data.rows(b0, b1)], genome=genome, timings=block_timings,
-                                       devices=[device], evidence=False, **limit)
-                    landing.put(b0, b1, result)
+                    result = run_block(plan, [data.rows(b0, b1, copy=not gpu)], genome=genome, timings=block_timings,
+                                       devices=[device], evidence=False, out=landing.into(b0, b1), **limit)
+                    copied = landing.put(b0, b1, result)
                     gathered.put(k, result)
                     with take:
                         stats["chromosomes"] += 1
+                        stats["copied"] += copied
                         stats["resident"] += bool(result.gpu_stats.get("model_resident"))
                         for name, value in {**block_timings, **result.gpu_stats}.items():
                             if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -103,12 +111,15 @@ def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timin
             with take:
                 stats["seconds"] = max(stats["seconds"], time.perf_counter() - t0)
 
-    with BlockTables(len(blocks), regions.sample_names, plan.segments) as gathered:
-        in_threads({f"gcnmops-gpu{d}-{k}": (lambda d=d: work(d)) for d in devices for k in range(per_device)})
+    try:
+        with BlockTables(len(blocks), regions.sample_names, plan.segments) as gathered:
+            in_threads({f"gcnmops-gpu{d}-{k}": (lambda d=d: work(d)) for d in devices for k in range(per_device)})
+    finally:
+        locks.close()
     for stage in _STAGES:
         timings[stage] = timings.get(stage, 0.0) + max(s.get(stage, 0.0) for s in stats_of.values())
     gpu_stats = {f"device_{d}_{key}": s[key] for d, s in stats_of.items()
-                 for key in ("seconds", "chromosomes", "resident")}
+                 for key in ("seconds", "chromosomes", "resident", "copied")}
     result = landing.result(plan, regions, genome, timings, gpu_stats)
     listener = MODEL_DONE.get()
     if listener is not None:
@@ -118,29 +129,42 @@ def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timin
     return result.replace(segmentation=segmentation, cnvs=cnvs, cnvr=cnvr)
 
 
+def _empty(shape, dtype=np.float64) -> np.ndarray:
+    return np.empty(shape, dtype=dtype, order="F")
+
+
 class _Landing:
-    """The whole run's matrices (column-major), filled block by block in place (rows b0:b1)."""
+    """The whole run's matrices (column-major, from ``empty(shape, dtype)``: page-locked ones on a GPU), which
+    every block's results land in, rows b0:b1: written there by the stages (``into``), else copied (``put``)."""
 
-    def __init__(self, m: int, N: int, n: int, post: bool):
-        self.normalized = np.empty((m, N), order="F")
-        self.sini = np.empty((m, N), order="F")
-        self.individual = np.empty((m, N), order="F")
-        self.cn = np.empty((m, N), dtype=np.int8, order="F")
-        self.ini = np.empty(m)
-        self.lam = np.empty((m, n), order="F")
-        self.alpha = np.empty((m, n), order="F")
-        self.post = np.empty((m, n, N), order="F") if post else None
+    def __init__(self, m: int, N: int, n: int, post: bool, empty):
+        self.normalized = empty((m, N))
+        self.sini = empty((m, N))
+        self.individual = empty((m, N))
+        self.cn = empty((m, N), np.int8)
+        self.ini = empty((m,))
+        self.lam = empty((m, n))
+        self.alpha = empty((m, n))
+        self.post = empty((m, n, N)) if post else None
 
-    def put(self, b0: int, b1: int, r: CNVDetectionResult) -> None:
-        self.normalized[b0:b1] = r.normalized_data
-        self.sini[b0:b1] = r.local_assessments
-        self.individual[b0:b1] = r.individual_call
-        self.cn[b0:b1] = r.cn_index
-        self.ini[b0:b1] = r.ini_call
-        self.lam[b0:b1] = r.params["L"]
-        self.alpha[b0:b1] = r.params["A"]
-        if self.post is not None:
-            self.post[b0:b1] = r.posterior_probs
+    def into(self, b0: int, b1: int) -> BlockOut:
+        """Rows b0:b1 of the matrices, for the stages to write the block's results into."""
+        model = ModelOutput(lam=self.lam[b0:b1], alpha=self.alpha[b0:b1], sini=self.sini[b0:b1],
+                            cn=self.cn[b0:b1], ini=self.ini[b0:b1],
+                            post=None if self.post is None else self.post[b0:b1])
+        return BlockOut(model=model, normalized=self.normalized[b0:b1], individual=self.individual[b0:b1])
+
+    def put(self, b0: int, b1: int, r: CNVDetectionResult) -> int:
+        """The block's results that did not land in place (a path that made arrays of its own) copied in; how
+        many were."""
+        copied = 0
+        for whole, part in ((self.normalized, r.normalized_data), (self.sini, r.local_assessments),
+                            (self.individual, r.individual_call), (self.cn, r.cn_index), (self.ini, r.ini_call),
+                            (self.lam, r.params["L"]), (self.alpha, r.params["A"]), (self.post, r.posterior_probs)):
+            if whole is not None and not np.may_share_memory(whole, part):
+                whole[b0:b1] = part
+                copied += 1
+        return copied
 
     def result(self, plan: RunPlan, regions: Regions, genome: Genome, timings: dict,
                gpu_stats: dict) -> CNVDetectionResult:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..cuda import plan as memory_plan
-from ..cuda.runtime import Landing, device_copy, device_module, simulating
+from ..cuda.runtime import Landing, copy_to_host_async, device_copy, device_module, simulating
 from ..data import CountData
 from ..model import fit_on_device
 from ..model.spec import ModelOutput
@@ -44,7 +44,7 @@ class DeviceModel:
 
 def normalize_and_fit_resident(plan: RunPlan, data: CountData, timings: dict, out: ModelOutput | None = None,
                                devices=None, max_device_memory: int | None = None, gpu_stats: dict | None = None,
-                               genome: Genome | None = None,
+                               genome: Genome | None = None, normalized_out: np.ndarray | None = None,
                                **fit_options) -> tuple[Normalized, ModelOutput, DeviceModel] | None:
     """Normalization and model of the block ``data`` on the current GPU, device-resident: (Normalized with the
     host's normalizedData, host ModelOutput, DeviceModel); None where it does not fit the device or ``devices``
@@ -54,7 +54,8 @@ def normalize_and_fit_resident(plan: RunPlan, data: CountData, timings: dict, ou
     ``gpu_stats`` (norm_* of the normalization, model_resident, model_launches, model_store_posteriors; the
     result's ``gpu_stats``).
 
-    ``out``: host arrays the model's results are copied into; ``fit_options``: ``chunk_rows`` (rows per launch),
+    ``out``: host arrays the model's results are copied into, ``normalized_out`` the host array the normalized
+    matrix is (both may be rows of whole-run arrays: ``cuda.runtime.rows_of_column_major``); ``fit_options``: ``chunk_rows`` (rows per launch),
     ``config`` and ``stats`` of model.gpu.fit_gpu_device.
     """
     gpu_stats = {} if gpu_stats is None else gpu_stats
@@ -85,7 +86,7 @@ def normalize_and_fit_resident(plan: RunPlan, data: CountData, timings: dict, ou
                         qu=params.norm_qu, qu_size_factor=params.qu_size_factor, timings=gpu_stats,
                         colsums=None if genome is None else genome.colsums)
                     if normalized is None:  # normalized on the device: copied back while the model runs
-                        normalized, copier = _copy_back(d_norm, landing)
+                        normalized, copier = _copy_back(d_norm, landing, normalized_out)
                     if plan.uses_coverage:
                         cov = sample_coverage(counts) if genome is None else genome.cov
             with timed_stage(timings, "model"):
@@ -101,18 +102,21 @@ def normalize_and_fit_resident(plan: RunPlan, data: CountData, timings: dict, ou
     return Normalized(normalized, None, cov), fitted, DeviceModel(sini=resident.sini)
 
 
-def _copy_back(d, landing: Landing):
+def _copy_back(d, landing: Landing, into: np.ndarray | None = None):
     """(host array, stream) with the device matrix ``d`` being copied into it on its own stream after the work
-    enqueued so far; the array comes from ``landing`` (page-locked until it is closed); synchronize the stream
-    before reading the array. Synchronous in the simulator."""
+    enqueued so far; the array is ``into`` (e.g. the block's rows of the whole run's matrix) or one from
+    ``landing`` (page-locked until it is closed); synchronize the stream before reading the array. Synchronous
+    in the simulator."""
     if simulating():
-        return np.asfortranarray(d).copy(order="F"), None
+        host = np.empty(d.shape, order="F") if into is None else into
+        copy_to_host_async(host, d, None)
+        return host, None
     import cupy as cp
 
-    host = landing.empty(d.shape)
+    host = landing.empty(d.shape) if into is None else into
     stream = cp.cuda.Stream(non_blocking=True)
     stream.wait_event(cp.cuda.get_current_stream().record())
-    d.get(out=host, stream=stream, blocking=False)
+    copy_to_host_async(host, d, stream)
     return host, stream
 
 

@@ -34,7 +34,7 @@ from ..normalization import sample_coverage
 from ..params import ModelKind
 from ..progress import timed_stage
 from ..result import CNVDetectionResult, empty_cnvr, empty_segments
-from .blocks import Genome, Normalized, Regions
+from .blocks import BlockOut, Genome, Normalized, Regions
 from .plan import RunPlan, reference_lambda, single_lambda
 
 #: called with the model's part of a result (regions, normalized data, sINI, INI, parameters; no calls yet) just
@@ -104,11 +104,13 @@ def fit(plan: RunPlan, norm: Normalized, blocks: list[tuple[str, int, int]], out
 
 def normalize_and_fit(plan: RunPlan, held: list[CountData], timings: dict, *, controls: CountData | None = None,
                       genome: Genome | None = None, out: ModelOutput | None = None, gpu_stats: dict | None = None,
+                      normalized_out: np.ndarray | None = None,
                       **fit_options) -> tuple[Normalized, ModelOutput, object]:
     """(Normalized, ModelOutput, the model's device-resident outputs or None) of the block in ``held`` (a list
     holding its CountData, emptied here: its counts go once no stage needs them), timed ("normalize", "model").
     The EM on the GPU backend runs device-resident where the block fits the device
-    (resident_gpu.py: the counts copied in once, the normalized data and sINI left there for the next stage)."""
+    (resident_gpu.py: the counts copied in once, the normalized data and sINI left there for the next stage;
+    the normalized matrix copied back into ``normalized_out`` where given)."""
     gpu_stats = {} if gpu_stats is None else gpu_stats
     data = held.pop()
     blocks = data.blocks()
@@ -116,7 +118,7 @@ def normalize_and_fit(plan: RunPlan, held: list[CountData], timings: dict, *, co
         from .resident_gpu import normalize_and_fit_resident
 
         done = normalize_and_fit_resident(plan, data, timings, out=out, gpu_stats=gpu_stats, genome=genome,
-                                          **fit_options)
+                                          normalized_out=normalized_out, **fit_options)
         if done is not None:
             return done
     with timed_stage(timings, "normalize"):
@@ -149,30 +151,33 @@ def model_result(plan: RunPlan, regions: Regions, norm: Normalized, out: ModelOu
 
 
 def segment_and_call(plan: RunPlan, regions: Regions, model_part: CNVDetectionResult, device=None,
-                     gpu_stats: dict | None = None) -> Calls:
+                     gpu_stats: dict | None = None, individual_out: np.ndarray | None = None) -> Calls:
     """Segmentation of every sample's sINI per chromosome and the calls, on the plan's backend (``device``: the
-    model's device-resident outputs, whose sINI the GPU reads instead of a copy)."""
+    model's device-resident outputs, whose sINI the GPU reads instead of a copy; ``individual_out``: where the
+    individual calls are written)."""
     p = plan.params
     return call_cnvs(model_part.local_assessments, regions.gr, regions.blocks, regions.sample_names,
                      p.upper_threshold, p.lower_threshold, p.min_width, p.use_median, p.segment_args,
                      seg_algorithm=p.seg_algorithm, backend=plan.backend,
                      device_values=None if device is None else device.sini, timings=gpu_stats,
-                     genome_regions=plan.n_regions)
+                     genome_regions=plan.n_regions, individual_out=individual_out)
 
 
 def finish_block(plan: RunPlan, regions: Regions, norm: Normalized, out: ModelOutput, timings: dict,
-                 device=None, gpu_stats: dict | None = None, evidence: bool = True) -> CNVDetectionResult:
+                 device=None, gpu_stats: dict | None = None, evidence: bool = True,
+                 individual_out: np.ndarray | None = None) -> CNVDetectionResult:
     """From the model's output to the block's result: ``model_result`` (handed to the MODEL_DONE listener), then
     segmentation and calls (timed "segment_call") with what their qualities need of the block's model
     (``calls.quality.block_evidence``: the result's ``call_evidence``). ``evidence=False`` where the block is the
     whole result, whose matrices stay: the qualities are then made from them when first asked for
-    (``calls.quality.call_evidence``), not for a caller that writes none."""
+    (``calls.quality.call_evidence``), not for a caller that writes none. ``individual_out``: as for
+    ``segment_and_call``."""
     model_part = model_result(plan, regions, norm, out, timings, gpu_stats)
     listener = MODEL_DONE.get()
     if listener is not None:
         listener(model_part)
     with timed_stage(timings, "segment_call"):
-        calls = segment_and_call(plan, regions, model_part, device, gpu_stats)
+        calls = segment_and_call(plan, regions, model_part, device, gpu_stats, individual_out)
         held = block_evidence(model_part.params, model_part.normalized_data, regions.gr, regions.sample_names,
                               calls.cnvs, calls.cnvr) if evidence else None
     return model_part.replace(individual_call=calls.individual_call, segmentation=calls.segmentation,
@@ -180,22 +185,24 @@ def finish_block(plan: RunPlan, regions: Regions, norm: Normalized, out: ModelOu
 
 
 def run_block(plan: RunPlan, data: CountData | list[CountData], *, controls: CountData | None = None,
-              genome: Genome | None = None, timings: dict | None = None, out: ModelOutput | None = None,
+              genome: Genome | None = None, timings: dict | None = None, out: ModelOutput | BlockOut | None = None,
               evidence: bool = True, **fit_options) -> CNVDetectionResult:
     """The stage order on one block: normalize -> model -> segment and call; the block's CNVDetectionResult
     (cnvr one column per sample). ``data``: the block's CountData, or a list holding it (emptied: its counts go
     once no stage needs them, as a streamed run wants). ``timings`` gain "normalize", "model" and
-    "segment_call"; the GPU's sub-stage statistics are the result's ``gpu_stats``. ``out`` and ``fit_options``
-    go to the model (model.fit); ``evidence``: as for ``finish_block``."""
+    "segment_call"; the GPU's sub-stage statistics are the result's ``gpu_stats``. ``out``: host arrays the
+    results are written into (the model's: ModelOutput; more: BlockOut); ``fit_options`` go to the model
+    (model.fit); ``evidence``: as for ``finish_block``."""
     timings = {} if timings is None else timings
+    into = out if isinstance(out, BlockOut) else BlockOut(model=out)
     held = data if isinstance(data, list) else [data]
     del data
     regions = Regions.of(held[0])
     gpu_stats: dict = {}
-    norm, fitted, device = normalize_and_fit(plan, held, timings, controls=controls, genome=genome, out=out,
-                                             gpu_stats=gpu_stats, **fit_options)
-    return finish_block(plan, regions, norm, fitted, timings, device, gpu_stats, evidence)
+    norm, fitted, device = normalize_and_fit(plan, held, timings, controls=controls, genome=genome, out=into.model,
+                                             gpu_stats=gpu_stats, normalized_out=into.normalized, **fit_options)
+    return finish_block(plan, regions, norm, fitted, timings, device, gpu_stats, evidence, into.individual)
 
 
-__all__ = ["Genome", "Normalized", "Regions", "normalize", "fit", "normalize_and_fit", "model_result",
+__all__ = ["BlockOut", "Genome", "Normalized", "Regions", "normalize", "fit", "normalize_and_fit", "model_result",
            "segment_and_call", "finish_block", "run_block", "MODEL_DONE"]
