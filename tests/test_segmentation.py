@@ -376,3 +376,29 @@ def test_bad_inputs():
         segment_columns(np.zeros((10, 2)), [(0, 11)])
     with pytest.raises(InputError):
         segment_columns(np.zeros((10, 2)), [(5, 3)])
+
+
+def test_rows_of_a_larger_matrix_are_prepared_in_place_as_their_copy():
+    """The several-GPU path hands the segmentation the rows of a chromosome block of the whole run's sINI
+    (``x[b0:b1]``, not contiguous): ``checked_columns(keep_rows=True)`` keeps that view (no copy), and the host
+    preparation read from it (a numba variant for strided columns) equals the one read from its copy; C-ordered or
+    other dtypes are still converted."""
+    from gcnmops.segmentation.gpu import prepare_vectors
+    from gcnmops.segmentation.interface import checked_columns, resolve_params
+
+    rng = np.random.default_rng(3)
+    whole = np.asfortranarray(rng.normal(size=(900, 4)))
+    whole[400:430, 1] += 3.0
+    whole[612, 2] = np.inf  # a vector that needs cleaning
+    rows = whole[300:800]
+    blocks = [(0, 230), (230, 500)]
+    kept, firsts, ends = checked_columns(rows, blocks, keep_rows=True)
+    assert kept is rows and not kept.flags.f_contiguous
+    assert checked_columns(rows, blocks)[0].flags.f_contiguous  # the default copies
+    assert checked_columns(np.ascontiguousarray(rows), blocks, keep_rows=True)[0].flags.f_contiguous
+    params = resolve_params(0.05, None, 3, None, 20, 40, 50)
+    a = prepare_vectors(kept, firsts, ends, params)
+    b = prepare_vectors(np.asfortranarray(rows), firsts, ends, params)
+    for name in ("xt", "offs", "coffs", "vec_eps", "vec_V", "vec_thi", "vec_tlo", "dirty"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    assert a.dirty.any()

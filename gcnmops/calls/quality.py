@@ -51,20 +51,23 @@ MAX_Q = 99
 
 
 class Calibration(NamedTuple):
-    """The constants of the map from the model's phred score r to the error a quality states
-    (``calibrated_error``): a noise term 10^(-(q0 + scale r^power) / 10) plus a systematic term
-    10^(-tail_q / 10) / (1 + r / tail_r)."""
+    """The constants of the map from the model's phred score r and the locus dispersion D of a call to the error
+    its quality states (``calibrated_error``): with r' = r / D, a noise term 10^(-(q0 + scale r'^power) / 10)
+    plus a systematic term 10^(-tail_q / 10) D^locus_power / (1 + r' / tail_r)."""
 
     q0: float
     scale: float
     power: float
     tail_q: float
     tail_r: float
+    locus_power: float = 0.0
 
 
-#: the calibration of the model's phred scores r into qualities, fitted on spike-in replicates 1-400
-#: (``benchmarks/accuracy.py spikein --fit``; docs/qualities.md)
-CALIBRATION = Calibration(q0=2.82, scale=0.0388, power=1.299, tail_q=27.75, tail_r=4560.0)
+#: the calibration of the model's phred scores r (and the calls' locus dispersion D) into qualities, fitted on
+#: spike-in replicates 1-400 (``benchmarks/accuracy.py spikein --fit``; docs/qualities.md)
+CALIBRATION = Calibration(q0=2.95, scale=0.003, power=2.342, tail_q=13.38, tail_r=4900.0, locus_power=3.69)
+#: qualities are written with this many decimals (VCF QUAL is a float; the BED score is 10 x Q)
+Q_DECIMALS = 1
 
 
 # -------------------------------------------------------------------------------------------------
@@ -314,7 +317,7 @@ def dispersion(counts: ResidualCounts) -> np.ndarray:
 
 
 class Qualities(NamedTuple):
-    """Call and genotype qualities (the module docstring), each (n, k) int64."""
+    """Call and genotype qualities (the module docstring), each (n, k) float64."""
 
     call: np.ndarray
     genotype: np.ndarray
@@ -366,6 +369,18 @@ class _Model:
         cols = np.asarray(cols, np.int64)
         return self.logliks([np.asarray(rows, np.int64)], np.zeros(cols.size, np.int64), cols).T
 
+    def locus_medians(self, rows: np.ndarray) -> np.ndarray:
+        """(len(rows), N) ``locus_medians`` of the windows ``rows`` against the normal class."""
+        rows = np.asarray(rows, np.int64)
+        if self.main_idx < 0:
+            return np.full((rows.size, self.x.shape[1]), np.nan)
+        return locus_medians(self.x[rows], self.lam[rows, self.main_idx][:, None] * self.cov[None, :])
+
+    def locus_sums(self, sets: list[np.ndarray], cols: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """``set_locus_sums`` of the sets of windows ``sets`` (the sample ``cols[i]`` of set i; None: every
+        sample)."""
+        return set_locus_sums(self.locus_medians, sets, cols, self.x.shape[1])
+
     def priors(self, sets: list[np.ndarray]) -> np.ndarray:
         """(sets, classes) the mean mixture weight of each class over each set of windows."""
         from .setsums import flat_sets, set_means
@@ -375,6 +390,75 @@ class _Model:
     def prior(self, rows: np.ndarray) -> np.ndarray:
         """(classes,) the mean mixture weight of each class over windows ``rows``."""
         return self.priors([np.asarray(rows, np.int64)])[0]
+
+
+def locus_medians(x: np.ndarray, mu: np.ndarray) -> np.ndarray:
+    """(m, N) for each window w and sample k: the lower median of the squared Pearson residuals (x - mu)^2 / mu
+    of the *other* samples of window w (NaN where no other sample has a finite count and mu > 0): how much the
+    window's counts vary around the normal class's expected counts ``mu``, without the sample's own count (so a
+    sample's reads never change its own locus dispersion). ``x``, ``mu`` (m, N)."""
+    x = np.asarray(x, dtype=np.float64)
+    m, n = x.shape
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(mu > 0, (x - mu) ** 2 / mu, np.nan)
+    finite = np.isfinite(z)
+    if m == 0 or n == 0:
+        return np.full((m, n), np.nan)
+    ordered = np.sort(z, axis=1)  # NaN last
+    held = finite.sum(axis=1)
+    at = np.arange(m)
+    # without a sample of finite residual: held - 1 values, the lower median the (held - 2) // 2-th of them; it is
+    # ordered[t] where the sample's own value is above it, else ordered[t + 1] (equal values: either)
+    t = np.maximum(held - 2, 0) // 2
+    low, high = ordered[at, np.minimum(t, n - 1)], ordered[at, np.minimum(t + 1, n - 1)]
+    rest = ordered[at, np.maximum(held - 1, 0) // 2]  # a sample without a finite residual: of all held values
+    with np.errstate(invalid="ignore"):
+        med = np.where(finite, np.where(z <= low[:, None], high[:, None], low[:, None]), rest[:, None])
+    others = np.where(finite, held[:, None] - 1, held[:, None])
+    return np.where(others > 0, med, np.nan)
+
+
+def set_locus_sums(medians, sets: list[np.ndarray], cols: np.ndarray | None, n_samples: int
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """(sums, counts) of the finite ``medians(rows)`` (``locus_medians`` of those windows) over each set of
+    windows (its rows in their order): of the sample ``cols[i]`` of set i, each (n,); ``cols`` None: of every
+    sample, each (n, N). The windows of a group of sets at a time (at most _CELLS cells)."""
+    n = len(sets)
+    shape = (n,) if cols is not None else (n, n_samples)
+    sums, counts = np.zeros(shape), np.zeros(shape, np.int64)
+    sizes = np.array([len(r) for r in sets], np.int64)
+    width = max(n_samples, 1)  # every sample of a window is read for its median
+    i = 0
+    while i < n:
+        j, cells = i, 0
+        while j < n and (j == i or cells + sizes[j] * width <= _CELLS):
+            cells += sizes[j] * width
+            j += 1
+        group = [np.asarray(r, np.int64) for r in sets[i:j]]
+        rows = np.concatenate(group) if group else np.zeros(0, np.int64)
+        if rows.size:
+            unique, local = np.unique(rows, return_inverse=True)
+            med = medians(unique)[local]  # (rows, N), in the sets' order
+            if cols is not None:
+                med = med[np.arange(rows.size), np.repeat(np.asarray(cols[i:j], np.int64), sizes[i:j])]
+            ok = np.isfinite(med)
+            values = np.where(ok, med, 0.0)
+            starts = np.concatenate([[0], np.cumsum(sizes[i:j])[:-1]])
+            has = sizes[i:j] > 0
+            part_sums = np.add.reduceat(values, starts[has], axis=0)
+            part_counts = np.add.reduceat(ok.astype(np.int64), starts[has], axis=0)
+            sums[i:j][has], counts[i:j][has] = part_sums, part_counts
+        i = j
+    return sums, counts
+
+
+def locus_dispersion(sums: np.ndarray, counts: np.ndarray, phi: np.ndarray) -> np.ndarray:
+    """The locus dispersion D >= 1 of calls: the mean over the call's windows of their ``locus_medians`` (the
+    other samples' median squared residual), over the chi-square median (Poisson counts: 1), over the sample's
+    own dispersion ``phi`` (already in its log-likelihoods), at least 1; 1 without such a window."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d = np.where(counts > 0, sums / np.maximum(counts, 1) / _CHI2_MEDIAN / phi, 1.0)
+    return np.maximum(np.nan_to_num(d, nan=1.0, posinf=np.finfo(np.float64).max), 1.0)
 
 
 def _cnv_keys(cnvs: pd.DataFrame) -> pd.MultiIndex:
@@ -397,7 +481,8 @@ class CallEvidence:
     ``samples`` (N,): the samples of ``residuals`` (``ResidualCounts``) and the columns of ``region_loglik``;
     ``cnv_keys`` (seqnames, start, end, sampleName) with ``cnv_windows`` (n,), ``cnv_loglik`` (n, classes),
     ``cnv_prior`` (n, classes); ``region_keys`` (seqnames, start, end) with ``region_windows`` (r,),
-    ``region_loglik`` (r, classes, N), ``region_prior`` (r, classes)."""
+    ``region_loglik`` (r, classes, N), ``region_prior`` (r, classes); ``cnv_locus`` (n, 2) and ``region_locus``
+    (r, 2, N): the sum and count of the windows' ``locus_medians`` (the locus dispersion's)."""
 
     samples: tuple
     residuals: ResidualCounts | None
@@ -409,6 +494,8 @@ class CallEvidence:
     region_windows: np.ndarray
     region_loglik: np.ndarray
     region_prior: np.ndarray
+    cnv_locus: np.ndarray | None = None
+    region_locus: np.ndarray | None = None
 
     @classmethod
     def join(cls, parts: list["CallEvidence | None"]) -> "CallEvidence | None":
@@ -424,12 +511,18 @@ class CallEvidence:
 
         residuals = None if any(p.residuals is None for p in parts) else \
             sum((p.residuals for p in parts[1:]), first.residuals)
+
+        def locus(name):
+            values = [getattr(p, name) for p in parts]
+            return None if any(v is None for v in values) else np.concatenate(values)
+
         return cls(first.samples, residuals, keys("cnv_keys"),
                    *(np.concatenate([getattr(p, f) for p in parts]) for f in ("cnv_windows", "cnv_loglik",
                                                                                "cnv_prior")),
                    keys("region_keys"),
                    *(np.concatenate([getattr(p, f) for p in parts]) for f in ("region_windows", "region_loglik",
-                                                                               "region_prior")))
+                                                                               "region_prior")),
+                   locus("cnv_locus"), locus("region_locus"))
 
 
 def block_evidence(params: dict, normalized: np.ndarray, gr: pd.DataFrame, sample_names: list[str],
@@ -453,11 +546,15 @@ def block_evidence(params: dict, normalized: np.ndarray, gr: pd.DataFrame, sampl
     cnv_loglik[cnv_items] = sums[:cnv_items.size]
     region_loglik = np.ascontiguousarray(sums[cnv_items.size:].reshape(len(regions), N, n).transpose(0, 2, 1))
     priors = model.priors(cnv_sets + region_sets) if cnv_sets or region_sets else np.zeros((0, n))
+    cnv_locus = np.zeros((len(cnvs), 2))
+    cnv_locus[cnv_items] = np.stack(model.locus_sums([cnv_sets[i] for i in cnv_items], sample_col[cnv_items]),
+                                    axis=1)
+    region_locus = np.stack(model.locus_sums(region_sets, None), axis=1) if region_sets else np.zeros((0, 2, N))
     return CallEvidence(
         tuple(names), model.residual_counts(), _cnv_keys(cnvs),
         np.array([r.size for r in cnv_sets], np.int64), cnv_loglik, priors[:len(cnv_sets)].reshape(len(cnvs), n),
         _region_keys(cnvr), np.array([r.size for r in region_sets], np.int64), region_loglik,
-        priors[len(cnv_sets):].reshape(len(cnvr), n))
+        priors[len(cnv_sets):].reshape(len(cnvr), n), cnv_locus, region_locus)
 
 
 def has_matrices(result) -> bool:
@@ -520,6 +617,7 @@ class Evidence:
         model = self.model()
         n, k, c = len(row_sets), cols.shape[1] if cols.ndim == 2 else 0, len(self.classes)
         loglik, prior = np.zeros((n, c, k)), np.zeros((n, c))
+        locus = np.zeros((n, 2, k))
         windows = np.array([r.size for r in row_sets], np.int64)
         if model is None:
             windows[:] = 0
@@ -527,21 +625,32 @@ class Evidence:
             for i, rows in enumerate(row_sets):
                 if rows.size and k:
                     loglik[i], prior[i] = model.loglik(rows, cols[i]), model.prior(rows)
+                    sums, counts = model.locus_sums([rows], None)
+                    locus[i] = np.stack([sums[0][cols[i]], counts[0][cols[i]]])
         names = np.asarray(self.result.sample_names, dtype=object)
-        return self.posterior_qualities(loglik, prior, windows, self.columns(names[cols.reshape(-1)]).reshape(
-            cols.shape) if cols.size else cols, cls, sign)
+        ev_cols = self.columns(names[cols.reshape(-1)]).reshape(cols.shape) if cols.size else cols
+        return self.posterior_qualities(loglik, prior, windows, ev_cols, cls, sign,
+                                        locus=self.locus(locus, ev_cols) if cols.size else None)
+
+    def locus(self, sums_counts: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """(n, k) the locus dispersion D (``locus_dispersion``) of n items' samples ``cols`` (n, k) (evidence
+        columns) from their sums and counts of locus medians ``sums_counts`` (n, 2, k)."""
+        return locus_dispersion(sums_counts[:, 0], sums_counts[:, 1], self.phi[np.asarray(cols, np.int64)])
 
     def cnv_qualities(self, cnvs: pd.DataFrame, cls: np.ndarray, sign: np.ndarray, raw: bool = False) -> Qualities:
         """Call and genotype Q (n,) of each CNV of ``cnvs`` over its own windows and sample (class index ``cls``,
         sign ``sign`` as ``posterior_qualities``); ``raw``: the model's phred scores r (float) instead."""
         n, c = len(cnvs), len(self.classes)
         loglik, prior, windows = np.zeros((n, c, 1)), np.zeros((n, c)), np.zeros(n, np.int64)
+        locus = np.zeros((n, 2, 1))
         at = (self.held.cnv_keys.get_indexer(_cnv_keys(cnvs)) if self.held is not None and n
               else np.full(n, -1))
         found = at >= 0
         if found.any():
             loglik[found, :, 0] = self.held.cnv_loglik[at[found]]
             prior[found], windows[found] = self.held.cnv_prior[at[found]], self.held.cnv_windows[at[found]]
+            if self.held.cnv_locus is not None:
+                locus[found, :, 0] = self.held.cnv_locus[at[found]]
         col = self.columns(cnvs["sampleName"].to_numpy())
         result_col = pd.Index([str(s) for s in self.result.sample_names]).get_indexer(
             cnvs["sampleName"].astype(str).to_numpy())
@@ -554,8 +663,13 @@ class Evidence:
                 windows[i] = rows.size
                 if rows.size:
                     loglik[i, :, 0], prior[i] = model.loglik(rows, result_col[[i]])[:, 0], model.prior(rows)
-        q = self.posterior_qualities(loglik, prior, np.where(col >= 0, windows, 0), np.maximum(col, 0)[:, None],
-                                     np.asarray(cls)[:, None], np.asarray(sign)[:, None], raw=raw)
+                    locus[i, :, 0] = np.concatenate(model.locus_sums([rows], result_col[[i]]))
+        cols = np.maximum(col, 0)[:, None]
+        d = self.locus(locus, cols)
+        q = self.posterior_qualities(loglik, prior, np.where(col >= 0, windows, 0), cols,
+                                     np.asarray(cls)[:, None], np.asarray(sign)[:, None], raw=raw, locus=d)
+        if raw:
+            return Qualities(q.call[:, 0], d[:, 0])
         return Qualities(q.call[:, 0], q.genotype[:, 0])
 
     def region_qualities(self, cnvr: pd.DataFrame, names, cls: np.ndarray, sign: np.ndarray) -> Qualities:
@@ -564,11 +678,14 @@ class Evidence:
         r, c, k = len(cnvr), len(self.classes), len(names)
         col = np.maximum(self.columns(names), 0)
         loglik, prior, windows = np.zeros((r, c, k)), np.zeros((r, c)), np.zeros(r, np.int64)
+        locus = np.zeros((r, 2, k))
         at = self.held.region_keys.get_indexer(_region_keys(cnvr)) if self.held is not None and r else np.full(r, -1)
         found = at >= 0
         if found.any():
             loglik[found] = self.held.region_loglik[at[found]][:, :, col]
             prior[found], windows[found] = self.held.region_prior[at[found]], self.held.region_windows[at[found]]
+            if self.held.region_locus is not None:
+                locus[found] = self.held.region_locus[at[found]][:, :, col]
         model = self.model() if (~found).any() else None
         if model is not None:
             index = window_index(self.result)
@@ -578,18 +695,22 @@ class Evidence:
                 windows[i] = rows.size
                 if rows.size and k:
                     loglik[i], prior[i] = model.loglik(rows, result_col), model.prior(rows)
-        return self.posterior_qualities(loglik, prior, windows, np.broadcast_to(col, (r, k)), cls, sign)
+                    sums, counts = model.locus_sums([rows], None)
+                    locus[i] = np.stack([sums[0][result_col], counts[0][result_col]])
+        cols = np.broadcast_to(col, (r, k))
+        return self.posterior_qualities(loglik, prior, windows, cols, cls, sign, locus=self.locus(locus, cols))
 
     def posterior_qualities(self, loglik: np.ndarray, prior: np.ndarray, windows: np.ndarray, cols: np.ndarray,
-                            cls: np.ndarray, sign: np.ndarray, raw: bool = False) -> Qualities:
+                            cls: np.ndarray, sign: np.ndarray, raw: bool = False,
+                            locus: np.ndarray | None = None) -> Qualities:
         """Call and genotype Q (n, k) of n items from their raw log-likelihoods ``loglik`` (n, classes, k),
         mean mixture weights ``prior`` (n, classes) and window counts ``windows`` (n,) (Q 0 without windows):
         the samples' evidence columns ``cols`` (n, k) give the dispersion; ``sign`` (n, k) -1/+1 non-normal (of
         class index ``cls``, -1 unknown), 0 normal. ``raw``: the model's phred scores r (float64, before
-        ``calibrate``) instead."""
+        ``calibrate``) instead; ``locus`` (n, k): the items' locus dispersion D (None: 1)."""
         cls, sign, cols = np.asarray(cls, np.int64), np.asarray(sign, np.int64), np.asarray(cols, np.int64)
-        call = np.zeros(cls.shape, np.float64 if raw else np.int64)
-        genotype = np.zeros(cls.shape, np.float64 if raw else np.int64)
+        call = np.zeros(cls.shape, np.float64)
+        genotype = np.zeros(cls.shape, np.float64)
         if self.main_idx < 0 or cls.size == 0:
             return Qualities(call, genotype)
         floor = 1.0 / max(len(self.samples), 1)
@@ -605,11 +726,14 @@ class Evidence:
         other = np.arange(lp.shape[1])[None, :, None] != np.maximum(cls, 0)[:, None, :]
         log_err_cls = _logsumexp(np.where(other, lp, -np.inf), axis=1)
         has = (np.asarray(windows) > 0)[:, None]
-        score = model_phred if raw else _phred_log
-        call = np.where(has, score(log_err_call), 0)
-        genotype = np.where(has, score(np.where((sign != 0) & (cls >= 0), log_err_cls, log_err_call)), 0)
-        kind = np.float64 if raw else np.int64
-        return Qualities(call.astype(kind), genotype.astype(kind))
+        d = np.ones(cls.shape) if locus is None else np.broadcast_to(locus, cls.shape)
+
+        def score(log_error):
+            return model_phred(log_error) if raw else calibrate(model_phred(log_error), locus=d)
+
+        call = np.where(has, score(log_err_call), 0.0)
+        genotype = np.where(has, score(np.where((sign != 0) & (cls >= 0), log_err_cls, log_err_call)), 0.0)
+        return Qualities(call, genotype)
 
 
 def _logsumexp(a: np.ndarray, axis: int = 0) -> np.ndarray:
@@ -627,29 +751,36 @@ def model_phred(log_error: np.ndarray) -> np.ndarray:
                                     posinf=np.finfo(np.float64).max), 0.0)
 
 
-def calibrated_error(r: np.ndarray, constants: Calibration = CALIBRATION) -> np.ndarray:
-    """The chance that a call of model phred score r is false (float64, decreasing in r): the noise term, false
-    calls the counts' noise makes, whose chance falls fast with the evidence, plus the systematic term, false
-    calls of windows where the model misreads real counts (artefact-prone windows, unstable fits), whose chance
-    falls only as 1/r (``Calibration``)."""
+def calibrated_error(r: np.ndarray, constants: Calibration = CALIBRATION, locus: np.ndarray | None = None
+                     ) -> np.ndarray:
+    """The chance that a call of model phred score r and locus dispersion D (``locus``, >= 1; None: 1) is false
+    (float64, decreasing in r, increasing in D): with r' = r / D (the model's score with the locus's own
+    dispersion where it exceeds the sample's), the noise term, false calls the counts' noise makes, whose chance
+    falls fast with the evidence, plus the systematic term, false calls of windows where the model misreads real
+    counts (artefact-prone windows, unstable fits), D^locus_power more likely where the other samples' counts
+    vary more than the model allows, whose chance falls only as 1/r' (``Calibration``)."""
     r = np.maximum(np.nan_to_num(np.asarray(r, dtype=np.float64), nan=0.0), 0.0)  # no evidence: r 0
+    d = 1.0 if locus is None else np.maximum(np.nan_to_num(np.asarray(locus, dtype=np.float64), nan=1.0), 1.0)
     c = constants
+    r = r / d
     with np.errstate(over="ignore"):
         noise = 10.0 ** (-(c.q0 + c.scale * r ** c.power) / 10.0)
-    return noise + 10.0 ** (-c.tail_q / 10.0) / (1.0 + r / c.tail_r)
+        systematic = 10.0 ** (-c.tail_q / 10.0) * d ** c.locus_power / (1.0 + r / c.tail_r)
+    return np.minimum(noise + systematic, 1.0)
 
 
-def calibrate(r: np.ndarray, constants: Calibration = CALIBRATION) -> np.ndarray:
-    """The quality (int64, 0-MAX_Q) of the model's phred scores r: round(-10 log10 ``calibrated_error(r)``),
-    within [0, MAX_Q]; non-decreasing in r."""
+def calibrate(r: np.ndarray, constants: Calibration = CALIBRATION, locus: np.ndarray | None = None) -> np.ndarray:
+    """The quality (float64, 0-MAX_Q, ``Q_DECIMALS`` decimals) of the model's phred scores r and locus dispersions
+    D (``locus``; None: 1): -10 log10 ``calibrated_error(r, D)`` rounded, within [0, MAX_Q]; non-decreasing in r,
+    non-increasing in D."""
     with np.errstate(divide="ignore"):
-        q = -10.0 * np.log10(calibrated_error(r, constants))
-    return np.rint(np.clip(q, 0.0, MAX_Q)).astype(np.int64)
+        q = -10.0 * np.log10(calibrated_error(r, constants, locus))
+    return np.round(np.clip(q, 0.0, MAX_Q), Q_DECIMALS)
 
 
-def _phred_log(log_error: np.ndarray) -> np.ndarray:
+def _phred_log(log_error: np.ndarray, locus: np.ndarray | None = None) -> np.ndarray:
     """The calibrated quality of the natural log of the model's error probability."""
-    return calibrate(model_phred(log_error))
+    return calibrate(model_phred(log_error), locus=locus)
 
 
 def _cnv_qualities(result, cnvs: pd.DataFrame, evidence: Evidence, raw: bool = False) -> tuple[Qualities, list]:
@@ -684,7 +815,14 @@ def call_qualities(result) -> tuple[np.ndarray, list]:
 def call_phred(result) -> np.ndarray:
     """(len(cnvs),) float64 the model's phred score r of each CNV's call (before ``calibrate``: what
     ``benchmarks/spikein.py`` fits the calibration on)."""
-    return _cnv_qualities(result, result.cnvs, Evidence(result), raw=True)[0].call
+    return call_scores(result)[0]
+
+
+def call_scores(result) -> tuple[np.ndarray, np.ndarray]:
+    """(r, D) (len(cnvs),) float64 each CNV's model phred score r and locus dispersion D (``locus_dispersion``):
+    what ``calibrate`` maps to its call quality."""
+    q = _cnv_qualities(result, result.cnvs, Evidence(result), raw=True)[0]
+    return q.call, q.genotype
 
 
 def genotype_qualities(result) -> np.ndarray:

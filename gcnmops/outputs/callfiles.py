@@ -107,7 +107,8 @@ BED_COLUMNS = ["chrom", "chromStart", "chromEnd", "name", "score", "strand", "th
 def bed_cnvs(result) -> pd.DataFrame:
     """BED9 of the CNVs, sorted by chromosome (gr's order), start, end (as tabix and bedtools need).
 
-    name: the sample; score: 10 x the CNV's call quality (0-990, ``calls.quality``); strand ``.``;
+    name: the sample; score: 10 x the CNV's call quality (0-990, an integer: Q has one decimal,
+    ``calls.quality``); strand ``.``;
     thickStart/thickEnd: the CNV; itemRgb: losses blue, gains red (the plots' colours), grey where the
     integer copy number is the normal one. Mean, median and CN are in cnvs.tsv. With call filters
     (``result.selection``, ``calls.filters``) a 10th column ``filter``: PASS or the filters the CNV fails.
@@ -120,10 +121,15 @@ def bed_cnvs(result) -> pd.DataFrame:
     end = cnvs["end"].to_numpy(np.int64)
     frame = pd.DataFrame({
         "chrom": cnvs["seqnames"].astype(str).to_numpy(), "chromStart": start0, "chromEnd": end,
-        "name": cnvs["sampleName"].astype(str).to_numpy(), "score": np.minimum(10 * q, 1000), "strand": ".",
+        "name": cnvs["sampleName"].astype(str).to_numpy(), "score": _bed_score(q), "strand": ".",
         "thickStart": start0, "thickEnd": end, "itemRgb": [_RGB[d] for d in directions],
     }, columns=BED_COLUMNS)
     return _with_filter(result, frame, cnv_filters(result)[order])
+
+
+def _bed_score(q) -> np.ndarray:
+    """The BED score (int64, 0-1000) of qualities ``q``: 10 x Q (Q has one decimal: ``calls.quality.Q_DECIMALS``)."""
+    return np.minimum(np.rint(10 * np.asarray(q, dtype=np.float64)), 1000).astype(np.int64)
 
 
 def _with_filter(result, frame: pd.DataFrame, status: np.ndarray) -> pd.DataFrame:
@@ -144,7 +150,7 @@ def cnvr_filters(result) -> np.ndarray:
     cnvr = result.cnvr.reset_index(drop=True)
     q = call_qualities(result)[0]
     region, cnv = cnv_region_pairs(cnvr, result.cnvs.reset_index(drop=True))
-    best = np.zeros(len(cnvr), np.int64)
+    best = np.zeros(len(cnvr), np.float64)
     np.maximum.at(best, region, q[cnv])
     length = cnvr["end"].to_numpy(np.int64) - cnvr["start"].to_numpy(np.int64) + 1
     return filter_status(length, best, result.selection)
@@ -180,7 +186,7 @@ def bed_cnvr(result) -> pd.DataFrame:
     for r, idx in pd.Series(np.arange(region.size)).groupby(region).indices.items():
         members = cnv[idx]
         names[r] = ",".join(dict.fromkeys(sample[members]))
-        score[r] = min(10 * int(q[members].max()), 1000)
+        score[r] = _bed_score(q[members].max())
         kinds = {directions[c] for c in members}
         rgb[r] = _RGB[kinds.pop()] if len(kinds) == 1 else OTHER_RGB
     order = _sorted_positions(result, cnvr)
@@ -216,7 +222,7 @@ class VcfRecord:
     id: str
     ref: str
     alt: str
-    qual: int
+    qual: float  # one decimal (calls.quality.Q_DECIMALS)
     filter: str
     info: dict
     samples: list  # one dict per sample: GT (tuple of allele indices), CN (int or None), CNQ, [FCN]
@@ -456,13 +462,13 @@ def vcf_table(result, reference_fai=None, samples=None, reference=None) -> VcfTa
         pos, info = _sv_info(windows, contigs, str(chrom[i]), int(start[i]), int(end[i]), rows, svtype)
         ref = ref_base(str(chrom[i]), pos)
         carriers = alt[i]
-        qual = int(call_q[carriers].max()) if carriers.any() else 0
+        qual = float(call_q[carriers].max()) if carriers.any() else 0.0
         cells = []
         for j in range(len(cols)):
             v = values[i, j]
             cn = None if np.isnan(v) else float(v)
             cell = {"GT": _genotype(bool(carriers[j]), cn, main_v), "CN": None if cn is None else int(round(cn)),
-                    "CNQ": int(q[j])}
+                    "CNQ": float(q[j])}
             if fractional:
                 cell["FCN"] = cn
             cells.append(cell)
@@ -532,10 +538,10 @@ def sample_vcf_table(result, sample, reference_fai=None, reference=None) -> VcfT
             info["CNVR"] = f"cnvr{region_of[i] + 1}"
         cn = cn_value(labels[i])
         cell = {"GT": _genotype(True, cn, main if main is not None else 2.0),
-                "CN": None if cn is None else int(round(cn)), "CNQ": int(gq[i])}
+                "CN": None if cn is None else int(round(cn)), "CNQ": float(gq[i])}
         if fractional:
             cell["FCN"] = cn
-        records.append(VcfRecord(chrom, pos, end, f"cnv{i + 1}", ref_base(chrom, pos), f"<{svtype}>", int(q[i]),
+        records.append(VcfRecord(chrom, pos, end, f"cnv{i + 1}", ref_base(chrom, pos), f"<{svtype}>", float(q[i]),
                                  status[i], info, [cell]))
     header = _vcf_header_lines(result, contigs, fractional, reference_fai, reference, own=True)
     return VcfTable(header, [sample], ["GT", "CN", "CNQ"] + (["FCN"] if fractional else []), records)
@@ -603,9 +609,9 @@ def _vcf_header_lines(result, contigs: dict, fractional: bool, reference_fai, re
         f'copy away, 1/1 two or more; before integer copy numbers 0/1 (1) where the sample has a CNV call">',
         '##FORMAT=<ID=CN,Number=1,Type=Integer,Description="Copy number genotype for imprecise events (the '
         'integer copy number of cn.mops; . before integer copy numbers)">',
-        f'##FORMAT=<ID=CNQ,Number=1,Type=Integer,Description="Copy number genotype quality: min(99, round(-10 '
-        f'log10(e))), e the error rate calibrated on spike-ins for the model\'s phred score -10 log10(1 - p), p the '
-        f'posterior of the sample\'s state (its CN; non-normal before integer copy numbers; normal) over the '
+        f'##FORMAT=<ID=CNQ,Number=1,Type=Float,Description="Copy number genotype quality: min(99, -10 log10(e)) '
+        f'to one decimal, e the error rate calibrated on spike-ins for the model\'s phred score -10 log10(1 - p) and '
+        f'the locus dispersion (the other samples\' residuals), p the posterior of the sample\'s state (its CN; non-normal before integer copy numbers; normal) over the '
         f'{"CNV" if own else "region"}\'s windows from the fitted model: Poisson likelihoods of the normalized '
         f'counts under each class\'s lambda, over the sample\'s dispersion, with the mixture weights as prior '
         f'(gcnmops docs/qualities.md)">',
@@ -654,7 +660,7 @@ def _vcf_text(table: VcfTable) -> str:
                                              for k, v in r.info.items()])
         cells = [":".join("/".join(map(str, c["GT"])) if f == "GT" else _vcf_text_value(c[f]) for f in table.formats)
                  for c in r.samples]
-        out.append("\t".join([r.chrom, str(r.pos), r.id, r.ref, r.alt, str(r.qual), r.filter, info]
+        out.append("\t".join([r.chrom, str(r.pos), r.id, r.ref, r.alt, f"{r.qual:g}", r.filter, info]
                              + ([":".join(table.formats), *cells] if table.samples else [])))
     return "\n".join(out) + "\n"
 

@@ -29,6 +29,17 @@ class Genome:
     cov: np.ndarray
 
 
+def column_totals(counts: np.ndarray, threads: int) -> np.ndarray:
+    """Each column's sum of the (m, N) column-major ``counts``, as ``counts.sum(axis=0)`` makes it (numpy's
+    pairwise sum of each contiguous column), the columns summed in ``threads`` threads."""
+    if threads < 2 or counts.shape[1] < 2 or not counts.flags.f_contiguous:
+        return counts.sum(axis=0)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(min(threads, counts.shape[1])) as pool:
+        return np.array(list(pool.map(lambda k: counts[:, k].sum(), range(counts.shape[1]))), dtype=np.float64)
+
+
 def genome_of(normalizes: bool, uses_coverage: bool, n_samples: int, colsums: np.ndarray | None = None,
               coverage_stats: np.ndarray | None = None) -> Genome:
     """The Genome of a run (``normalizes``, ``uses_coverage``: its plan's) from what its path computed over the

@@ -35,7 +35,7 @@ from ..normalization.checks import count_matrix
 from ..normalization.kernels import column_coverages
 from ..progress import timed_stage
 from ..result import CNVDetectionResult
-from .blocks import BlockOut, BlockTables, Genome, Normalized, Regions, genome_of
+from .blocks import BlockOut, BlockTables, Genome, Normalized, Regions, column_totals, genome_of
 from .plan import RunPlan
 from .stages import MODEL_DONE, model_result, run_block
 
@@ -59,7 +59,7 @@ def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timin
     with timed_stage(timings, "genome"):
         counts = data.counts  # the whole matrix's sums, as normalize_chromosomes and sample_coverage take them
         genome = genome_of(plan.normalizes, plan.uses_coverage, data.n_samples,
-                           counts.sum(axis=0) if plan.normalizes else None,
+                           column_totals(counts, numba.get_num_threads()) if plan.normalizes else None,
                            column_coverages(count_matrix(counts)) if plan.uses_coverage else None)
     locks = Landing()  # on GPUs the input and the results page-locked once: each block's copies at DMA speed
     gpu = plan.backend is Backend.GPU

@@ -152,8 +152,9 @@ def task_offsets(counts: np.ndarray) -> np.ndarray:
 
 
 def prepare_vectors(values: np.ndarray, firsts: np.ndarray, ends: np.ndarray, params: dict) -> HostVectors:
-    """Clean every (block, sample) vector of the (m, N) order-F ``values`` into the layout of ``HostVectors``, with
-    its eps, merge thresholds, variance and candidate count (``params``: interface.resolve_params's)."""
+    """Clean every (block, sample) vector of the (m, N) ``values`` (order F, or rows of an order-F matrix) into the
+    layout of ``HostVectors``, with its eps, merge thresholds, variance and candidate count (``params``:
+    interface.resolve_params's)."""
     N = values.shape[1]
     nv = firsts.size * N
     offs = task_offsets(np.tile(ends - firsts, N))
@@ -184,8 +185,7 @@ def device_prepare(device_values, values: np.ndarray, firsts: np.ndarray, ends: 
     nothing is copied. None where this does not apply (``prepare_vectors`` then): blocks that do not cover the
     rows in order, vectors longer than DEVICE_PREPARE_MAX_ROWS, or some vector needs cleaning (Inf, NaN)."""
     M, N = values.shape
-    if (not _tiles(firsts, ends, M) or int((ends - firsts).max()) > DEVICE_PREPARE_MAX_ROWS
-            or not values.flags.f_contiguous):
+    if not _tiles(firsts, ends, M) or int((ends - firsts).max()) > DEVICE_PREPARE_MAX_ROWS:
         return None
     nv = firsts.size * N
     offs = task_offsets(np.tile(ends - firsts, N))
@@ -201,8 +201,8 @@ def device_prepare(device_values, values: np.ndarray, firsts: np.ndarray, ends: 
     dirty, vec_eps, vec_V, vec_thi, vec_tlo, ncand = (a if xp is np else xp.asnumpy(a) for a in d_out)
     if dirty.any():
         return None
-    return HostVectors(values.reshape(-1, order="F"), offs, task_offsets(ncand), vec_eps, vec_V, vec_thi, vec_tlo,
-                       dirty), d_x
+    xt = np.asfortranarray(values).reshape(-1, order="F")  # a copy only of rows of a larger matrix
+    return HostVectors(xt, offs, task_offsets(ncand), vec_eps, vec_V, vec_thi, vec_tlo, dirty), d_x
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -471,7 +471,7 @@ def segment_columns_arrays_gpu(values: np.ndarray, blocks, alpha=0.05, seg_media
     leave open are recomputed by the whole CPU scan instead of the CPU tail of the GPU's best window.
     ``device_values``: ``values`` already on the device (cupy; numpy in the simulator), the GPU's input when
     no vector needed cleaning (no Inf/NaN), so nothing is copied in."""
-    values, firsts, ends = checked_columns(values, blocks)
+    values, firsts, ends = checked_columns(values, blocks, keep_rows=True)  # rows of a larger matrix: read in place
     N = values.shape[1]
     params = resolve_params(alpha, seg_median_t, min_seg, eps, delta, max_int, cyber_weight)
     if params["max_int"] > np.iinfo(JSTAR_DTYPE).max:

@@ -87,9 +87,10 @@ def resolve_params(alpha, seg_median_t, min_seg, eps, delta, max_int, cyber_weig
                 min_seg=min_seg, eps=float(eps_v), eps_given=eps_given, delta=delta, max_int=max_int, w=float(w))
 
 
-def checked_columns(values, blocks) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def checked_columns(values, blocks, keep_rows: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``values`` as a float64 (m, N) order-F matrix and the blocks' first rows and end rows (int64), or
-    InputError."""
+    InputError. ``keep_rows``: float64 rows of a column-major matrix (``x[r0:r1]``, each column contiguous) are
+    kept as they are, not copied."""
     values = np.asarray(values)
     if values.ndim == 1:
         values = values.reshape(-1, 1)
@@ -97,7 +98,9 @@ def checked_columns(values, blocks) -> tuple[np.ndarray, np.ndarray, np.ndarray]
         raise InputError("values must be a (regions x samples) matrix.")
     if values.dtype.kind not in "iuf":
         raise InputError("values must be numeric.")
-    values = np.asarray(values, dtype=np.float64, order="F")
+    rows = (keep_rows and values.dtype == np.float64 and values.strides[0] == values.itemsize
+            and (values.shape[1] < 2 or values.strides[1] >= values.shape[0] * values.itemsize))
+    values = values if rows else np.asarray(values, dtype=np.float64, order="F")
     blocks = list(blocks)
     firsts = np.array([int(b[0]) for b in blocks], dtype=np.int64)
     ends = np.array([int(b[1]) for b in blocks], dtype=np.int64)
