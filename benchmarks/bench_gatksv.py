@@ -17,7 +17,7 @@ table row; ``--json PATH`` writes the same (after each step). ``--warmup`` first
 untimed, so that compiling kernels is not counted.
 
     python benchmarks/bench_gatksv.py [--bins N] [--samples N] [--backend auto|cpu|gpu] [--workdir DIR]
-        [--threads N] [--level 1-9] [--warmup] [--json PATH]
+        [--threads N] [--level 1-9] [--warmup] [--json PATH] [--devices all|IDS] [--passes-per-device N]
 """
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ ROWS_PER_CHUNK = 8192
 BGZF_BLOCK = 0xFF00  # uncompressed bytes per BGZF block, as bgzip
 BGZF_EOF = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
 REPO = Path(__file__).resolve().parents[1]
-STAGES = ("read", "MR2", "MR1", "NR2", "NR1", "FR2", "FR1", "clean")
+STAGES = ("read", "passes", "MR2", "MR1", "NR2", "NR1", "FR2", "FR1", "clean")
 
 
 def calls(min_size: int) -> list[dict]:
@@ -222,13 +222,14 @@ def make_batch(folder: Path, bins: int, n: int, seed: int, threads: int, level: 
     return meta
 
 
-def run_call(paths: dict, outdir: Path, call: dict, backend: str) -> dict:
-    """One ``gcnmops gatk-sv cnmops`` process: its wall seconds, stage seconds and peak RSS (GB)."""
+def run_call(paths: dict, outdir: Path, call: dict, backend: str, more: list[str] | None = None) -> dict:
+    """One ``gcnmops gatk-sv cnmops`` process (``more``: further options): its wall seconds, stage seconds and peak
+    RSS (GB)."""
     timings = outdir / f"timings.{call['prefix']}.json"
     argv = [sys.executable, "-m", "gcnmops", "gatk-sv", "cnmops"]
     argv += [str(x) for kv in paths.items() for x in kv]
     argv += ["--r1", str(call["r1"]), "--r2", str(call["r2"]), "--batch", "bench", "--prefix", call["prefix"],
-             *call["extra"], "--backend", backend, "-o", str(outdir), "--timings", str(timings)]
+             *call["extra"], *(more or []), "--backend", backend, "-o", str(outdir), "--timings", str(timings)]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]))
     outdir.mkdir(parents=True, exist_ok=True)
     log = outdir / f"log.{call['prefix']}.txt"
@@ -271,6 +272,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--warmup", action="store_true", help="first run both calls on a small batch, untimed (kernels "
                                                           "compiled and cached, as in an image made with them)")
     ap.add_argument("--json", help="also write the results to this JSON file")
+    ap.add_argument("--devices", help="GPUs the passes run on (gatk-sv cnmops --devices: ids or 'all')")
+    ap.add_argument("--passes-per-device", type=int, help="passes each GPU runs at a time (gatk-sv cnmops' option)")
     args = ap.parse_args(argv)
     work = Path(args.workdir or Path(tempfile.gettempdir()) / "gcnmops-bench-gatksv")
 
@@ -284,19 +287,21 @@ def main(argv: list[str] | None = None) -> dict:
               file=sys.stderr)
         return folder, meta
 
+    more = (["--devices", args.devices] if args.devices else []) + (
+        ["--passes-per-device", str(args.passes_per_device)] if args.passes_per_device else [])
     if args.warmup:
         folder, _ = batch(20_000, 24)
         for call in calls(args.min_size):
-            run_call(batch_paths(folder), folder / "out", call, args.backend)
+            run_call(batch_paths(folder), folder / "out", call, args.backend, more)
     folder, meta = batch(args.bins, args.samples)
     out = folder / "out"
     results: list[dict] = []
     report = {"batch": meta | {"folder": str(folder)}, "backend": args.backend, "warmup": args.warmup,
-              "calls": results}
+              "options": more, "calls": results}
     for call in calls(args.min_size):  # the report written after each step: what is done survives a timeout
         if args.json:
             Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
-        results.append(run_call(batch_paths(folder), out, call, args.backend))
+        results.append(run_call(batch_paths(folder), out, call, args.backend, more))
         print(json.dumps(results[-1]), file=sys.stderr, flush=True)
     report |= {"wall_s": round(sum(r["wall_s"] for r in results), 3),
                "peak_rss_gb": max(r["peak_rss_gb"] for r in results)}

@@ -22,14 +22,16 @@ least one shared base, same sample:
 - precision per size class (of the call's length): calls overlapping a spike-in of their direction / calls
   that overlap no background call of their sample (calls overlapping a spike-in are never background);
 - quality calibration: the judged calls (not background; pooled over modes) in deciles of their QUAL (the call
-  quality of ``gcnmops.calls.quality``; a QUAL value stays in the decile of its first call, so fewer rows where
-  qualities repeat): the false calls each decile's QUALs state (the sum of 10^(-QUAL/10)) against those
-  observed, with an exact 95% Poisson interval of the ratio. ``--fit``: the calibration's constants of greatest
-  likelihood on these replicates (``fit_calibration``), and their table.
+  quality of ``gcnmops.calls.quality``, one decimal: 10 rows of equal counts by rank of QUAL, a QUAL value kept
+  in the row of its first call): the false calls each decile's QUALs state (the sum of 10^(-QUAL/10)) against
+  those observed, with an exact 95% Poisson interval of the ratio. ``--fit``: the calibration's constants of
+  greatest likelihood on these replicates (``fit_calibration``), and their table; ``--constants``: a table of
+  the map with other constants (e.g. a fit on other replicates).
 """
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass
 
@@ -37,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 import gcnmops
-from gcnmops.calls.quality import CALIBRATION, Calibration, calibrate, calibrated_error, call_phred, call_qualities
+from gcnmops.calls.quality import CALIBRATION, Calibration, calibrate, calibrated_error, call_qualities, call_scores
 
 CASE = "exome_default"
 SIZE_CLASSES = {"1-10 kb": (1_000, 10_000), "10-100 kb": (10_000, 100_000), "100 kb-1 Mb": (100_000, 1_000_000)}
@@ -142,9 +144,10 @@ def classify(result, truth: pd.DataFrame, background: pd.DataFrame) -> tuple[pd.
     bg = _overlaps(cnvs, "sampleName", background, "sampleName").any(axis=1) & ~hit.any(axis=1)
     length = cnvs["end"].to_numpy() - cnvs["start"].to_numpy() + 1
     status = np.where(match.any(axis=1), "TP", np.where(bg, "BG", "FP"))
+    r, locus = call_scores(result)
     calls = pd.DataFrame({"sample": cnvs["sampleName"].to_numpy(), "seqnames": cnvs["seqnames"].astype(str).to_numpy(),
                           "start": cnvs["start"].to_numpy(), "end": cnvs["end"].to_numpy(), "length": length,
-                          "size": size_class(length), "qual": q, "r": call_phred(result), "status": status})
+                          "size": size_class(length), "qual": q, "r": r, "locus": locus, "status": status})
     return calls, match.any(axis=0)
 
 
@@ -212,7 +215,8 @@ def calibration_table(calls: pd.DataFrame, constants: Calibration | None = None)
 
     judged = calls[calls["status"] != "BG"]
     if constants is not None:
-        judged = judged.assign(qual=calibrate(judged["r"].to_numpy(float), constants))
+        locus = judged["locus"].to_numpy(float) if "locus" in judged else None
+        judged = judged.assign(qual=calibrate(judged["r"].to_numpy(float), constants, locus))
     judged = judged.sort_values("qual", kind="stable").reset_index(drop=True)
     if judged.empty:
         return pd.DataFrame()
@@ -226,7 +230,7 @@ def calibration_table(calls: pd.DataFrame, constants: Calibration | None = None)
         expected = float((10.0 ** (-part["qual"].to_numpy(float) / 10)).sum())
         low = chi2.ppf(0.025, 2 * false) / 2 if false else 0.0
         high = chi2.ppf(0.975, 2 * false + 2) / 2
-        rows.append({"QUAL": f"{part['qual'].min()}-{part['qual'].max()}", "calls": n, "false calls": false,
+        rows.append({"QUAL": f"{part['qual'].min():g}-{part['qual'].max():g}", "calls": n, "false calls": false,
                      "expected": expected, "stated error": expected / n, "observed error": false / n,
                      "observed / stated": false / expected if expected > 0 else np.nan,
                      "95% interval": f"{low / expected:.2g}-{high / expected:.2g}" if expected > 0 else "-"})
@@ -236,31 +240,32 @@ def calibration_table(calls: pd.DataFrame, constants: Calibration | None = None)
 def within_2x(table: pd.DataFrame) -> tuple[int, int]:
     """(deciles whose observed / stated is within [0.5, 2], deciles whose 95% interval reaches into it)."""
     ratio = table["observed / stated"].to_numpy(float)
-    bounds = np.array([[float(v) for v in t.split("-")] for t in table["95% interval"]])
+    bounds = np.array([[float(v) for v in re.split(r"(?<!e)-", t)] for t in table["95% interval"]])
     return int(((ratio >= 0.5) & (ratio <= 2)).sum()), int(((bounds[:, 1] >= 0.5) & (bounds[:, 0] <= 2)).sum())
 
 
 def fit_calibration(calls: pd.DataFrame) -> Calibration:
     """The constants of the map (``gcnmops.calls.quality.calibrated_error``) of greatest likelihood of the
-    false/true outcome (FP/TP) of the judged calls given their model phred scores ``r``: a grid of starts, then
-    Nelder-Mead (tail_r on a log scale)."""
+    false/true outcome (FP/TP) of the judged calls given their model phred scores ``r`` and locus dispersions
+    ``locus`` (1 where the table has none): a grid of starts, then Nelder-Mead (tail_r on a log scale)."""
     from scipy.optimize import minimize
 
     judged = calls[calls["status"] != "BG"]
     r = judged["r"].to_numpy(float)
+    locus = judged["locus"].to_numpy(float) if "locus" in judged else np.ones(r.size)
     false = (judged["status"] == "FP").to_numpy()
     if false.all() or not false.any():
         raise ValueError(f"{int(false.sum())} false calls of {false.size}: a fit needs both false and true calls")
 
     def constants(x):
-        return Calibration(x[0], x[1], x[2], x[3], 10.0 ** x[4])
+        return Calibration(x[0], x[1], x[2], x[3], 10.0 ** x[4], x[5])
 
     def nll(x):
-        p = np.clip(calibrated_error(r, constants(x)), 1e-300, 1 - 1e-12)
+        p = np.clip(calibrated_error(r, constants(x), locus), 1e-300, 1 - 1e-12)
         return -(np.log(p[false]).sum() + np.log1p(-p[~false]).sum())
 
-    starts = [np.array([q0, a, b, t, lr]) for q0 in (2.0, 3.0) for a in (0.03, 0.1, 0.5) for b in (0.6, 1.0, 1.3)
-              for t in (15.0, 25.0, 35.0) for lr in (2.0, 3.5, 5.0)]
+    starts = [np.array([q0, a, b, t, lr, c]) for q0 in (2.0, 3.0) for a in (0.003, 0.03, 0.3) for b in (1.0, 1.5, 2.3)
+              for t in (15.0, 25.0) for lr in (0.5, 2.0, 3.5) for c in (0.0, 0.4, 1.0)]
     start = min(starts, key=nll)
     best = minimize(nll, start, method="Nelder-Mead",
                     options={"xatol": 1e-8, "fatol": 1e-8, "maxiter": 40_000, "maxfev": 40_000})
@@ -276,9 +281,10 @@ def _markdown(table: pd.DataFrame, index: bool = True) -> str:
                      + ["| " + " | ".join(r) + " |" for r in rows[1:]])
 
 
-def report(results: dict, markdown: bool = False, fit: bool = False) -> str:
+def report(results: dict, markdown: bool = False, fit: bool = False, constants: Calibration | None = None) -> str:
     """Recall and precision per mode, the calibration table of the pooled calls; ``fit``: also the constants
-    fitted on these calls (``fit_calibration``) and their calibration table."""
+    fitted on these calls (``fit_calibration``) and their calibration table; ``constants``: also the table of
+    the map with these constants."""
     fmt = _markdown if markdown else (lambda t: t.to_string())
     parts = []
     for mode, res in results.items():
@@ -286,6 +292,8 @@ def report(results: dict, markdown: bool = False, fit: bool = False) -> str:
                   fmt(recall_table(res["truth"])), f"## {mode}: precision", fmt(precision_table(res["calls"]))]
     pooled = pd.concat([r["calls"] for r in results.values()], ignore_index=True)
     tables = [("the package's constants", CALIBRATION, None)]
+    if constants is not None:
+        tables.append(("the constants given", constants, constants))
     if fit:
         try:
             constants = fit_calibration(pooled)
@@ -322,6 +330,8 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--modes", type=lambda t: t.split(","), default=list(MODES), help="of " + ", ".join(MODES))
     ap.add_argument("--per-sample", type=int, default=6, help="spike-ins per sample and replicate")
     ap.add_argument("--fit", action="store_true", help="also fit the calibration's constants on these replicates")
+    ap.add_argument("--constants", type=lambda t: Calibration(*map(float, t.split(","))),
+                    help="also the table of the map with these constants: q0,scale,power,tail_q,tail_r,locus_power")
     ap.add_argument("--strict-background", action="store_true",
                     help="judge calls against the background calls at the modes' defaults only")
     ap.add_argument("--markdown", action="store_true")
@@ -329,9 +339,10 @@ def main(argv: list[str]) -> None:
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     results = benchmark(args.seeds, args.modes, args.per_sample, strict_background=args.strict_background)
-    print(report(results, args.markdown, args.fit))
-    print(f"\n{len(args.seeds)} replicate(s) x {len(args.modes)} mode(s) in {time.perf_counter() - t0:.0f} s (CPU)")
+    seconds = time.perf_counter() - t0
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({m: {k: (v.to_dict("records") if isinstance(v, pd.DataFrame) else v) for k, v in r.items()}
                        for m, r in results.items()}, fh)
+    print(report(results, args.markdown, args.fit, args.constants))
+    print(f"\n{len(args.seeds)} replicate(s) x {len(args.modes)} mode(s) in {seconds:.0f} s (CPU)")

@@ -8,10 +8,7 @@ from .gatksv import cli as gatksv_cli
 from .outputs.formats import DEFAULT_FORMATS, FORMATS
 from .params import KINDS, METHODS, PARAMETERS, ModelKind
 from .params import comma_strings as _strings
-
-
-def _devices(text: str):
-    return "all" if text == "all" else [int(v) for v in text.split(",")]
+from .params import device_list as _devices
 
 
 def _add_input_options(p: argparse.ArgumentParser) -> None:

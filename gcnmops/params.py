@@ -159,6 +159,11 @@ def comma_strings(text: str) -> list[str]:
     return [v.strip() for v in text.split(",")]
 
 
+def device_list(text: str) -> str | list[int]:
+    """GPUs as the command line names them: "all", or ids "0,2"."""
+    return "all" if text == "all" else [int(v) for v in text.split(",")]
+
+
 #: a parameter's kind -> (its type in the docstrings, the command line's parser of its value; None: a switch)
 KINDS: dict[str, tuple[str, object]] = {
     "floats": ("sequence of float", comma_floats), "strings": ("sequence of str", comma_strings),

@@ -50,18 +50,25 @@ def test_small_benchmark_reports_recall_precision_and_calibration():
 
 
 def test_fit_calibration_recovers_a_known_map():
-    """Outcomes drawn from a known map: the maximum-likelihood constants give nearly its qualities where the
-    calls are."""
+    """Outcomes drawn from a known map of r and the locus dispersion D: the maximum-likelihood constants give nearly
+    its qualities where the calls are; the calibration table has 10 rows of equal counts (distinct QUALs), which
+    state what the map states."""
     import spikein
     from gcnmops.calls.quality import Calibration, calibrate, calibrated_error
 
     rng = np.random.default_rng(3)
-    truth = Calibration(q0=3.0, scale=0.05, power=1.2, tail_q=26.0, tail_r=3000.0)
+    truth = Calibration(q0=3.0, scale=0.01, power=1.8, tail_q=20.0, tail_r=100.0, locus_power=1.0)
     r = np.exp(rng.uniform(0, np.log(3e4), 40_000))
-    false = rng.random(r.size) < calibrated_error(r, truth)
-    calls = pd.DataFrame({"r": r, "status": np.where(false, "FP", "TP")})
+    d = np.exp(rng.exponential(0.4, r.size))
+    false = rng.random(r.size) < calibrated_error(r, truth, d)
+    calls = pd.DataFrame({"r": r, "locus": d, "status": np.where(false, "FP", "TP")})
     fitted = spikein.fit_calibration(calls)
     grid = np.array([0.0, 10, 30, 60, 100, 150, 300, 1000, 3000])
-    assert np.abs(calibrate(grid, fitted) - calibrate(grid, truth)).max() <= 2
-    table = spikein.calibration_table(calls.assign(qual=calibrate(r, fitted)))
-    assert table["calls"].sum() == len(calls) and table["false calls"].sum() == false.sum()
+    for dv in (1.0, 2.0, 4.0):
+        assert np.abs(calibrate(grid, fitted, np.full(grid.size, dv))
+                      - calibrate(grid, truth, np.full(grid.size, dv))).max() <= 2
+    table = spikein.calibration_table(calls.assign(qual=calibrate(r, fitted, d)))
+    assert len(table) == 10 and table["calls"].sum() == len(calls) and table["false calls"].sum() == false.sum()
+    assert table["calls"].min() >= 0.09 * len(calls)  # one-decimal QUALs: real deciles
+    top = table.iloc[0]  # the lowest decile holds most false calls: within 2x of what it states
+    assert top["false calls"] > 100 and 0.5 <= top["observed / stated"] <= 2

@@ -280,7 +280,7 @@ def test_vcf_records(written, results):
     assert {c: header.contigs[c].length for c in header.contigs} == lengths.to_dict()  # contigs WITH length
     assert {"SVTYPE", "END", "SVLEN", "IMPRECISE", "CIPOS", "CIEND"} <= set(header.info)
     assert [(f, header.formats[f].type) for f in ("GT", "CN", "CNQ")] == [("GT", "String"), ("CN", "Integer"),
-                                                                         ("CNQ", "Integer")]
+                                                                         ("CNQ", "Float")]
     assert "NoCarrier" in header.filters
     assert len(records) == len(r.cnvr)
     for rec in records:
@@ -292,7 +292,7 @@ def test_vcf_records(written, results):
         gts = [rec.samples[s]["GT"] for s in r.sample_names]
         assert gts == [(0, 0) if c == 2 else (0, 1) if abs(c - 2) == 1 else (1, 1) for c in cns]
         cnq = [rec.samples[s]["CNQ"] for s in r.sample_names]
-        assert all(isinstance(q, int) and 0 <= q <= 99 for q in cnq)
+        assert all(isinstance(q, float) and 0 <= q <= 99 and abs(q * 10 - round(q * 10)) < 1e-3 for q in cnq)
         carriers = [q for q, c in zip(cnq, cns) if c != 2]
         # QUAL: the carriers' best call quality, at least their genotype quality (a CN is one class of its side)
         assert rec.qual >= max(carriers) if carriers else rec.qual == 0
@@ -458,7 +458,8 @@ def test_haploid_normal_class_gives_haploid_genotypes(results, tmp_path):
 
 
 def _model_qualities(r, rows, k):
-    """(log posterior of each class, the normal class's index) of sample k over ``rows``, from the model
+    """(log posterior of each class, the normal class's index, the sample's dispersion) of sample k over ``rows``,
+    from the model
     written out here in full: Poisson log-likelihoods under cov * L, over the dispersion, alpha prior."""
     lam, alpha = np.asarray(r.params["L"]), np.asarray(r.params["A"])
     x, cov = r.normalized_data[:, k], np.asarray(r.params["cov"])[k]
@@ -477,15 +478,34 @@ def _model_qualities(r, rows, k):
     loglik = np.array([(x[rows] * np.log(mu[rows, i]) - mu[rows, i]).sum() for i in range(len(r.classes))]) / phi
     prior = np.maximum(alpha[rows].mean(axis=0), 1 / len(r.sample_names))
     lp = np.log(prior / prior.sum()) + loglik
-    return lp - logsumexp(lp), main
+    return lp - logsumexp(lp), main, phi
 
 
-def _calibrated(log_error):
-    """The calibrated quality of the model's error probability, the map written out here in full."""
-    r = max(-10 * log_error / np.log(10), 0.0)
+def _locus(r, rows, k):
+    """The locus dispersion of sample k over ``rows`` written out here in full: per window the lower median of the
+    other samples' squared residuals against the normal class, their mean over the windows, over the chi-square
+    median and the sample's dispersion, at least 1."""
+    lam, x, cov = np.asarray(r.params["L"]), r.normalized_data, np.asarray(r.params["cov"])
+    main = r.classes.index(r.params["mainClass"])
+    meds = []
+    for w in rows:
+        mu = cov * lam[w, main]
+        z = np.array([(x[w, j] - mu[j]) ** 2 / mu[j] for j in range(x.shape[1]) if j != k and mu[j] > 0
+                      and np.isfinite(x[w, j])])
+        if z.size:
+            meds.append(np.sort(z)[(z.size - 1) // 2])
+    phi = _model_qualities(r, rows, k)[2]
+    return max(1.0, float(np.mean(meds)) / 0.454936423119572 / phi) if meds else 1.0
+
+
+def _calibrated(log_error, d=1.0):
+    """The calibrated quality of the model's error probability and locus dispersion d, the map written out here
+    in full."""
+    r = max(-10 * log_error / np.log(10), 0.0) / d
     c = quality.CALIBRATION
-    error = 10 ** (-(c.q0 + c.scale * r ** c.power) / 10) + 10 ** (-c.tail_q / 10) / (1 + r / c.tail_r)
-    return min(99, int(np.rint(-10 * np.log10(error))))
+    error = (10 ** (-(c.q0 + c.scale * r ** c.power) / 10)
+             + 10 ** (-c.tail_q / 10) * d ** c.locus_power / (1 + r / c.tail_r))
+    return min(99.0, round(-10 * np.log10(error), 1))
 
 
 @needs_pysam
@@ -504,14 +524,15 @@ def test_qualities_are_the_models_posteriors(results, tmp_path):
                               & (r.gr["end"] >= reg["start"]).to_numpy())
         calls = []
         for k, s in enumerate(r.sample_names):
-            lp, main = _model_qualities(r, rows, k)
+            lp, main, _ = _model_qualities(r, rows, k)
+            d = _locus(r, rows, k)
             c = r.classes.index(reg[s])
-            assert rec.samples[s]["CNQ"] == _calibrated(logsumexp(np.delete(lp, c))), s
+            assert rec.samples[s]["CNQ"] == pytest.approx(_calibrated(logsumexp(np.delete(lp, c)), d), abs=1e-4), s
             if c != main:
                 side = np.sign(folds - folds[main]) == np.sign(folds[c] - folds[main])
-                calls.append(_calibrated(logsumexp(lp[~side])))
+                calls.append(_calibrated(logsumexp(lp[~side]), d))
             checked += 1
-        assert rec.qual == (max(calls) if calls else 0)
+        assert rec.qual == pytest.approx(max(calls) if calls else 0, abs=1e-4)
     assert checked
 
 
@@ -542,13 +563,56 @@ def test_dispersion_counts_are_sparse_and_add_up_over_blocks():
 
 
 def test_the_calibration_is_monotone_and_bounded():
-    """Q never falls as the model's phred score r rises, stays within 0-99 (r 0 to infinity), and is the map's
-    error in phred: about half of the calls without evidence are false."""
+    """Q never falls as the model's phred score r rises (for any locus dispersion D), never rises with D (for any
+    r), stays within 0-99 with one decimal (r 0 to infinity), and is the map's error in phred: about half of the
+    calls without evidence are false."""
     r = np.concatenate([np.linspace(0, 1e5, 200_001), [1e6, 1e12, 1e300, np.finfo(np.float64).max]])
-    q = quality.calibrate(r)
-    assert q.dtype == np.int64 and (np.diff(q) >= 0).all() and q.min() >= 0 and q.max() <= 99 and q[-1] == 99
-    assert q[0] == 3 and quality.calibrate(np.array([1e4]))[0] > quality.calibrate(np.array([1e3]))[0]
-    assert np.array_equal(quality._phred_log(np.array([0.0, -np.inf, np.nan])), [3, 99, 3])
+    previous = None
+    for d in (1.0, 1.3, 2.0, 5.0, 40.0, 1e6):
+        q = quality.calibrate(r, locus=np.full(r.size, d))
+        assert q.dtype == np.float64 and (np.diff(q) >= 0).all() and q.min() >= 0 and q.max() <= 99
+        assert np.array_equal(q, np.round(q, quality.Q_DECIMALS))
+        if previous is not None:
+            assert (q <= previous).all()
+        previous = q
+    assert quality.calibrate(np.array([1e300]))[0] == 99
+    q0 = quality.calibrate(np.array([0.0]))[0]
+    assert 2 <= q0 <= 4 and quality.calibrate(np.array([1e4]))[0] > quality.calibrate(np.array([1e3]))[0]
+    assert np.array_equal(quality.calibrate(np.array([50.0])), quality.calibrate(np.array([50.0]), locus=np.ones(1)))
+    assert np.array_equal(quality._phred_log(np.array([0.0, -np.inf, np.nan])), [q0, 99, q0])
+
+
+def test_locus_medians_leave_the_sample_out():
+    """Each sample's locus median is the lower median of the other samples' squared residuals (cells without a
+    finite count or expectation left out), so a sample's own reads never change it: more reads away from the
+    normal level move only the model's score r, and the quality with it (never down)."""
+    rng = np.random.default_rng(11)
+    m, n = 40, 9
+    mu = rng.uniform(20, 200, (m, n))
+    x = rng.poisson(mu * rng.uniform(0.7, 1.4, (m, 1))).astype(float)
+    x[rng.random((m, n)) < 0.1] = np.nan
+    mu[rng.random((m, n)) < 0.05] = 0.0
+    x[5] = np.nan  # a window without any count
+    x[6, 1:] = np.nan  # one count only: the others have none
+    med = quality.locus_medians(x, mu)
+    for w in range(m):
+        for k in range(n):
+            z = np.array([(x[w, j] - mu[w, j]) ** 2 / mu[w, j] for j in range(n)
+                          if j != k and mu[w, j] > 0 and np.isfinite(x[w, j])])
+            want = np.sort(z)[(z.size - 1) // 2] if z.size else np.nan
+            assert np.array_equal(med[w, k], want, equal_nan=True), (w, k)
+    more = x.copy()
+    more[:, 4] = more[:, 4] * 3 + 50
+    assert np.array_equal(quality.locus_medians(more, mu)[:, 4], med[:, 4], equal_nan=True)
+    # the sums over sets of windows: each set's own windows in order, a group of sets at a time
+    sets = [np.array([3, 4, 5]), np.array([], np.int64), np.array([10]), np.arange(m)]
+    sums, counts = quality.set_locus_sums(lambda rows: med[rows], sets, None, n)
+    for i, rows in enumerate(sets):
+        ok = np.isfinite(med[rows])
+        assert np.array_equal(counts[i], ok.sum(axis=0))
+        assert np.allclose(sums[i], np.where(ok, med[rows], 0).sum(axis=0))
+    one, c_one = quality.set_locus_sums(lambda rows: med[rows], sets, np.array([2, 0, 7, 4]), n)
+    assert np.array_equal(one, sums[np.arange(4), [2, 0, 7, 4]]) and np.array_equal(c_one, counts[np.arange(4), [2, 0, 7, 4]])
 
 
 def test_a_clear_duplication_gets_a_high_quality():
@@ -620,8 +684,9 @@ def test_per_sample_vcfs_hold_the_samples_own_cnvs(results, tmp_path):
             region = cnvr.loc[int(rec.info["CNVR"][4:]) - 1]
             assert region["start"] <= row["start"] and row["end"] <= region["end"]
             i = int(rec.id[3:]) - 1
-            assert list(rec.filter) == ["PASS"] and rec.qual == quality.call_qualities(r)[0][i]
-            assert rec.samples[s]["CNQ"] == quality.genotype_qualities(r)[i]
+            assert list(rec.filter) == ["PASS"] and rec.qual == pytest.approx(quality.call_qualities(r)[0][i],
+                                                                              abs=1e-4)
+            assert rec.samples[s]["CNQ"] == pytest.approx(quality.genotype_qualities(r)[i], abs=1e-4)
 
 
 @needs_pysam

@@ -74,3 +74,10 @@ SEGMENT_MEDIAN_MAX_BLOCKS = 1 << 16
 #: vectors up to this long are prepared on the GPU, one thread each; longer ones on the host, whose cores run the
 #: sequential sums (R's mean, Welford's variance) several times faster than one GPU thread
 DEVICE_PREPARE_MAX_ROWS = 200_000
+
+# ------------------------------------------------------------------------ several blocks per device (host threads)
+#: host threads per GPU running chromosome blocks (pipeline/multigpu.py): one block's host passes beside another's
+#: device stages
+BLOCKS_PER_DEVICE = 2
+#: GATK-SV passes each GPU runs at a time (gatksv/cnmops.py, `gatk-sv cnmops --passes-per-device`)
+PASSES_PER_DEVICE = 2

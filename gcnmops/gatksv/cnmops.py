@@ -9,12 +9,17 @@ task does); CleanCNMops writes ``OUT/<batch>.DEL.<prefix>.bed.gz`` and ``OUT/<ba
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import os
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import numba
 
 from ..errors import InputError
 from .clean import clean_batch
@@ -22,7 +27,9 @@ from .files import require_pysam
 from .intervals import read_bed
 from .matrix import DepthMatrix, ped_samples, print_sv_evidence, read_depth_matrix, sex_columns
 from .rebin import compress_cov, exclude, raw_table
-from .runcnmops import EmptyResult, call_gff
+from ..cuda.config import PASSES_PER_DEVICE
+from ..cuda.runtime import in_threads
+from .runcnmops import EmptyResult, PassWarnings, call_gff
 
 log = logging.getLogger("gcnmops")
 
@@ -73,10 +80,11 @@ def _add(timings: dict | None, stage: str, seconds: float) -> None:
 
 
 def run_pass(matrix: DepthMatrix, p: Pass, ped, bed, outdir: Path, *, backend: str = "auto",
-             date: str | None = None, timings: dict | None = None) -> Path:
+             date: str | None = None, timings: dict | None = None, out=None, **fit_options) -> Path:
     """One pass's GFF, written to ``outdir/passes/<pass>/cnMOPS.cnMOPS.gff`` (empty on the empty-result rule).
     ``timings``: seconds added to its "tables" (selection, rebinning, exclusion) and "cn.mops" (cn.mops, integer
-    copy numbers, the GFF) entries."""
+    copy numbers, the GFF) entries. ``out``: the pass's log (runcnMOPS.R's messages; None: stderr, its warnings
+    captured here); ``fit_options`` go to the model."""
     folder = outdir / "passes" / p.name
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "cnMOPS.cnMOPS.gff"
@@ -84,7 +92,8 @@ def run_pass(matrix: DepthMatrix, p: Pass, ped, bed, outdir: Path, *, backend: s
     table = pass_table(matrix, p, ped, bed)
     t1 = time.perf_counter()
     try:
-        text = call_gff(table, backend=backend, date=date, out=sys.stderr)
+        text = call_gff(table, backend=backend, date=date, out=sys.stderr if out is None else out,
+                        capture_warnings=out is None, **fit_options)
     except EmptyResult:
         text = ""
     path.write_text(text, encoding="utf-8", errors="surrogateescape")
@@ -95,13 +104,126 @@ def run_pass(matrix: DepthMatrix, p: Pass, ped, bed, outdir: Path, *, backend: s
     return path
 
 
+def run_passes(matrix: DepthMatrix, passes: list[Pass], ped, bed, outdir: Path, *, backend: str = "auto",
+               devices=None, per_device: int = PASSES_PER_DEVICE, timings: dict | None = None) -> dict[Pass, Path]:
+    """Every pass of ``passes`` (run_pass), each GFF written as alone. On the GPU backend each device of
+    ``devices`` (None: device 0; "all"; ids) runs ``per_device`` passes at a time, each on its own host thread
+    with its share of the cores and of the device's memory, taking the next pass in the given order: while one
+    pass's host work runs (its table, the segmentation's finish, the GFF) the device computes another's. A pass
+    that runs out of device memory beside others runs again alone. On the CPU, one pass at a time. Each pass's
+    log (runcnMOPS.R's messages and warnings) is written to stderr whole, when it is done. ``timings``: as
+    run_pass's, plus one entry per pass name (its seconds)."""
+    slots = pass_slots(backend, devices, per_device)
+    queue = iter(passes)
+    done: dict[Pass, Path] = {}
+    lock = threading.Condition()
+    state = {"running": 0, "alone": 0, "failed": False}
+    share = max(1, numba.get_num_threads() // len(slots))
+
+    def one(p: Pass, options: dict) -> None:
+        buf = io.StringIO()
+        warned.to(buf)
+        t0 = time.perf_counter()
+        part: dict = {}
+        done[p] = run_pass(matrix, p, ped, bed, outdir, backend=backend, timings=part, out=buf, **options)
+        with lock:
+            for key, value in part.items():
+                _add(timings, key, value)
+            _add(timings, p.name, time.perf_counter() - t0)
+            sys.stderr.write(buf.getvalue())
+            sys.stderr.flush()
+
+    def work(device) -> None:
+        from ..cuda.runtime import make_backend, on_device
+
+        if len(slots) > 1:
+            numba.set_num_threads(share)
+        with on_device(device) if device is not None else contextlib.nullcontext():
+            options = {}
+            if device is not None and len(slots) > 1:
+                options["max_device_memory"] = make_backend(device).mem_info()[1] // slots.count(device)
+            while True:
+                with lock:
+                    while state["alone"]:
+                        lock.wait()
+                    p = None if state["failed"] else next(queue, None)
+                    if p is None:
+                        return
+                    state["running"] += 1
+                try:
+                    one(p, options)
+                except Exception as exc:  # noqa: BLE001 - out of device memory beside other passes: once alone
+                    if len(slots) == 1 or not _out_of_device_memory(exc):
+                        state["failed"] = True  # the others take no more passes
+                        raise
+                    log.info(f"gatk-sv cnmops: pass {p.name} ran out of GPU memory beside other passes; "
+                             "running it alone")
+                    with lock:
+                        state["running"] -= 1
+                        state["alone"] += 1
+                        while state["running"]:
+                            lock.wait()
+                        state["running"] += 1
+                    try:
+                        one(p, {})
+                    finally:
+                        with lock:
+                            state["alone"] -= 1
+                            lock.notify_all()
+                finally:
+                    with lock:
+                        state["running"] -= 1
+                        lock.notify_all()
+
+    with PassWarnings() as warned:
+        if len(slots) == 1:
+            work(slots[0])
+        else:
+            in_threads({f"gcnmops-pass{k}": (lambda d=d: work(d)) for k, d in enumerate(slots)})
+    return done
+
+
+def pass_slots(backend: str, devices=None, per_device: int = PASSES_PER_DEVICE) -> list[int | None]:
+    """The passes run at a time, as the device each runs on: ``per_device`` per GPU of ``devices`` on the GPU
+    backend (one where numba's threading layer cannot run parallel regions from several threads), [None] (one,
+    on the CPU) otherwise."""
+    from ..cuda.probe import Backend, device_ids, resolve_backend
+
+    if resolve_backend(backend) is not Backend.GPU:
+        return [None]
+    slots = [d for d in device_ids(devices) for _ in range(max(1, per_device))]
+    return slots if len(slots) == 1 or _concurrent_parallel_regions() else slots[:1]
+
+
+def _concurrent_parallel_regions() -> bool:
+    """Whether numba's threading layer runs parallel regions from several host threads at once (OpenMP and TBB
+    do; the workqueue layer does not)."""
+    try:
+        from numba.np.ufunc.parallel import _launch_threads
+
+        _launch_threads()  # chooses the layer if no parallel region has run yet
+        return numba.threading_layer() != "workqueue"
+    except Exception:  # noqa: BLE001 - a numba without these: one pass at a time
+        return False
+
+
+def _out_of_device_memory(exc: BaseException) -> bool:
+    """A device allocation that failed (cupy's OutOfMemoryError, the model's MemoryError, a CUDA out-of-memory
+    error), not any other failure."""
+    return (isinstance(exc, MemoryError) or "OutOfMemory" in type(exc).__name__
+            or "out of memory" in str(exc).lower() or "OUT_OF_MEMORY" in str(exc))
+
+
 def run_call(bincov_matrix, chrom_file, allo_file, ped_file, exclude_list, *, r1: int, r2: int, batch: str,
              prefix: str, outdir, min_size: int | None = None, stitch_and_clean_large_events: bool = False,
-             backend: str = "auto", timings: dict | None = None, gpu_warmup=None) -> list[Path]:
+             backend: str = "auto", devices=None, per_device: int = PASSES_PER_DEVICE, timings: dict | None = None,
+             gpu_warmup=None) -> list[Path]:
     """A CNMOPS.wdl call (see the module docstring); returns the clean outputs (DEL, DEL index, DUP, DUP index).
+    ``devices``, ``per_device``: the GPUs the passes run on and how many each runs at a time (run_passes).
     ``gpu_warmup``: a started :func:`..cuda.probe.warm_up_gpu`, waited for after the read, before the passes.
-    ``timings``: seconds added to its "read", "tables", "cn.mops" and "clean" entries, and to one entry per pass
-    group ("MR2", "MR1", "NR2", "NR1", "FR2", "FR1": its passes' tables and cn.mops)."""
+    ``timings``: seconds added to its "read", "passes" (all passes, wall), "tables", "cn.mops" and "clean" entries, and to one entry per pass
+    group ("MR2", "MR1", "NR2", "NR1", "FR2", "FR1": its passes' seconds, which overlap where passes run
+    together)."""
     require_pysam()  # the clean outputs are bgzipped and indexed: say so before the passes, not after them
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
@@ -115,13 +237,16 @@ def run_call(bincov_matrix, chrom_file, allo_file, ped_file, exclude_list, *, r1
     groups = call_passes(chroms, allos, int(r1), int(r2))
     if gpu_warmup is not None:
         gpu_warmup.wait()
-    gff: dict[Pass, Path] = {}
-    for name in ("MR2", "MR1", "NR2", "NR1", "FR2", "FR1"):
-        t0 = time.perf_counter()
-        for p in groups[name]:
-            if p not in gff:
-                gff[p] = run_pass(matrix, p, ped_file, bed, out, backend=backend, timings=timings)
-        _add(timings, name, time.perf_counter() - t0)
+    order = list(dict.fromkeys(p for name in ("MR2", "MR1", "NR2", "NR1", "FR2", "FR1") for p in groups[name]))
+    t0 = time.perf_counter()
+    passes: dict = {}
+    gff = run_passes(matrix, order, ped_file, bed, out, backend=backend, devices=devices, per_device=per_device,
+                     timings=passes)
+    _add(timings, "passes", time.perf_counter() - t0)
+    for key in ("tables", "cn.mops"):
+        _add(timings, key, passes.pop(key, 0.0))
+    for name, members in groups.items():  # each group's passes' seconds (they overlap where passes run together)
+        _add(timings, name, sum(passes.get(p.name, 0.0) for p in dict.fromkeys(members)))
     del matrix
     ordered = [gff[p] for name in ("NR1", "NR2", "MR1", "MR2", "FR1", "FR2") for p in groups[name]]
     t0 = time.perf_counter()
@@ -133,4 +258,5 @@ def run_call(bincov_matrix, chrom_file, allo_file, ped_file, exclude_list, *, r1
     return written
 
 
-__all__ = ["Pass", "read_contigs", "call_passes", "pass_table", "run_pass", "run_call"]
+__all__ = ["Pass", "read_contigs", "call_passes", "pass_table", "run_pass", "run_passes",
+           "pass_slots", "run_call"]

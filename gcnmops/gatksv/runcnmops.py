@@ -93,16 +93,24 @@ def count_data(table: BinTable, out=None):
     return make_count_data(np.asfortranarray(values), [names[k] for k in columns], ranges, what="coverage matrix")
 
 
-def call_gff(table: BinTable, *, backend: str = "auto", date: str | None = None, out=None) -> str:
-    """The GFF3 text runcnMOPS.R writes for ``table``; EmptyResult when there is no CNV region."""
+def call_gff(table: BinTable, *, backend: str = "auto", date: str | None = None, out=None,
+             capture_warnings: bool = True, **fit_options) -> str:
+    """The GFF3 text runcnMOPS.R writes for ``table``; EmptyResult when there is no CNV region. cn.mops's warnings
+    go to ``out`` as R prints them (``capture_warnings=False``: the caller routes them, e.g. ``PassWarnings`` for
+    passes run in threads); ``fit_options`` go to the model (e.g. ``max_device_memory``)."""
     import gcnmops
+    from ..params import METHODS
+    from ..pipeline.cnmops import run_mops
 
     data = count_data(table, out)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        res = gcnmops.cn_mops(data, backend=backend)
-    for w in caught:
-        (out or sys.stderr).write(f"Warning message:\n{w.message}\n")
+    if not capture_warnings:
+        res = run_mops(data, METHODS["cn.mops"].params(), backend=backend, **fit_options)
+    else:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            res = run_mops(data, METHODS["cn.mops"].params(), backend=backend, **fit_options)
+        for w in caught:
+            (out or sys.stderr).write(warning_text(w.message))
     try:
         res = gcnmops.calc_integer_copy_numbers(res, backend=backend)
     except InputError as e:
@@ -110,6 +118,43 @@ def call_gff(table: BinTable, *, backend: str = "auto", date: str | None = None,
             raise EmptyResult(NO_CNV_REGIONS) from None
         raise
     return gff3_text(res.cnvs, date)
+
+
+def warning_text(message) -> str:
+    """A warning as runcnMOPS.R's log shows it."""
+    return f"Warning message:\n{message}\n"
+
+
+class PassWarnings:
+    """While open (``with``), every warning is written to the stream its thread named with ``to(stream)`` (the
+    log of the pass that thread runs), as R prints it; a thread that named none gets Python's usual display.
+    warnings.catch_warnings is process-wide state, so passes run in threads share this one."""
+
+    def __init__(self):
+        import threading
+
+        self._local = threading.local()
+        self._catch = warnings.catch_warnings()
+
+    def to(self, stream) -> None:
+        self._local.stream = stream
+
+    def _show(self, message, category, filename, lineno, file=None, line=None):
+        stream = getattr(self._local, "stream", None)
+        if stream is None:
+            self._default(message, category, filename, lineno, file, line)
+        else:
+            stream.write(warning_text(message))
+
+    def __enter__(self) -> "PassWarnings":
+        self._catch.__enter__()
+        warnings.simplefilter("always")
+        self._default = warnings.showwarning
+        warnings.showwarning = self._show
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._catch.__exit__(*exc)
 
 
 def run_cnmops(matrix: str | os.PathLike, outdir: str | os.PathLike, ID: str = "CNMOPS", *,
@@ -125,4 +170,4 @@ def run_cnmops(matrix: str | os.PathLike, outdir: str | os.PathLike, ID: str = "
     return path
 
 
-__all__ = ["NO_CNV_REGIONS", "EmptyResult", "count_data", "call_gff", "run_cnmops"]
+__all__ = ["NO_CNV_REGIONS", "EmptyResult", "PassWarnings", "count_data", "call_gff", "run_cnmops", "warning_text"]

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 import numba
 import numpy as np
 
+from ..cuda.config import BLOCKS_PER_DEVICE
 from ..cuda.probe import Backend
 from ..cuda.runtime import Landing, in_threads, make_backend, on_device
 from ..data import CountData
@@ -41,13 +42,10 @@ from .stages import MODEL_DONE, model_result, run_block
 
 #: the stages whose seconds each device adds up (the run's timings take the slowest device's)
 _STAGES = ("normalize", "model", "segment_call")
-#: worker threads per device: while one chromosome's segmentation finishes on the host, the next one's stages run
-#: on the device
-PER_DEVICE = 2
 
 
 def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timings: dict,
-                   per_device: int = PER_DEVICE) -> CNVDetectionResult:
+                   per_device: int = BLOCKS_PER_DEVICE) -> CNVDetectionResult:
     """The run on every device of ``devices`` (ids), whole chromosomes placed largest first; the result of
     ``stages.run_block`` on the whole matrix. ``per_device``: worker threads per device, each taking chromosomes
     (with two, one chromosome's host passes overlap another's GPU stages). ``timings`` gain "genome" (the

@@ -55,8 +55,8 @@ def normalize_and_fit_resident(plan: RunPlan, data: CountData, timings: dict, ou
     result's ``gpu_stats``).
 
     ``out``: host arrays the model's results are copied into, ``normalized_out`` the host array the normalized
-    matrix is (both may be rows of whole-run arrays: ``cuda.runtime.rows_of_column_major``); ``fit_options``: ``chunk_rows`` (rows per launch),
-    ``config`` and ``stats`` of model.gpu.fit_gpu_device.
+    matrix is (both may be rows of whole-run arrays: ``cuda.runtime.rows_of_column_major``); ``fit_options``:
+    ``chunk_rows`` (rows per launch), ``config`` and ``stats`` of model.gpu.fit_gpu_device.
     """
     gpu_stats = {} if gpu_stats is None else gpu_stats
     params = plan.params

@@ -129,6 +129,7 @@ task GcnmopsCNMOPS {
       ~{"--min-size " + min_size} \
       ~{if stitch_and_clean_large_events then "--stitch-and-clean-large-events" else ""} \
       --backend ~{backend} \
+      --devices all \
       -o .
   >>>
 
