@@ -6,7 +6,7 @@ Normal class: ``params["mainClass"]`` (CN2; haplocn.mops CN1). A CNV's direction
 copy number against the normal class when known, else by the sign of its segment statistic (the mean, or the
 median with ``useMedian``, of sINI).
 
-Qualities (phred, integer 0-99) come from the model cn.mops fitted (``docs/qualities.md`` has the derivation).
+Qualities (phred, 0-99 with one decimal) come from the model cn.mops fitted (``docs/qualities.md`` has the derivation).
 Per window w of a set W (a CNV's windows, or a CNV region's), sample k and class i, the model's expected count
 is mu = cov_k L[w, i] (``params["L"]``: lambda of each class, ``params["cov"]``), and the sample's normalized
 count x (what the model saw) has the Poisson log-likelihood x log(mu) - mu. Summed over W and divided by the
@@ -25,14 +25,16 @@ renormalized, the posterior of class i is P(i) = pi_i exp(l_i / phi_k) / sum_j p
 The model's phred score r = -10 log10(error) treats windows as independent Poisson draws around the fitted
 lambdas; real counts vary together along the genome, and segmentation picks a call's windows from the data, so
 r overstates the evidence (false calls on real counts have r of tens to thousands). The quality is r calibrated
-against the observed false-call rate of spike-ins into real counts (``benchmarks/spikein.py``): Q =
-min(``MAX_Q``, round(-10 log10 ``calibrated_error(r)``)) with the constants ``CALIBRATION``, the same map for
+against the observed false-call rate of spike-ins into real counts (``benchmarks/spikein.py``), with the call's
+locus dispersion D (``locus_dispersion``: how much the *other* samples' counts of its windows vary around the
+normal class, against the sample's own dispersion; at least 1): Q = min(``MAX_Q``, -10 log10
+``calibrated_error(r, D)``) to ``Q_DECIMALS`` decimals with the constants ``CALIBRATION``, the same map for
 both kinds; sets without windows get 0. Every path computes them the same way, bit for bit: where a block of whole
 chromosomes has its matrices (``pipeline.stages.finish_block``), ``block_evidence`` sums each call's
-log-likelihoods and mixture weights and counts the residuals (``CallEvidence``, held by the block's result); the
-blocks' evidence is joined (``CallEvidence.join``: counts added, calls appended), and the dispersion, posteriors
-and calibration are applied when the call files are written (``Evidence``). More windows, or counts further from the normal class towards the stated one, give a
-higher quality (r grows with both, the map is increasing).
+log-likelihoods, mixture weights and locus medians and counts the residuals (``CallEvidence``, held by the
+block's result); the blocks' evidence is joined (``CallEvidence.join``: counts added, calls appended), and the
+dispersion, posteriors and calibration are applied when the call files are written (``Evidence``). More windows,
+or counts further from the normal class towards the stated one, give a higher quality (r grows with both, the map is increasing in r); a sample's own counts never change its D.
 """
 from __future__ import annotations
 
@@ -65,7 +67,7 @@ class Calibration(NamedTuple):
 
 #: the calibration of the model's phred scores r (and the calls' locus dispersion D) into qualities, fitted on
 #: spike-in replicates 1-400 (``benchmarks/accuracy.py spikein --fit``; docs/qualities.md)
-CALIBRATION = Calibration(q0=2.95, scale=0.003, power=2.342, tail_q=13.38, tail_r=4900.0, locus_power=3.69)
+CALIBRATION = Calibration(q0=2.952, scale=0.002984, power=2.342, tail_q=13.38, tail_r=1.377, locus_power=0.3477)
 #: qualities are written with this many decimals (VCF QUAL is a float; the BED score is 10 x Q)
 Q_DECIMALS = 1
 
