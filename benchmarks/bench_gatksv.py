@@ -17,7 +17,7 @@ table row; ``--json PATH`` writes the same (after each step). ``--warmup`` first
 untimed, so that compiling kernels is not counted.
 
     python benchmarks/bench_gatksv.py [--bins N] [--samples N] [--backend auto|cpu|gpu] [--workdir DIR]
-        [--threads N] [--level 1-9] [--warmup] [--json PATH] [--devices all|IDS] [--passes-per-device N]
+        [--threads N] [--level 1-9] [--warmup] [--json PATH] [--devices all|IDS]
 """
 from __future__ import annotations
 
@@ -273,7 +273,6 @@ def main(argv: list[str] | None = None) -> dict:
                                                           "compiled and cached, as in an image made with them)")
     ap.add_argument("--json", help="also write the results to this JSON file")
     ap.add_argument("--devices", help="GPUs the passes run on (gatk-sv cnmops --devices: ids or 'all')")
-    ap.add_argument("--passes-per-device", type=int, help="passes each GPU runs at a time (gatk-sv cnmops' option)")
     args = ap.parse_args(argv)
     work = Path(args.workdir or Path(tempfile.gettempdir()) / "gcnmops-bench-gatksv")
 
@@ -287,8 +286,7 @@ def main(argv: list[str] | None = None) -> dict:
               file=sys.stderr)
         return folder, meta
 
-    more = (["--devices", args.devices] if args.devices else []) + (
-        ["--passes-per-device", str(args.passes_per_device)] if args.passes_per_device else [])
+    more = ["--devices", args.devices] if args.devices else []
     if args.warmup:
         folder, _ = batch(20_000, 24)
         for call in calls(args.min_size):

@@ -76,8 +76,11 @@ SEGMENT_MEDIAN_MAX_BLOCKS = 1 << 16
 DEVICE_PREPARE_MAX_ROWS = 200_000
 
 # ------------------------------------------------------------------------ several blocks per device (host threads)
-#: host threads per GPU running chromosome blocks (pipeline/multigpu.py): one block's host passes beside another's
-#: device stages
-BLOCKS_PER_DEVICE = 2
-#: GATK-SV passes each GPU runs at a time (gatksv/cnmops.py, `gatk-sv cnmops --passes-per-device`)
-PASSES_PER_DEVICE = 2
+# Two host threads per GPU overlap one block's (or pass's) host passes with another's device stages, but two GATK-SV
+# passes at once on one H100 gave other calls than one at a time (benchmarks/RESULTS.md, sixth session): the threads
+# shared cupy's memory pool (cuda.runtime.thread_memory_pool now gives each its own). One per GPU until verified
+# on a GPU; several GPUs (one thread each) gave the same bits in every run.
+#: host threads per GPU running chromosome blocks (pipeline/multigpu.py)
+BLOCKS_PER_DEVICE = 1
+#: GATK-SV passes each GPU runs at a time (gatksv/cnmops.py)
+PASSES_PER_DEVICE = 1

@@ -475,6 +475,23 @@ def keep_modules_at_exit() -> None:
     atexit.register(hold)
 
 
+def thread_memory_pool() -> ExitStack:
+    """Context manager: cupy allocations of this thread come from a memory pool of its own (freed on exit).
+
+    Host threads that share a GPU must not share cupy's pool: a block one thread frees while its kernels on the
+    default stream still use it goes back to the pool, and another thread may get it at once and write it on a
+    stream of its own before those kernels are done. Nothing in the CUDA simulator."""
+    stack = ExitStack()
+    if not simulating():
+        import cupy
+
+        pool = cupy.cuda.MemoryPool()
+        stack.callback(pool.free_all_blocks)
+        stack.callback(cupy.cuda.Device().synchronize)  # the thread's work is done before its blocks are freed
+        stack.enter_context(cupy.cuda.using_allocator(pool.malloc))
+    return stack
+
+
 def in_threads(work: dict) -> None:
     """Run each callable of ``work`` (thread name -> callable) in a thread of its own, wait for all, and re-raise
     the first exception in the caller's thread."""

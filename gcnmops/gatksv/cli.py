@@ -7,7 +7,6 @@ import sys
 import time
 
 from ..cuda.probe import BACKENDS
-from ..cuda.config import PASSES_PER_DEVICE
 from ..params import device_list
 
 
@@ -55,11 +54,8 @@ def add_parser(sub) -> None:
     cm.add_argument("--stitch-and-clean-large-events", action="store_true",
                     help="the large call's clean step (rdtest2vcf, stitch, vcf2bed, --min-size)")
     cm.add_argument("-o", "--outdir", required=True, help="output folder: passes/<contig>.<mode>.r<r>/ and the BEDs")
-    cm.add_argument("--devices", type=device_list, help="GPU backend: the GPUs the passes run on, ids comma separated "
-                                                        "or 'all' (default 0)")
-    cm.add_argument("--passes-per-device", type=int, default=PASSES_PER_DEVICE, metavar="N",
-                    help=f"GPU backend: passes each GPU runs at a time (default {PASSES_PER_DEVICE}: one pass's host "
-                         "work beside another's device work)")
+    cm.add_argument("--devices", type=device_list, help="GPU backend: the GPUs the passes run on, one pass per GPU at a "
+                                                        "time: ids comma separated or 'all' (default 0)")
     cm.add_argument("--timings", metavar="JSON", help="also write the seconds of each stage to this JSON file (read, "
                                                       "passes, each pass group MR2..FR1, tables, cn.mops, clean, "
                                                       "total)")
@@ -96,8 +92,7 @@ def run(args) -> int:
     written = run_call(args.bincov_matrix, args.chrom_file, args.allo_file, args.ped_file, args.exclude_list,
                        r1=args.r1, r2=args.r2, batch=args.batch, prefix=args.prefix, outdir=args.outdir,
                        min_size=args.min_size, stitch_and_clean_large_events=args.stitch_and_clean_large_events,
-                       backend=args.backend, devices=args.devices, per_device=args.passes_per_device,
-                       timings=timings, gpu_warmup=gpu)
+                       backend=args.backend, devices=args.devices, timings=timings, gpu_warmup=gpu)
     if args.timings:
         import json
         from pathlib import Path

@@ -107,10 +107,10 @@ def run_pass(matrix: DepthMatrix, p: Pass, ped, bed, outdir: Path, *, backend: s
 def run_passes(matrix: DepthMatrix, passes: list[Pass], ped, bed, outdir: Path, *, backend: str = "auto",
                devices=None, per_device: int = PASSES_PER_DEVICE, timings: dict | None = None) -> dict[Pass, Path]:
     """Every pass of ``passes`` (run_pass), each GFF written as alone. On the GPU backend each device of
-    ``devices`` (None: device 0; "all"; ids) runs ``per_device`` passes at a time, each on its own host thread
-    with its share of the cores and of the device's memory, taking the next pass in the given order: while one
-    pass's host work runs (its table, the segmentation's finish, the GFF) the device computes another's. A pass
-    that runs out of device memory beside others runs again alone. On the CPU, one pass at a time. Each pass's
+    ``devices`` (None: device 0; "all"; ids) runs ``per_device`` passes at a time (cuda/config.py says why one),
+    each on its own host thread with its share of the cores (and, beside another pass on its device, of the
+    device's memory and a cupy memory pool of its own), taking the next pass in the given order. A pass that runs
+    out of device memory beside others runs again alone. On the CPU, one pass at a time. Each pass's
     log (runcnMOPS.R's messages and warnings) is written to stderr whole, when it is done. ``timings``: as
     run_pass's, plus one entry per pass name (its seconds)."""
     slots = pass_slots(backend, devices, per_device)
@@ -134,11 +134,16 @@ def run_passes(matrix: DepthMatrix, passes: list[Pass], ped, bed, outdir: Path, 
             sys.stderr.flush()
 
     def work(device) -> None:
-        from ..cuda.runtime import make_backend, on_device
+        from ..cuda.runtime import make_backend, on_device, thread_memory_pool
 
         if len(slots) > 1:
             numba.set_num_threads(share)
-        with on_device(device) if device is not None else contextlib.nullcontext():
+        gpu = contextlib.ExitStack()
+        if device is not None:
+            gpu.enter_context(on_device(device))
+            if len(slots) > 1:
+                gpu.enter_context(thread_memory_pool())
+        with gpu:
             options = {}
             if device is not None and len(slots) > 1:
                 options["max_device_memory"] = make_backend(device).mem_info()[1] // slots.count(device)

@@ -20,6 +20,7 @@ GPU, so several GPUs save only their device stages (benchmarks/RESULTS.md, "Sixt
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Sequence
@@ -29,7 +30,7 @@ import numpy as np
 
 from ..cuda.config import BLOCKS_PER_DEVICE
 from ..cuda.probe import Backend
-from ..cuda.runtime import Landing, in_threads, make_backend, on_device
+from ..cuda.runtime import Landing, in_threads, make_backend, on_device, thread_memory_pool
 from ..data import CountData
 from ..model.spec import ModelOutput
 from ..normalization.checks import count_matrix
@@ -80,7 +81,7 @@ def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timin
         t0 = time.perf_counter()
         try:
             numba.set_num_threads(share)  # this thread's parallel loops: its share of the cores
-            with on_device(device):
+            with on_device(device), thread_memory_pool() if gpu else contextlib.nullcontext():
                 limit = {}  # the device's memory shared among its threads
                 if plan.backend is Backend.GPU and per_device > 1:
                     limit["max_device_memory"] = make_backend(device).mem_info()[1] // per_device
