@@ -194,7 +194,7 @@ class CupyBackend:
     def mem_info(self) -> tuple[int, int]:
         free, total = self.rt.memGetInfo()
         # blocks cached by cupy's pool are free for our purposes
-        free += self.cp.get_default_memory_pool().free_bytes()
+        free += pool_free_bytes()
         return int(free), int(total)
 
     def device_array(self, size: int, dtype):
@@ -473,6 +473,20 @@ def keep_modules_at_exit() -> None:
         config.CUDA_DEALLOCS_RATIO = float(sys.maxsize)
 
     atexit.register(hold)
+
+
+def pool_free_bytes() -> int:
+    """Bytes cached free in the cupy memory pool this thread allocates from (its own, ``thread_memory_pool``, or
+    cupy's default pool): device memory it can use besides the device's free memory."""
+    import cupy
+
+    try:
+        pool = getattr(cupy.cuda.get_allocator(), "__self__", None)
+    except Exception:  # noqa: BLE001 - a cupy without get_allocator: its default pool
+        pool = None
+    if not isinstance(pool, cupy.cuda.MemoryPool):
+        pool = cupy.get_default_memory_pool()
+    return int(pool.free_bytes())
 
 
 def thread_memory_pool() -> ExitStack:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..cuda import plan as memory_plan
-from ..cuda.runtime import Landing, copy_to_host_async, device_copy, device_module, simulating
+from ..cuda.runtime import Landing, copy_to_host_async, device_copy, device_module, pool_free_bytes, simulating
 from ..data import CountData
 from ..model import fit_on_device
 from ..model.spec import ModelOutput
@@ -66,7 +66,7 @@ def normalize_and_fit_resident(plan: RunPlan, data: CountData, timings: dict, ou
     n = plan.spec.folds.size
     copies = 2 if plan.uses_coverage else 1
     current = 0 if xp is np else xp.cuda.Device().id
-    free = xp.cuda.Device().mem_info[0] + xp.get_default_memory_pool().free_bytes() if xp is not np else 1 << 40
+    free = xp.cuda.Device().mem_info[0] + pool_free_bytes() if xp is not np else 1 << 40
     need = memory_plan.resident_bytes(m, N, n, params.return_posterior, input_copies=copies)
     if devices not in (None, current, [current]) or need > memory_plan.memory_budget(free, max_device_memory):
         return None
