@@ -582,7 +582,7 @@ def test_the_calibration_is_monotone_and_bounded():
     assert np.array_equal(quality._phred_log(np.array([0.0, -np.inf, np.nan])), [q0, 99, q0])
 
 
-def test_locus_medians_leave_the_sample_out():
+def test_locus_medians_leave_the_sample_out(monkeypatch):
     """Each sample's locus median is the lower median of the other samples' squared residuals (cells without a
     finite count or expectation left out), so a sample's own reads never change it: more reads away from the
     normal level move only the model's score r, and the quality with it (never down)."""
@@ -613,6 +613,11 @@ def test_locus_medians_leave_the_sample_out():
         assert np.allclose(sums[i], np.where(ok, med[rows], 0).sum(axis=0))
     one, c_one = quality.set_locus_sums(lambda rows: med[rows], sets, np.array([2, 0, 7, 4]), n)
     assert np.array_equal(one, sums[np.arange(4), [2, 0, 7, 4]]) and np.array_equal(c_one, counts[np.arange(4), [2, 0, 7, 4]])
+    monkeypatch.setattr(quality, "_CELLS", 4 * n)  # sets larger than the bound: a few windows at a time
+    parts, c_parts = quality.set_locus_sums(lambda rows: med[rows], sets, None, n)
+    assert np.allclose(parts, sums) and np.array_equal(c_parts, counts)
+    parts, c_parts = quality.set_locus_sums(lambda rows: med[rows], sets, np.array([2, 0, 7, 4]), n)
+    assert np.allclose(parts, one) and np.array_equal(c_parts, c_one)
 
 
 def test_a_clear_duplication_gets_a_high_quality():

@@ -424,7 +424,8 @@ def set_locus_sums(medians, sets: list[np.ndarray], cols: np.ndarray | None, n_s
                    ) -> tuple[np.ndarray, np.ndarray]:
     """(sums, counts) of the finite ``medians(rows)`` (``locus_medians`` of those windows) over each set of
     windows (its rows in their order): of the sample ``cols[i]`` of set i, each (n,); ``cols`` None: of every
-    sample, each (n, N). The windows of a group of sets at a time (at most _CELLS cells)."""
+    sample, each (n, N). The windows of a group of sets at a time (at most _CELLS cells; a larger set in parts of
+    its windows)."""
     n = len(sets)
     shape = (n,) if cols is not None else (n, n_samples)
     sums, counts = np.zeros(shape), np.zeros(shape, np.int64)
@@ -438,7 +439,16 @@ def set_locus_sums(medians, sets: list[np.ndarray], cols: np.ndarray | None, n_s
             j += 1
         group = [np.asarray(r, np.int64) for r in sets[i:j]]
         rows = np.concatenate(group) if group else np.zeros(0, np.int64)
-        if rows.size:
+        if j == i + 1 and cells > _CELLS:  # one set larger than the bound: its windows a part at a time
+            step = max(1, _CELLS // width)
+            for a in range(0, rows.size, step):
+                med = medians(rows[a:a + step])
+                if cols is not None:
+                    med = med[:, int(cols[i])]
+                ok = np.isfinite(med)
+                sums[i] += np.where(ok, med, 0.0).sum(axis=0)
+                counts[i] += ok.sum(axis=0)
+        elif rows.size:
             unique, local = np.unique(rows, return_inverse=True)
             med = medians(unique)[local]  # (rows, N), in the sets' order
             if cols is not None:
