@@ -17,7 +17,7 @@ from scipy.special import logsumexp
 
 import gcnmops
 from gcnmops.errors import InputError
-from gcnmops.calls import quality
+from gcnmops.calls import dispersion, quality
 from gcnmops.outputs import callfiles, pipes
 from gcnmops.outputs.writers import write_result
 from golden import array, case_names, manifest, table
@@ -546,9 +546,9 @@ def test_dispersion_counts_are_sparse_and_add_up_over_blocks():
     x[rng.random((m, n)) < 0.05] = np.nan
     mu = np.tile(rng.uniform(5, 200, (1, n)), (m, 1))
     mu[:3, :7] = 0.0  # no expectation: left out
-    whole = quality.residual_counts(x, mu)
+    whole = dispersion.residual_counts(x, mu)
     assert whole.keys.size <= m * n and whole.keys.nbytes + whole.counts.nbytes <= 16 * m * n
-    joined = quality.residual_counts(x[:13], mu[:13]) + quality.residual_counts(x[13:], mu[13:])
+    joined = dispersion.residual_counts(x[:13], mu[:13]) + dispersion.residual_counts(x[13:], mu[13:])
     assert np.array_equal(joined.keys, whole.keys) and np.array_equal(joined.counts, whole.counts)
     with np.errstate(invalid="ignore", divide="ignore"):
         r2 = (x - mu) ** 2 / mu
@@ -557,8 +557,8 @@ def test_dispersion_counts_are_sparse_and_add_up_over_blocks():
         v = np.sort(r2[:, k][np.isfinite(r2[:, k]) & (mu[:, k] > 0)])
         low = min(max(v[(v.size - 1) // 2], chi2), chi2 * 1e4)
         edge = float(((np.array(low).view(np.int64) >> 45) << 45).view(np.float64))
-        assert quality.dispersion(whole)[k] == max(1.0, edge / chi2)
-    wide = quality.residual_counts(x[:2], mu[:2])
+        assert dispersion.dispersion(whole)[k] == max(1.0, edge / chi2)
+    wide = dispersion.residual_counts(x[:2], mu[:2])
     assert wide.keys.nbytes + wide.counts.nbytes <= 16 * 2 * n
 
 
@@ -594,7 +594,7 @@ def test_locus_medians_leave_the_sample_out(monkeypatch):
     mu[rng.random((m, n)) < 0.05] = 0.0
     x[5] = np.nan  # a window without any count
     x[6, 1:] = np.nan  # one count only: the others have none
-    med = quality.locus_medians(x, mu)
+    med = dispersion.locus_medians(x, mu)
     for w in range(m):
         for k in range(n):
             z = np.array([(x[w, j] - mu[w, j]) ** 2 / mu[w, j] for j in range(n)
@@ -603,20 +603,20 @@ def test_locus_medians_leave_the_sample_out(monkeypatch):
             assert np.array_equal(med[w, k], want, equal_nan=True), (w, k)
     more = x.copy()
     more[:, 4] = more[:, 4] * 3 + 50
-    assert np.array_equal(quality.locus_medians(more, mu)[:, 4], med[:, 4], equal_nan=True)
+    assert np.array_equal(dispersion.locus_medians(more, mu)[:, 4], med[:, 4], equal_nan=True)
     # the sums over sets of windows: each set's own windows in order, a group of sets at a time
     sets = [np.array([3, 4, 5]), np.array([], np.int64), np.array([10]), np.arange(m)]
-    sums, counts = quality.set_locus_sums(lambda rows: med[rows], sets, None, n)
+    sums, counts = dispersion.set_locus_sums(lambda rows: med[rows], sets, None, n)
     for i, rows in enumerate(sets):
         ok = np.isfinite(med[rows])
         assert np.array_equal(counts[i], ok.sum(axis=0))
         assert np.allclose(sums[i], np.where(ok, med[rows], 0).sum(axis=0))
-    one, c_one = quality.set_locus_sums(lambda rows: med[rows], sets, np.array([2, 0, 7, 4]), n)
+    one, c_one = dispersion.set_locus_sums(lambda rows: med[rows], sets, np.array([2, 0, 7, 4]), n)
     assert np.array_equal(one, sums[np.arange(4), [2, 0, 7, 4]]) and np.array_equal(c_one, counts[np.arange(4), [2, 0, 7, 4]])
-    monkeypatch.setattr(quality, "_CELLS", 4 * n)  # sets larger than the bound: a few windows at a time
-    parts, c_parts = quality.set_locus_sums(lambda rows: med[rows], sets, None, n)
+    monkeypatch.setattr(dispersion, "_CELLS", 4 * n)  # sets larger than the bound: a few windows at a time
+    parts, c_parts = dispersion.set_locus_sums(lambda rows: med[rows], sets, None, n)
     assert np.allclose(parts, sums) and np.array_equal(c_parts, counts)
-    parts, c_parts = quality.set_locus_sums(lambda rows: med[rows], sets, np.array([2, 0, 7, 4]), n)
+    parts, c_parts = dispersion.set_locus_sums(lambda rows: med[rows], sets, np.array([2, 0, 7, 4]), n)
     assert np.allclose(parts, one) and np.array_equal(c_parts, c_one)
 
 

@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 
 from ..calls.cnvs import NO_CNV_MESSAGE
-from ..calls.quality import CallEvidence, ResidualCounts
+from ..calls.dispersion import ResidualCounts
+from ..calls.quality import CallEvidence
 from ..data import CountData
 from ..model.spec import ModelOutput
 from ..normalization.factors import coverage_ratios
