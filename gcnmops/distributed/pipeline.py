@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+import contextlib
 import warnings
 from dataclasses import dataclass
 
@@ -25,6 +26,7 @@ import pandas as pd
 
 from ..calls.qc import window_medians
 from ..cuda.probe import BACKENDS, Backend
+from ..cuda.runtime import thread_memory_pool
 from ..data import CountData, validate_counts
 from ..errors import InputError
 from ..normalization import normalize
@@ -74,7 +76,8 @@ def run_chromosomes(job: BlockJob, block: int, counts, controls, ranges: pd.Data
     ctrl = None if controls is None else CountData(validate_counts(read_part(controls)), list(job.control_names),
                                                    ranges)
     timings: dict = {}
-    with task_threads():
+    gpu = plan.backend is Backend.GPU  # a worker's task threads share its GPU: each task its own memory pool
+    with task_threads(), thread_memory_pool() if gpu else contextlib.nullcontext():
         result = run_block(plan, held, controls=ctrl, genome=job.genome, timings=timings)
     del ctrl
     rows, k = job.chunks
