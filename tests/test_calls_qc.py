@@ -429,3 +429,31 @@ def test_order_statistics_are_numpys(n):
     assert np.array_equal(got["total_count"], np.nansum(counts, axis=0))
     assert np.array_equal(got["median_count"], np.median(counts, axis=0), equal_nan=True)
     assert np.array_equal(got["empty_fraction"], (counts == 0).sum(axis=0) / n)
+
+
+@pytest.mark.parametrize("pattern", ["normal", "one_binade", "ties", "equal", "signed_zeros", "tiny_and_huge",
+                                     "two_values"])
+def test_radix_selection_is_the_sorted_order_statistic(pattern):
+    """The radix selection behind the spreads' medians and quantiles (calls/spreads.py ``_kth_pair``) gives the
+    sorted array's k-th and (k+1)-th values for every kind of input above its quickselect size: values within one
+    binade (the first digit splits them little, the next ones do), ties, all equal, signed zeros, subnormals
+    beside huge values and infinities, and ranks whose two values straddle two digits; at the ends too."""
+    from gcnmops.calls import spreads
+
+    rng = np.random.default_rng(11)
+    n = 3 * spreads._DIRECT + 7
+    values = {"normal": rng.normal(size=n), "one_binade": rng.uniform(32.0, 64.0, n),
+              "ties": rng.integers(0, 5, n).astype(float), "equal": np.full(n, -2.5),
+              "signed_zeros": rng.choice([0.0, -0.0, 1e-310, -1e-310], n),
+              "tiny_and_huge": np.concatenate([rng.uniform(0, 5e-324 * 50, n // 2),
+                                               rng.uniform(1e300, 1e308, n - n // 2 - 2), [np.inf, -np.inf]]),
+              "two_values": np.where(rng.random(n) < 0.5, 1.0, 2.0)}[pattern]
+    ordered = np.sort(values)
+    for k in sorted({0, 1, n // 4, n // 2 - 1, n // 2, n - 2, n - 1, int(np.searchsorted(ordered, ordered[n // 2],
+                                                                                           side="right")) - 1}):
+        lo, hi = spreads._kth_pair(values.copy(), k)
+        assert lo == ordered[k] and hi == ordered[min(k + 1, n - 1)], (pattern, k)
+    finite = values[np.isfinite(values)]
+    assert spreads._median(finite.copy()) == np.median(finite)
+    for q in (0.25, 0.75):
+        assert spreads._quantile(finite.copy(), q) == np.percentile(finite, 100 * q)

@@ -3,7 +3,7 @@ biweight midvariance of a column's finite values (``column_spreads``: every colu
 the columns), and each window's median over the samples (``row_medians``, in parallel over the windows).
 
 The definitions are calls/qc.py's; here is their arithmetic. Medians and quantiles are order statistics of the
-finite values (a selection, not a sort: the same doubles numpy's median and "linear" percentile give); the
+finite values (a radix selection, not a sort: the same doubles numpy's median and "linear" percentile give); the
 biweight's sums run in the values' order, one pass each. Scratch: a few copies of one column per thread.
 """
 from __future__ import annotations
@@ -20,15 +20,25 @@ from ..exact.rstats import select_kth
 MAD_SCALE = 1.4826
 
 
-@njit(cache=True, nogil=True)
-def _kth(a, k):
-    """The k-th smallest of ``a`` (0-based); ``a`` is reordered."""
-    return select_kth(a, a.size, k)
+#: the radix selection's digit: 16 bits of a double's order key (sign, exponent, mantissa), from the top
+_DIGIT_BITS = 16
+_DIGITS = 1 << _DIGIT_BITS
+#: at most this many values left, the selection picks among them directly (quickselect)
+_DIRECT = 4096
+_SIGN = np.uint64(1 << 63)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _digit(bits, shift):
+    """Bits shift..shift+15 of the order key of a double's bits: unsigned keys in the doubles' order (negatives
+    flipped whole, positives with the sign bit set)."""
+    flip = (np.uint64(0) - (bits >> np.uint64(63))) | _SIGN  # all ones for a negative, the sign bit otherwise
+    return int(((bits ^ flip) >> np.uint64(shift)) & np.uint64(_DIGITS - 1))
 
 
 @njit(cache=True, nogil=True)
 def _min_from(a, k):
-    """The smallest of a[k:] (after ``_kth(a, k - 1)``: the k-th order statistic)."""
+    """The smallest of a[k:] (after ``select_kth(a, n, k - 1)``: the k-th order statistic)."""
     v = a[k]
     for i in range(k + 1, a.size):
         if a[i] < v:
@@ -37,26 +47,67 @@ def _min_from(a, k):
 
 
 @njit(cache=True, nogil=True)
+def _kth_pair(a, k):
+    """(the k-th smallest of ``a``, the (k+1)-th; the k-th twice where k + 1 = n), 0-based, n >= 1; ``a`` is
+    reordered and overwritten. A radix selection: a pass counts each 16-bit digit of the values' order keys from
+    the top, the values of the digits holding ranks k and k + 1 are moved to the front (a forward pass, in place)
+    and the search goes on among them, until few are left for a quickselect: two linear passes a level instead of
+    a quickselect's many, the same doubles (an order statistic is one of the values)."""
+    n = a.size
+    last = k + 1 >= n
+    shift = 64 - _DIGIT_BITS
+    hist = np.zeros(_DIGITS if n > _DIRECT else 1, np.int64)
+    while n > _DIRECT and shift >= 0:
+        bits = a[:n].view(np.uint64)
+        hist[:] = 0
+        for i in range(n):
+            hist[_digit(bits[i], shift)] += 1
+        b = 0
+        below = 0
+        while below + hist[b] <= k:
+            below += hist[b]
+            b += 1
+        e = b
+        if not last and below + hist[b] <= k + 1:  # rank k + 1 is the smallest of the next digit held
+            e = b + 1
+            while hist[e] == 0:
+                e += 1
+        j = 0
+        for i in range(n):
+            d = _digit(bits[i], shift)
+            if b <= d <= e:
+                a[j] = a[i]  # j <= i: the values still to read are not overwritten
+                j += 1
+        n = j
+        k -= below
+        if e != b:  # the ranks straddle two digits: select among their values
+            break
+        shift -= _DIGIT_BITS
+    a = a[:n]
+    lo = select_kth(a, n, k)
+    return lo, lo if last else _min_from(a, k + 1)
+
+
+@njit(cache=True, nogil=True)
 def _median(a):
-    """numpy's median of the finite values ``a`` (n >= 1; reordered): the middle one, or the mean of the middle
-    two."""
+    """numpy's median of the finite values ``a`` (n >= 1; reordered and overwritten): the middle one, or the mean
+    of the middle two."""
     n = a.size
     if n % 2:
-        return _kth(a, n // 2)
-    lo = _kth(a, n // 2 - 1)
-    return (lo + _min_from(a, n // 2)) / 2.0
+        return _kth_pair(a, n // 2)[0]
+    lo, hi = _kth_pair(a, n // 2 - 1)
+    return (lo + hi) / 2.0
 
 
 @njit(cache=True, nogil=True)
 def _quantile(a, q):
-    """numpy's "linear" percentile 100 q of the finite values ``a`` (n >= 1; reordered)."""
+    """numpy's "linear" percentile 100 q of the finite values ``a`` (n >= 1; reordered and overwritten)."""
     index = q * (a.size - 1)
     lo = int(math.floor(index))
     t = index - lo
-    below = _kth(a, lo)
+    below, above = _kth_pair(a, lo)
     if lo + 1 >= a.size:
         return below
-    above = _min_from(a, lo + 1)
     diff = above - below
     if t >= 0.5:  # numpy's _lerp: exact at both ends
         return above - diff * (1.0 - t)
@@ -147,10 +198,12 @@ def _spread_into(x, out, a, scratch):
         return
     a = a[:n]
     scratch = scratch[:n]
-    scratch[:] = a
+    scratch[:] = a  # each selection overwrites its copy
     q1 = _quantile(scratch, 0.25)
+    scratch[:] = a
     q3 = _quantile(scratch, 0.75)
-    centre = _median(scratch)  # an order statistic: the order the quantiles left does not matter
+    scratch[:] = a
+    centre = _median(scratch)
     spread = _abs_dev_median(a, centre, scratch)
     out[0] = spread * MAD_SCALE
     out[1] = q3 - q1
