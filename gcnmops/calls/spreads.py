@@ -55,34 +55,38 @@ def _kth_pair(a, k):
     a quickselect's many, the same doubles (an order statistic is one of the values)."""
     n = a.size
     last = k + 1 >= n
-    shift = 64 - _DIGIT_BITS
-    hist = np.zeros(_DIGITS if n > _DIRECT else 1, np.int64)
-    while n > _DIRECT and shift >= 0:
-        bits = a[:n].view(np.uint64)
-        hist[:] = 0
-        for i in range(n):
-            hist[_digit(bits[i], shift)] += 1
-        b = 0
-        below = 0
-        while below + hist[b] <= k:
-            below += hist[b]
-            b += 1
-        e = b
-        if not last and below + hist[b] <= k + 1:  # rank k + 1 is the smallest of the next digit held
-            e = b + 1
-            while hist[e] == 0:
-                e += 1
-        j = 0
-        for i in range(n):
-            d = _digit(bits[i], shift)
-            if b <= d <= e:
-                a[j] = a[i]  # j <= i: the values still to read are not overwritten
-                j += 1
-        n = j
-        k -= below
-        if e != b:  # the ranks straddle two digits: select among their values
-            break
-        shift -= _DIGIT_BITS
+    if n > _DIRECT:
+        shift = 64 - _DIGIT_BITS
+        hist = np.zeros(_DIGITS, np.int64)
+        while n > _DIRECT and shift >= 0:
+            bits = a[:n].view(np.uint64)
+            hist[:] = 0
+            for i in range(n):
+                hist[_digit(bits[i], shift)] += 1
+            b = 0
+            below = 0
+            while below + hist[b] <= k:
+                below += hist[b]
+                b += 1
+            e = b
+            if not last and below + hist[b] <= k + 1:  # rank k + 1 is the smallest of the next digit held
+                e = b + 1
+                while hist[e] == 0:
+                    e += 1
+            if hist[b] + (hist[e] if e != b else 0) < n:  # else every value is in these digits: none to move
+                j = 0
+                for i in range(n):
+                    d = _digit(bits[i], shift)
+                    if b <= d <= e:
+                        a[j] = a[i]  # j <= i: the values still to read are not overwritten
+                        j += 1
+                n = j
+                k -= below
+            if e != b:  # the ranks straddle two digits: select among their values
+                break
+            shift -= _DIGIT_BITS
+        if shift < 0:  # every digit of the values left is the same: they are one value
+            return a[0], a[0]
     a = a[:n]
     lo = select_kth(a, n, k)
     return lo, lo if last else _min_from(a, k + 1)
