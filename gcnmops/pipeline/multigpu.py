@@ -10,9 +10,11 @@ needs of the rest only what ``stages.Genome`` holds (each sample's total count, 
 on the whole matrix. A device's thread takes the largest chromosome not yet taken (the longest first, so the
 devices finish together), makes it the thread's current device (cuda.runtime.on_device) and runs the stages
 there: normalization, the model, the segmentation's statistic on that GPU, their host passes on the thread's
-share of the cores (numba's thread count is per thread). Each device has ``per_device`` such threads, so that
-while one chromosome's segmentation is finished on the host the device computes another's. The call tables are
-gathered in chromosome order (blocks.BlockTables): the result is the single-GPU and the CPU result, bit for bit.
+share of the cores (numba's thread count is per thread) and a cupy memory pool of its own
+(cuda.runtime.thread_memory_pool). Each device may have ``per_device`` such threads, so that while one chromosome's
+segmentation is finished on the host the device computes another's (one by default: cuda/config.py
+BLOCKS_PER_DEVICE says why). The call tables are gathered in chromosome order (blocks.BlockTables): the result is
+the single-GPU and the CPU result, bit for bit.
 
 Not yet the default of ``cn_mops(devices=...)`` (which shares the model's rows among the devices): the host passes
 every device's threads share the same cores for (the segmentation's preparation and finish) are as long as on one
