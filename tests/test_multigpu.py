@@ -143,3 +143,37 @@ def test_every_gpu_equals_the_cpu():
         gpu = multigpu.run_on_devices(RunPlan(METHODS["cn.mops"], p, Backend.GPU, data.n_regions), data,
                                       device_ids("all"), {}, per_device=per_device)
         assert_same(gpu, run_block(RunPlan(METHODS["cn.mops"], p, Backend.CPU, data.n_regions), data))
+
+
+@pytest.mark.gpu
+def test_two_threads_on_one_gpu_equal_the_run_alone():
+    """Two block threads on one GPU (each with a cupy memory pool of its own) give the run alone, repeatedly, on a
+    cohort of over 128 samples (the EM's global-scratch kernel) whose chromosomes overlap in time. Two GATK-SV
+    passes at once on one H100 changed calls while the threads shared one pool (benchmarks/RESULTS.md, sixth
+    session): this is the check to pass before cuda/config.py's BLOCKS_PER_DEVICE and PASSES_PER_DEVICE go to 2."""
+    data = cohort(sizes=(60_000, 90_000, 40_000, 75_000), n=200, seed=4, silent=None)
+    p = METHODS["cn.mops"].params()
+    alone = run_block(RunPlan(METHODS["cn.mops"], p, Backend.GPU, data.n_regions), data)
+    for _ in range(3):
+        two = multigpu.run_on_devices(RunPlan(METHODS["cn.mops"], p, Backend.GPU, data.n_regions), data, [0], {},
+                                      per_device=2)
+        assert_same(two, alone)
+
+
+@pytest.mark.gpu
+def test_a_threads_pool_is_its_own_and_counted():
+    """Inside thread_memory_pool a thread allocates from its own pool, whose freed blocks pool_free_bytes counts;
+    after it, cupy's default pool again."""
+    import cupy
+
+    from gcnmops.cuda.runtime import pool_free_bytes, thread_memory_pool
+
+    default = cupy.get_default_memory_pool()
+    with thread_memory_pool():
+        a = cupy.zeros(1 << 20)
+        before = default.used_bytes()
+        del a
+        assert pool_free_bytes() >= 8 << 20 and default.used_bytes() == before
+    b = cupy.zeros(1 << 20)
+    assert default.used_bytes() >= 8 << 20
+    del b
