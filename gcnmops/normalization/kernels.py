@@ -42,12 +42,13 @@ def silent_rows(Y, r0, r1):
     return silent, any_nonzero
 
 
-@njit(cache=True)
+@njit(cache=True, parallel=True)
 def col_means(Y, r0, keep, n_keep):
-    """Per-column mean of the kept rows, rounded once as R's long-double colMeans; (g,)."""
+    """Per-column mean of the kept rows, rounded once as R's long-double colMeans; (g,); the columns in
+    parallel."""
     g = Y.shape[1]
     out = np.empty(g)
-    for k in range(g):
+    for k in prange(g):
         hi = 0.0
         lo = 0.0
         for i in range(keep.shape[0]):
@@ -223,11 +224,11 @@ def row_variance_to_mean(Y, i, f):
     return ld_div(a_hi, a_lo, float(g - 1))[0] / mean
 
 
-@njit(cache=True)
+@njit(cache=True, parallel=True)
 def scale_block(Y, r0, f, silent):
-    """In place: Y[r0 + i, k] *= f[k]; silent rows set to 0."""
+    """In place: Y[r0 + i, k] *= f[k]; silent rows set to 0; the columns in parallel."""
     g = Y.shape[1]
-    for k in range(g):
+    for k in prange(g):
         fk = f[k]
         for i in range(silent.shape[0]):
             Y[r0 + i, k] = 0.0 if silent[i] else Y[r0 + i, k] * fk
