@@ -34,7 +34,8 @@ chromosomes has its matrices (``pipeline.stages.finish_block``), ``block_evidenc
 log-likelihoods, mixture weights and locus medians and counts the residuals (``CallEvidence``, held by the
 block's result); the blocks' evidence is joined (``CallEvidence.join``: counts added, calls appended), and the
 dispersion, posteriors and calibration are applied when the call files are written (``Evidence``). More windows,
-or counts further from the normal class towards the stated one, give a higher quality (r grows with both, the map is increasing in r); a sample's own counts never change its D.
+or counts further from the normal class towards the stated one, give a higher quality (r grows with both, the map
+is increasing in r); a sample's own counts never change its D.
 """
 from __future__ import annotations
 

@@ -225,21 +225,14 @@ class CupyBackend:
     def d2h_rows(self, host: np.ndarray, r0: int, dev, rows: int, s) -> None:
         """Copy a (rows, K) column-major device chunk into rows r0.. of the host (m, K), column-major or rows of a
         column-major array."""
-        h = as_matrix(host)
-        item = h.itemsize
-        K = h.shape[1]
-        self.rt.memcpy2DAsync(h.ctypes.data + r0 * item, column_pitch(h), _ptr_dev(dev), rows * item, rows * item,
-                              K, self.rt.memcpyDeviceToHost, s.ptr)
+        _rows_to_host(host, r0, _ptr_dev(dev), rows * host.itemsize, rows, s)
 
     def copy_rows_to_host(self, host: np.ndarray, dev, r0: int, rows: int, s) -> None:
         """Rows r0:r0 + rows of the column-major device array ``dev`` (m, ...) into the same rows of ``host`` of
         the same shape (column-major, or rows of a column-major array: ``rows_of_column_major``): one strided
         copy (cudaMemcpy2DAsync) on stream ``s``, asynchronous when ``host`` is pinned."""
-        h = as_matrix(host)
-        item = h.itemsize
-        m, K = h.shape
-        self.rt.memcpy2DAsync(h.ctypes.data + r0 * item, column_pitch(h), _ptr_dev(dev) + r0 * item, m * item,
-                              rows * item, K, self.rt.memcpyDeviceToHost, s.ptr)
+        item = host.itemsize
+        _rows_to_host(host, r0, _ptr_dev(dev) + r0 * item, host.shape[0] * item, rows, s)
 
     def record(self, s):
         e = self.cp.cuda.Event(disable_timing=True)
@@ -407,15 +400,21 @@ def copy_to_host_async(host: np.ndarray, dev, stream) -> None:
     page-locked. In the simulator a synchronous copy (``stream`` unused)."""
     if simulating():
         host[...] = dev
-        return
+    elif host.size:
+        rows = host.shape[0]
+        _rows_to_host(host, 0, _ptr_dev(dev), rows * host.itemsize, rows, stream)
+
+
+def _rows_to_host(host: np.ndarray, r0: int, dev_ptr: int, dev_pitch: int, rows: int, stream) -> None:
+    """Enqueue on ``stream`` one strided copy (cudaMemcpy2DAsync) of ``rows`` rows of a column-major device matrix
+    (first row at ``dev_ptr``, ``dev_pitch`` bytes from one column to the next) into rows r0.. of ``host``
+    (column-major, or rows of a column-major array)."""
     import cupy
 
     h = as_matrix(host)
     item = h.itemsize
-    rows, K = h.shape
-    if h.size:
-        cupy.cuda.runtime.memcpy2DAsync(h.ctypes.data, column_pitch(h), _ptr_dev(dev), rows * item, rows * item, K,
-                                        cupy.cuda.runtime.memcpyDeviceToHost, stream.ptr)
+    cupy.cuda.runtime.memcpy2DAsync(h.ctypes.data + r0 * item, column_pitch(h), dev_ptr, dev_pitch, rows * item,
+                                    h.shape[1], cupy.cuda.runtime.memcpyDeviceToHost, stream.ptr)
 
 
 def _rows_to_device(host: np.ndarray):

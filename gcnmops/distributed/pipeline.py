@@ -14,10 +14,10 @@ pipeline's (RunPlan, run_block), as in every other path:
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
-import contextlib
 import warnings
 from dataclasses import dataclass
 

@@ -54,8 +54,9 @@ def add_parser(sub) -> None:
     cm.add_argument("--stitch-and-clean-large-events", action="store_true",
                     help="the large call's clean step (rdtest2vcf, stitch, vcf2bed, --min-size)")
     cm.add_argument("-o", "--outdir", required=True, help="output folder: passes/<contig>.<mode>.r<r>/ and the BEDs")
-    cm.add_argument("--devices", type=device_list, help="GPU backend: the GPUs the passes run on, one pass per GPU at a "
-                                                        "time: ids comma separated or 'all' (default 0)")
+    cm.add_argument("--devices", type=device_list,
+                    help="GPU backend: the GPUs the passes run on, one pass per GPU at a time: ids comma separated or "
+                         "'all' (default 0)")
     cm.add_argument("--timings", metavar="JSON", help="also write the seconds of each stage to this JSON file (read, "
                                                       "passes, each pass group MR2..FR1, tables, cn.mops, clean, "
                                                       "total)")

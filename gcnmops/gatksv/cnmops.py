@@ -21,14 +21,14 @@ from pathlib import Path
 
 import numba
 
+from ..cuda.config import PASSES_PER_DEVICE
+from ..cuda.runtime import in_threads
 from ..errors import InputError
 from .clean import clean_batch
 from .files import require_pysam
 from .intervals import read_bed
 from .matrix import DepthMatrix, ped_samples, print_sv_evidence, read_depth_matrix, sex_columns
 from .rebin import compress_cov, exclude, raw_table
-from ..cuda.config import PASSES_PER_DEVICE
-from ..cuda.runtime import in_threads
 from .runcnmops import EmptyResult, PassWarnings, call_gff
 
 log = logging.getLogger("gcnmops")
@@ -79,12 +79,12 @@ def _add(timings: dict | None, stage: str, seconds: float) -> None:
         timings[stage] = timings.get(stage, 0.0) + seconds
 
 
-def run_pass(matrix: DepthMatrix, p: Pass, ped, bed, outdir: Path, *, backend: str = "auto",
-             date: str | None = None, timings: dict | None = None, out=None, **fit_options) -> Path:
+def run_pass(matrix: DepthMatrix, p: Pass, ped, bed, outdir: Path, *, out, backend: str = "auto",
+             date: str | None = None, timings: dict | None = None, **fit_options) -> Path:
     """One pass's GFF, written to ``outdir/passes/<pass>/cnMOPS.cnMOPS.gff`` (empty on the empty-result rule).
+    ``out``: the pass's log, runcnMOPS.R's messages (its warnings go there through run_passes' PassWarnings);
     ``timings``: seconds added to its "tables" (selection, rebinning, exclusion) and "cn.mops" (cn.mops, integer
-    copy numbers, the GFF) entries. ``out``: the pass's log (runcnMOPS.R's messages; None: stderr, its warnings
-    captured here); ``fit_options`` go to the model."""
+    copy numbers, the GFF) entries; ``fit_options`` go to the model."""
     folder = outdir / "passes" / p.name
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "cnMOPS.cnMOPS.gff"
@@ -92,8 +92,7 @@ def run_pass(matrix: DepthMatrix, p: Pass, ped, bed, outdir: Path, *, backend: s
     table = pass_table(matrix, p, ped, bed)
     t1 = time.perf_counter()
     try:
-        text = call_gff(table, backend=backend, date=date, out=sys.stderr if out is None else out,
-                        capture_warnings=out is None, **fit_options)
+        text = call_gff(table, backend=backend, date=date, out=out, capture_warnings=False, **fit_options)
     except EmptyResult:
         text = ""
     path.write_text(text, encoding="utf-8", errors="surrogateescape")
@@ -226,9 +225,9 @@ def run_call(bincov_matrix, chrom_file, allo_file, ped_file, exclude_list, *, r1
     """A CNMOPS.wdl call (see the module docstring); returns the clean outputs (DEL, DEL index, DUP, DUP index).
     ``devices``, ``per_device``: the GPUs the passes run on and how many each runs at a time (run_passes).
     ``gpu_warmup``: a started :func:`..cuda.probe.warm_up_gpu`, waited for after the read, before the passes.
-    ``timings``: seconds added to its "read", "passes" (all passes, wall), "tables", "cn.mops" and "clean" entries, and to one entry per pass
-    group ("MR2", "MR1", "NR2", "NR1", "FR2", "FR1": its passes' seconds, which overlap where passes run
-    together)."""
+    ``timings``: seconds added to its "read", "passes" (all passes, wall), "tables", "cn.mops" and "clean"
+    entries, and to one entry per pass group ("MR2", "MR1", "NR2", "NR1", "FR2", "FR1": its passes' seconds,
+    which overlap where passes run together)."""
     require_pysam()  # the clean outputs are bgzipped and indexed: say so before the passes, not after them
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)

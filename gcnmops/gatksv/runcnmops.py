@@ -11,6 +11,7 @@ column). When cn.mops finds no CNV region, ``calcIntegerCopyNumbers`` stops (the
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import warnings
@@ -103,14 +104,12 @@ def call_gff(table: BinTable, *, backend: str = "auto", date: str | None = None,
     from ..pipeline.cnmops import run_mops
 
     data = count_data(table, out)
-    if not capture_warnings:
-        res = run_mops(data, METHODS["cn.mops"].params(), backend=backend, **fit_options)
-    else:
-        with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) if capture_warnings else contextlib.nullcontext([]) as caught:
+        if capture_warnings:
             warnings.simplefilter("always")
-            res = run_mops(data, METHODS["cn.mops"].params(), backend=backend, **fit_options)
-        for w in caught:
-            (out or sys.stderr).write(warning_text(w.message))
+        res = run_mops(data, METHODS["cn.mops"].params(), backend=backend, **fit_options)
+    for w in caught:
+        (out or sys.stderr).write(warning_text(w.message))
     try:
         res = gcnmops.calc_integer_copy_numbers(res, backend=backend)
     except InputError as e:

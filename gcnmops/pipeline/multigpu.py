@@ -85,7 +85,7 @@ def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timin
             numba.set_num_threads(share)  # this thread's parallel loops: its share of the cores
             with on_device(device), thread_memory_pool() if gpu else contextlib.nullcontext():
                 limit = {}  # the device's memory shared among its threads
-                if plan.backend is Backend.GPU and per_device > 1:
+                if gpu and per_device > 1:
                     limit["max_device_memory"] = make_backend(device).mem_info()[1] // per_device
                 while not failed.is_set():
                     with take:

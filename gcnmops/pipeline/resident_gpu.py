@@ -107,13 +107,12 @@ def _copy_back(d, landing: Landing, into: np.ndarray | None = None):
     enqueued so far; the array is ``into`` (e.g. the block's rows of the whole run's matrix) or one from
     ``landing`` (page-locked until it is closed); synchronize the stream before reading the array. Synchronous
     in the simulator."""
+    host = landing.empty(d.shape) if into is None else into
     if simulating():
-        host = np.empty(d.shape, order="F") if into is None else into
         copy_to_host_async(host, d, None)
         return host, None
     import cupy as cp
 
-    host = landing.empty(d.shape) if into is None else into
     stream = cp.cuda.Stream(non_blocking=True)
     stream.wait_event(cp.cuda.get_current_stream().record())
     copy_to_host_async(host, d, stream)

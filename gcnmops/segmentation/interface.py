@@ -10,6 +10,7 @@ from numbers import Real
 import numpy as np
 import pandas as pd
 
+from ..cuda.runtime import rows_of_column_major
 from ..errors import InputError
 from .host import DIRTY_INF, DIRTY_NAN
 
@@ -98,9 +99,8 @@ def checked_columns(values, blocks, keep_rows: bool = False) -> tuple[np.ndarray
         raise InputError("values must be a (regions x samples) matrix.")
     if values.dtype.kind not in "iuf":
         raise InputError("values must be numeric.")
-    rows = (keep_rows and values.dtype == np.float64 and values.strides[0] == values.itemsize
-            and (values.shape[1] < 2 or values.strides[1] >= values.shape[0] * values.itemsize))
-    values = values if rows else np.asarray(values, dtype=np.float64, order="F")
+    if not (keep_rows and values.dtype == np.float64 and rows_of_column_major(values)):
+        values = np.asarray(values, dtype=np.float64, order="F")
     blocks = list(blocks)
     firsts = np.array([int(b[0]) for b in blocks], dtype=np.int64)
     ends = np.array([int(b[1]) for b in blocks], dtype=np.int64)
