@@ -24,6 +24,13 @@ def _gpu():
     return cupy
 
 
+def _unlocked_all() -> None:
+    """Wait for the unlocker thread (Landing.close hands its arrays there)."""
+    from gcnmops.cuda import runtime
+
+    runtime._UNLOCKER.drain()
+
+
 def _locked(cupy, a: np.ndarray) -> bool:
     try:
         attrs = cupy.cuda.runtime.pointerGetAttributes(a.ctypes.data)
@@ -42,8 +49,25 @@ def test_landing_locks_while_open_and_releases():
         assert _locked(cupy, a)
         d.reshape((1_000_000, 3), order="F").get(out=a, blocking=False)
         cupy.cuda.Device().synchronize()
+    _unlocked_all()
     assert not _locked(cupy, a)
     assert np.array_equal(a.ravel(order="F"), np.arange(3_000_000, dtype=np.float64))
+
+
+def test_an_array_still_being_unlocked_is_locked_again():
+    """A result handed back to the GPU before the unlocker thread reached it (the same pages registered twice)
+    is locked again: the pending unlocks are waited for, then it is registered."""
+    cupy = _gpu()
+    from gcnmops.cuda import runtime
+
+    for _ in range(5):
+        with runtime.Landing() as first:
+            a = first.empty((2_000_000, 4))
+        with runtime.Landing() as again:
+            assert again.lock(a) is a and _locked(cupy, a)
+            assert again._registered == [a]
+    _unlocked_all()
+    assert not _locked(cupy, a)
 
 
 def test_model_outputs_are_unlocked_after_the_fit_and_after_a_failure(monkeypatch):
@@ -58,6 +82,7 @@ def test_model_outputs_are_unlocked_after_the_fit_and_after_a_failure(monkeypatc
     prm = CnMopsParams()
     spec = ModelSpec.build(prm.I, prm.classes, prm.main_class, prm.prior_impact, prm.cyc, prm.min_read_count)
     out = mg.fit_gpu(x, np.ones(8), spec)
+    _unlocked_all()
     assert not any(_locked(cupy, getattr(out, f)) for f in ("lam", "alpha", "sini", "cn", "ini"))
     made = []
     from gcnmops.cuda import runtime
@@ -77,6 +102,7 @@ def test_model_outputs_are_unlocked_after_the_fit_and_after_a_failure(monkeypatc
     monkeypatch.setattr(runtime.CupyBackend, "copy_rows_to_host", failing)
     with pytest.raises(RuntimeError, match="copy failed"):
         mg.fit_gpu_device(cupy.asarray(np.asfortranarray(x)), np.ones(8), spec)
+    _unlocked_all()
     assert made and not any(_locked(cupy, a) for a in made)
 
 
