@@ -191,6 +191,28 @@ def test_as_character_examples():
         "0.333333333333333"
 
 
+def test_as_character_fast_path_is_the_exact_one():
+    """The decimal fast path of R's scientific() gives the long double steps' answer wherever it answers, and
+    leaves near-ties, carries and the extreme exponents to them."""
+    from gcnmops.exact import rformat
+
+    rng = np.random.default_rng(11)
+    vals = np.concatenate([rng.uniform(-1e3, 1e3, 20_000), 10.0 ** rng.uniform(-320, 308, 20_000),
+                           np.concatenate([np.round(rng.uniform(0, 1e4, 2_000), d) for d in range(6)]),
+                           rng.integers(0, 10 ** 6, 5_000) / 4.0])
+    answered = 0
+    for v in map(abs, map(float, vals)):
+        if v == 0.0:
+            continue
+        fast = rformat._scientific_fast(v)
+        if fast is not None:
+            answered += 1
+            assert fast == rformat._scientific_exact(v)[:2], repr(v)
+    assert answered > 0.9 * len(vals)
+    for near_tie in (12345678901234.25, 999999999999999.5, 99999999999999.95, 1e-300):  # a tie, carries, tiny
+        assert rformat._scientific_fast(near_tie) is None
+
+
 @pytest.mark.skipif(shutil.which("Rscript") is None, reason="needs R")
 def test_as_character_vs_r(tmp_path):
     rng = np.random.default_rng(7)

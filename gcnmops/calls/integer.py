@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from numba import njit
+from numba import njit, prange
 
 from ..data import chromosome_blocks
 from ..errors import InputError
@@ -115,14 +115,14 @@ def threshold_fallback(cn, stat, p, classes, mi):
     return cn
 
 
-@njit(cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def _range_means(x, lo, hi):
     """(k, N) order F: column means of rows lo[j]:hi[j] of x, bit for bit R's ``apply(x[ii, ], 2, mean)``
-    (``mean()``'s two-pass long double arithmetic, emulated exactly)."""
+    (``mean()``'s two-pass long double arithmetic, emulated exactly), the ranges on every core."""
     k = lo.shape[0]
     n = x.shape[1]
     out = np.empty((n, k)).T
-    for j in range(k):
+    for j in prange(k):
         for c in range(n):
             out[j, c] = ld_mean(x[lo[j]:hi[j], c], hi[j] - lo[j])
     return out

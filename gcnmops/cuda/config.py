@@ -77,9 +77,11 @@ DEVICE_PREPARE_MAX_ROWS = 200_000
 
 # ------------------------------------------------------------------------ several blocks per device (host threads)
 # Two host threads per GPU overlap one block's (or pass's) host passes with another's device stages, but two GATK-SV
-# passes at once on one H100 gave other calls than one at a time (benchmarks/RESULTS.md, sixth session): the threads
-# shared cupy's memory pool (cuda.runtime.thread_memory_pool now gives each its own). One per GPU until verified
-# on a GPU; several GPUs (one thread each) gave the same bits in every run.
+# passes at once on one H100 gave other calls than one at a time (benchmarks/RESULTS.md, sixth and seventh
+# sessions), with cupy's pool shared and again with a pool of each thread's own (cuda.runtime.thread_memory_pool):
+# the cause is not the pool and is not found. Chromosome blocks gave the same bits with two threads per GPU, and
+# gained little (4 H100s: 2.78 s with one thread per GPU, 2.76 s with two). One per GPU; several GPUs (one thread
+# each) gave the same bits in every run.
 #: host threads per GPU running chromosome blocks (pipeline/multigpu.py)
 BLOCKS_PER_DEVICE = 1
 #: GATK-SV passes each GPU runs at a time (gatksv/cnmops.py)

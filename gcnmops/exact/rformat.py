@@ -42,12 +42,52 @@ def _pow10_ld(k: int) -> Fraction:
     return _long_double(Fraction(10) ** k)
 
 
+#: the decided digits' distance from a rounding tie, in units of the 15th digit, beyond which the long double steps
+#: (at most two roundings of a value below 10^15 < 2^50: an error below 2^-13) cannot round the other way
+_TIE_MARGIN = 2.0 ** -10
+
+
+def _scientific_fast(r: float) -> tuple[int, int] | None:
+    """(kpower, nsig) of R's scientific() for ``r`` > 0 from the exact decimal rounding (Python's formatting), where
+    that provably equals the long double steps: the value scaled to 15 integer digits is not within _TIE_MARGIN
+    of a tie, and its exponent is far from the ranges where R scales in two steps; else None (the exact path)."""
+    mantissa, exponent = f"{r:.{DIGITS - 1}e}".split("e")
+    E = int(exponent)
+    k = DIGITS - 1 - E
+    if not -290 < k < 290:
+        return None
+    num, den = r.as_integer_ratio()  # exact: r = num / den, den a power of two
+    if k >= 0:
+        num *= 10 ** k
+    else:
+        den *= 10 ** -k
+    q, rem = divmod(num, den)
+    if not 10 ** (DIGITS - 1) <= q < 10 ** DIGITS:  # rounding carried into the next power of ten
+        return None
+    if abs(2 * rem - den) <= 2 * _TIE_MARGIN * den:
+        return None
+    digits = mantissa.replace(".", "")
+    nsig = len(digits.rstrip("0")) or 1
+    return E, nsig
+
+
 def _scientific(x: float) -> tuple[bool, int, int, bool]:
     """R's scientific(): (negative, kpower (decimal exponent), nsig (significant digits), rounding widens)."""
     if x == 0.0:
         return False, 0, 1, False
     neg = x < 0
     r = -x if neg else x
+    fast = _scientific_fast(r)
+    if fast is not None:
+        kpower, nsig = fast
+        rgt = min(max(DIGITS - kpower, 0), _KP_MAX)
+        return neg, kpower, nsig, 0 < kpower <= _KP_MAX and r < 10.0 ** kpower - 0.5 / 10.0 ** rgt
+    return (neg, *_scientific_exact(r))
+
+
+def _scientific_exact(r: float) -> tuple[int, int, bool]:
+    """(kpower, nsig, rounding widens) of R's scientific() for ``r`` > 0: its long double steps done exactly in
+    rationals."""
     R = DIGITS
     kp = math.floor(math.log10(r)) - R + 1
     r_prec = Fraction(r)
@@ -75,7 +115,7 @@ def _scientific(x: float) -> tuple[bool, int, int, bool]:
     rgt = min(max(R - kpower, 0), _KP_MAX)
     fuzz = 0.5 / 10.0 ** rgt
     widens = 0 < kpower <= _KP_MAX and r < 10.0 ** kpower - fuzz
-    return neg, kpower, nsig, widens
+    return kpower, nsig, widens
 
 
 def as_character(x: float) -> str:
