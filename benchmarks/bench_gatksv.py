@@ -13,8 +13,8 @@ every core: numpy's Poisson, text by a numba kernel, BGZF blocks by zlib, all re
 
 Prints the batch, each call's wall time (its process, start to exit; its output in <batch>/out/log.<prefix>.txt),
 its stages (read; the pass groups MR2, MR1, NR2, NR1, FR2, FR1; clean) and its peak RSS, the total, and a markdown
-table row; ``--json PATH`` writes the same (after each step). ``--warmup`` first runs both calls on a small batch,
-untimed, so that compiling kernels is not counted.
+table row; ``--json PATH`` writes the same (after each step). ``--warmup`` first runs both calls on a smaller batch
+(700,000 bins x 300 samples: the same kernel variants), untimed, so that compiling kernels is not counted.
 
     python benchmarks/bench_gatksv.py [--bins N] [--samples N] [--backend auto|cpu|gpu] [--workdir DIR]
         [--threads N] [--level 1-9] [--warmup] [--json PATH] [--devices all|IDS]
@@ -47,6 +47,7 @@ ROWS_PER_CHUNK = 8192
 BGZF_BLOCK = 0xFF00  # uncompressed bytes per BGZF block, as bgzip
 BGZF_EOF = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
 REPO = Path(__file__).resolve().parents[1]
+WARMUP_BINS, WARMUP_SAMPLES = 700_000, 300  # the --warmup batch (see main)
 STAGES = ("read", "passes", "MR2", "MR1", "NR2", "NR1", "FR2", "FR1", "clean")
 
 
@@ -287,8 +288,9 @@ def main(argv: list[str] | None = None) -> dict:
         return folder, meta
 
     more = ["--devices", args.devices] if args.devices else []
-    if args.warmup:
-        folder, _ = batch(20_000, 24)
+    if args.warmup:  # the kernels' variants of the timed batch: over 128 samples of each sex, a chromosome of over
+        # 200,000 rows at rebin 3 (a smaller batch left ~70 s of compiling in the timed calls' first passes)
+        folder, _ = batch(WARMUP_BINS, WARMUP_SAMPLES)
         for call in calls(args.min_size):
             run_call(batch_paths(folder), folder / "out", call, args.backend, more)
     folder, meta = batch(args.bins, args.samples)
