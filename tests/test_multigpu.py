@@ -8,6 +8,7 @@ with several GPUs (``pytest -m gpu``) on every device.
 from __future__ import annotations
 
 import contextlib
+import os
 
 import numpy as np
 import pandas as pd
@@ -177,3 +178,22 @@ def test_a_threads_pool_is_its_own_and_counted():
     b = cupy.zeros(1 << 20)
     assert default.used_bytes() >= 8 << 20
     del b
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_the_unlocker_starts_afresh_in_a_forked_child():
+    """Landing.close hands arrays to an unlocker thread; a forked child (which has no such thread) starts without
+    one and nothing pending, so its own unlocks run and drain() returns instead of waiting forever."""
+    from gcnmops.cuda import runtime
+
+    runtime._UNLOCKER.submit([])
+    runtime._UNLOCKER.drain()
+    pid = os.fork()
+    if pid == 0:  # the child: exit status 0 only if a submit there runs and drains
+        if runtime._UNLOCKER._pool is not None or runtime._UNLOCKER._pending:
+            os._exit(3)  # the parent's executor: a submit would wait forever on its absent thread
+        runtime._UNLOCKER.submit([])
+        runtime._UNLOCKER.drain()
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

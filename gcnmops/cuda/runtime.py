@@ -9,6 +9,7 @@ Device memory, pinned memory and streams come from a ``Backend``:
 """
 from __future__ import annotations
 
+import os
 import threading
 from contextlib import ExitStack
 
@@ -375,6 +376,10 @@ class _Unlocker:
     too, before the CUDA context goes)."""
 
     def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        """No thread, nothing pending (also in a forked child: the parent's thread is not there)."""
         self._pool = None
         self._pending: list = []
         self._lock = threading.Lock()
@@ -401,6 +406,8 @@ class _Unlocker:
 
 
 def _unregister(arrays: list[np.ndarray]) -> None:
+    if not arrays:
+        return
     import cupy
 
     for a in reversed(arrays):
@@ -408,6 +415,8 @@ def _unregister(arrays: list[np.ndarray]) -> None:
 
 
 _UNLOCKER = _Unlocker()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_UNLOCKER._reset)
 
 
 def pinned_empty(shape, dtype=np.float64) -> np.ndarray:
