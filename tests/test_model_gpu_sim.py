@@ -388,3 +388,32 @@ def test_nofma_kernels_link_without_lto():
 
     with pytest.raises(ValueError, match="_nofma_"):
         jit_nofma(plain)
+
+
+def test_pipeline_streams_wait_for_the_default_stream():
+    """The chunk pipeline's streams are non-blocking on cupy: each waits for what was enqueued on the default
+    stream before it (the model's constants, copied there asynchronously, behind other threads' work) before its
+    first kernel: the suspected cause of two GATK-SV passes at once on one GPU changing calls (benchmarks/RESULTS.md,
+    seventh session; not yet confirmed on a GPU)."""
+    from gcnmops.model.chunks import ChunkPipeline
+
+    class Recording:
+        def __init__(self):
+            self.waited, self.made = [], []
+
+        def stream(self):
+            self.made.append(object())
+            return self.made[-1]
+
+        def device_array(self, size, dtype):
+            return np.empty(size, dtype)
+
+        def pinned(self, size, dtype):
+            return np.empty(size, dtype)
+
+        def stream_wait_current(self, s):
+            self.waited.append(s)
+
+    be = Recording()
+    ChunkPipeline(be, capacity=8, N=3, n=5, keep_post=False, nslots=2)
+    assert len(be.made) == 2 and be.waited == be.made

@@ -79,7 +79,10 @@ DEVICE_PREPARE_MAX_ROWS = 200_000
 # Two host threads per GPU overlap one block's (or pass's) host passes with another's device stages, but two GATK-SV
 # passes at once on one H100 gave other calls than one at a time (benchmarks/RESULTS.md, sixth and seventh
 # sessions), with cupy's pool shared and again with a pool of each thread's own (cuda.runtime.thread_memory_pool):
-# the cause is not the pool and is not found. Chromosome blocks gave the same bits with two threads per GPU, and
+# the cause was not the pool. Suspected since: the non-resident model's streams did not wait for the model's
+# constants, copied asynchronously on the default stream that both threads share (model/chunks.py waits now; the
+# integer copy numbers' refit in each pass takes that path; not yet run on a GPU). Chromosome blocks (resident,
+# their stream waits) gave the same bits with two threads per GPU, and
 # gained little (4 H100s: 2.78 s with one thread per GPU, 2.76 s with two). One per GPU; several GPUs (one thread
 # each) gave the same bits in every run.
 #: host threads per GPU running chromosome blocks (pipeline/multigpu.py)
