@@ -394,7 +394,10 @@ class _Unlocker:
                 self._pool = ThreadPoolExecutor(1, thread_name_prefix="gcnmops-unlock")
                 atexit.register(self.drain)
             self._pending = [f for f in self._pending if not f.done()]
-            self._pending.append(self._pool.submit(_unregister, arrays))
+            try:
+                self._pending.append(self._pool.submit(_unregister, arrays))
+            except RuntimeError:  # the interpreter is shutting down (its executors take no more work): here
+                _unregister(arrays)
 
     def drain(self) -> bool:
         """Wait until every submitted array is unlocked; whether any was pending."""
