@@ -45,37 +45,18 @@ def _count_lines(buf):
     return n
 
 
-#: rows parsed into a row-major tile before they are written into the column-major cells, column by column (a
-#: row written straight into an order-F matrix touches one page per cell)
-_TILE_ROWS = 64
-
-
-@njit(cache=True, nogil=True)
-def _flush(tile, rows, cells, r0):
-    """Rows 0..rows-1 of the row-major ``tile`` into rows r0.. of the column-major ``cells``, column by column."""
-    for f in range(cells.shape[1]):
-        for i in range(rows):
-            cells[r0 + i, f] = tile[i, f]
-
-
 @njit(cache=True, nogil=True)
 def _parse(buf, rows, r0, cells, first, second, name_id, name_at, name_len):
     """Parse the ``rows`` lines of ``buf`` (each ended by a newline, the last one too) into rows ``r0 ..
     r0 + rows - 1`` of the table: ``cells`` (m, n) int32 order F, ``first``/``second`` (m,) int64 and ``name_id``
     (m,) int32, an index into the chunk's distinct names, whose offsets and lengths in ``buf`` go to
     ``name_at``/``name_len`` in order of appearance. Returns (number of distinct names, status): status 0 when
-    every line is as the module says, else 1. (The whole table and an offset, not views: one compiled variant.)
-    The cells of _TILE_ROWS lines at a time go through a row-major tile (``_flush``)."""
+    every line is as the module says, else 1. (The whole table and an offset, not views: one compiled variant.)"""
     n = cells.shape[1]
     end = buf.size
     p = 0
     names = 0
-    tile = np.empty((_TILE_ROWS, max(n, 1)), np.int32)
-    t0 = r0
     for r in range(r0, r0 + rows):
-        if r - t0 == _TILE_ROWS:
-            _flush(tile, _TILE_ROWS, cells, t0)
-            t0 = r
         q = p
         while q < end and buf[q] != _TAB and buf[q] != _NL and buf[q] != _CR:
             q += 1
@@ -130,8 +111,7 @@ def _parse(buf, rows, r0, cells, first, second, name_id, name_at, name_len):
             elif digits > 10 or v > _INT32_MAX or v < -_INT32_MAX - 1:
                 return names, _ODD
             else:
-                tile[r - t0, f] = v
-    _flush(tile, r0 + rows - t0, cells, t0)
+                cells[r, f] = v
     if p != end:
         return names, _ODD
     return names, _OK
