@@ -77,17 +77,15 @@ def _scientific(x: float) -> tuple[bool, int, int, bool]:
         return False, 0, 1, False
     neg = x < 0
     r = -x if neg else x
-    fast = _scientific_fast(r)
-    if fast is not None:
-        kpower, nsig = fast
-        rgt = min(max(DIGITS - kpower, 0), _KP_MAX)
-        return neg, kpower, nsig, 0 < kpower <= _KP_MAX and r < 10.0 ** kpower - 0.5 / 10.0 ** rgt
-    return (neg, *_scientific_exact(r))
+    kpower, nsig = _scientific_fast(r) or _scientific_exact(r)
+    rgt = min(max(DIGITS - kpower, 0), _KP_MAX)
+    fuzz = 0.5 / 10.0 ** rgt
+    widens = 0 < kpower <= _KP_MAX and r < 10.0 ** kpower - fuzz
+    return neg, kpower, nsig, widens
 
 
-def _scientific_exact(r: float) -> tuple[int, int, bool]:
-    """(kpower, nsig, rounding widens) of R's scientific() for ``r`` > 0: its long double steps done exactly in
-    rationals."""
+def _scientific_exact(r: float) -> tuple[int, int]:
+    """(kpower, nsig) of R's scientific() for ``r`` > 0: its long double steps done exactly in rationals."""
     R = DIGITS
     kp = math.floor(math.log10(r)) - R + 1
     r_prec = Fraction(r)
@@ -111,11 +109,7 @@ def _scientific_exact(r: float) -> tuple[int, int, bool]:
     if nsig == 0:
         nsig = 1
         kp += 1
-    kpower = kp + R - 1
-    rgt = min(max(R - kpower, 0), _KP_MAX)
-    fuzz = 0.5 / 10.0 ** rgt
-    widens = 0 < kpower <= _KP_MAX and r < 10.0 ** kpower - fuzz
-    return kpower, nsig, widens
+    return kp + R - 1, nsig
 
 
 def as_character(x: float) -> str:
