@@ -390,30 +390,36 @@ def test_nofma_kernels_link_without_lto():
         jit_nofma(plain)
 
 
-def test_pipeline_streams_wait_for_the_default_stream():
-    """The chunk pipeline's streams are non-blocking on cupy: each waits for what was enqueued on the default
-    stream before it (the model's constants, copied there asynchronously, behind other threads' work) before its
-    first kernel: the suspected cause of two GATK-SV passes at once on one GPU changing calls (benchmarks/RESULTS.md,
-    seventh session; not yet confirmed on a GPU)."""
+def test_the_backends_streams_wait_for_the_default_stream(monkeypatch):
+    """A cupy backend's streams are non-blocking: each is made to wait for what this thread enqueued on its current
+    stream before it (the model's constants, copied there asynchronously, behind other threads' work), so a kernel
+    on it never reads them early: the suspected cause of two GATK-SV passes at once on one GPU changing calls
+    (benchmarks/RESULTS.md, seventh session; not yet confirmed on a GPU). The chunk pipeline's slots and the
+    resident model's streams come from ``stream()``."""
+    import sys
+    import types
+
+    from gcnmops.cuda import runtime
     from gcnmops.model.chunks import ChunkPipeline
 
-    class Recording:
-        def __init__(self):
-            self.waited, self.made = [], []
+    current_work = object()  # the event recorded on the current stream
 
-        def stream(self):
-            self.made.append(object())
-            return self.made[-1]
+    class Stream:
+        def __init__(self, non_blocking=False):
+            self.non_blocking, self.waited = non_blocking, []
 
-        def device_array(self, size, dtype):
-            return np.empty(size, dtype)
+        def wait_event(self, event):
+            self.waited.append(event)
 
-        def pinned(self, size, dtype):
-            return np.empty(size, dtype)
+        def record(self):
+            return current_work
 
-        def stream_wait_current(self, s):
-            self.waited.append(s)
-
-    be = Recording()
-    ChunkPipeline(be, capacity=8, N=3, n=5, keep_post=False, nslots=2)
-    assert len(be.made) == 2 and be.waited == be.made
+    current = Stream()
+    cuda = types.SimpleNamespace(Stream=Stream, get_current_stream=lambda: current)
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=cuda))
+    be = object.__new__(runtime.CupyBackend)  # no GPU here: only its streams are used
+    be.device_array = lambda size, dtype: np.empty(size, dtype)
+    be.pinned = lambda size, dtype: np.empty(size, dtype)
+    pipeline = ChunkPipeline(be, capacity=8, N=3, n=5, keep_post=False, nslots=2)
+    streams = [slot.stream for slot in pipeline.slots]
+    assert len(streams) == 2 and all(s.non_blocking and s.waited == [current_work] for s in streams)

@@ -129,6 +129,7 @@ class NumbaBackend:
         return self.cuda.pinned_array(size, dtype=dtype)
 
     def stream(self):
+        """A new stream (numba's are blocking: ordered after the default stream's work, as ``ordered_stream``)."""
         return self.cuda.stream()
 
     def launch_stream(self, s):
@@ -153,9 +154,6 @@ class NumbaBackend:
 
     def stream_wait(self, s, e) -> None:
         e.wait(s)
-
-    def stream_wait_current(self, s) -> None:
-        """``s`` waits for the work enqueued so far on the default stream (launches are synchronous here)."""
 
     def synchronize(self) -> None:
         self.cuda.synchronize()
@@ -209,7 +207,7 @@ class CupyBackend:
         return pinned_empty(size, dtype=dtype)
 
     def stream(self):
-        return self.cp.cuda.Stream(non_blocking=True)
+        return ordered_stream()
 
     def launch_stream(self, s):
         ns = self._nb_streams.get(s.ptr)
@@ -245,10 +243,6 @@ class CupyBackend:
 
     def stream_wait(self, s, e) -> None:
         s.wait_event(e)
-
-    def stream_wait_current(self, s) -> None:
-        """``s`` waits for the work enqueued so far on cupy's current stream (e.g. the normalization)."""
-        s.wait_event(self.cp.cuda.get_current_stream().record())
 
     def synchronize(self) -> None:
         self.cp.cuda.Device(self.device_id).synchronize()
@@ -493,6 +487,17 @@ def _rows_to_device(host: np.ndarray):
                                         K, cupy.cuda.runtime.memcpyHostToDevice, stream.ptr)
         stream.synchronize()  # the caller may free or change the host rows
     return dev
+
+
+def ordered_stream():
+    """A new non-blocking cupy stream on the current device whose work comes after what this thread has enqueued
+    so far on its current stream: cupy copies host arrays there asynchronously (e.g. the model's constants), and
+    a non-blocking stream is not ordered after the default stream by itself, which other threads share."""
+    import cupy
+
+    stream = cupy.cuda.Stream(non_blocking=True)
+    stream.wait_event(cupy.cuda.get_current_stream().record())
+    return stream
 
 
 def on_device(device_id: int) -> ExitStack:

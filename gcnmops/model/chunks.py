@@ -58,9 +58,6 @@ class ChunkPipeline:
             slot.host["x"] = backend.pinned(capacity * N, np.float64)
             for name, width, dtype in self.fields:
                 slot.dev[name] = backend.device_array(capacity * width, dtype)
-            # the slot's stream does not wait for the default stream by itself (non-blocking): the model's
-            # constants were copied there (cupy's asarray: asynchronous, behind every thread's work on it)
-            backend.stream_wait_current(slot.stream)
             self.slots.append(slot)
         self.chunks_run = 0
         self.order: list[tuple[int, int]] = []

@@ -462,7 +462,6 @@ def fit_gpu_device(x, cov: np.ndarray, spec: ModelSpec, keep_post: bool = False,
             if chunks:
                 dev.allocate_resident_work(rows)
                 compute, copy = be.stream(), be.stream()
-                be.stream_wait_current(compute)
             done = []
             for r0, r1 in chunks:
                 views = {"x": kernel_arg(x[r0:r1]), **{name: kernel_arg(a[r0:r1]) for name, a in d.items()}}

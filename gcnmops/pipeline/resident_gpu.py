@@ -24,7 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..cuda import plan as memory_plan
-from ..cuda.runtime import Landing, copy_to_host_async, device_copy, device_module, pool_free_bytes, simulating
+from ..cuda.runtime import (Landing, copy_to_host_async, device_copy, device_module, ordered_stream,
+                             pool_free_bytes, simulating)
 from ..data import CountData
 from ..model import fit_on_device
 from ..model.spec import ModelOutput
@@ -111,10 +112,7 @@ def _copy_back(d, landing: Landing, into: np.ndarray | None = None):
     if simulating():
         copy_to_host_async(host, d, None)
         return host, None
-    import cupy as cp
-
-    stream = cp.cuda.Stream(non_blocking=True)
-    stream.wait_event(cp.cuda.get_current_stream().record())
+    stream = ordered_stream()
     copy_to_host_async(host, d, stream)
     return host, stream
 
