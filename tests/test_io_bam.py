@@ -599,3 +599,33 @@ def test_golden_counts_from_cram(tmp_path):
     data = count_reads(crams, window=5000, reference=fasta, progress=False)
     assert data.sample_names == ["test1", "test2", "test3"]
     np.testing.assert_array_equal(data.counts, gold[["test1", "test2", "test3"]].to_numpy(np.float64))
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_inflate_bgzf_kernel_equals_block_by_block(tmp_path, monkeypatch, threads):
+    """libdeflate's kernel (groups of blocks inflated without the GIL) and block-by-block inflating give the file's
+    bytes; a block whose data, size or CRC32 is damaged is refused with its byte offset by both."""
+    from gcnmops.alignments import bam, libdeflate
+
+    if not libdeflate.AVAILABLE:
+        pytest.skip("the deflate package (libdeflate) is not installed")
+    text = np.random.default_rng(1).integers(48, 58, 300_000, dtype=np.uint8).tobytes()
+    src = tmp_path / "plain.gz"
+    with gzip.open(src, "wb") as fh:
+        fh.write(text)
+    good = rebgzf(src, tmp_path / "t.bgz", sizes=(65280, 1, 40000, 0, 777))
+    monkeypatch.setattr(bam, "_RUN_BLOCKS", 2)
+    got = b"".join(bytes(p) for p in bam.inflate_bgzf(good, threads=threads))
+    monkeypatch.setattr(libdeflate, "AVAILABLE", False)
+    assert got == text == b"".join(bytes(p) for p in bam.inflate_bgzf(good, threads=threads))
+    raw = good.read_bytes()
+    second = raw.index(b"\x1f\x8b\x08\x04", 1)  # the second block (1 byte of data) starts here
+    for where, value, message in ((second + 18, 0xFF, "corrupt"), (second + 18 + 3 + 4, 0, "corrupt|size"),
+                                  (second + 18 + 3, 0x55, "CRC32")):
+        bad = bytearray(raw)
+        bad[where] ^= value if value else 0xFF
+        (tmp_path / "bad.bgz").write_bytes(bytes(bad))
+        for kernel in (True, False):
+            monkeypatch.setattr(libdeflate, "AVAILABLE", kernel)
+            with pytest.raises(InputError, match=rf"(?=.*at byte {second}\b)(?=.*({message}))"):
+                list(bam.inflate_bgzf(tmp_path / "bad.bgz", threads=threads))

@@ -47,6 +47,7 @@ import numba
 import numpy as np
 
 from ..errors import InputError
+from . import libdeflate
 from .bamheader import BamHeader, HeaderParser, find_index, open_pysam, read_bai_spans
 from .regions import CountPlan
 
@@ -55,6 +56,8 @@ log = logging.getLogger("gcnmops")
 _BGZF_EOF = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
 #: BGZF blocks inflated per thread-pool task (at most; fewer for small files).
 _GROUP_BLOCKS = 16
+#: BGZF blocks inflated per task by libdeflate's kernel (at most; ~8 MiB of text): few GIL hand-offs per file
+_RUN_BLOCKS = 128
 #: BGZF blocks located per call of the block finder.
 _FIND_BATCH = 8192
 
@@ -196,6 +199,15 @@ def _group_size(nbytes: int, n_threads: int) -> int:
     return int(min(_GROUP_BLOCKS, max(1, est_blocks // (4 * n_threads))))
 
 
+def _blocks_error(f: _MappedFile, p: int, status: int) -> InputError:
+    """The error for no BGZF block found at byte ``p`` (``_find_blocks``' status)."""
+    if status == 1:
+        return InputError(f"{f.path}: truncated {f.kind} (a BGZF block at byte {p} runs past the end of the file).")
+    what = "not a BGZF block" if status == -1 else "a gzip block without the BGZF size field"
+    hint = " (gcnmops reads BAM and CRAM; convert SAM with samtools view -b)" if f.kind == "BAM file" else ""
+    return InputError(f"{f.path}: {what} at byte {p}: not a {f.kind}, or a damaged one{hint}.")
+
+
 def _inflated_chunks(f: _MappedFile, start: int, stop: int, pool: Executor | None, n_threads: int,
                      on_bytes: Callable[[int], None] | None = None, plan: "CountPlan | None" = None,
                      min_mapq: int = 1, join: bool = True) -> Iterator["_Chunk"]:
@@ -229,13 +241,8 @@ def _inflated_chunks(f: _MappedFile, start: int, stop: int, pool: Executor | Non
     try:
         while p < stop:
             n, p_next, status = _find_blocks(f.array, p, stop, meta)
-            if n == 0 and status == 1:
-                raise InputError(f"{f.path}: truncated {f.kind} (a BGZF block at byte {p} runs past the end of "
-                                 "the file).")
             if n == 0:
-                what = "not a BGZF block" if status == -1 else "a gzip block without the BGZF size field"
-                hint = " (gcnmops reads BAM and CRAM; convert SAM with samtools view -b)" if f.kind == "BAM file" else ""
-                raise InputError(f"{f.path}: {what} at byte {p}: not a {f.kind}, or a damaged one{hint}.")
+                raise _blocks_error(f, p, status)
             blocks = list(zip(*meta[:, :n].tolist()))
             if pool is None:
                 reported = p
@@ -580,20 +587,66 @@ def is_bgzf(path: str | os.PathLike) -> bool:
     return len(head) == 18 and head[:4] == b"\x1f\x8b\x08\x04" and head[12:14] == b"BC"
 
 
-def inflate_bgzf(path: str | os.PathLike, *, threads: int | None = None, kind: str = "bgzipped file") -> Iterator[bytes]:
-    """The inflated data of a BGZF file, in file order, a block's bytes at a time: the blocks are inflated on
-    ``threads`` threads (default: every usable core) in groups, a few groups ahead of the reader, each block's size
-    and CRC32 checked (InputError naming the ``kind`` of file and the byte)."""
+def inflate_bgzf(path: str | os.PathLike, *, threads: int | None = None,
+                 kind: str = "bgzipped file") -> Iterator[bytes | np.ndarray]:
+    """The inflated data of a BGZF file, in file order, as buffers (bytes, or uint8 arrays): the blocks are
+    inflated on ``threads`` threads (default: every usable core) in groups, a few groups ahead of the reader, each
+    block's size and CRC32 checked (InputError naming the ``kind`` of file and the byte). With libdeflate's
+    kernel (:mod:`.libdeflate`) each group is one array, inflated without the GIL; else one buffer per block."""
     n = threads or default_threads()
     pool = make_pool(n)
     try:
         with _MappedFile(Path(path), kind) as f:
             _eof_check(f)
+            if libdeflate.AVAILABLE:
+                yield from _inflated_runs(f, pool, n)
+                return
             for chunk in _inflated_chunks(f, 0, f.size, pool, n, join=False):
                 yield from chunk.data
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _inflated_runs(f: _MappedFile, pool: Executor | None, n_threads: int) -> Iterator[np.ndarray]:
+    """The whole file's blocks inflated by libdeflate's kernel, a group of consecutive blocks (up to
+    _RUN_BLOCKS, fewer when that gives a thread fewer than 4 groups) into each uint8 array, in order; with a
+    pool, at most ``4 * n_threads`` groups in flight."""
+    meta = np.empty((5, _FIND_BATCH), np.int64)
+    group = int(min(_RUN_BLOCKS, max(1, (f.size // 20000 + 1) // (4 * n_threads))))
+
+    def task(m: np.ndarray) -> np.ndarray:
+        out = np.empty(int(m[4].sum()), np.uint8)
+        k, status = libdeflate.inflate_run(f.array, m, 0, m.shape[1], out)
+        if k >= 0:
+            at = int(m[0, k])
+            if status == libdeflate.BAD_DATA:
+                raise InputError(f"{f.path}: corrupt BGZF block at byte {at} (not DEFLATE data); the file is damaged.")
+            check = "size" if status == libdeflate.BAD_SIZE else "CRC32"
+            raise InputError(f"{f.path}: BGZF block at byte {at} fails its {check} check; the file is damaged.")
+        return out
+
+    pending: deque = deque()
+    p = 0
+    try:
+        while p < f.size:
+            n, p_next, status = _find_blocks(f.array, p, f.size, meta)
+            if n == 0:
+                raise _blocks_error(f, p, status)
+            for a in range(0, n, group):
+                m = meta[:, a:min(n, a + group)].copy()  # meta is refilled by the next search
+                if pool is None:
+                    yield task(m)
+                    continue
+                pending.append(pool.submit(task, m))
+                while len(pending) > 4 * n_threads:
+                    yield pending.popleft().result()
+            p = p_next
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        for fut in pending:
+            fut.cancel()
 
 
 def default_threads() -> int:

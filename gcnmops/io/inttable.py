@@ -117,6 +117,21 @@ def _parse(buf, rows, r0, cells, first, second, name_id, name_at, name_len):
     return names, _OK
 
 
+@njit(cache=True, nogil=True)
+def _after_last_newline(buf):
+    for i in range(buf.size - 1, -1, -1):
+        if buf[i] == _NL:
+            return i + 1
+    return 0
+
+
+def _line_end(piece) -> int:
+    """The offset after the last newline of ``piece`` (bytes or any byte buffer), 0 when it has none."""
+    if isinstance(piece, bytes):
+        return piece.rfind(b"\n") + 1
+    return int(_after_last_newline(np.frombuffer(piece, dtype=np.uint8)))
+
+
 def _gather(pieces: list) -> tuple[np.ndarray, int]:
     """One chunk's pieces of text as one buffer ending with a newline (the file's last line may lack its own),
     and its number of lines. Run on a pool thread: the copies and the count leave the reading thread free."""
@@ -148,8 +163,8 @@ def _parse_chunk(buf: np.ndarray, rows: int, r0: int, cells: np.ndarray, first: 
         return None
 
 
-def read_int_table(pieces: Iterable[bytes], n: int, *, skip: int = 0, threads: int = 1) -> IntTable | None:
-    """The table in the text ``pieces`` (bytes in file order, e.g. inflated BGZF blocks) after its first ``skip``
+def read_int_table(pieces: Iterable, n: int, *, skip: int = 0, threads: int = 1) -> IntTable | None:
+    """The table in the text ``pieces`` (bytes or byte buffers in file order, e.g. inflated BGZF blocks) after its first ``skip``
     lines: rows of a name, two int64 and ``n`` int32 fields. None when a line is not of that form (see the module),
     or when there are no rows.
 
@@ -163,8 +178,6 @@ def read_int_table(pieces: Iterable[bytes], n: int, *, skip: int = 0, threads: i
         held: list = []
         size = 0
         for piece in pieces:
-            if isinstance(piece, memoryview):  # searched for line ends below
-                piece = piece.tobytes()
             if skip:
                 piece = b"".join(held + [piece])
                 while skip and (at := piece.find(b"\n")) >= 0:
@@ -177,13 +190,13 @@ def read_int_table(pieces: Iterable[bytes], n: int, *, skip: int = 0, threads: i
             size += len(piece)
             if size < CHUNK_BYTES:
                 continue
-            cut = piece.rfind(b"\n") + 1
+            cut = _line_end(piece)
             if cut == 0:  # no line ends in this piece: keep reading
                 continue
             tail = piece[cut:]
             held[-1] = memoryview(piece)[:cut]
             gathered.append(pool.submit(_gather, held))
-            held, size = ([tail], len(tail)) if tail else ([], 0)
+            held, size = ([tail], len(tail)) if len(tail) else ([], 0)
         if skip:
             return None
         if size:
