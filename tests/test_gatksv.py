@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -17,7 +18,8 @@ import pytest
 from gcnmops.exact.rformat import as_character
 from gcnmops.gatksv import shelltools
 
-GOLD = Path(__file__).resolve().parents[2] / "shared" / "golden" / "gatksv" / "simA"
+_GOLDEN = Path(os.environ.get("GCNMOPS_GOLDEN_DIR", Path(__file__).resolve().parents[2] / "shared" / "golden"))
+GOLD = _GOLDEN / "gatksv" / "simA"
 if not GOLD.is_dir():
     GOLD = Path("/work/shared/golden/gatksv/simA")
 needs_golden = pytest.mark.skipif(not GOLD.is_dir(), reason="GATK-SV goldens not found")
@@ -114,6 +116,30 @@ def test_passes_run_together_write_what_one_at_a_time_writes(tmp_path, monkeypat
     err = capsys.readouterr().err
     assert err.count(f"log of {passes[1].name}\n") == 1  # the failed attempt's log is dropped, the rerun's kept
     assert all(err.count(f"log of {p.name}\n") == 1 for p in passes)
+
+
+@needs_golden
+@pytest.mark.gpu
+def test_passes_two_per_gpu_write_the_goldens(tmp_path):
+    """Two passes at a time on one GPU (cuda/config.py's PASSES_PER_DEVICE), each on its own host thread, memory
+    pool and streams, write the goldens' GFFs, run after run."""
+    from gcnmops.gatksv import cnmops
+    from gcnmops.gatksv.intervals import read_bed
+    from gcnmops.gatksv.matrix import read_depth_matrix
+
+    if len(cnmops.pass_slots("gpu", None, 2)) != 2:
+        pytest.skip("numba's threading layer runs one parallel region at a time (workqueue)")
+    matrix = read_depth_matrix(INPUTS / "simA.bincov.bed.gz")
+    bed = read_bed(INPUTS / "exclude_list.bed")
+    groups = cnmops.call_passes(cnmops.read_contigs(INPUTS / "chrom_file.fai"),
+                                cnmops.read_contigs(INPUTS / "allo_file.fai"), 3, 10)
+    passes = list(dict.fromkeys(p for g in groups.values() for p in g))
+    for k in range(3):
+        done = cnmops.run_passes(matrix, passes, INPUTS / "simA.ped", bed, tmp_path / str(k), backend="gpu",
+                                 per_device=2)
+        for p in passes:
+            got = _no_date(done[p].read_text())
+            assert got == _no_date((GOLD / "passes" / p.name / "cnMOPS.cnMOPS.gff").read_text()), (k, p.name)
 
 
 @needs_golden

@@ -4,6 +4,7 @@ run on the same matrix and to the goldens."""
 from __future__ import annotations
 
 import gzip
+import os
 import shutil
 import subprocess
 import sys
@@ -15,7 +16,8 @@ import pytest
 from gcnmops.errors import InputError
 
 pytest.importorskip("pysam")
-GOLD = Path(__file__).resolve().parents[2] / "shared" / "golden" / "gatksv" / "simA"
+_GOLDEN = Path(os.environ.get("GCNMOPS_GOLDEN_DIR", Path(__file__).resolve().parents[2] / "shared" / "golden"))
+GOLD = _GOLDEN / "gatksv" / "simA"
 if not GOLD.is_dir():
     GOLD = Path("/work/shared/golden/gatksv/simA")
 needs_golden = pytest.mark.skipif(not GOLD.is_dir(), reason="GATK-SV goldens not found")

@@ -76,16 +76,14 @@ SEGMENT_MEDIAN_MAX_BLOCKS = 1 << 16
 DEVICE_PREPARE_MAX_ROWS = 200_000
 
 # ------------------------------------------------------------------------ several blocks per device (host threads)
-# Two host threads per GPU overlap one block's (or pass's) host passes with another's device stages, but two GATK-SV
-# passes at once on one H100 gave other calls than one at a time (benchmarks/RESULTS.md, sixth and seventh
-# sessions), with cupy's pool shared and again with a pool of each thread's own (cuda.runtime.thread_memory_pool):
-# the cause was not the pool. Suspected since: the non-resident model's streams did not wait for the model's
-# constants, copied asynchronously on the default stream that both threads share (every backend stream waits now:
-# cuda.runtime.ordered_stream; the integer copy numbers' refit in each pass took that path; not yet run on a GPU).
-# Chromosome blocks (resident, their stream waited) gave the same bits with two threads per GPU, and gained little
-# (4 H100s: 2.78 s with one thread per GPU, 2.76 s with two). One per GPU; several GPUs (one thread each) gave the
-# same bits in every run.
+# Two host threads per GPU overlap one block's (or pass's) host passes with another's device stages. Two GATK-SV
+# passes at once on one H100 once gave other calls than one at a time (benchmarks/RESULTS.md, sixth and seventh
+# sessions): the non-resident model's streams did not wait for the model's constants, copied asynchronously on the
+# default stream both threads share. Every backend stream now waits for the thread's default-stream work
+# (cuda.runtime.ordered_stream), and two passes per H100 gave the one-at-a-time bytes in every run since (eighth
+# session). Chromosome blocks gained little from a second thread (4 H100s: 2.78 s with one per GPU, 2.76 s with
+# two): one per GPU there.
 #: host threads per GPU running chromosome blocks (pipeline/multigpu.py)
 BLOCKS_PER_DEVICE = 1
 #: GATK-SV passes each GPU runs at a time (gatksv/cnmops.py)
-PASSES_PER_DEVICE = 1
+PASSES_PER_DEVICE = 2
