@@ -119,6 +119,25 @@ def test_passes_run_together_write_what_one_at_a_time_writes(tmp_path, monkeypat
 
 
 @needs_golden
+def test_passes_run_largest_first():
+    """Work = the contig's bins / r x its samples: chr21 (normal, r3) first, chrY's male pass at r10 last."""
+    from gcnmops.gatksv import cnmops
+    from gcnmops.gatksv.matrix import read_depth_matrix
+
+    matrix = read_depth_matrix(INPUTS / "simA.bincov.bed.gz")
+    groups = cnmops.call_passes(cnmops.read_contigs(INPUTS / "chrom_file.fai"),
+                                cnmops.read_contigs(INPUTS / "allo_file.fai"), 3, 10)
+    passes = list(dict.fromkeys(p for g in groups.values() for p in g))
+    order = cnmops.largest_first(matrix, passes, INPUTS / "simA.ped")
+    assert sorted(order, key=passes.index) == passes
+    bins = {c: len(matrix.rows_of([c])) for c in matrix.contig_names()}
+    n, males = len(matrix.samples), len(cnmops.ped_samples(INPUTS / "simA.ped", "1"))
+    work = [bins[p.contig] / p.r * (n if p.mode == "normal" else males if p.mode == "1" else n - males)
+            for p in order]
+    assert work == sorted(work, reverse=True) and work[0] > work[-1]
+
+
+@needs_golden
 @pytest.mark.gpu
 def test_passes_two_per_gpu_write_the_goldens(tmp_path):
     """Two passes at a time on one GPU (cuda/config.py's PASSES_PER_DEVICE), each on its own host thread, memory

@@ -4,7 +4,7 @@ from one read of the bincov matrix, then ``CleanCNMops``.
 Passes, as the WDL scatters them: for each allosome (``allo_file``) mode "1" (males) at r2 and r1; for each
 autosome (``chrom_file``) mode "normal" (every sample) at r2 and r1; chrX mode "2" (females) at r2 and r1. Each
 writes ``OUT/passes/<contig>.<mode>.r<r>/cnMOPS.cnMOPS.gff`` (0 bytes when cn.mops finds no CNV region, as the
-task does); CleanCNMops writes ``OUT/<batch>.DEL.<prefix>.bed.gz`` and ``OUT/<batch>.DUP.<prefix>.bed.gz``
+task does; the passes run largest first, which changes nothing in them); CleanCNMops writes ``OUT/<batch>.DEL.<prefix>.bed.gz`` and ``OUT/<batch>.DUP.<prefix>.bed.gz``
 (+ ``.tbi``) from the GFFs in the task's order (NR1, NR2, MR1, MR2, FR1, FR2).
 """
 from __future__ import annotations
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numba
+import numpy as np
 
 from ..cuda.config import PASSES_PER_DEVICE
 from ..cuda.runtime import in_threads
@@ -77,6 +78,23 @@ def pass_table(matrix: DepthMatrix, p: Pass, ped: str | os.PathLike, bed):
 def _add(timings: dict | None, stage: str, seconds: float) -> None:
     if timings is not None:
         timings[stage] = timings.get(stage, 0.0) + seconds
+
+
+def largest_first(matrix: DepthMatrix, passes, ped) -> list[Pass]:
+    """``passes`` by their work, largest first (the contig's bins / r x its samples: all, or the ped's males or
+    females), ties in the given order: where passes run side by side, the longest starts first instead of last."""
+    passes = list(passes)
+    names, bounds = matrix.runs
+    bins: dict[str, int] = {}
+    for name, size in zip(names, np.diff(bounds).tolist()):
+        bins[name] = bins.get(name, 0) + size
+    n = len(matrix.samples)
+    of_sex = {sex: min(n, len(ped_samples(ped, sex))) for sex in {p.mode for p in passes} - {"normal"}}
+
+    def work(p: Pass) -> float:
+        return bins.get(p.contig, 0) / p.r * (n if p.mode == "normal" else of_sex[p.mode])
+
+    return sorted(passes, key=work, reverse=True)
 
 
 def run_pass(matrix: DepthMatrix, p: Pass, ped, bed, outdir: Path, *, out, backend: str = "auto",
@@ -241,7 +259,8 @@ def run_call(bincov_matrix, chrom_file, allo_file, ped_file, exclude_list, *, r1
     groups = call_passes(chroms, allos, int(r1), int(r2))
     if gpu_warmup is not None:
         gpu_warmup.wait()
-    order = list(dict.fromkeys(p for name in ("MR2", "MR1", "NR2", "NR1", "FR2", "FR1") for p in groups[name]))
+    order = largest_first(matrix, dict.fromkeys(p for name in ("MR2", "MR1", "NR2", "NR1", "FR2", "FR1")
+                                                for p in groups[name]), ped_file)
     t0 = time.perf_counter()
     passes: dict = {}
     gff = run_passes(matrix, order, ped_file, bed, out, backend=backend, devices=devices, per_device=per_device,
@@ -262,5 +281,5 @@ def run_call(bincov_matrix, chrom_file, allo_file, ped_file, exclude_list, *, r1
     return written
 
 
-__all__ = ["Pass", "read_contigs", "call_passes", "pass_table", "run_pass", "run_passes",
+__all__ = ["Pass", "read_contigs", "call_passes", "pass_table", "largest_first", "run_pass", "run_passes",
            "pass_slots", "run_call"]
