@@ -119,6 +119,21 @@ def test_passes_run_together_write_what_one_at_a_time_writes(tmp_path, monkeypat
 
 
 @needs_golden
+def test_a_matrix_too_large_to_hold_as_text_is_read_the_same(monkeypatch):
+    """Above STREAM_TEXT_SHARE of the available memory, the matrix's lines are counted first and its text parsed
+    as it is inflated: the same matrix."""
+    from gcnmops.gatksv import matrix as mx
+
+    held = mx.read_depth_matrix(INPUTS / "simA.bincov.bed.gz", threads=2)
+    monkeypatch.setattr(mx, "STREAM_TEXT_SHARE", 0.0)
+    assert mx._streamed(INPUTS / "simA.bincov.bed.gz")
+    streamed = mx.read_depth_matrix(INPUTS / "simA.bincov.bed.gz", threads=2)
+    assert streamed.header == held.header and streamed.samples == held.samples
+    for name in ("contig", "start", "end", "base"):
+        np.testing.assert_array_equal(getattr(streamed, name), getattr(held, name))
+
+
+@needs_golden
 def test_passes_run_largest_first():
     """Work = the contig's bins / r x its samples: chr21 (normal, r3) first, chrY's male pass at r10 last."""
     from gcnmops.gatksv import cnmops

@@ -69,3 +69,23 @@ def test_names_that_are_not_utf8_are_refused_and_no_rows_is_none():
     assert read_int_table([b"\xff\xfe\t0\t1\t5\n"], 1) is None
     assert read_int_table([b"#header only\n"], 1, skip=1) is None
     assert read_int_table([], 1) is None
+
+
+@pytest.mark.parametrize("chunk, threads, k", [(64, 1, 7), (300, 3, 40), (1, 2, 200)])
+@pytest.mark.parametrize("final_newline", [True, False])
+def test_known_row_count_streams_the_same_table(monkeypatch, chunk, threads, k, final_newline):
+    """With the row count known beforehand (count_lines less the skipped lines), chunks are parsed as they come
+    (at most 4 x threads in memory) into the same table; a wrong count gives None, never a different table."""
+    rng = np.random.default_rng(k)
+    names, first, second, cells = _table(rng)
+    text = b"#Chr\tStart\tEnd\ta\tb\tc\td\te\n##second header line\n" + _text(names, first, second, cells,
+                                                                              final_newline)
+    monkeypatch.setattr(inttable, "CHUNK_BYTES", chunk)
+    assert inttable.count_lines(map(inttable.line_stats, _pieces(text, rng, k))) == len(names) + 2
+    got = read_int_table(_pieces(text, rng, k), 5, skip=2, threads=threads, rows=len(names))
+    assert list(got.names) == list(names)
+    np.testing.assert_array_equal(got.first, first)
+    np.testing.assert_array_equal(got.second, second)
+    np.testing.assert_array_equal(got.cells, cells)
+    for wrong in (len(names) - 1, len(names) + 1):
+        assert read_int_table(_pieces(text, rng, k), 5, skip=2, threads=threads, rows=wrong) is None

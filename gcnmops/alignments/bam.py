@@ -587,31 +587,47 @@ def is_bgzf(path: str | os.PathLike) -> bool:
     return len(head) == 18 and head[:4] == b"\x1f\x8b\x08\x04" and head[12:14] == b"BC"
 
 
-def inflate_bgzf(path: str | os.PathLike, *, threads: int | None = None,
-                 kind: str = "bgzipped file") -> Iterator[bytes | np.ndarray]:
+def inflate_bgzf(path: str | os.PathLike, *, threads: int | None = None, kind: str = "bgzipped file",
+                 each: Callable | None = None) -> Iterator:
     """The inflated data of a BGZF file, in file order, as buffers (bytes, or uint8 arrays): the blocks are
     inflated on ``threads`` threads (default: every usable core) in groups, a few groups ahead of the reader, each
     block's size and CRC32 checked (InputError naming the ``kind`` of file and the byte). With libdeflate's
-    kernel (:mod:`.libdeflate`) each group is one array, inflated without the GIL; else one buffer per block."""
+    kernel (:mod:`.libdeflate`) each group is one array, inflated without the GIL; else one buffer per block.
+    ``each``: a function of a buffer, applied to every one where it was inflated; its results are yielded instead
+    (the data itself let go: e.g. counting the lines of a file too large to hold)."""
     n = threads or default_threads()
     pool = make_pool(n)
     try:
         with _MappedFile(Path(path), kind) as f:
             _eof_check(f)
             if libdeflate.AVAILABLE:
-                yield from _inflated_runs(f, pool, n)
+                yield from _inflated_runs(f, pool, n, each)
                 return
             for chunk in _inflated_chunks(f, 0, f.size, pool, n, join=False):
-                yield from chunk.data
+                yield from (chunk.data if each is None else map(each, chunk.data))
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _inflated_runs(f: _MappedFile, pool: Executor | None, n_threads: int) -> Iterator[np.ndarray]:
+def bgzf_inflated_size(path: str | os.PathLike, kind: str = "bgzipped file") -> int:
+    """The bytes a BGZF file inflates to, from its blocks' headers (nothing inflated)."""
+    meta = np.empty((5, _FIND_BATCH), np.int64)
+    total = 0
+    with _MappedFile(Path(path), kind) as f:
+        p = 0
+        while p < f.size:
+            n, p, status = _find_blocks(f.array, p, f.size, meta)
+            if n == 0:
+                raise _blocks_error(f, p, status)
+            total += int(meta[4, :n].sum())
+    return total
+
+
+def _inflated_runs(f: _MappedFile, pool: Executor | None, n_threads: int, each: Callable | None = None) -> Iterator:
     """The whole file's blocks inflated by libdeflate's kernel, a group of consecutive blocks (up to
-    _RUN_BLOCKS, fewer when that gives a thread fewer than 4 groups) into each uint8 array, in order; with a
-    pool, at most ``4 * n_threads`` groups in flight."""
+    _RUN_BLOCKS, fewer when that gives a thread fewer than 4 groups) into each uint8 array, in order (or
+    ``each`` of it, applied in the task); with a pool, at most ``4 * n_threads`` groups in flight."""
     meta = np.empty((5, _FIND_BATCH), np.int64)
     group = int(min(_RUN_BLOCKS, max(1, (f.size // 20000 + 1) // (4 * n_threads))))
 
@@ -624,7 +640,7 @@ def _inflated_runs(f: _MappedFile, pool: Executor | None, n_threads: int) -> Ite
                 raise InputError(f"{f.path}: corrupt BGZF block at byte {at} (not DEFLATE data); the file is damaged.")
             check = "size" if status == libdeflate.BAD_SIZE else "CRC32"
             raise InputError(f"{f.path}: BGZF block at byte {at} fails its {check} check; the file is damaged.")
-        return out
+        return out if each is None else each(out)
 
     pending: deque = deque()
     p = 0

@@ -10,6 +10,7 @@ by ``\\n``, a non-empty name without ``\\r``, and integers ``[-+]?[0-9]+`` withi
 """
 from __future__ import annotations
 
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Iterable
@@ -163,18 +164,22 @@ def _parse_chunk(buf: np.ndarray, rows: int, r0: int, cells: np.ndarray, first: 
         return None
 
 
-def read_int_table(pieces: Iterable, n: int, *, skip: int = 0, threads: int = 1) -> IntTable | None:
-    """The table in the text ``pieces`` (bytes or byte buffers in file order, e.g. inflated BGZF blocks) after its first ``skip``
-    lines: rows of a name, two int64 and ``n`` int32 fields. None when a line is not of that form (see the module),
-    or when there are no rows.
+def read_int_table(pieces: Iterable, n: int, *, skip: int = 0, threads: int = 1,
+                   rows: int | None = None) -> IntTable | None:
+    """The table in the text ``pieces`` (bytes or byte buffers in file order, e.g. inflated BGZF blocks) after
+    its first ``skip`` lines: rows of a name, two int64 and ``n`` int32 fields. None when a line is not of that
+    form (see the module), when there are no rows, or when ``rows`` is given and the text has another number.
 
-    Two passes on ``threads`` threads: the pieces are gathered into chunks (each ends at the last line end of the
-    piece that fills it) and their lines counted as they arrive; then every chunk is parsed straight into its rows
-    of the one order-F matrix. Memory: the text and the table, nothing in between."""
+    On ``threads`` threads: the pieces are gathered into chunks (each ends at the last line end of the piece that
+    fills it) and their lines counted as they arrive; each chunk is parsed straight into its rows of the one
+    order-F matrix. Without ``rows`` the matrix is made once every chunk is counted: memory, the text and the
+    table. With ``rows`` (the number of table rows, known beforehand: :func:`count_lines`) each chunk is parsed
+    as soon as it is counted and its text let go: memory, the table and a few chunks (``2 * threads``)."""
     threads = max(1, threads)
     pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="gcnmops-parse")
+    table = _Table(rows, n, pool) if rows is not None else None
     try:
-        gathered = []
+        gathered: deque = deque()
         held: list = []
         size = 0
         for piece in pieces:
@@ -197,30 +202,94 @@ def read_int_table(pieces: Iterable, n: int, *, skip: int = 0, threads: int = 1)
             held[-1] = memoryview(piece)[:cut]
             gathered.append(pool.submit(_gather, held))
             held, size = ([tail], len(tail)) if len(tail) else ([], 0)
+            if table is not None and not table.take(gathered, 2 * threads):
+                return None
         if skip:
             return None
         if size:
             gathered.append(pool.submit(_gather, held))
-        chunks = [f.result() for f in gathered]
-        del gathered
-        m = sum(rows for _, rows in chunks)
-        if m == 0:
+        del held
+        if table is None:
+            chunks = deque(f.result() for f in gathered)
+            gathered.clear()
+            table = _Table(sum(k for _, k in chunks), n, pool)
+            gathered = chunks
+        if not table.take(gathered, None) or table.at != table.m:
             return None
-        cells = np.empty((m, n), dtype=np.int32, order="F")
-        first, second, ids = np.empty(m, np.int64), np.empty(m, np.int64), np.empty(m, np.int32)
-        at, parsed = 0, []
-        for buf, rows in chunks:
-            rs = slice(at, at + rows)
-            parsed.append((rs, pool.submit(_parse_chunk, buf, rows, at, cells, first, second, ids)))
-            at += rows
-        del chunks
+        return table.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _Table:
+    """The matrix of ``m`` rows being filled: counted chunks parsed into their rows on ``pool``, in file order."""
+
+    def __init__(self, m: int, n: int, pool: ThreadPoolExecutor) -> None:
+        self.m, self.pool, self.at = m, pool, 0
+        self.cells = np.empty((m, n), dtype=np.int32, order="F")
+        self.first, self.second, self.ids = np.empty(m, np.int64), np.empty(m, np.int64), np.empty(m, np.int32)
+        self.parsed: list = []  # (rows, future) of each chunk, in order
+        self.running: deque = deque()  # the parses not yet seen done, oldest first
+
+    def _submit(self, chunk) -> bool:
+        """Start parsing ``chunk`` (a future of, or a pair of, buffer and lines; waited for); False when its rows
+        would pass the matrix's end."""
+        buf, k = chunk.result() if hasattr(chunk, "result") else chunk
+        if self.at + k > self.m:
+            return False
+        fut = self.pool.submit(_parse_chunk, buf, k, self.at, self.cells, self.first, self.second, self.ids)
+        self.parsed.append((slice(self.at, self.at + k), fut))
+        self.running.append(fut)
+        self.at += k
+        return True
+
+    def take(self, gathered: deque, limit: int | None) -> bool:
+        """Hand the chunks of ``gathered`` (in order) to the parser: every one (``limit`` None), or until at most
+        ``limit`` chunks are gathered or parsing, waiting for the oldest where more are (memory: their text).
+        False when the chunks hold more rows than the matrix."""
+        if limit is None:
+            while gathered:
+                if not self._submit(gathered.popleft()):
+                    return False
+            return True
+        while True:
+            while self.running and self.running[0].done():
+                self.running.popleft().result()
+            while gathered and gathered[0].done():
+                if not self._submit(gathered.popleft()):
+                    return False
+            if len(gathered) + len(self.running) <= limit:
+                return True
+            if self.running:
+                self.running[0].result()
+            elif not self._submit(gathered.popleft()):
+                return False
+
+    def result(self) -> IntTable | None:
+        if self.m == 0:
+            return None
         names: dict[str, int] = {}
-        for rs, fut in parsed:
+        for rs, fut in self.parsed:
             distinct = fut.result()
             if distinct is None:
                 return None
             local = np.array([names.setdefault(name, len(names)) for name in distinct], dtype=np.int32)
-            ids[rs] = local[ids[rs]]
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-    return IntTable(np.asarray(list(names), dtype=object)[ids], first, second, cells)
+            self.ids[rs] = local[self.ids[rs]]
+        return IntTable(np.asarray(list(names), dtype=object)[self.ids], self.first, self.second, self.cells)
+
+
+def line_stats(piece) -> tuple[int, int]:
+    """(the newlines in ``piece``, bytes or any byte buffer; its last byte, -1 when it is empty): what
+    :func:`count_lines` sums, computed where the piece is (a pool thread)."""
+    buf = np.frombuffer(piece, dtype=np.uint8)
+    return int(_count_lines(buf)), int(buf[-1]) if buf.size else -1
+
+
+def count_lines(stats: Iterable[tuple[int, int]]) -> int:
+    """The lines of a text from its pieces' :func:`line_stats` in order: the newlines, and one more where the text
+    does not end with one."""
+    lines, last = 0, _NL
+    for count, end in stats:
+        lines += count
+        last = end if end >= 0 else last
+    return lines + (last != _NL)
