@@ -411,3 +411,17 @@ def test_contig_runs_and_overlap_on_interleaved_contigs():
         ze = np.where(start == end, end + 1, end)
         expect |= (chrom == c) & (bs < ze) & (be > zs)
     np.testing.assert_array_equal(overlapping(chrom, start, end, bed), expect)
+
+
+def test_a_position_beyond_tabix_is_a_clear_error_with_nothing_left(tmp_path):
+    """A clean output whose calls lie beyond 2^29 (a .tbi cannot index them, nor can GATK-SV's tabix): an
+    InputError naming the limit, and no bgzipped file without its index."""
+    pytest.importorskip("pysam")
+    from gcnmops.errors import InputError
+    from gcnmops.gatksv.files import bgzip
+
+    gz = tmp_path / "b.DEL.bed.gz"
+    with pytest.raises(InputError, match="536,870,911"):
+        bgzip(gz, ["#chr\tstart\tend", "chr1\t600000000\t600001000"])
+    assert not gz.exists() and not (tmp_path / "b.DEL.bed").exists()
+    assert bgzip(gz, ["#chr\tstart\tend", "chr1\t500000000\t500001000"]).is_file()

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from ..errors import InputError
+from ..outputs.callfiles import TBI_MAX_POSITION
 
 
 def require_pysam():
@@ -37,7 +38,13 @@ def bgzip(path: str | os.PathLike, lines, *, index: bool = True) -> Path:
     pysam.tabix_compress(str(plain), str(gz), force=True)
     plain.unlink()
     if index:
-        pysam.tabix_index(str(gz), preset="bed", force=True)
+        try:
+            pysam.tabix_index(str(gz), preset="bed", force=True)
+        except OSError as err:
+            gz.unlink(missing_ok=True)  # no file without its index
+            raise InputError(f"Cannot index {gz} with tabix ({err}): a .tbi index holds positions up to "
+                             f"{TBI_MAX_POSITION:,} (GATK-SV's `tabix -p bed` fails there too); a contig longer "
+                             "than that needs a CSI index. Nothing was left of the file.") from None
     return gz
 
 
