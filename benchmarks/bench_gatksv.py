@@ -16,7 +16,10 @@ its stages (read; the pass groups MR2, MR1, NR2, NR1, FR2, FR1; clean) and its p
 table row; ``--json PATH`` writes the same (after each step). ``--warmup`` first runs both calls on a smaller batch
 (700,000 bins x 300 samples: the same kernel variants), untimed, so that compiling kernels is not counted.
 
-    python benchmarks/bench_gatksv.py [--bins N] [--samples N] [--backend auto|cpu|gpu] [--workdir DIR]
+``--genome FRACTION``: GRCh38's 24 chromosomes instead (1: a whole genome's 30,882,698 bins; a tenth of the
+genome's bins as 24 contigs, not one chr1-sized, is ``--genome 0.1``).
+
+    python benchmarks/bench_gatksv.py [--bins N | --genome FRACTION] [--samples N] [--backend auto|cpu|gpu] [--workdir DIR]
         [--threads N] [--level 1-9] [--warmup] [--json PATH] [--devices all|IDS]
 """
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import math
 import os
 import struct
 import subprocess
@@ -36,6 +40,12 @@ from pathlib import Path
 
 import numpy as np
 
+#: GRCh38's chromosomes (bp): the --genome batch's contigs
+GRCH38 = {"chr1": 248_956_422, "chr2": 242_193_529, "chr3": 198_295_559, "chr4": 190_214_555, "chr5": 181_538_259,
+          "chr6": 170_805_979, "chr7": 159_345_973, "chr8": 145_138_636, "chr9": 138_394_717, "chr10": 133_797_422,
+          "chr11": 135_086_622, "chr12": 133_275_309, "chr13": 114_364_328, "chr14": 107_043_718,
+          "chr15": 101_991_189, "chr16": 90_338_345, "chr17": 83_257_441, "chr18": 80_373_285, "chr19": 58_617_616,
+          "chr20": 64_444_167, "chr21": 46_709_983, "chr22": 50_818_468, "chrX": 156_040_895, "chrY": 57_227_415}
 CHR1_BINS = 2_489_565  # GRCh38 chr1 / 100 bp
 GENOME_BINS = 30_882_698  # GRCh38 primary assembly / 100 bp
 CHRX_BINS, CHRY_BINS = 1_560_409, 572_275  # their real sizes: their ratio, and the PARs' places
@@ -64,6 +74,12 @@ def contig_bins(bins: int) -> dict[str, int]:
     xy = (GENOME_BINS / 10 - CHR1_BINS) * bins / CHR1_BINS
     return {"chr1": bins, "chrX": max(10_000, round(xy * CHRX_BINS / (CHRX_BINS + CHRY_BINS))),
             "chrY": max(5000, round(xy * CHRY_BINS / (CHRX_BINS + CHRY_BINS)))}
+
+
+def genome_bins(fraction: float) -> dict[str, int]:
+    """Bins per contig of the --genome batch: GRCh38's 24 chromosomes in 100-bp bins (the last one partial), times
+    ``fraction``."""
+    return {c: max(5000, math.ceil(length / BIN * fraction)) for c, length in GRCH38.items()}
 
 
 def _events(m: int, n: int, rng) -> np.ndarray:
@@ -154,20 +170,23 @@ def batch_paths(folder: Path) -> dict[str, Path]:
             "--exclude-list": folder / "exclude_list.bed"}
 
 
-def make_batch(folder: Path, bins: int, n: int, seed: int, threads: int, level: int = 1) -> dict:
-    """The batch's files in ``folder`` (bincov matrix, ped, contig files, exclude list; batch.json last, returned)."""
+def make_batch(folder: Path, bins: int | dict, n: int, seed: int, threads: int, level: int = 1) -> dict:
+    """The batch's files in ``folder`` (bincov matrix, ped, contig files, exclude list; batch.json last, returned):
+    ``bins`` of the chr1-sized contig (with chrX and chrY: ``contig_bins``), or the bins of each contig (chrX and
+    chrY the allosomes, the others autosomes)."""
     t0 = time.perf_counter()
     folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     sexes = np.where(rng.random(n) < 0.48, 1, 2)
     names = [f"SAMPLE_{k + 1:04d}" for k in range(n)]  # in Java String order, as PrintSVEvidence writes them
-    sizes = contig_bins(bins)
+    sizes = contig_bins(bins) if isinstance(bins, int) else dict(bins)
     paths = batch_paths(folder)
     paths["--ped-file"].write_text("".join(f"FAM{k + 1}\t{s}\t0\t0\t{sx}\t0\n"
                                            for k, (s, sx) in enumerate(zip(names, sexes))))
-    paths["--chrom-file"].write_text(f"chr1\t{sizes['chr1'] * BIN}\n")
+    paths["--chrom-file"].write_text("".join(f"{c}\t{m * BIN}\n" for c, m in sizes.items() if c not in ("chrX", "chrY")))
     paths["--allo-file"].write_text(f"chrX\t{sizes['chrX'] * BIN}\nchrY\t{sizes['chrY'] * BIN}\n")
-    gaps = {"chr1": (0.49, 0.54), "chrX": (0.37, 0.38), "chrY": (0.2, 0.4)}  # zero bins (centromere-like)
+    gaps = {c: (0.45, 0.5) for c in sizes}  # zero bins (centromere-like)
+    gaps |= {"chr1": (0.49, 0.54), "chrX": (0.37, 0.38), "chrY": (0.2, 0.4)}
     excluded = [(c, a, b) for c, (a, b) in gaps.items()] + [("chr1", 0.1, 0.1005), ("chr1", 0.8, 0.802),
                                                              ("chrX", 0.6, 0.601)]
     paths["--exclude-list"].write_text("".join(f"{c}\t{int(a * sizes[c]) * BIN}\t{int(b * sizes[c]) * BIN}\n"
@@ -261,6 +280,8 @@ def _lines(path: Path):
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bins", type=int, default=CHR1_BINS, help=f"bins of the chr1-sized contig (default {CHR1_BINS})")
+    ap.add_argument("--genome", type=float, metavar="FRACTION",
+                    help="instead of --bins: GRCh38's 24 chromosomes, each FRACTION of its 100-bp bins (1: a genome)")
     ap.add_argument("--samples", type=int, default=500, help="samples (default 500)")
     ap.add_argument("--seed", type=int, default=1, help="simulation seed (default 1)")
     ap.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"], help="where cn.mops runs (auto)")
@@ -277,12 +298,13 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
     work = Path(args.workdir or Path(tempfile.gettempdir()) / "gcnmops-bench-gatksv")
 
-    def batch(bins: int, n: int) -> tuple[Path, dict]:
-        folder = work / f"batch-{bins}x{n}-s{args.seed}-l{args.level}"
+    def batch(bins: int | float, n: int) -> tuple[Path, dict]:
+        genome = isinstance(bins, float)
+        folder = work / f"{'genome' if genome else 'batch'}-{bins}x{n}-s{args.seed}-l{args.level}"
         done = folder / "batch.json"
         if done.exists():
             return folder, json.loads(done.read_text()) | {"reused": True}
-        meta = make_batch(folder, bins, n, args.seed, args.threads, args.level)
+        meta = make_batch(folder, genome_bins(bins) if genome else bins, n, args.seed, args.threads, args.level)
         print(f"batch made in {meta['generation_s']:.1f} s: {folder} ({meta['matrix_mb']:,} MB bgzipped)",
               file=sys.stderr)
         return folder, meta
@@ -293,7 +315,7 @@ def main(argv: list[str] | None = None) -> dict:
         folder, _ = batch(WARMUP_BINS, WARMUP_SAMPLES)
         for call in calls(args.min_size):
             run_call(batch_paths(folder), folder / "out", call, args.backend, more)
-    folder, meta = batch(args.bins, args.samples)
+    folder, meta = batch(args.bins if args.genome is None else float(args.genome), args.samples)
     out = folder / "out"
     results: list[dict] = []
     report = {"batch": meta | {"folder": str(folder)}, "backend": args.backend, "warmup": args.warmup,

@@ -56,3 +56,13 @@ def test_bench_runs_both_calls(tmp_path):
         passes = {p.name for p in (folder / "out" / "passes").iterdir()}
         assert {f"chr1.normal.r{call['r1']}", f"chrX.2.r{call['r2']}", f"chrY.1.r{call['r1']}"} <= passes
     assert report["wall_s"] == round(sum(c["wall_s"] for c in report["calls"]), 3)
+
+
+def test_genome_batch_has_grch38s_contigs(tmp_path):
+    bench = _bench()
+    full = bench.genome_bins(1.0)
+    assert abs(sum(full.values()) - bench.GENOME_BINS) <= len(full) and full["chr1"] == bench.CHR1_BINS
+    meta = bench.make_batch(tmp_path, bench.genome_bins(1e-4), 4, 1, 2)
+    autosomes = [line.split("\t")[0] for line in (tmp_path / "chrom_file.fai").read_text().splitlines()]
+    assert autosomes == [f"chr{k}" for k in range(1, 23)] and len(meta["bins"]) == 24
+    assert (tmp_path / "allo_file.fai").read_text().startswith("chrX\t")
