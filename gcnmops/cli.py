@@ -409,7 +409,7 @@ def _run_streaming(args, method, gpu) -> int:
                          "and none of --example, --controls, --plots, --report, --sex-aware, --exclude, "
                          "--exclude-samples, --min-length, --min-quality, --tracks")
     kwargs = _method_kwargs(args, method)
-    kwargs.pop("devices", None)
+    devices = kwargs.pop("devices", None)
     formats = stream_formats(args.formats)
     kept_matrices(args.keep, bool(args.return_posterior))
     check_output_folder(args.outdir)
@@ -430,7 +430,8 @@ def _run_streaming(args, method, gpu) -> int:
     if gpu is not None:
         gpu.wait()
     result = run_streaming(args.input, args.outdir, method=method.name, keep=args.keep, integer=not args.no_integer,
-                           formats=formats, backend=args.backend, vcf=vcf, on_chromosome=line, **kwargs)
+                           formats=formats, backend=args.backend, devices=devices, vcf=vcf, on_chromosome=line,
+                           **kwargs)
     s = result.summary()
     print(f"gcnmops {result.params['method']} (streamed): {s['regions']:,} regions x {s['samples']} samples on "
           f"{s['chromosomes']} chromosome(s)\n  segments {s['segments']:,}   CNVs {s['cnvs']:,}   CNV regions "

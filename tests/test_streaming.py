@@ -93,6 +93,43 @@ def test_streamed_equals_in_memory(tmp_path, params):
     assert_same(back.compute(), ref)
 
 
+@pytest.mark.parametrize("params", [{}, {"norm": 2, "return_posterior": True}], ids=["default", "norm2_posterior"])
+def test_streamed_on_several_devices_equals_in_memory(tmp_path, monkeypatch, params):
+    """Two devices' threads (here the CPU backend, the device switch a no-op) each take the largest chromosome not
+    yet taken, read it and run it: the same result and files as in memory, every chromosome once, the progress
+    lines of all."""
+    import contextlib
+
+    from gcnmops.pipeline import streaming
+
+    ran = []
+    real = streaming.run_block
+    monkeypatch.setattr(streaming, "_devices", lambda backend, devices: [0, 1])
+    monkeypatch.setattr(streaming, "on_device", lambda device: contextlib.nullcontext())
+    monkeypatch.setattr(streaming, "run_block", lambda plan, held, **kw: ran.append(kw["devices"]) or
+                        real(plan, held, **kw))
+    data = cohort()
+    store = save_count_data(data, tmp_path / "c.zarr", rows_per_chunk=500, samples_per_chunk=4)
+    lines = []
+    got = run_streaming(store, tmp_path / "out", backend="cpu", devices=[0, 1], on_chromosome=lines.append,
+                        **params)
+    assert_same(got.compute(), reference(data, **params))
+    assert sorted(d.name for d in lines) == sorted(b[0] for b in open_count_store(store).blocks)
+    assert lines[-1].rows_done == data.n_regions and {tuple(d) for d in ran} <= {(0,), (1,)}
+    run_streaming(store, tmp_path / "one", backend="cpu", **params)
+    for name in ("segmentation.tsv", "cnvs.tsv", "cnvr.tsv", "sample_qc.tsv", "cnvr.bed"):
+        assert filecmp.cmp(tmp_path / "out" / name, tmp_path / "one" / name, shallow=False), name
+
+
+@pytest.mark.gpu
+def test_streamed_on_every_gpu_equals_the_cpu(tmp_path):
+    """A store streamed over every GPU of this machine (one GPU: over it alone): the CPU's in-memory result."""
+    data = cohort(sizes=(30_000, 45_000, 8_000, 3, 20_000), n=16, seed=8)
+    store = save_count_data(data, tmp_path / "c.zarr", rows_per_chunk=20_000, samples_per_chunk=8)
+    got = run_streaming(store, tmp_path / "out", backend="gpu", devices="all")
+    assert_same(got.compute(), reference(data))
+
+
 def test_streamed_files_equal_run_and_write(tmp_path):
     """Call tables, sample QC, BED, SEG and VCF as gcnmops run writes them (their qualities from the evidence each
     chromosome gathered)."""

@@ -22,6 +22,8 @@ Reading, computing and writing overlap: while chromosome k is computed (in the c
 is read on a read-ahead thread and chromosome k - 1's matrices are written by the result store's background
 writer (``ResultStore.write_behind``). Memory: the counts of two chromosomes (k and k + 1), the result of k and
 the kept matrices of k - 1. A failure of either thread is the run's error; the clean-up waits for the writer.
+On several GPUs (``devices``) a thread per GPU takes the largest chromosome not yet taken, reads it and runs it
+there, and hands its matrices to the same writer (a chromosome per GPU in memory, plus the one written).
 
 The call tables are written at the end as by ``gcnmops run`` (``outputs.writers.ResultWriter``; the BED/VCF
 qualities from the evidence each chromosome gathered for its calls, ``calls.quality.CallEvidence``), with the
@@ -34,8 +36,10 @@ jitter runs across chromosomes).
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -44,12 +48,14 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+import numba
 import numpy as np
 import pandas as pd
 
 from ..calls.integer import calc_integer_copy_numbers, segment_labels
 from ..calls.quality import CallEvidence
-from ..cuda.probe import resolve_backend
+from ..cuda.probe import Backend, device_ids, resolve_backend
+from ..cuda.runtime import in_threads, on_device, thread_memory_pool
 from ..errors import InputError
 from ..io.atomic import output_error, signals_held
 from ..io.store import CountStore, open_count_store
@@ -128,7 +134,7 @@ def stream_formats(formats) -> tuple[str, ...]:
 
 
 def run_streaming(input, outdir, *, method: str = "cn.mops", keep=None, integer: bool = True, formats=None,
-                  backend: str = "auto", vcf: VcfOptions | None = None,
+                  backend: str = "auto", devices=None, vcf: VcfOptions | None = None,
                   on_chromosome: Callable[[ChromosomeDone], None] | None = None, **params) -> StoredResult:
     """cn.mops on a chunked count store, chromosome by chromosome, with bounded memory; the result files under
     ``outdir`` (as ``gcnmops run``; the matrices in ``outdir/matrices.zarr``).
@@ -155,6 +161,9 @@ def run_streaming(input, outdir, *, method: str = "cn.mops", keep=None, integer:
         of bed, vcf, seg (default all three); the call tables and params.json are always written.
     backend : {"auto", "cpu", "gpu"}
         where every chromosome runs (the same answer).
+    devices : None, "all", int or list of int
+        on the GPU backend, the GPUs (default: device 0); with several, one thread per GPU takes the largest
+        chromosome not yet taken, reads it and runs it there (the same answer; memory: a chromosome per GPU).
     vcf : VcfOptions
         how the VCF is written (contig lengths, reference, per-sample files).
     on_chromosome : callable
@@ -212,7 +221,8 @@ def run_streaming(input, outdir, *, method: str = "cn.mops", keep=None, integer:
     qc = StreamQC(m)
     try:
         rstore = ResultStore(Path(outdir), shapes, attrs, gr, max_rows=max_rows, scratch=scratch)
-        tables = _stream(store, plan, genome, list(shapes), rstore, qc, integer, timings, on_chromosome, Path(outdir))
+        tables = _stream(store, plan, genome, list(shapes), rstore, qc, integer, timings, on_chromosome, Path(outdir),
+                         _devices(backend, devices))
         t0 = time.perf_counter()
         segmentation, cnvs, cnvr, evidence = tables
         result_params = cparams.r_params()
@@ -255,6 +265,11 @@ def run_streaming(input, outdir, *, method: str = "cn.mops", keep=None, integer:
                                  timings=timings, sample_qc=written.sample_qc)
 
 
+def _devices(backend: Backend, devices) -> list[int] | None:
+    """The GPU ids ``devices`` names on the GPU backend (cuda.probe.device_ids); None on the CPU or when not given."""
+    return device_ids(devices) if backend is Backend.GPU and devices is not None else None
+
+
 def _genome(store: CountStore, plan: RunPlan, budget: int) -> Genome:
     """The cross-chromosome quantities: the genome's column sums (normalization), the coverages (norm=2)."""
     N = store.shape[1]
@@ -278,54 +293,109 @@ def _shapes(kept: list[str], m: int, N: int, n: int) -> dict:
 
 
 def _stream(store: CountStore, plan: RunPlan, genome: Genome, stored: list[str], rstore: ResultStore, qc: StreamQC,
-            integer: bool, timings: dict, on_chromosome, outdir: Path
+            integer: bool, timings: dict, on_chromosome, outdir: Path, devices: list[int] | None = None
             ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, CallEvidence | None]:
-    """Every chromosome through the pipeline, the next one read ahead and the last one's matrices ``stored``
-    written behind (see the module docstring), its window medians put into ``qc``; the call tables (integer
-    labels where asked) and their qualities' evidence."""
+    """Every chromosome through the pipeline, its matrices ``stored`` written behind (see the module docstring),
+    its window medians put into ``qc``; the call tables (integer labels where asked) and their qualities'
+    evidence. One device (``devices`` None or one id): in this thread, the next chromosome read ahead. Several:
+    one thread per device taking the largest chromosome not yet taken (``_on_devices``)."""
     blocks = store.blocks
     m = store.shape[0]
-    labelled = []
-    gathered = BlockTables(len(blocks), list(store.sample_names), plan.segments).__enter__()
-    reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gcnmops-readahead")
-    try:
-        done = 0
-        ahead = reader.submit(_read, store, blocks[0], timings)
-        for k, (name, a, b) in enumerate(blocks):
-            t0 = time.perf_counter()
-            held = [ahead.result()]  # emptied by _chromosome: the counts go as soon as they are no longer needed
-            timings["read_wait"] += time.perf_counter() - t0
-            # one chromosome ahead: two chromosomes' counts at most
-            ahead = reader.submit(_read, store, blocks[k + 1], timings) if k + 1 < len(blocks) else None
-            result = run_block(plan, held, genome=genome, timings=timings)
-            if integer and len(result.cnvr):
-                t1 = time.perf_counter()
-                result = calc_integer_copy_numbers(result, backend=plan.backend)
-                timings["integer"] += time.perf_counter() - t1
+    labelled = [False] * len(blocks)
+    hand = threading.Lock()  # one chromosome at a time handed to the writer, the tables and the progress
+    done = [0]
+
+    def compute(held: list, own: dict, **fit_options) -> CNVDetectionResult:
+        result = run_block(plan, held, genome=genome, timings=own, **fit_options)
+        if integer and len(result.cnvr):
+            t1 = time.perf_counter()
+            result = calc_integer_copy_numbers(result, backend=plan.backend)
+            own["integer"] += time.perf_counter() - t1
+        return result
+
+    def finish(k: int, result: CNVDetectionResult, t0: float) -> None:
+        name, a, b = blocks[k]
+        qc.put(a, b, result)
+        with hand:
             t1 = time.perf_counter()  # the writer holds the kept matrices only, not the whole result
             matrices = {key: _matrix(result, key) for key in stored}
             rstore.write_behind(partial(_write, rstore, matrices, a, b, timings, outdir))
             del matrices
             timings["write_wait"] += time.perf_counter() - t1
             gathered.put(k, result)
-            qc.put(a, b, result)
-            labelled.append(integer and len(result.cnvr) > 0)
-            del result
-            done += b - a
-            tick(done, m)
+            labelled[k] = integer and len(result.cnvr) > 0
+            done[0] += b - a
+            tick(done[0], m)
             if on_chromosome is not None:
-                on_chromosome(ChromosomeDone(name, k, len(blocks), b - a, done, m, time.perf_counter() - t0))
+                on_chromosome(ChromosomeDone(name, k, len(blocks), b - a, done[0], m, time.perf_counter() - t0))
+
+    gathered = BlockTables(len(blocks), list(store.sample_names), plan.segments).__enter__()
+    try:
+        if devices is not None and len(devices) > 1:
+            _on_devices(store, plan, devices, compute, finish, timings)
+        else:
+            _in_order(store, compute, finish, timings, {} if devices is None else {"devices": devices})
         t1 = time.perf_counter()
         rstore.wait()
         timings["write_wait"] += time.perf_counter() - t1
     finally:
-        reader.shutdown(wait=False, cancel_futures=True)  # after a failure: a read under way is left to end
         gathered.__exit__()
     if integer and any(labelled):  # chromosomes without CNVs: their segments labelled as calc_integer_copy_numbers does
         rparams = plan.params.r_params()
         gathered.segmentation = [s if done_ else segment_labels(s, rparams)
                                  for s, done_ in zip(gathered.segmentation, labelled)]
     return (*gathered.tables(), gathered.call_evidence())
+
+
+def _in_order(store: CountStore, compute, finish, timings: dict, fit_options: dict) -> None:
+    """The chromosomes in order in this thread, the next one read ahead on a thread of its own (two chromosomes'
+    counts at most)."""
+    blocks = store.blocks
+    reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gcnmops-readahead")
+    try:
+        ahead = reader.submit(_read, store, blocks[0], timings)
+        for k in range(len(blocks)):
+            t0 = time.perf_counter()
+            held = [ahead.result()]  # emptied by run_block: the counts go as soon as they are no longer needed
+            timings["read_wait"] += time.perf_counter() - t0
+            ahead = reader.submit(_read, store, blocks[k + 1], timings) if k + 1 < len(blocks) else None
+            finish(k, compute(held, timings, **fit_options), t0)
+    finally:
+        reader.shutdown(wait=False, cancel_futures=True)  # after a failure: a read under way is left to end
+
+
+def _on_devices(store: CountStore, plan: RunPlan, devices: list[int], compute, finish, timings: dict) -> None:
+    """The chromosomes on every GPU of ``devices``: a thread per device (the thread's current device, a memory pool
+    and its share of the cores, as pipeline.multigpu's) takes the largest chromosome not yet taken, reads it and
+    runs it there; a device's error stops the others taking more. Memory: a chromosome's counts and result per
+    device, and the one being written. ``timings``: each stage the slowest device's seconds."""
+    blocks = store.blocks
+    taken = iter(sorted(range(len(blocks)), key=lambda k: blocks[k][1] - blocks[k][2]))  # largest first, stable
+    take = threading.Lock()
+    failed = threading.Event()
+    share = max(1, numba.get_num_threads() // len(devices))
+    own_of = {d: {stage: 0.0 for stage in STAGES + WAITS} for d in devices}
+
+    def work(device: int) -> None:
+        own = own_of[device]
+        try:
+            numba.set_num_threads(share)
+            with on_device(device), thread_memory_pool() if plan.backend is Backend.GPU else contextlib.nullcontext():
+                while not failed.is_set():
+                    with take:
+                        k = next(taken, None)
+                    if k is None:
+                        break
+                    t0 = time.perf_counter()
+                    held = [_read(store, blocks[k], own)]
+                    finish(k, compute(held, own, devices=[device]), t0)
+        except BaseException:
+            failed.set()
+            raise
+
+    in_threads({f"gcnmops-stream-gpu{d}": (lambda d=d: work(d)) for d in devices})
+    for stage in ("read", "normalize", "model", "segment_call", "integer"):
+        timings[stage] += max(own[stage] for own in own_of.values())
 
 
 def _read(store: CountStore, block: tuple[str, int, int], timings: dict) -> CountData:
