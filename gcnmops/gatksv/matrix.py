@@ -244,7 +244,8 @@ def _read_fast(p: Path, header: str, fields: list[str], threads: int | None, ski
 
 
 def _streamed(p: Path) -> bool:
-    """Whether ``p`` is bgzipped and its text is more than STREAM_TEXT_SHARE of the memory available."""
+    """Whether ``p`` is bgzipped and its text (estimated from its first blocks) is more than STREAM_TEXT_SHARE of
+    the memory available."""
     from ..alignments.bam import bgzf_inflated_size, is_bgzf
     from ..io.npz import available_memory
 
