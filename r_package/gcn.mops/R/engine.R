@@ -161,11 +161,12 @@
     "    import gcnmops.rbridge as _gcnmops_rbridge",
     "_gcnmops_rbridge.attach(force=True)",
     sep = "\n")
-  invisible(gc())
   res <- tryCatch(reticulate::py_run_string(code, convert = FALSE), error = function(e) e)
   failed <- inherits(res, "error")
   msg <- if (failed) conditionMessage(res) else ""
   rm(res)
+  # one full collection (~0.45 s with Bioconductor loaded) finalizes the Python objects start-up made and
+  # dropped (py_config's, this result), here where it is safe (see .collect_python_garbage)
   invisible(gc())
   if (failed) .engine_error(sprintf("in %s: %s", cfg$python, msg))
   if (is.null(.state$host_hook)) .engine_error("gcnmops.rbridge.attach() did not register its callback.")
