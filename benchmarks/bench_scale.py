@@ -11,6 +11,7 @@ Usage:
                                          [--per-device 1,2] [--one-gpu 1000000x400]
   python benchmarks/bench_scale.py batch [--experiments 20] [--regions 20000] [--samples 20] [--workers 1,2]
   python benchmarks/bench_scale.py gpu-stream [--regions 1000000] [--samples 400] [--backend gpu|cpu]
+                                              [--stream-devices all|IDS]
                                          [--keep local_assessments] [--verify-rows 200000] [--input STORE]
                                          [--store DIR]      (issue 18's second shape: --regions 3000000 --samples 1000)
   common: [--json PATH] [--seed 11]
@@ -519,7 +520,7 @@ def run_gpu_stream(args) -> dict:
 
     tmp = Path(args.store or tempfile.mkdtemp(prefix="gcnmops-stream-"))
     tmp.mkdir(parents=True, exist_ok=True)
-    out: dict = {"backend": args.backend, "keep": args.keep}
+    out: dict = {"backend": args.backend, "keep": args.keep, "devices": args.stream_devices}
     t0 = time.perf_counter()
     if args.input:
         z = Path(args.input)
@@ -534,7 +535,7 @@ def run_gpu_stream(args) -> dict:
     base = PeakSampler.status("VmRSS")
     sampler = PeakSampler(device=args.backend == "gpu")
     t0 = time.perf_counter()
-    res = gcnmops.run_streaming(z, tmp / "out", backend=args.backend, keep=args.keep)
+    res = gcnmops.run_streaming(z, tmp / "out", backend=args.backend, keep=args.keep, devices=args.stream_devices)
     whole = time.perf_counter() - t0
     sampler.stop()
     out.update(whole_s=whole, stages_s=dict(res.timings), rss_before_gb=base / 1e9, peak_rss_gb=sampler.host / 1e9,
@@ -625,6 +626,9 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     ap.add_argument("--backend", choices=["gpu", "cpu"], default="gpu", help="gpu-stream: where each chromosome runs")
     ap.add_argument("--keep", default="local_assessments", help="gpu-stream: matrices kept besides integer_copy_number")
+    ap.add_argument("--stream-devices", default=None,
+                    type=lambda s: s if s == "all" else [int(v) for v in s.split(",")],
+                    help="gpu-stream: the GPUs the chromosomes run on ('all' or ids; default GPU 0)")
     ap.add_argument("--verify-rows", type=int, default=200_000,
                     help="gpu-stream: check the first whole chromosomes of about this many rows in memory (0: no)")
     args = ap.parse_args()
