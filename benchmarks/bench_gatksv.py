@@ -19,8 +19,8 @@ table row; ``--json PATH`` writes the same (after each step). ``--warmup`` first
 ``--genome FRACTION``: GRCh38's 24 chromosomes instead (1: a whole genome's 30,882,698 bins; a tenth of the
 genome's bins as 24 contigs, not one chr1-sized, is ``--genome 0.1``).
 
-    python benchmarks/bench_gatksv.py [--bins N | --genome FRACTION] [--samples N] [--backend auto|cpu|gpu] [--workdir DIR]
-        [--threads N] [--level 1-9] [--warmup] [--json PATH] [--devices all|IDS]
+    python benchmarks/bench_gatksv.py [--bins N | --genome FRACTION] [--samples N] [--backend auto|cpu|gpu]
+        [--workdir DIR] [--threads N] [--level 1-9] [--warmup] [--json PATH] [--devices all|IDS]
 """
 from __future__ import annotations
 
@@ -183,7 +183,8 @@ def make_batch(folder: Path, bins: int | dict, n: int, seed: int, threads: int, 
     paths = batch_paths(folder)
     paths["--ped-file"].write_text("".join(f"FAM{k + 1}\t{s}\t0\t0\t{sx}\t0\n"
                                            for k, (s, sx) in enumerate(zip(names, sexes))))
-    paths["--chrom-file"].write_text("".join(f"{c}\t{m * BIN}\n" for c, m in sizes.items() if c not in ("chrX", "chrY")))
+    autosomes = [c for c in sizes if c not in ("chrX", "chrY")]
+    paths["--chrom-file"].write_text("".join(f"{c}\t{sizes[c] * BIN}\n" for c in autosomes))
     paths["--allo-file"].write_text(f"chrX\t{sizes['chrX'] * BIN}\nchrY\t{sizes['chrY'] * BIN}\n")
     gaps = {c: (0.45, 0.5) for c in sizes}  # zero bins (centromere-like)
     gaps |= {"chr1": (0.49, 0.54), "chrX": (0.37, 0.38), "chrY": (0.2, 0.4)}

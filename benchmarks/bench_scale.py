@@ -38,9 +38,9 @@ except for the single-process reference.
   Prints a table and the one-GPU runs' segmentation sub-stages (seg_*).
 - ``batch``: ``gcnmops batch`` on ``--experiments`` count files with 1..k CPU worker processes.
 - ``gpu-stream``: ``gcnmops.run_streaming`` (one process, the CPU or GPUs: ``--backend``, ``--stream-devices``)
-  from a count store on disk (the cohort simulated into it chunk by chunk as int32, ``--input`` an existing one) to an output folder
-  on disk (call tables, BED/VCF/SEG, integer_copy_number and the ``--keep`` matrices in matrices.zarr), after a
-  warm-up run on a 3,000-row store. Reports the seconds per stage (each stage's own: reading and writing run on
+  from a count store on disk (the cohort simulated into it chunk by chunk as int32, ``--input`` an existing one) to
+  an output folder on disk (call tables, BED/VCF/SEG, integer_copy_number and the ``--keep`` matrices in
+  matrices.zarr), after a warm-up run on a 3,000-row store. Reports the seconds per stage (each stage's own: reading and writing run on
   their own threads beside the compute, so they add up to more than the wall; and how long the compute waited
   for them), the wall, the peak host RSS of the streamed run (a thread
   reading /proc/self/status every 20 ms; VmHWM too), the device memory pool's peak (GPU), and checks the result

@@ -4,8 +4,9 @@ from one read of the bincov matrix, then ``CleanCNMops``.
 Passes, as the WDL scatters them: for each allosome (``allo_file``) mode "1" (males) at r2 and r1; for each
 autosome (``chrom_file``) mode "normal" (every sample) at r2 and r1; chrX mode "2" (females) at r2 and r1. Each
 writes ``OUT/passes/<contig>.<mode>.r<r>/cnMOPS.cnMOPS.gff`` (0 bytes when cn.mops finds no CNV region, as the
-task does; the passes run largest first, which changes nothing in them); CleanCNMops writes ``OUT/<batch>.DEL.<prefix>.bed.gz`` and ``OUT/<batch>.DUP.<prefix>.bed.gz``
-(+ ``.tbi``) from the GFFs in the task's order (NR1, NR2, MR1, MR2, FR1, FR2).
+task does); the passes run largest first, which changes nothing in them. CleanCNMops writes
+``OUT/<batch>.DEL.<prefix>.bed.gz`` and ``OUT/<batch>.DUP.<prefix>.bed.gz`` (+ ``.tbi``) from the GFFs in the task's
+order (NR1, NR2, MR1, MR2, FR1, FR2).
 """
 from __future__ import annotations
 
