@@ -37,16 +37,16 @@ except for the single-process reference.
   after a warm-up on every device; with ``--one-gpu MxN``, then ``cn_mops`` on one GPU on such a cohort of M x N.
   Prints a table and the one-GPU runs' segmentation sub-stages (seg_*).
 - ``batch``: ``gcnmops batch`` on ``--experiments`` count files with 1..k CPU worker processes.
-- ``gpu-stream``: ``gcnmops.run_streaming`` (one process, the CPU or GPUs: ``--backend``, ``--stream-devices``)
-  from a count store on disk (the cohort simulated into it chunk by chunk as int32, ``--input`` an existing one) to
-  an output folder on disk (call tables, BED/VCF/SEG, integer_copy_number and the ``--keep`` matrices in
-  matrices.zarr), after a warm-up run on a 3,000-row store. Reports the seconds per stage (each stage's own: reading and writing run on
-  their own threads beside the compute, so they add up to more than the wall; and how long the compute waited
-  for them), the wall, the peak host RSS of the streamed run (a thread
-  reading /proc/self/status every 20 ms; VmHWM too), the device memory pool's peak (GPU), and checks the result
-  against the in-memory ``cn_mops`` + integer copy numbers on the first whole chromosomes of about
-  ``--verify-rows`` regions (each chromosome's answer depends on the others only through the samples' totals
-  and, norm=2, coverages); a short table at the end.
+- ``gpu-stream``: ``gcnmops.run_streaming`` (one process, the CPU or GPUs: ``--backend``, ``--stream-devices``) from
+  a count store on disk (the cohort simulated into it chunk by chunk as int32, ``--input`` an existing one) to an
+  output folder on disk (call tables, BED/VCF/SEG, integer_copy_number and the ``--keep`` matrices in
+  matrices.zarr), after a warm-up run on a 3,000-row store. Reports the seconds per stage (each stage's own: reading
+  and writing run on their own threads beside the compute, so they add up to more than the wall; and how long the
+  compute waited for them), the wall, the peak host RSS of the streamed run (a thread reading /proc/self/status
+  every 20 ms; VmHWM too), the device memory pool's peak (GPU), and checks the result against the in-memory
+  ``cn_mops`` + integer copy numbers on the first whole chromosomes of about ``--verify-rows`` regions (each
+  chromosome's answer depends on the others only through the samples' totals and, norm=2, coverages); a short table
+  at the end.
 """
 from __future__ import annotations
 
