@@ -580,9 +580,10 @@ def _warmup_variants(backend) -> list:
         from .gatksv.matrix import DepthMatrix
         from .gatksv.rebin import compress_cov
         from .gatksv.runcnmops import count_data
-        from .io.inttable import read_int_table
+        from .io.inttable import line_end, read_int_table
 
         read_int_table([b"#Chr\tStart\tEnd\tA\tB\n", b"chr1\t0\t100\t5\t6\n"], 2, skip=1)  # the matrix parser
+        line_end(np.frombuffer(b"chr1\t0\t100\t5\t6\n", dtype=np.uint8).copy())  # its cut of inflated arrays
         if libdeflate.AVAILABLE:  # the bgzipped matrix's inflating kernel
             text = b"chr1\t0\t100\t5\t6\n"
             packed = zlib.compressobj(1, zlib.DEFLATED, -15)

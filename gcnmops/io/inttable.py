@@ -126,7 +126,7 @@ def _after_last_newline(buf):
     return 0
 
 
-def _line_end(piece) -> int:
+def line_end(piece) -> int:
     """The offset after the last newline of ``piece`` (bytes or any byte buffer), 0 when it has none."""
     if isinstance(piece, bytes):
         return piece.rfind(b"\n") + 1
@@ -195,7 +195,7 @@ def read_int_table(pieces: Iterable, n: int, *, skip: int = 0, threads: int = 1,
             size += len(piece)
             if size < CHUNK_BYTES:
                 continue
-            cut = _line_end(piece)
+            cut = line_end(piece)
             if cut == 0:  # no line ends in this piece: keep reading
                 continue
             tail = piece[cut:]
