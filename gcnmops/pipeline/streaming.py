@@ -333,8 +333,11 @@ def _stream(store: CountStore, plan: RunPlan, genome: Genome, stored: list[str],
     try:
         if devices is not None and len(devices) > 1:
             _on_devices(store, plan, devices, compute, finish, timings)
-        else:
-            _in_order(store, compute, finish, timings, {} if devices is None else {"devices": devices})
+        elif devices is None:
+            _in_order(store, compute, finish, timings, {})
+        else:  # one GPU named: made the thread's current device, as a device thread of several does
+            with on_device(devices[0]):
+                _in_order(store, compute, finish, timings, {"devices": devices})
         t1 = time.perf_counter()
         rstore.wait()
         timings["write_wait"] += time.perf_counter() - t1
