@@ -589,7 +589,7 @@ def _warmup_variants(backend) -> list:
             packed = zlib.compressobj(1, zlib.DEFLATED, -15)
             block = np.frombuffer(packed.compress(text) + packed.flush(), dtype=np.uint8)
             meta = np.array([[0], [0], [block.size], [zlib.crc32(text)], [len(text)]], dtype=np.int64)
-            libdeflate.inflate_run(block, meta, 0, 1, np.empty(len(text), dtype=np.uint8))
+            libdeflate.inflate_run(block, meta, np.empty(len(text), dtype=np.uint8))
 
         m = len(data.ranges)
         bincov = DepthMatrix("#Chr\tStart\tEnd\t" + "\t".join(data.sample_names), list(data.sample_names),

@@ -631,7 +631,7 @@ def _inflate_meta(f: _MappedFile, m: np.ndarray) -> np.ndarray:
     """The blocks of ``m`` ((5, k) int64, as _find_blocks fills it) inflated by libdeflate's kernel into one uint8
     array, each checked (InputError naming the block's byte)."""
     out = np.empty(int(m[4].sum()), np.uint8)
-    k, status = libdeflate.inflate_run(f.array, m, 0, m.shape[1], out)
+    k, status = libdeflate.inflate_run(f.array, m, out)
     if k >= 0:
         at = int(m[0, k])
         if status == libdeflate.BAD_DATA:

@@ -41,13 +41,15 @@ AVAILABLE = _FUNCTIONS is not None
 
 
 @numba.njit(nogil=True, cache=True)
-def _inflate_run(decompress, crc32, state, src, meta, a, b, out, at):  # pragma: no cover - numba
-    """Inflate blocks ``a`` .. ``b - 1`` of ``meta`` (rows: offset, data start, data end, CRC32, inflated size, as
-    bam._find_blocks fills them) from ``src`` (the file's bytes) into ``out`` from byte ``at`` on, each checked for
-    its size and CRC32. Returns (the first failing block or -1, its status: 0, BAD_DATA, BAD_SIZE or BAD_CRC)."""
+def _inflate_run(decompress, crc32, state, src, meta, out):  # pragma: no cover - numba
+    """Inflate the blocks of ``meta`` (rows: offset, data start, data end, CRC32, inflated size, as
+    bam._find_blocks fills them) from ``src`` (the file's bytes) into ``out``, one after the other, each checked
+    for its size and CRC32. Returns (the first failing block or -1, its status: 0, BAD_DATA, BAD_SIZE or
+    BAD_CRC)."""
     base_in = src.ctypes.data
     base_out = out.ctypes.data
-    for k in range(a, b):
+    at = 0
+    for k in range(meta.shape[1]):
         isize = meta[4, k]
         if isize == 0:
             continue
@@ -61,16 +63,16 @@ def _inflate_run(decompress, crc32, state, src, meta, a, b, out, at):  # pragma:
     return -1, 0
 
 
-def inflate_run(src: np.ndarray, meta: np.ndarray, a: int, b: int, out: np.ndarray, at: int = 0) -> tuple[int, int]:
-    """Blocks ``a`` .. ``b - 1`` of ``meta`` (5, k) int64 inflated from ``src`` (uint8, the mapped file) into
-    ``out`` (uint8, room for their inflated sizes from ``at``), with libdeflate and without the GIL. Returns (the
-    first block that fails, or -1; BAD_DATA, BAD_SIZE or BAD_CRC, or 0)."""
+def inflate_run(src: np.ndarray, meta: np.ndarray, out: np.ndarray) -> tuple[int, int]:
+    """The blocks of ``meta`` (5, k) int64 inflated from ``src`` (uint8, the mapped file) into ``out`` (uint8, room
+    for their inflated sizes), with libdeflate and without the GIL. Returns (the first block that fails, or -1;
+    BAD_DATA, BAD_SIZE or BAD_CRC, or 0)."""
     alloc, free, decompress, crc32 = _FUNCTIONS
     state = alloc()
     if not state:
         raise MemoryError("libdeflate could not allocate a decompressor")
     try:
-        k, status = _inflate_run(decompress, crc32, state, src, meta, a, b, out, at)
+        k, status = _inflate_run(decompress, crc32, state, src, meta, out)
     finally:
         free(state)
     return int(k), int(status)
