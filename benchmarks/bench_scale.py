@@ -505,7 +505,7 @@ def write_int_cohort(path: Path, m: int, n: int, seed: int, rows: int = 100_000)
     starts = list(range(0, m, rows))
     ends = [min(m, a + rows) for a in starts]
     try:  # chunks simulated in parallel processes (3e9 Poisson draws take minutes on one core), appended in order
-        with ProcessPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
+        with ProcessPoolExecutor(max_workers=min(32, os.cpu_count() or 1)) as pool:
             for a, b, chunk in zip(starts, ends, pool.map(cohort_chunk, starts, ends, [n] * len(starts),
                                                           [seed] * len(starts))):
                 writer.append(chunk, ranges.iloc[a:b])

@@ -556,3 +556,34 @@ def test_regions_beyond_vcf_positions_refused_before_the_store_is_read(tmp_path,
     monkeypatch.undo()
     res = gcnmops.run_streaming(store, tmp_path / "out", backend="cpu", formats=["bed", "seg"])
     assert len(res.segmentation) and not (tmp_path / "out" / "cnvr.vcf.gz").exists()
+
+
+def test_result_store_writes_row_bands_in_threads(tmp_path, monkeypatch):
+    """A chromosome's rows spanning many row chunks are written by several threads, a band of whole chunks each:
+    the stored matrices equal what was written, also where a chromosome starts and ends inside a chunk."""
+    from gcnmops.outputs import resultstore
+
+    monkeypatch.setattr(resultstore.os, "cpu_count", lambda: 4)
+    rng = np.random.default_rng(5)
+    shapes = {"local_assessments": ((1000, 5), np.float64), "integer_copy_number": ((1000, 5), np.int8),
+              "posterior_probs": ((1000, 3, 5), np.float64)}
+    gr = pd.DataFrame({"seqnames": ["1"] * 1000, "start": np.arange(1000) * 10 + 1, "end": np.arange(1000) * 10 + 10})
+    store = resultstore.ResultStore(tmp_path, shapes, {}, gr, max_rows=64)
+    values = {k: rng.integers(0, 100, shape).astype(dtype) for k, (shape, dtype) in shapes.items()}
+    seen = set()
+    real = resultstore.ResultStore.write
+
+    def write(self, name, a, b, value):
+        real(self, name, a, b, value)
+        seen.update(t.name for t in threading.enumerate() if t.name.startswith(self._thread_name + "w"))
+
+    monkeypatch.setattr(resultstore.ResultStore, "write", write)
+    for a, b in ((0, 437), (437, 438), (438, 1000)):
+        for key, value in values.items():
+            store.write(key, a, b, value[a:b])
+    store.publish()
+    assert len(seen) > 1  # several band threads wrote
+    zarr = pytest.importorskip("zarr")
+    for key, value in values.items():
+        got = np.asarray(zarr.open_array(str(tmp_path / resultstore.MATRIX_STORE / key), mode="r")[:])
+        np.testing.assert_array_equal(got, value)

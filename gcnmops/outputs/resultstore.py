@@ -32,6 +32,9 @@ STREAM_MATRICES = ("normalized_data", "local_assessments", "individual_call", "i
 ALWAYS_KEPT = ("integer_copy_number",)
 #: the folder inside the store's temporary folder holding the matrices a run reads back but does not keep
 SCRATCH = ".scratch"
+#: threads writing one chromosome's rows of a matrix, a band of whole row chunks each (at most the CPUs); one
+#: thread copying and writing raw chunks was the streamed run's bottleneck with several GPUs
+WRITE_THREADS = 8
 
 
 class ResultStore:
@@ -54,6 +57,7 @@ class ResultStore:
         self._pool: ThreadPoolExecutor | None = None  # the background writer (write_behind)
         self._thread_name = f"gcnmops-store-{id(self):x}"
         self._behind: Future | None = None
+        self._bands: ThreadPoolExecutor | None = None  # the threads of one write's row bands
         zarr = zarr_module()
         group = zarr.open_group(str(self.tmp), mode="w")
         self.arrays = {}
@@ -69,7 +73,25 @@ class ResultStore:
         gr.to_parquet(self.tmp / RANGES_FILE, index=False)
 
     def write(self, name: str, a: int, b: int, value: np.ndarray) -> None:
-        self.arrays[name][a:b] = value
+        """Rows a:b of ``name`` (``value``: b - a rows), in bands of whole row chunks written by WRITE_THREADS
+        threads at once (no two bands share a chunk)."""
+        array = self.arrays[name]
+        step = array.chunks[0]
+        cuts = [a] + list(range((a // step + 1) * step, b, step)) + [b]
+        threads = min(WRITE_THREADS, os.cpu_count() or 1, len(cuts) - 1)
+        if threads <= 1:
+            array[a:b] = value
+            return
+        bands = np.array_split(np.arange(len(cuts) - 1), threads)  # consecutive chunk rows per thread
+        if self._bands is None:
+            self._bands = ThreadPoolExecutor(max_workers=WRITE_THREADS, thread_name_prefix=self._thread_name + "w")
+
+        def band(ks: np.ndarray) -> None:
+            lo, hi = cuts[ks[0]], cuts[ks[-1] + 1]
+            array[lo:hi] = value[lo - a:hi - a]
+
+        for done in [self._bands.submit(band, ks) for ks in bands]:
+            done.result()
 
     def columns(self, name: str, c0: int, c1: int) -> np.ndarray:
         """Samples c0:c1 of the matrix ``name`` over every region, once the background writes are done."""
@@ -95,6 +117,9 @@ class ResultStore:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+        if self._bands is not None:
+            self._bands.shutdown(wait=True)
+            self._bands = None
         for thread in threading.enumerate():  # a signal raised inside submit() can leave its worker unknown to the pool
             if thread.name.startswith(self._thread_name + "_"):
                 thread.join()
