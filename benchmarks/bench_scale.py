@@ -527,11 +527,14 @@ def run_gpu_stream(args) -> dict:
     else:
         z = write_int_cohort(tmp / "cohort.zarr", args.regions, args.samples, args.seed)
         out["simulate_write_s"] = time.perf_counter() - t0
+        print(f"cohort store written in {out['simulate_write_s']:.1f} s: {z}", file=sys.stderr, flush=True)
     store = open_count_store(z)
     m, n = store.shape
     out.update(regions=m, samples=n, chromosomes=len(store.blocks), store_dtype=str(store.dtype))
     warm = write_int_cohort(tmp / "warm.zarr", 3000, n, args.seed)
+    t1 = time.perf_counter()
     gcnmops.run_streaming(warm, tmp / "warm-out", backend=args.backend, keep=args.keep)
+    print(f"warm-up run in {time.perf_counter() - t1:.1f} s", file=sys.stderr, flush=True)
     base = PeakSampler.status("VmRSS")
     sampler = PeakSampler(device=args.backend == "gpu")
     t0 = time.perf_counter()
