@@ -28,6 +28,7 @@ from gcnmops.errors import InputError  # noqa: E402
 from gcnmops.example import example_cohort  # noqa: E402
 from gcnmops.io.store import convert_counts, open_count_store, save_count_data  # noqa: E402
 from gcnmops.pipeline.run import run_and_write  # noqa: E402
+from gcnmops.pipeline.streamqc import StreamQC  # noqa: E402
 from gcnmops.pipeline.streaming import run_streaming  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -171,6 +172,14 @@ def test_streamed_sample_qc_is_the_in_memory_one(tmp_path, halves):
         pd.testing.assert_frame_equal(got.sample_qc, mem.sample_qc, check_exact=True)
         assert json.loads((out / "params.json").read_text())["sampleQC"] == params
         assert not (out / "matrices.zarr" / ".scratch").exists()
+        if keep == "all":  # the QC reads groups of samples as wide as the store's chunks: each chunk read once
+            import zarr
+
+            counts = open_count_store(store)
+            width = StreamQC.group_width(counts, 1100 * counts.shape[1] * 8)
+            assert 1 < width < counts.shape[1]
+            for name in ("normalized_data", "local_assessments"):
+                assert zarr.open_array(str(out / "matrices.zarr" / name), mode="r").chunks[-1] == width
         back = gcnmops.read_result(out).sample_qc  # the text (15 significant digits) read back
         pd.testing.assert_frame_equal(back, mem.sample_qc, check_dtype=False, rtol=1e-14)
     assert got.timings["sample_qc"] > 0

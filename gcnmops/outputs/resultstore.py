@@ -42,14 +42,15 @@ class ResultStore:
 
     ``shapes``: name -> (shape, dtype) of each kept matrix (STREAM_MATRICES' names); rows are chunked by
     about CHUNK_BYTES, at most ``max_rows`` (a chromosome's: a write then never holds a chunk larger than what it
-    writes), and samples by at most 256. ``write(name, a, b, value)`` stores rows a:b; ``write_behind(writes)``
+    writes), and the last axis by at most 256, or ``columns`` (the width of the groups of samples read back by
+    ``columns``: each chunk then read once). ``write(name, a, b, value)`` stores rows a:b; ``write_behind(writes)``
     runs a chromosome's writes on a background thread, one chromosome at a time (``wait``); ``columns`` reads
     them back a group of samples at a time; ``publish`` and ``abort`` wait for them first (nothing is written into
     the store after either). The names of ``shapes`` in ``scratch`` are written and read back during the run but
     not kept: ``publish`` removes them."""
 
     def __init__(self, outdir: Path, shapes: dict, attrs: dict, gr: pd.DataFrame, max_rows: int | None = None,
-                 scratch=()):
+                 scratch=(), columns: int | None = None):
         self.outdir = Path(outdir)
         remove_stale(self.outdir, stem=f".{MATRIX_STORE}")  # of a streamed run killed outright
         self.tmp = temp_folder(self.outdir / MATRIX_STORE)
@@ -63,9 +64,11 @@ class ResultStore:
         self.arrays = {}
         for name, (shape, dtype) in shapes.items():
             dtype = np.dtype(dtype)
-            width = int(np.prod(shape[1:])) if len(shape) > 1 else 1
-            rows = min(shape[0], max_rows or shape[0], max(1024, CHUNK_BYTES // (dtype.itemsize * min(width, 256))))
-            chunks = (rows,) + tuple(min(s, 256) for s in shape[1:])
+            across = tuple(min(s, 256) for s in shape[1:])
+            if across and columns:
+                across = across[:-1] + (max(1, min(across[-1], columns)),)
+            rows = min(shape[0], max_rows or shape[0], max(1024, CHUNK_BYTES // (dtype.itemsize * int(np.prod(across)))))
+            chunks = (rows,) + across
             compress = name in ("individual_call", "integer_copy_number")  # runs of equal values
             path = self.tmp / SCRATCH / name if name in scratch else self.tmp / name
             self.arrays[name] = create_array(str(path), shape, chunks, dtype, compress=compress)

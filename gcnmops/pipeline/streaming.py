@@ -219,8 +219,10 @@ def run_streaming(input, outdir, *, method: str = "cn.mops", keep=None, integer:
     rstore = None
     max_rows = max(b1 - b0 for _, b0, b1 in store.blocks)
     qc = StreamQC(m)
+    group_bytes = max_rows * N * 8  # the sample QC's columns: a group at a time, as large as the largest chromosome
     try:
-        rstore = ResultStore(Path(outdir), shapes, attrs, gr, max_rows=max_rows, scratch=scratch)
+        rstore = ResultStore(Path(outdir), shapes, attrs, gr, max_rows=max_rows, scratch=scratch,
+                             columns=qc.group_width(store, group_bytes))
         tables = _stream(store, plan, genome, list(shapes), rstore, qc, integer, timings, on_chromosome, Path(outdir),
                          _devices(backend, devices))
         t0 = time.perf_counter()
@@ -234,8 +236,7 @@ def run_streaming(input, outdir, *, method: str = "cn.mops", keep=None, integer:
             segmentation=segmentation, cnvs=cnvs, cnvr=cnvr, sample_names=list(store.sample_names),
             ranged=store.ranges is not None, call_evidence=evidence,
             provenance=describe(backend, inputs=[input] if isinstance(input, (str, os.PathLike)) else None))
-        # the columns of one sample group at a time, each about as large as the largest chromosome's matrix
-        written.sample_qc = qc.table(written, store, rstore, max_rows * N * 8)
+        written.sample_qc = qc.table(written, store, rstore, group_bytes)
         timings["sample_qc"] = time.perf_counter() - t0
         t0 = time.perf_counter()
 

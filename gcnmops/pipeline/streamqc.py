@@ -10,6 +10,8 @@ columns hold the in-memory matrix's values in its order, so every statistic is c
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pandas as pd
 
@@ -31,6 +33,12 @@ class StreamQC:
         """Rows a:b's window medians, from their block's ``result``."""
         self.medians[a:b] = window_medians(result.normalized_data)
 
+    @staticmethod
+    def group_width(store: CountStore, group_bytes: int) -> int:
+        """Samples per group read back by ``table`` (the result store's chunks are as wide: each read once)."""
+        c0, c1 = store.column_groups(group_bytes)[0]
+        return c1 - c0
+
     def table(self, result, store: CountStore, rstore: ResultStore, group_bytes: int) -> pd.DataFrame:
         """``calls.qc.sample_qc`` of ``result`` (its call tables and params; every block ``put``) with the coverage
         of ``store``'s counts and the spreads of ``rstore``'s QC_MATRICES, read by groups of samples whose float64
@@ -45,10 +53,20 @@ def qc_by_columns(result, names: list[str], groups, medians: np.ndarray, counts,
     (first, end) columns; ``counts(c0, c1)``, ``normalized(c0, c1)``, ``sini(c0, c1)`` those columns (m, c1 - c0)
     of the read counts, normalized data and sINI; ``medians`` (m,) every window's ``window_medians``."""
     coverage, spreads = [], np.empty((len(names), 6))
-    for c0, c1 in groups:
-        coverage.append(coverage_qc(np.asfortranarray(counts(c0, c1), dtype=np.float64), names[c0:c1]))
-        spreads[c0:c1, :3] = column_spreads(log2_ratios(normalized(c0, c1), medians))  # one group held at a time
-        spreads[c0:c1, 3:] = column_spreads(sini(c0, c1))
+
+    def read(c0: int, c1: int) -> tuple:
+        return counts(c0, c1), normalized(c0, c1), sini(c0, c1)
+
+    groups = list(groups)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gcnmops-qc-read") as reader:
+        ahead = reader.submit(read, *groups[0]) if groups else None
+        for k, (c0, c1) in enumerate(groups):  # the next group read while this one is summarized (two held)
+            x, y, s = ahead.result()
+            ahead = reader.submit(read, *groups[k + 1]) if k + 1 < len(groups) else None
+            coverage.append(coverage_qc(np.asfortranarray(x, dtype=np.float64), names[c0:c1]))
+            spreads[c0:c1, :3] = column_spreads(log2_ratios(y, medians))
+            spreads[c0:c1, 3:] = column_spreads(s)
+            del x, y, s
     return sample_qc(result, pd.concat(coverage, ignore_index=True), (), spreads)
 
 
