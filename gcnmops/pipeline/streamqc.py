@@ -54,8 +54,9 @@ def qc_by_columns(result, names: list[str], groups, medians: np.ndarray, counts,
     of the read counts, normalized data and sINI; ``medians`` (m,) every window's ``window_medians``."""
     coverage, spreads = [], np.empty((len(names), 6))
 
-    def read(c0: int, c1: int) -> tuple:
-        return counts(c0, c1), normalized(c0, c1), sini(c0, c1)
+    def read(c0: int, c1: int) -> tuple:  # in the layout the kernels take (column-major float64): converted here
+        return (np.asfortranarray(counts(c0, c1), dtype=np.float64), normalized(c0, c1),
+                np.asfortranarray(sini(c0, c1), dtype=np.float64))
 
     groups = list(groups)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gcnmops-qc-read") as reader:
@@ -63,7 +64,7 @@ def qc_by_columns(result, names: list[str], groups, medians: np.ndarray, counts,
         for k, (c0, c1) in enumerate(groups):  # the next group read while this one is summarized (two held)
             x, y, s = ahead.result()
             ahead = reader.submit(read, *groups[k + 1]) if k + 1 < len(groups) else None
-            coverage.append(coverage_qc(np.asfortranarray(x, dtype=np.float64), names[c0:c1]))
+            coverage.append(coverage_qc(x, names[c0:c1]))
             spreads[c0:c1, :3] = column_spreads(log2_ratios(y, medians))
             spreads[c0:c1, 3:] = column_spreads(s)
             del x, y, s
