@@ -99,9 +99,11 @@ task GcnmopsCNMOPS {
     RuntimeAttr? runtime_attr_override
   }
 
-  # the matrix in memory as float64 (about 4x its text, 10-20x its bgzipped size) plus the passes' tables
-  Float mem_gb_base = 8.0
-  Float mem_gb_scale = 16.0
+  # the matrix's cells in memory as int32 (~4 GiB per bgzipped GiB) plus two passes' working sets (chr1 at the
+  # smaller rebin factor; ~19 GiB for 500 samples): peak 25 GB for a 1.4-GiB matrix, 91 GB for a whole genome's
+  # 14.4 GiB (500 samples, 100-bp bins; benchmarks/RESULTS.md)
+  Float mem_gb_base = 24.0
+  Float mem_gb_scale = 6.0
   Float mem_gb = mem_gb_base + mem_gb_scale * size(bincov_matrix, "GiB")
   Int disk_gb = 10 + ceil(2.0 * size(bincov_matrix, "GiB"))
   RuntimeAttr default_attr = object {
