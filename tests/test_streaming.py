@@ -596,3 +596,22 @@ def test_result_store_writes_row_bands_in_threads(tmp_path, monkeypatch):
     for key, value in values.items():
         got = np.asarray(zarr.open_array(str(tmp_path / resultstore.MATRIX_STORE / key), mode="r")[:])
         np.testing.assert_array_equal(got, value)
+
+
+def test_store_blocks_read_in_threads_equal_the_matrix(tmp_path, monkeypatch):
+    """A count store's rows and sample columns read chunk by chunk in threads (``read_block``) are the matrix's,
+    where the block starts and ends inside chunks in both directions; a damaged chunk is still an InputError."""
+    from gcnmops.io import store as io_store
+
+    monkeypatch.setattr(io_store, "usable_cores", lambda: 3)
+    data = cohort(sizes=(40, 31))
+    store = open_count_store(save_count_data(data, tmp_path / "c.zarr", rows_per_chunk=7, samples_per_chunk=3))
+    m, n = store.shape
+    assert n > 6
+    for c0, c1 in ((0, n), (2, 7), (4, 5), (1, n - 1)):
+        np.testing.assert_array_equal(store.columns(c0, c1), data.counts[:, c0:c1])
+    for a, b in ((0, m), (5, 23), (8, 9)):
+        np.testing.assert_array_equal(store.rows(a, b), data.counts[a:b])
+    (tmp_path / "c.zarr" / "counts" / "1.1").write_bytes(b"damaged")
+    with pytest.raises(InputError, match="damaged"):
+        store.columns(2, 7)

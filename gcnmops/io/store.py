@@ -222,9 +222,9 @@ class CountStore:
         return CountData(np.empty((self.shape[0], 0)), [], self.ranges).genomic_ranges()
 
     def rows(self, a: int, b: int) -> np.ndarray:
-        """Counts of rows a:b, (b - a, n), in the stored dtype (Zarr: the chunks read in threads, ``read_rows``)."""
+        """Counts of rows a:b, (b - a, n), in the stored dtype (Zarr: the chunks read in threads, ``read_block``)."""
         if self.kind == "zarr":
-            return read_zarr(str(self.path / COUNTS), (slice(a, b), slice(None)), lambda arr: read_rows(arr, a, b))
+            return read_zarr(str(self.path / COUNTS), (slice(a, b), slice(None)), lambda arr: read_block(arr, a, b))
         import pyarrow.parquet as pq
 
         f = pq.ParquetFile(self.path)
@@ -241,9 +241,11 @@ class CountStore:
         return frame.to_numpy()
 
     def columns(self, c0: int, c1: int) -> np.ndarray:
-        """Counts of samples c0:c1 over every region, (m, c1 - c0), in the stored dtype."""
+        """Counts of samples c0:c1 over every region, (m, c1 - c0), in the stored dtype (Zarr: ``read_block``)."""
         if self.kind == "zarr":
-            return read_zarr(str(self.path / COUNTS), (slice(None), slice(c0, c1)))
+            m = self.shape[0]
+            return read_zarr(str(self.path / COUNTS), (slice(None), slice(c0, c1)),
+                             lambda arr: read_block(arr, 0, m, c0, c1))
         import pyarrow.parquet as pq
 
         return pq.read_table(self.path, columns=self._columns[c0:c1]).to_pandas().to_numpy()
@@ -312,22 +314,23 @@ def _bad_chunk(array, selection: tuple[slice, slice]) -> str:
     return "a chunk"
 
 
-def read_rows(array, a: int, b: int) -> np.ndarray:
-    """Rows a:b of a 2-D Zarr ``array`` (C order, its dtype), its chunks read and decompressed in threads, one chunk a
-    task: zarr 2 reads a selection's chunks one after another, and decompresses with blosc's own threads only in
-    the main thread (a read-ahead thread would decompress on one core). File reads, blosc and the copies release
-    the GIL. Memory: the rows, plus a chunk per thread."""
+def read_block(array, a: int, b: int, c0: int = 0, c1: int | None = None) -> np.ndarray:
+    """Rows a:b, columns c0:c1 (default: to the last) of a 2-D Zarr ``array`` (C order, its dtype), its chunks read
+    and decompressed in threads, one chunk a task: zarr 2 reads a selection's chunks one after another, and
+    decompresses with blosc's own threads only in the main thread (a read-ahead thread would decompress on one
+    core). File reads, blosc and the copies release the GIL. Memory: the block, plus a chunk per thread."""
     r, c = array.chunks
-    n = array.shape[1]
-    cuts = [a] + list(range((a // r + 1) * r, b, r)) + [b]
-    tasks = [(r0, r1, c0, min(n, c0 + c)) for r0, r1 in zip(cuts, cuts[1:]) for c0 in range(0, n, c)]
+    c1 = array.shape[1] if c1 is None else c1
+    rows = [a] + list(range((a // r + 1) * r, b, r)) + [b]
+    cols = [c0] + list(range((c0 // c + 1) * c, c1, c)) + [c1]
+    tasks = [(r0, r1, k0, k1) for r0, r1 in zip(rows, rows[1:]) for k0, k1 in zip(cols, cols[1:])]
     if len(tasks) < 2 or usable_cores() < 2:
-        return np.asarray(array[a:b])
-    out = np.empty((b - a, n), dtype=array.dtype)
+        return np.asarray(array[a:b, c0:c1])
+    out = np.empty((b - a, c1 - c0), dtype=array.dtype)
 
     def read(task: tuple[int, int, int, int]) -> None:
-        r0, r1, c0, c1 = task
-        array.get_basic_selection((slice(r0, r1), slice(c0, c1)), out=out[r0 - a:r1 - a, c0:c1])
+        r0, r1, k0, k1 = task
+        array.get_basic_selection((slice(r0, r1), slice(k0, k1)), out=out[r0 - a:r1 - a, k0 - c0:k1 - c0])
 
     with ThreadPoolExecutor(max_workers=min(usable_cores(), len(tasks)), thread_name_prefix="gcnmops-read") as pool:
         list(pool.map(read, tasks))
@@ -650,6 +653,6 @@ def save_count_data(data: CountData, path, rows_per_chunk: int | None = None,
 
 
 __all__ = ["CountStore", "open_count_store", "checked_ranges", "CountStoreWriter", "write_count_store",
-           "save_count_data", "convert_counts", "write_sorted_parts", "read_rows", "read_zarr", "open_counts_array",
+           "save_count_data", "convert_counts", "write_sorted_parts", "read_block", "read_zarr", "open_counts_array",
            "create_array", "is_zarr_path", "store_chunks", "integral_dtype", "counts_kind", "zarr_module",
            "check_zarr_counts", "counts_layout", "COUNTS", "LAYOUT", "RANGES_FILE", "CHUNK_BYTES"]

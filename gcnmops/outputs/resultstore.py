@@ -20,7 +20,7 @@ import pandas as pd
 from ..errors import InputError
 from ..files import remove_stale, temp_folder, umask
 from ..io.atomic import signals_held
-from ..io.store import CHUNK_BYTES, RANGES_FILE, create_array, zarr_module
+from ..io.store import CHUNK_BYTES, RANGES_FILE, create_array, read_block, zarr_module
 from ..result import MATRIX_SLOTS, CNVDetectionResult, Result
 
 #: the result store's folder in an output folder (params.json's ``matrixStore`` names it)
@@ -99,7 +99,8 @@ class ResultStore:
     def columns(self, name: str, c0: int, c1: int) -> np.ndarray:
         """Samples c0:c1 of the matrix ``name`` over every region, once the background writes are done."""
         self.wait()
-        return np.asarray(self.arrays[name][:, c0:c1])
+        array = self.arrays[name]
+        return read_block(array, 0, array.shape[0], c0, c1)
 
     def write_behind(self, writes: Callable[[], None]) -> None:
         """Run ``writes`` (a chromosome's ``write`` calls) on the background writer once the writes handed over
