@@ -38,7 +38,7 @@ from ..pipeline.family import check_same_regions, log_note, read_named_counts, r
 from ..pipeline.methods import build_params
 from ..pipeline.plan import RunPlan
 from ..pipeline.stages import run_block
-from ..pipeline.streamqc import qc_by_columns
+from ..pipeline.streamqc import qc_by_columns, qc_width
 from .cluster import Runner, chunk_bytes_for, resolve_client, task_threads
 from .genome import first_pass
 from .layout import Layout, column_groups, plan_layout
@@ -180,7 +180,7 @@ def cn_mops(
         if sample_qc:
             t0 = time.perf_counter()
             result.sample_qc = _sample_qc(result, cases, np.concatenate([p["window_medians"] for p in parts]),
-                                          column_groups(m, N, chunk_bytes))
+                                          column_groups(m, N, chunk_bytes, samples=qc_width(m, N, chunk_bytes)))
             timings["qc"] = time.perf_counter() - t0
     finally:
         if work.temporary:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
+import numba
 import numpy as np
 import pandas as pd
 
@@ -35,17 +36,26 @@ class StreamQC:
 
     @staticmethod
     def group_width(store: CountStore, group_bytes: int) -> int:
-        """Samples per group read back by ``table`` (the result store's chunks are as wide: each read once)."""
-        c0, c1 = store.column_groups(group_bytes)[0]
-        return c1 - c0
+        """Samples per group read back by ``table`` (the result store's chunks are as wide: each read once):
+        ``qc_width`` of the store's shape."""
+        return qc_width(*store.shape, group_bytes)
 
     def table(self, result, store: CountStore, rstore: ResultStore, group_bytes: int) -> pd.DataFrame:
         """``calls.qc.sample_qc`` of ``result`` (its call tables and params; every block ``put``) with the coverage
-        of ``store``'s counts and the spreads of ``rstore``'s QC_MATRICES, read by groups of samples whose float64
-        columns take about ``group_bytes``."""
-        return qc_by_columns(result, list(store.sample_names), store.column_groups(group_bytes), self.medians,
-                             store.columns, lambda c0, c1: rstore.columns("normalized_data", c0, c1),
+        of ``store``'s counts and the spreads of ``rstore``'s QC_MATRICES, read by groups of ``group_width``
+        samples."""
+        n = store.shape[1]
+        w = self.group_width(store, group_bytes)
+        return qc_by_columns(result, list(store.sample_names), [(c, min(n, c + w)) for c in range(0, n, w)],
+                             self.medians, store.columns, lambda c0, c1: rstore.columns("normalized_data", c0, c1),
                              lambda c0, c1: rstore.columns("local_assessments", c0, c1))
+
+
+def qc_width(m: int, n: int, group_bytes: int) -> int:
+    """Samples per group of the sample QC's column reads on a matrix of ``m`` regions x ``n`` samples: as many as
+    ``group_bytes`` of float64 columns hold, and at least as many as numba's threads (its statistics run in
+    parallel over a group's columns), at most ``n``."""
+    return max(1, min(n, max(numba.get_num_threads(), group_bytes // max(1, 8 * m))))
 
 
 def qc_by_columns(result, names: list[str], groups, medians: np.ndarray, counts, normalized, sini) -> pd.DataFrame:
@@ -71,4 +81,4 @@ def qc_by_columns(result, names: list[str], groups, medians: np.ndarray, counts,
     return sample_qc(result, pd.concat(coverage, ignore_index=True), (), spreads)
 
 
-__all__ = ["StreamQC", "QC_MATRICES", "qc_by_columns"]
+__all__ = ["StreamQC", "QC_MATRICES", "qc_width", "qc_by_columns"]
