@@ -620,16 +620,12 @@ def test_store_blocks_read_in_threads_equal_the_matrix(tmp_path, monkeypatch):
 def test_qc_groups_hold_a_column_per_thread():
     """The sample QC's groups of sample columns: as many as the bytes allow, never fewer than numba's threads (the
     statistics run in parallel over a group's columns), never more than the samples."""
+    import numba
+
     from gcnmops.pipeline.streamqc import qc_width
 
-    threads = numba_threads()
+    threads = numba.get_num_threads()
     assert qc_width(10 ** 6, 50, 8 * 10 ** 6) == min(50, max(threads, 1))
     assert qc_width(10 ** 6, 50, 8 * 10 ** 7) == max(threads, 10)
     assert qc_width(10 ** 6, 1, 8 * 10 ** 9) == 1
     assert qc_width(10, 5000, 8 * 10 ** 9) == 5000
-
-
-def numba_threads() -> int:
-    import numba
-
-    return numba.get_num_threads()
