@@ -60,6 +60,8 @@ _GROUP_BLOCKS = 16
 _RUN_BLOCKS = 128
 #: BGZF blocks located per call of the block finder.
 _FIND_BATCH = 8192
+#: blocks inflated here (no pool) between two reports of the bytes read
+_INLINE_REPORT = 256
 
 
 # --------------------------------------------------------------------------------------------
@@ -208,6 +210,41 @@ def _blocks_error(f: _MappedFile, p: int, status: int) -> InputError:
     return InputError(f"{f.path}: {what} at byte {p}: not a {f.kind}, or a damaged one{hint}.")
 
 
+def _block_groups(f: _MappedFile, start: int, stop: int, group: int) -> Iterator[np.ndarray]:
+    """The BGZF blocks in compressed bytes [start, stop), in order, as (5, k) int64 arrays of up to ``group``
+    consecutive blocks (_find_blocks' rows: offset, data offset, end, CRC32, inflated size); InputError where no
+    block is found."""
+    meta = np.empty((5, _FIND_BATCH), np.int64)
+    p = start
+    while p < stop:
+        n, p_next, status = _find_blocks(f.array, p, stop, meta)
+        if n == 0:
+            raise _blocks_error(f, p, status)
+        for a in range(0, n, group):
+            yield meta[:, a:min(n, a + group)].copy()  # meta is refilled by the next search
+        p = p_next
+
+
+def _in_order(pool: Executor | None, n_threads: int, task: Callable, items: Iterator) -> Iterator:
+    """``task(item)`` of each of ``items``, in order: here without a pool, else in the pool with at most
+    ``4 * n_threads`` tasks in flight (those left cancelled when the reader stops early)."""
+    if pool is None:
+        for item in items:
+            yield task(item)
+        return
+    pending: deque = deque()
+    try:
+        for item in items:
+            pending.append(pool.submit(task, item))
+            while len(pending) > 4 * n_threads:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        for fut in pending:
+            fut.cancel()
+
+
 def _inflated_chunks(f: _MappedFile, start: int, stop: int, pool: Executor | None, n_threads: int,
                      on_bytes: Callable[[int], None] | None = None, plan: "CountPlan | None" = None,
                      min_mapq: int = 1, join: bool = True) -> Iterator["_Chunk"]:
@@ -219,59 +256,32 @@ def _inflated_chunks(f: _MappedFile, start: int, stop: int, pool: Executor | Non
     given a ``plan``, speculatively scanned) in the pool, at most ``4 * n_threads`` groups in
     flight. ``on_bytes(n)`` reports the compressed bytes of each group consumed.
     """
-    meta = np.empty((5, _FIND_BATCH), np.int64)
-    group = 1 if pool is None else _group_size(stop - start, n_threads)
+    if pool is None:
+        for m in _block_groups(f, start, stop, _INLINE_REPORT):
+            for o, d, e, crc, isize in m.T.tolist():
+                data = _inflate_block(f.view, o, d, e, crc, isize, f.path)
+                if data:
+                    yield _Chunk(data if join else [data])
+            if on_bytes:
+                on_bytes(int(m[2, -1]) + 8 - int(m[0, 0]))
+        return
 
-    def task(blocks):
+    def task(m: np.ndarray):
         if libdeflate.AVAILABLE:  # the group in one call, without the GIL between its blocks
-            data = _inflate_meta(f, np.array(blocks, dtype=np.int64).T.copy()).tobytes()
+            data = _inflate_meta(f, m).tobytes()
             inflated = [data] if data else []
         else:
-            inflated = _inflate_group(f.view, blocks, f.path)
+            inflated = _inflate_group(f.view, m.T.tolist(), f.path)
+        nbytes = int(m[2, -1]) + 8 - int(m[0, 0])
         if plan is None:
-            return _Chunk(b"".join(inflated) if join else inflated)
-        return _speculate(inflated, plan, min_mapq)
+            return _Chunk(b"".join(inflated) if join else inflated), nbytes
+        return _speculate(inflated, plan, min_mapq), nbytes
 
-    pending: deque = deque()
-
-    def take(fut_nb):
-        fut, nb = fut_nb
-        chunk = fut.result()
+    for chunk, nbytes in _in_order(pool, n_threads, task,
+                                   _block_groups(f, start, stop, _group_size(stop - start, n_threads))):
         if on_bytes:
-            on_bytes(nb)
-        return chunk
-
-    p = start
-    try:
-        while p < stop:
-            n, p_next, status = _find_blocks(f.array, p, stop, meta)
-            if n == 0:
-                raise _blocks_error(f, p, status)
-            blocks = list(zip(*meta[:, :n].tolist()))
-            if pool is None:
-                reported = p
-                for k, (o, d, e, crc, isize) in enumerate(blocks, 1):
-                    data = _inflate_block(f.view, o, d, e, crc, isize, f.path)
-                    if data:
-                        yield _Chunk(data if join else [data])
-                    if on_bytes and k % 256 == 0:
-                        on_bytes(e + 8 - reported)
-                        reported = e + 8
-                if on_bytes:
-                    on_bytes(int(p_next) - reported)
-            else:
-                for a in range(0, n, group):
-                    part = blocks[a:a + group]
-                    nbytes = part[-1][2] + 8 - part[0][0]
-                    pending.append((pool.submit(task, part), nbytes))
-                    while len(pending) > 4 * n_threads:
-                        yield take(pending.popleft())
-            p = p_next
-        while pending:
-            yield take(pending.popleft())
-    finally:
-        for fut, _ in pending:
-            fut.cancel()
+            on_bytes(nbytes)
+        yield chunk
 
 
 # --------------------------------------------------------------------------------------------
@@ -645,34 +655,13 @@ def _inflated_runs(f: _MappedFile, pool: Executor | None, n_threads: int, each: 
     """The whole file's blocks inflated by libdeflate's kernel, a group of consecutive blocks (up to
     _RUN_BLOCKS, fewer when that gives a thread fewer than 4 groups) into each uint8 array, in order (or
     ``each`` of it, applied in the task); with a pool, at most ``4 * n_threads`` groups in flight."""
-    meta = np.empty((5, _FIND_BATCH), np.int64)
     group = int(min(_RUN_BLOCKS, max(1, (f.size // 20000 + 1) // (4 * n_threads))))
 
     def task(m: np.ndarray):
         out = _inflate_meta(f, m)
         return out if each is None else each(out)
 
-    pending: deque = deque()
-    p = 0
-    try:
-        while p < f.size:
-            n, p_next, status = _find_blocks(f.array, p, f.size, meta)
-            if n == 0:
-                raise _blocks_error(f, p, status)
-            for a in range(0, n, group):
-                m = meta[:, a:min(n, a + group)].copy()  # meta is refilled by the next search
-                if pool is None:
-                    yield task(m)
-                    continue
-                pending.append(pool.submit(task, m))
-                while len(pending) > 4 * n_threads:
-                    yield pending.popleft().result()
-            p = p_next
-        while pending:
-            yield pending.popleft().result()
-    finally:
-        for fut in pending:
-            fut.cancel()
+    yield from _in_order(pool, n_threads, task, _block_groups(f, 0, f.size, group))
 
 
 def default_threads() -> int:
