@@ -562,6 +562,10 @@ def verify_slice(store, res, rows: int, backend: str) -> dict:
     ref = gcnmops.cn_mops(data, backend=backend)
     if len(ref.cnvr):
         ref = gcnmops.calc_integer_copy_numbers(ref, backend=backend)
+    elif len(res.cnvr):  # the streamed run labelled these CNV-free chromosomes' segments as the integer step does
+        from gcnmops.calls.integer import segment_labels
+
+        ref.segmentation = segment_labels(ref.segmentation, ref.params)
     names = {blk[0] for blk in blocks}
     out = {"rows": end, "chromosomes": len(blocks)}
     for name in res.kept:
