@@ -506,13 +506,18 @@ def write_int_cohort(path: Path, m: int, n: int, seed: int, rows: int = 100_000)
     ends = [min(m, a + rows) for a in starts]
     try:  # chunks simulated in parallel processes (3e9 Poisson draws take minutes on one core), appended in order
         with ProcessPoolExecutor(max_workers=min(32, os.cpu_count() or 1)) as pool:
-            for a, b, chunk in zip(starts, ends, pool.map(cohort_chunk, starts, ends, [n] * len(starts),
+            for a, b, chunk in zip(starts, ends, pool.map(_int_chunk, starts, ends, [n] * len(starts),
                                                           [seed] * len(starts))):
                 writer.append(chunk, ranges.iloc[a:b])
         return writer.close()
     except BaseException:
         writer.abort()
         raise
+
+
+def _int_chunk(a: int, b: int, n: int, seed: int) -> np.ndarray:
+    """``cohort_chunk`` as int32 (the counts are whole numbers): half the bytes sent back by each worker process."""
+    return cohort_chunk(a, b, n, seed).astype(np.int32)
 
 
 def run_gpu_stream(args) -> dict:
