@@ -457,3 +457,9 @@ def test_radix_selection_is_the_sorted_order_statistic(pattern):
     assert spreads._median(finite.copy()) == np.median(finite)
     for q in (0.25, 0.75):
         assert spreads._quantile(finite.copy(), q) == np.percentile(finite, 100 * q)
+    for x in (finite, finite[:spreads._DIRECT + 1], finite[:spreads._DIRECT + 2]):  # one pass, or three where the
+        # wanted digits hold most values (ties, one binade)
+        kept = x.copy()
+        q1, q3, med = spreads._quartiles_median(kept, np.empty_like(x))
+        assert np.array_equal(kept, x)
+        assert (q1, q3, med) == (np.percentile(x, 25), np.percentile(x, 75), np.median(x)), pattern

@@ -119,6 +119,83 @@ def _quantile(a, q):
 
 
 @njit(cache=True, nogil=True)
+def _lerp_quantile(n, q, below, above):
+    """numpy's "linear" percentile 100 q of n values from its two order statistics at floor(q (n - 1)) and the next
+    (``_quantile``'s arithmetic)."""
+    index = q * (n - 1)
+    lo = int(math.floor(index))
+    t = index - lo
+    if lo + 1 >= n:
+        return below
+    diff = above - below
+    if t >= 0.5:
+        return above - diff * (1.0 - t)
+    return below + diff * t
+
+
+@njit(cache=True, nogil=True)
+def _quartiles_median(a, scratch):
+    """(``_quantile(a, 0.25)``, ``_quantile(a, 0.75)``, ``_median(a)``) of the finite values ``a`` (n >= 1; ``a``
+    kept, ``scratch`` as long as ``a`` overwritten) from one pass: the 16-bit top digits of the order keys counted,
+    the values of the digits holding the six ranks wanted moved to ``scratch`` and selected there; where those are
+    over a quarter of the values (few distinct top digits), each statistic on a copy of ``a`` as before."""
+    n = a.size
+    if n <= _DIRECT:
+        scratch[:] = a
+        q1 = _quantile(scratch, 0.25)
+        scratch[:] = a
+        q3 = _quantile(scratch, 0.75)
+        scratch[:] = a
+        return q1, q3, _median(scratch)
+    ranks = np.empty(6, np.int64)  # the pairs (k, k + 1) of the first quartile, the third and the median
+    ranks[0] = int(math.floor(0.25 * (n - 1)))
+    ranks[2] = int(math.floor(0.75 * (n - 1)))
+    ranks[4] = n // 2 - 1 if n % 2 == 0 else n // 2
+    for r in range(0, 6, 2):
+        ranks[r + 1] = min(ranks[r] + 1, n - 1)
+    shift = 64 - _DIGIT_BITS
+    bits = a.view(np.uint64)
+    hist = np.zeros(_DIGITS, np.int64)
+    for i in range(n):
+        hist[_digit(bits[i], shift)] += 1
+    wanted = np.zeros(_DIGITS, np.bool_)
+    bins = np.empty(6, np.int64)
+    for r in range(6):  # the digit holding each rank
+        b = 0
+        below = 0
+        while below + hist[b] <= ranks[r]:
+            below += hist[b]
+            b += 1
+        bins[r] = b
+        wanted[b] = True
+    taken = 0
+    for b in range(_DIGITS):
+        if wanted[b]:
+            taken += hist[b]
+    if taken > n // 4:
+        scratch[:] = a
+        q1 = _quantile(scratch, 0.25)
+        scratch[:] = a
+        q3 = _quantile(scratch, 0.75)
+        scratch[:] = a
+        return q1, q3, _median(scratch)
+    j = 0
+    for i in range(n):
+        if wanted[_digit(bits[i], shift)]:
+            scratch[j] = a[i]
+            j += 1
+    values = np.empty(6)
+    for r in range(6):  # a rank among the values moved: less the values below its digit that were not moved
+        left_out = 0
+        for b in range(bins[r]):
+            if not wanted[b]:
+                left_out += hist[b]
+        values[r] = select_kth(scratch, j, ranks[r] - left_out)
+    median = values[4] if n % 2 else (values[4] + values[5]) / 2.0
+    return _lerp_quantile(n, 0.25, values[0], values[1]), _lerp_quantile(n, 0.75, values[2], values[3]), median
+
+
+@njit(cache=True, nogil=True)
 def _abs_dev_median(a, centre, scratch):
     """The median of |a - centre| (``scratch``: as long as ``a``)."""
     for i in range(a.size):
@@ -202,12 +279,7 @@ def _spread_into(x, out, a, scratch):
         return
     a = a[:n]
     scratch = scratch[:n]
-    scratch[:] = a  # each selection overwrites its copy
-    q1 = _quantile(scratch, 0.25)
-    scratch[:] = a
-    q3 = _quantile(scratch, 0.75)
-    scratch[:] = a
-    centre = _median(scratch)
+    q1, q3, centre = _quartiles_median(a, scratch)
     spread = _abs_dev_median(a, centre, scratch)
     out[0] = spread * MAD_SCALE
     out[1] = q3 - q1
