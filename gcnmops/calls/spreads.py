@@ -134,6 +134,17 @@ def _lerp_quantile(n, q, below, above):
 
 
 @njit(cache=True, nogil=True)
+def _quartiles_median_copies(a, scratch):
+    """``_quartiles_median`` as three selections, each on a copy of ``a`` in ``scratch``."""
+    scratch[:] = a
+    q1 = _quantile(scratch, 0.25)
+    scratch[:] = a
+    q3 = _quantile(scratch, 0.75)
+    scratch[:] = a
+    return q1, q3, _median(scratch)
+
+
+@njit(cache=True, nogil=True)
 def _quartiles_median(a, scratch):
     """(``_quantile(a, 0.25)``, ``_quantile(a, 0.75)``, ``_median(a)``) of the finite values ``a`` (n >= 1; ``a``
     kept, ``scratch`` as long as ``a`` overwritten) from one pass: the 16-bit top digits of the order keys counted,
@@ -141,12 +152,7 @@ def _quartiles_median(a, scratch):
     over a quarter of the values (few distinct top digits), each statistic on a copy of ``a`` as before."""
     n = a.size
     if n <= _DIRECT:
-        scratch[:] = a
-        q1 = _quantile(scratch, 0.25)
-        scratch[:] = a
-        q3 = _quantile(scratch, 0.75)
-        scratch[:] = a
-        return q1, q3, _median(scratch)
+        return _quartiles_median_copies(a, scratch)
     ranks = np.empty(6, np.int64)  # the pairs (k, k + 1) of the first quartile, the third and the median
     ranks[0] = int(math.floor(0.25 * (n - 1)))
     ranks[2] = int(math.floor(0.75 * (n - 1)))
@@ -173,12 +179,7 @@ def _quartiles_median(a, scratch):
         if wanted[b]:
             taken += hist[b]
     if taken > n // 4:
-        scratch[:] = a
-        q1 = _quantile(scratch, 0.25)
-        scratch[:] = a
-        q3 = _quantile(scratch, 0.75)
-        scratch[:] = a
-        return q1, q3, _median(scratch)
+        return _quartiles_median_copies(a, scratch)
     j = 0
     for i in range(n):
         if wanted[_digit(bits[i], shift)]:
