@@ -106,29 +106,21 @@ def _median(a):
 @njit(cache=True, nogil=True)
 def _quantile(a, q):
     """numpy's "linear" percentile 100 q of the finite values ``a`` (n >= 1; reordered and overwritten)."""
-    index = q * (a.size - 1)
-    lo = int(math.floor(index))
-    t = index - lo
-    below, above = _kth_pair(a, lo)
-    if lo + 1 >= a.size:
-        return below
-    diff = above - below
-    if t >= 0.5:  # numpy's _lerp: exact at both ends
-        return above - diff * (1.0 - t)
-    return below + diff * t
+    below, above = _kth_pair(a, int(math.floor(q * (a.size - 1))))
+    return _lerp_quantile(a.size, q, below, above)
 
 
 @njit(cache=True, nogil=True)
 def _lerp_quantile(n, q, below, above):
     """numpy's "linear" percentile 100 q of n values from its two order statistics at floor(q (n - 1)) and the next
-    (``_quantile``'s arithmetic)."""
+    (the latter unused where there is none)."""
     index = q * (n - 1)
     lo = int(math.floor(index))
     t = index - lo
     if lo + 1 >= n:
         return below
     diff = above - below
-    if t >= 0.5:
+    if t >= 0.5:  # numpy's _lerp: exact at both ends
         return above - diff * (1.0 - t)
     return below + diff * t
 
