@@ -572,7 +572,7 @@ def test_result_store_writes_row_bands_in_threads(tmp_path, monkeypatch):
     the stored matrices equal what was written, also where a chromosome starts and ends inside a chunk."""
     from gcnmops.outputs import resultstore
 
-    monkeypatch.setattr(resultstore.os, "cpu_count", lambda: 4)
+    monkeypatch.setattr(resultstore, "usable_cores", lambda: 4)
     rng = np.random.default_rng(5)
     shapes = {"local_assessments": ((1000, 5), np.float64), "integer_copy_number": ((1000, 5), np.int8),
               "posterior_probs": ((1000, 3, 5), np.float64)}

@@ -314,6 +314,12 @@ def _bad_chunk(array, selection: tuple[slice, slice]) -> str:
     return "a chunk"
 
 
+def chunk_cuts(a: int, b: int, step: int) -> list[int]:
+    """a, the chunk boundaries (multiples of ``step``) inside (a, b), and b: the pieces of a:b that no two chunks
+    share."""
+    return [a] + list(range((a // step + 1) * step, b, step)) + [b]
+
+
 def read_block(array, a: int, b: int, c0: int = 0, c1: int | None = None) -> np.ndarray:
     """Rows a:b, columns c0:c1 (default: to the last) of a 2-D Zarr ``array`` (C order, its dtype), its chunks read
     and decompressed in threads, one chunk a task: zarr 2 reads a selection's chunks one after another, and
@@ -321,8 +327,7 @@ def read_block(array, a: int, b: int, c0: int = 0, c1: int | None = None) -> np.
     core). File reads, blosc and the copies release the GIL. Memory: the block, plus a chunk per thread."""
     r, c = array.chunks
     c1 = array.shape[1] if c1 is None else c1
-    rows = [a] + list(range((a // r + 1) * r, b, r)) + [b]
-    cols = [c0] + list(range((c0 // c + 1) * c, c1, c)) + [c1]
+    rows, cols = chunk_cuts(a, b, r), chunk_cuts(c0, c1, c)
     tasks = [(r0, r1, k0, k1) for r0, r1 in zip(rows, rows[1:]) for k0, k1 in zip(cols, cols[1:])]
     if len(tasks) < 2 or usable_cores() < 2:
         return np.asarray(array[a:b, c0:c1])
@@ -653,6 +658,6 @@ def save_count_data(data: CountData, path, rows_per_chunk: int | None = None,
 
 
 __all__ = ["CountStore", "open_count_store", "checked_ranges", "CountStoreWriter", "write_count_store",
-           "save_count_data", "convert_counts", "write_sorted_parts", "read_block", "read_zarr", "open_counts_array",
-           "create_array", "is_zarr_path", "store_chunks", "integral_dtype", "counts_kind", "zarr_module",
+           "save_count_data", "convert_counts", "write_sorted_parts", "chunk_cuts", "read_block", "read_zarr",
+           "open_counts_array", "create_array", "is_zarr_path", "store_chunks", "integral_dtype", "counts_kind", "zarr_module",
            "check_zarr_counts", "counts_layout", "COUNTS", "LAYOUT", "RANGES_FILE", "CHUNK_BYTES"]

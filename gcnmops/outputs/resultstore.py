@@ -17,10 +17,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..data import usable_cores
 from ..errors import InputError
 from ..files import remove_stale, temp_folder, umask
 from ..io.atomic import signals_held
-from ..io.store import CHUNK_BYTES, RANGES_FILE, create_array, read_block, zarr_module
+from ..io.store import CHUNK_BYTES, RANGES_FILE, chunk_cuts, create_array, read_block, zarr_module
 from ..result import MATRIX_SLOTS, CNVDetectionResult, Result
 
 #: the result store's folder in an output folder (params.json's ``matrixStore`` names it)
@@ -32,7 +33,7 @@ STREAM_MATRICES = ("normalized_data", "local_assessments", "individual_call", "i
 ALWAYS_KEPT = ("integer_copy_number",)
 #: the folder inside the store's temporary folder holding the matrices a run reads back but does not keep
 SCRATCH = ".scratch"
-#: threads writing one chromosome's rows of a matrix, a band of whole row chunks each (at most the CPUs); one
+#: threads writing one chromosome's rows of a matrix, a band of whole row chunks each (at most the usable cores); one
 #: thread copying and writing raw chunks was the streamed run's bottleneck with several GPUs
 WRITE_THREADS = 8
 
@@ -67,7 +68,8 @@ class ResultStore:
             across = tuple(min(s, 256) for s in shape[1:])
             if across and columns:
                 across = across[:-1] + (max(1, min(across[-1], columns)),)
-            rows = min(shape[0], max_rows or shape[0], max(1024, CHUNK_BYTES // (dtype.itemsize * int(np.prod(across)))))
+            rows = min(shape[0], max_rows or shape[0],
+                       max(1024, CHUNK_BYTES // (dtype.itemsize * int(np.prod(across)))))
             chunks = (rows,) + across
             compress = name in ("individual_call", "integer_copy_number")  # runs of equal values
             path = self.tmp / SCRATCH / name if name in scratch else self.tmp / name
@@ -79,9 +81,8 @@ class ResultStore:
         """Rows a:b of ``name`` (``value``: b - a rows), in bands of whole row chunks written by WRITE_THREADS
         threads at once (no two bands share a chunk)."""
         array = self.arrays[name]
-        step = array.chunks[0]
-        cuts = [a] + list(range((a // step + 1) * step, b, step)) + [b]
-        threads = min(WRITE_THREADS, os.cpu_count() or 1, len(cuts) - 1)
+        cuts = chunk_cuts(a, b, array.chunks[0])
+        threads = min(WRITE_THREADS, usable_cores(), len(cuts) - 1)
         if threads <= 1:
             array[a:b] = value
             return
