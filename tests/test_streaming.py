@@ -28,7 +28,7 @@ from gcnmops.errors import InputError  # noqa: E402
 from gcnmops.example import example_cohort  # noqa: E402
 from gcnmops.io.store import convert_counts, open_count_store, save_count_data  # noqa: E402
 from gcnmops.pipeline.run import run_and_write  # noqa: E402
-from gcnmops.pipeline.streamqc import StreamQC  # noqa: E402
+from gcnmops.pipeline.streamqc import qc_width  # noqa: E402
 from gcnmops.pipeline.streaming import run_streaming  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -176,7 +176,7 @@ def test_streamed_sample_qc_is_the_in_memory_one(tmp_path, halves):
             import zarr
 
             counts = open_count_store(store)
-            width = StreamQC.group_width(counts, 1100 * counts.shape[1] * 8)
+            width = qc_width(*counts.shape, 1100 * counts.shape[1] * 8)
             assert 1 < width < counts.shape[1]
             for name in ("normalized_data", "local_assessments"):
                 assert zarr.open_array(str(out / "matrices.zarr" / name), mode="r").chunks[-1] == width
@@ -621,8 +621,6 @@ def test_qc_groups_hold_a_column_per_thread():
     """The sample QC's groups of sample columns: as many as the bytes allow, never fewer than numba's threads (the
     statistics run in parallel over a group's columns), never more than the samples."""
     import numba
-
-    from gcnmops.pipeline.streamqc import qc_width
 
     threads = numba.get_num_threads()
     assert qc_width(10 ** 6, 50, 8 * 10 ** 6) == min(50, max(threads, 1))

@@ -41,7 +41,7 @@ from ..pipeline.stages import run_block
 from ..pipeline.streamqc import qc_by_columns, qc_width
 from .cluster import Runner, chunk_bytes_for, resolve_client, task_threads
 from .genome import first_pass
-from .layout import Layout, column_groups, plan_layout
+from .layout import Layout, plan_layout
 from .result import DistributedResult, matrices_of
 from .store import Matrix, WorkStore, open_matrix, read_part, work_store
 
@@ -180,7 +180,7 @@ def cn_mops(
         if sample_qc:
             t0 = time.perf_counter()
             result.sample_qc = _sample_qc(result, cases, np.concatenate([p["window_medians"] for p in parts]),
-                                          column_groups(m, N, chunk_bytes, samples=qc_width(m, N, chunk_bytes)))
+                                          qc_width(m, N, chunk_bytes))
             timings["qc"] = time.perf_counter() - t0
     finally:
         if work.temporary:
@@ -189,13 +189,13 @@ def cn_mops(
     return result
 
 
-def _sample_qc(result: DistributedResult, cases: Matrix, medians: np.ndarray, groups) -> pd.DataFrame:
+def _sample_qc(result: DistributedResult, cases: Matrix, medians: np.ndarray, width: int) -> pd.DataFrame:
     """The run's sample QC (pipeline.streamqc.qc_by_columns): the counts and the result's normalized data and
     sINI read here a group of sample columns at a time."""
     def columns(name: str):
         return lambda c0, c1: np.asfortranarray(result.slot(name)[:, c0:c1])
 
-    return qc_by_columns(result, list(cases.sample_names), groups, medians,
+    return qc_by_columns(result, list(cases.sample_names), width, medians,
                          lambda c0, c1: read_part(cases.part(slice(None), slice(c0, c1))),
                          columns("normalized_data"), columns("local_assessments"))
 

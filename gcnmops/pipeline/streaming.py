@@ -73,7 +73,7 @@ from .methods import build_params
 from .plan import RunPlan, method_cnvr
 from .blocks import BlockTables, Genome, genome_of
 from .stages import run_block
-from .streamqc import QC_MATRICES, StreamQC
+from .streamqc import QC_MATRICES, StreamQC, qc_width
 
 log = logging.getLogger("gcnmops")
 
@@ -219,10 +219,9 @@ def run_streaming(input, outdir, *, method: str = "cn.mops", keep=None, integer:
     rstore = None
     max_rows = max(b1 - b0 for _, b0, b1 in store.blocks)
     qc = StreamQC(m)
-    group_bytes = max_rows * N * 8  # the sample QC's columns: a group at a time, as large as the largest chromosome
+    qc_samples = qc_width(m, N, max_rows * N * 8)  # the sample QC's column groups: about the largest chromosome
     try:
-        rstore = ResultStore(Path(outdir), shapes, attrs, gr, max_rows=max_rows, scratch=scratch,
-                             columns=qc.group_width(store, group_bytes))
+        rstore = ResultStore(Path(outdir), shapes, attrs, gr, max_rows=max_rows, scratch=scratch, columns=qc_samples)
         tables = _stream(store, plan, genome, list(shapes), rstore, qc, integer, timings, on_chromosome, Path(outdir),
                          _devices(backend, devices))
         t0 = time.perf_counter()
@@ -236,7 +235,7 @@ def run_streaming(input, outdir, *, method: str = "cn.mops", keep=None, integer:
             segmentation=segmentation, cnvs=cnvs, cnvr=cnvr, sample_names=list(store.sample_names),
             ranged=store.ranges is not None, call_evidence=evidence,
             provenance=describe(backend, inputs=[input] if isinstance(input, (str, os.PathLike)) else None))
-        written.sample_qc = qc.table(written, store, rstore, group_bytes)
+        written.sample_qc = qc.table(written, store, rstore, qc_samples)
         timings["sample_qc"] = time.perf_counter() - t0
         t0 = time.perf_counter()
 

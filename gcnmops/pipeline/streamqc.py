@@ -34,20 +34,12 @@ class StreamQC:
         """Rows a:b's window medians, from their block's ``result``."""
         self.medians[a:b] = window_medians(result.normalized_data)
 
-    @staticmethod
-    def group_width(store: CountStore, group_bytes: int) -> int:
-        """Samples per group read back by ``table`` (the result store's chunks are as wide: each read once):
-        ``qc_width`` of the store's shape."""
-        return qc_width(*store.shape, group_bytes)
-
-    def table(self, result, store: CountStore, rstore: ResultStore, group_bytes: int) -> pd.DataFrame:
+    def table(self, result, store: CountStore, rstore: ResultStore, width: int) -> pd.DataFrame:
         """``calls.qc.sample_qc`` of ``result`` (its call tables and params; every block ``put``) with the coverage
-        of ``store``'s counts and the spreads of ``rstore``'s QC_MATRICES, read by groups of ``group_width``
-        samples."""
-        n = store.shape[1]
-        w = self.group_width(store, group_bytes)
-        return qc_by_columns(result, list(store.sample_names), [(c, min(n, c + w)) for c in range(0, n, w)],
-                             self.medians, store.columns, lambda c0, c1: rstore.columns("normalized_data", c0, c1),
+        of ``store``'s counts and the spreads of ``rstore``'s QC_MATRICES, read by groups of ``width`` samples
+        (``qc_width``; the result store's chunks as wide: each read once)."""
+        return qc_by_columns(result, list(store.sample_names), width, self.medians, store.columns,
+                             lambda c0, c1: rstore.columns("normalized_data", c0, c1),
                              lambda c0, c1: rstore.columns("local_assessments", c0, c1))
 
 
@@ -58,17 +50,17 @@ def qc_width(m: int, n: int, group_bytes: int) -> int:
     return max(1, min(n, max(numba.get_num_threads(), group_bytes // max(1, 8 * m))))
 
 
-def qc_by_columns(result, names: list[str], groups, medians: np.ndarray, counts, normalized, sini) -> pd.DataFrame:
-    """``calls.qc.sample_qc`` of ``result`` from its matrices read a group of sample columns at a time: ``groups``
-    (first, end) columns; ``counts(c0, c1)``, ``normalized(c0, c1)``, ``sini(c0, c1)`` those columns (m, c1 - c0)
-    of the read counts, normalized data and sINI; ``medians`` (m,) every window's ``window_medians``."""
+def qc_by_columns(result, names: list[str], width: int, medians: np.ndarray, counts, normalized, sini) -> pd.DataFrame:
+    """``calls.qc.sample_qc`` of ``result`` from its matrices read a group of ``width`` sample columns at a time:
+    ``counts(c0, c1)``, ``normalized(c0, c1)``, ``sini(c0, c1)`` those columns (m, c1 - c0) of the read counts,
+    normalized data and sINI; ``medians`` (m,) every window's ``window_medians``."""
     coverage, spreads = [], np.empty((len(names), 6))
+    groups = [(c, min(len(names), c + width)) for c in range(0, len(names), width)]
 
     def read(c0: int, c1: int) -> tuple:  # in the layout the kernels take (column-major float64): converted here
         return (np.asfortranarray(counts(c0, c1), dtype=np.float64), normalized(c0, c1),
                 np.asfortranarray(sini(c0, c1), dtype=np.float64))
 
-    groups = list(groups)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gcnmops-qc-read") as reader:
         ahead = reader.submit(read, *groups[0]) if groups else None
         for k, (c0, c1) in enumerate(groups):  # the next group read while this one is summarized (two held)
