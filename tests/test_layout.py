@@ -32,7 +32,7 @@ UPWARD_ALLOWED = {
     ("gcnmops.result", "gcnmops.outputs.writers"): "CNVDetectionResult.write(outdir), a convenience of the result object",
 }
 #: modules holding GPU (numba.cuda / cupy) code, by room: only stage packages and cuda/
-GPU_ROOMS = {"cuda", "model", "normalization", "segmentation", "pipeline"}
+GPU_ROOMS = {"cuda", "model", "normalization", "segmentation", "calls", "pipeline"}
 
 
 def _module_name(path: Path) -> str:

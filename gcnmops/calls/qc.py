@@ -37,6 +37,7 @@ import numba
 import numpy as np
 import pandas as pd
 
+from ..cuda.probe import Backend, as_backend
 from ..errors import InputError
 from . import spreads
 from .spreads import MAD_SCALE
@@ -103,9 +104,14 @@ def log2_ratios(normalized: np.ndarray, medians: np.ndarray | None = None) -> np
     return out
 
 
-def column_spreads(values: np.ndarray, more: np.ndarray | None = None) -> np.ndarray:
+def column_spreads(values: np.ndarray, more: np.ndarray | None = None, backend: Backend = Backend.CPU) -> np.ndarray:
     """(N, 3) ``spread`` of each column of ``values`` (m, N); (N, 6) with those of ``more`` (m, N) after them;
-    every column in parallel (calls/spreads.py)."""
+    every column in parallel on the CPU (calls/spreads.py) or on the current GPU (calls/spreads_gpu.py), the same
+    doubles."""
+    if as_backend(backend) is Backend.GPU:
+        from .spreads_gpu import column_spreads_gpu
+
+        return column_spreads_gpu(values, more)
     return spreads.column_spreads(values, more)
 
 
@@ -175,18 +181,19 @@ def normal_levels(result) -> np.ndarray:
 
 
 def sample_qc(result, coverage: pd.DataFrame, excluded=(), spreads: np.ndarray | None = None,
-              medians: np.ndarray | None = None) -> pd.DataFrame:
+              medians: np.ndarray | None = None, backend: Backend = Backend.CPU) -> pd.DataFrame:
     """The QC_COLUMNS table: ``coverage`` (``coverage_qc`` of every input sample, the ``excluded`` ones too) with
     the spread, CNVs and called bases of ``result``'s samples (NaN for excluded samples), the outlier flag and its
     reasons (comma separated, empty if none) and whether the sample was excluded; a ``sex`` column after
     ``sample`` where ``result.params["sex"]`` holds the samples' sexes. ``spreads``: (N, 6) ``column_spreads`` of
     the log2 ratios, then of sINI, of ``result``'s samples where the caller gathered them (a streamed run);
     default from ``result``'s normalized data and sINI in memory, the log2 ratios against ``medians`` (m,) where
-    given (``normal_levels`` of a case-mode result), else the samples' window medians."""
+    given (``normal_levels`` of a case-mode result), else the samples' window medians; their spreads on
+    ``backend``."""
     table = coverage.copy().reset_index(drop=True)
     col = {s: j for j, s in enumerate(result.sample_names)}
     if spreads is None:
-        spreads = column_spreads(log2_ratios(result.normalized_data, medians), result.local_assessments)
+        spreads = column_spreads(log2_ratios(result.normalized_data, medians), result.local_assessments, backend)
     stats = np.full((len(table), 6), np.nan)
     for i, s in enumerate(table["sample"]):
         j = col.get(s)

@@ -265,7 +265,7 @@ def _spread_into(x, out, a, scratch):
     n = 0
     for v in x:
         if math.isfinite(v):
-            a[n] = v
+            a[n] = v + 0.0  # -0.0 as 0.0: equal values, equal bits (the GPU's sort orders by bits)
             n += 1
     if n == 0:
         out[:] = np.nan

@@ -75,6 +75,17 @@ SEGMENT_MEDIAN_MAX_BLOCKS = 1 << 16
 #: sequential sums (R's mean, Welford's variance) several times faster than one GPU thread
 DEVICE_PREPARE_MAX_ROWS = 200_000
 
+# ------------------------------------------------------------ the sample QC's spreads (calls/spreads_gpu.py)
+#: threads per block of the spreads kernel (one block per column; its threads compute the terms of a tile, then
+#: each adds them in order)
+SPREAD_THREADS_PER_BLOCK = 32
+SPREAD_THREADS_PER_BLOCK_SIM = 2
+#: values of a column per tile of the ordered sums (a multiple of the threads per block)
+SPREAD_TILE = 256
+SPREAD_TILE_SIM = 16
+#: fraction of the free device memory a group of columns may take (four copies of each column)
+SPREAD_MEMORY_FRACTION = 0.5
+
 # ------------------------------------------------------------------------ several blocks per device (host threads)
 # Two host threads per GPU overlap one block's (or pass's) host passes with another's device stages. Two GATK-SV
 # passes at once on one H100 once gave other calls than one at a time (benchmarks/RESULTS.md, sixth and seventh

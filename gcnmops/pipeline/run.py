@@ -72,7 +72,7 @@ def run_and_write(method, input, outdir, *, controls=None, backend: str = "auto"
                         result = calc_integer_copy_numbers(result, backend=backend)
                 report("integer")
             with timed_stage(result.timings, "qc"):
-                sample_qc = selection.qc(result)
+                sample_qc = selection.qc(result, backend=backend)
             held = None if evidence is None else evidence.result()
         result = result.replace(sample_qc=sample_qc, selection={**selection.entries(), **filters})
         if held is not None:

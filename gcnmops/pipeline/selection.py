@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..calls.qc import coverage_qc, excluded_samples, outlier_reasons, sample_qc
+from ..cuda.probe import Backend
 from ..data import CountData, Validated
 from ..errors import InputError
 from ..io import read_counts
@@ -36,9 +37,10 @@ class Selection:
             out.update(excludeBed=str(self.exclude_bed), excludedWindows=int(self.excluded_windows))
         return out
 
-    def qc(self, result, medians: np.ndarray | None = None) -> pd.DataFrame:
-        """``calls.qc.sample_qc`` of ``result`` (its samples those left in; log2 ratios against ``medians``)."""
-        return sample_qc(result, self.coverage, self.excluded, medians=medians)
+    def qc(self, result, medians: np.ndarray | None = None, backend: Backend = Backend.CPU) -> pd.DataFrame:
+        """``calls.qc.sample_qc`` of ``result`` (its samples those left in; log2 ratios against ``medians``; the
+        spreads on ``backend``)."""
+        return sample_qc(result, self.coverage, self.excluded, medians=medians, backend=backend)
 
 
 def counts_qc(result, data: CountData, medians: np.ndarray | None = None) -> pd.DataFrame:

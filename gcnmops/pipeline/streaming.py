@@ -235,7 +235,7 @@ def run_streaming(input, outdir, *, method: str = "cn.mops", keep=None, integer:
             segmentation=segmentation, cnvs=cnvs, cnvr=cnvr, sample_names=list(store.sample_names),
             ranged=store.ranges is not None, call_evidence=evidence,
             provenance=describe(backend, inputs=[input] if isinstance(input, (str, os.PathLike)) else None))
-        written.sample_qc = qc.table(written, store, rstore, qc_samples)
+        written.sample_qc = qc.table(written, store, rstore, qc_samples, backend)
         timings["sample_qc"] = time.perf_counter() - t0
         t0 = time.perf_counter()
 

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..calls.qc import column_spreads, coverage_qc, log2_ratios, sample_qc, window_medians
+from ..cuda.probe import Backend
 from ..io.store import CountStore
 from ..outputs.resultstore import ResultStore
 
@@ -34,13 +35,14 @@ class StreamQC:
         """Rows a:b's window medians, from their block's ``result``."""
         self.medians[a:b] = window_medians(result.normalized_data)
 
-    def table(self, result, store: CountStore, rstore: ResultStore, width: int) -> pd.DataFrame:
+    def table(self, result, store: CountStore, rstore: ResultStore, width: int,
+              backend: Backend = Backend.CPU) -> pd.DataFrame:
         """``calls.qc.sample_qc`` of ``result`` (its call tables and params; every block ``put``) with the coverage
-        of ``store``'s counts and the spreads of ``rstore``'s QC_MATRICES, read by groups of ``width`` samples
-        (``qc_width``; the result store's chunks as wide: each read once)."""
+        of ``store``'s counts and the spreads of ``rstore``'s QC_MATRICES (on ``backend``), read by groups of
+        ``width`` samples (``qc_width``; the result store's chunks as wide: each read once)."""
         return qc_by_columns(result, list(store.sample_names), width, self.medians, store.columns,
                              lambda c0, c1: rstore.columns("normalized_data", c0, c1),
-                             lambda c0, c1: rstore.columns("local_assessments", c0, c1))
+                             lambda c0, c1: rstore.columns("local_assessments", c0, c1), backend)
 
 
 def qc_width(m: int, n: int, group_bytes: int) -> int:
@@ -50,10 +52,11 @@ def qc_width(m: int, n: int, group_bytes: int) -> int:
     return max(1, min(n, max(numba.get_num_threads(), group_bytes // max(1, 8 * m))))
 
 
-def qc_by_columns(result, names: list[str], width: int, medians: np.ndarray, counts, normalized, sini) -> pd.DataFrame:
+def qc_by_columns(result, names: list[str], width: int, medians: np.ndarray, counts, normalized, sini,
+                  backend: Backend = Backend.CPU) -> pd.DataFrame:
     """``calls.qc.sample_qc`` of ``result`` from its matrices read a group of ``width`` sample columns at a time:
     ``counts(c0, c1)``, ``normalized(c0, c1)``, ``sini(c0, c1)`` those columns (m, c1 - c0) of the read counts,
-    normalized data and sINI; ``medians`` (m,) every window's ``window_medians``."""
+    normalized data and sINI; ``medians`` (m,) every window's ``window_medians``; the spreads on ``backend``."""
     coverage, spreads = [], np.empty((len(names), 6))
     groups = [(c, min(len(names), c + width)) for c in range(0, len(names), width)]
 
@@ -67,8 +70,7 @@ def qc_by_columns(result, names: list[str], width: int, medians: np.ndarray, cou
             x, y, s = ahead.result()
             ahead = reader.submit(read, *groups[k + 1]) if k + 1 < len(groups) else None
             coverage.append(coverage_qc(x, names[c0:c1]))
-            spreads[c0:c1, :3] = column_spreads(log2_ratios(y, medians))
-            spreads[c0:c1, 3:] = column_spreads(s)
+            spreads[c0:c1] = column_spreads(log2_ratios(y, medians), s, backend)
             del x, y, s
     return sample_qc(result, pd.concat(coverage, ignore_index=True), (), spreads)
 
