@@ -3,7 +3,7 @@ in the session's simulator child (cudasim.py), numpy standing in for cupy.
 
 Against the CPU's (calls/spreads.py), bit for bit: columns of normal, heavy-tailed and tiny values, log2 ratios,
 ties of whole numbers, -0.0 mixed with 0.0, NaN and infinities left out, columns of no, one and two finite values
-and a constant one (odd and even counts of finite values), two matrices in one call, groups of columns split over
+a constant one and a symmetric one (odd and even counts of finite values), two matrices in one call, groups of columns split over
 several launches; the streamed QC (pipeline.streamqc.qc_by_columns) on the GPU equal to the CPU's table.
 """
 from __future__ import annotations
@@ -40,7 +40,10 @@ CHILD = r'''
         if kind == 8: return rng.standard_cauchy(size=m)
         if kind == 9: return np.log2((rng.poisson(30, m) + 1) / 31)
         if kind == 10: return rng.normal(size=m) * 1e-5
-        x = rng.normal(size=m); x[-1] = np.nan; return x  # an even count of finite values
+        if kind == 11:
+            x = rng.normal(size=m); x[-1] = np.nan; return x  # an even count of finite values
+        v = rng.integers(1, 9, size=m // 2) / 4.0  # symmetric about 0: sums that nearly cancel
+        return np.concatenate([v, [0.0], -v[::-1]])
 
 
     def same(a, b):
@@ -48,13 +51,14 @@ CHILD = r'''
 
 
     out = {}
-    X = np.column_stack([col(k) for k in range(12)])
-    Y = np.column_stack([col(k) for k in (9, 8, 2, 1, 0, 3, 10, 7, 6, 5, 4, 11)])
+    X = np.column_stack([col(k) for k in range(13)])
+    Y = np.column_stack([col(k) for k in (9, 8, 2, 1, 0, 3, 10, 7, 6, 5, 4, 11, 12)])
     cpu = column_spreads(X, Y)
     out["one_launch"] = same(column_spreads(X, Y, Backend.GPU), cpu)
     out["signed_zero_iqr_positive"] = not bool(np.signbit(cpu[3, 1]))
     out["single_matrix"] = same(column_spreads(X[:, :3], None, Backend.GPU), cpu[:3, :3])
     out["finite_nonnan_columns"] = int(np.isfinite(cpu).all(axis=1).sum())
+    out["constant_takes_mad"] = bool(cpu[7, 2] == cpu[7, 0] == 0.0)
     width = spreads_gpu._group_width
     spreads_gpu._group_width = lambda m, total: 3  # groups straddling the two matrices
     try:
@@ -89,7 +93,9 @@ def sim(cuda_simulator):
 def test_spreads_equal_the_cpu_bit_for_bit(sim):
     assert sim["one_launch"] and sim["single_matrix"], sim
     # every kind but the columns of no finite value (one in each matrix, in rows 4 and 10) has all three statistics
-    assert sim["finite_nonnan_columns"] == 10, sim
+    assert sim["finite_nonnan_columns"] == 11, sim
+    # the constant column's sum of u is 0: its midvariance is the scaled MAD (that branch taken)
+    assert sim["constant_takes_mad"], sim
 
 
 def test_groups_of_columns_over_both_matrices(sim):

@@ -98,13 +98,51 @@ def _quantile(S, j, n, q):
     return below + diff * t
 
 
+@register_jitable
+def _add_in_order(a, b, k, x, y):
+    """(x + a[0] + ... + a[k - 1], y + b[0] + ... + b[k - 1]), each added in that order (four loads ahead)."""
+    r = 0
+    while r + 4 <= k:
+        a0, a1, a2, a3 = a[r], a[r + 1], a[r + 2], a[r + 3]
+        b0, b1, b2, b3 = b[r], b[r + 1], b[r + 2], b[r + 3]
+        x = (((x + a0) + a1) + a2) + a3
+        y = (((y + b0) + b1) + b2) + b3
+        r += 4
+    while r < k:
+        x += a[r]
+        y += b[r]
+        r += 1
+    return x, y
+
+
+@register_jitable
+def _add3_in_order(a, b, c, k, x, y, z):
+    """``_add_in_order`` of three arrays."""
+    r = 0
+    while r + 4 <= k:
+        a0, a1, a2, a3 = a[r], a[r + 1], a[r + 2], a[r + 3]
+        b0, b1, b2, b3 = b[r], b[r + 1], b[r + 2], b[r + 3]
+        c0, c1, c2, c3 = c[r], c[r + 1], c[r + 2], c[r + 3]
+        x = (((x + a0) + a1) + a2) + a3
+        y = (((y + b0) + b1) + b2) + b3
+        z = (((z + c0) + c1) + c2) + c3
+        r += 4
+    while r < k:
+        x += a[r]
+        y += b[r]
+        z += c[r]
+        r += 1
+    return x, y, z
+
+
 def _nofma_column_spreads(Y, S, counts, out):
     """out[j] = (scaled MAD, IQR, biweight midvariance's root) of column j: Y[:, j] its values in order (NaN where
     not finite, no -0.0), S[j, :counts[j]] its finite values ascending; NaN where it has none. One block per
-    column (a grid-stride loop over the columns); the tiles' terms go through shared memory."""
+    column (a grid-stride loop over the columns); the tiles' terms go through shared memory, 0.0 for the values
+    a sum leaves out (x + 0.0 is x for every x but -0.0, which no sum from 0.0 reaches)."""
     t = cuda.threadIdx.x
     m = Y.shape[0]
-    sh_in = cuda.shared.array(TILE, int32)
+    sh_in = cuda.shared.array(TPB, int32)
     sh_a = cuda.shared.array(TILE, float64)
     sh_b = cuda.shared.array(TILE, float64)
     sh_c = cuda.shared.array(TILE, float64)
@@ -128,26 +166,21 @@ def _nofma_column_spreads(Y, S, counts, out):
             for base in range(0, m, TILE):
                 for r in range(t, TILE, TPB):
                     i = base + r
-                    inside = 0
                     w = 0.0
-                    d = 0.0
+                    dw = 0.0
                     if i < m:
                         v = Y[i, j]
                         if not math.isnan(v):
                             d = v - loc
                             u = d / scale
                             if abs(u) < 1.0:
-                                inside = 1
                                 s = 1.0 - u * u
                                 w = s * s
-                    sh_in[r] = inside
+                                dw = d * w
                     sh_a[r] = w
-                    sh_b[r] = d * w
+                    sh_b[r] = dw
                 cuda.syncthreads()
-                for r in range(min(TILE, m - base)):  # every thread, the same additions in the values' order
-                    if sh_in[r]:
-                        total += sh_a[r]
-                        moment += sh_b[r]
+                total, moment = _add_in_order(sh_a, sh_b, min(TILE, m - base), total, moment)
                 cuda.syncthreads()
             if total == 0.0:
                 break
@@ -165,7 +198,6 @@ def _nofma_column_spreads(Y, S, counts, out):
         for base in range(0, m, TILE):
             for r in range(t, TILE, TPB):
                 i = base + r
-                inside = 0
                 uu = 0.0
                 nn = 0.0
                 dd = 0.0
@@ -175,24 +207,24 @@ def _nofma_column_spreads(Y, S, counts, out):
                         d = v - loc
                         u = d / scale
                         if abs(u) < 1.0:
-                            inside = 1
+                            inside_n += 1
                             uu = u
                             u2 = u * u
                             w = (1.0 - u2) * (1.0 - u2)
                             nn = d * d * (w * w)
                             dd = (1.0 - u2) * (1.0 - 5.0 * u2)
-                sh_in[r] = inside
                 sh_a[r] = uu
                 sh_b[r] = nn
                 sh_c[r] = dd
             cuda.syncthreads()
-            for r in range(min(TILE, m - base)):
-                if sh_in[r]:
-                    inside_n += 1
-                    u_sum += sh_a[r]
-                    num += sh_b[r]
-                    den += sh_c[r]
+            u_sum, num, den = _add3_in_order(sh_a, sh_b, sh_c, min(TILE, m - base), u_sum, num, den)
             cuda.syncthreads()
+        sh_in[t] = inside_n  # the threads' counts of the values inside, summed
+        cuda.syncthreads()
+        if t == 0:
+            for r in range(1, TPB):
+                inside_n += sh_in[r]
+        cuda.syncthreads()
         if t == 0:
             out[j, 0] = spread * MAD_SCALE
             out[j, 1] = _quantile(S, j, n, 0.75) - _quantile(S, j, n, 0.25)
