@@ -600,7 +600,8 @@ def test_result_store_writes_row_bands_in_threads(tmp_path, monkeypatch):
 
 def test_store_blocks_read_in_threads_equal_the_matrix(tmp_path, monkeypatch):
     """A count store's rows and sample columns read chunk by chunk in threads (``read_block``) are the matrix's,
-    where the block starts and ends inside chunks in both directions; a damaged chunk is still an InputError."""
+    where the block starts and ends inside chunks in both directions, also converted to float64 in column-major
+    order on the way; a damaged chunk is still an InputError."""
     from gcnmops.io import store as io_store
 
     monkeypatch.setattr(io_store, "usable_cores", lambda: 3)
@@ -610,6 +611,10 @@ def test_store_blocks_read_in_threads_equal_the_matrix(tmp_path, monkeypatch):
     assert n > 6
     for c0, c1 in ((0, n), (2, 7), (4, 5), (1, n - 1)):
         np.testing.assert_array_equal(store.columns(c0, c1), data.counts[:, c0:c1])
+        # converted and made column-major chunk by chunk on the way (the sample QC's layout)
+        got = store.columns(c0, c1, np.float64, "F")
+        assert got.dtype == np.float64 and got.flags.f_contiguous
+        np.testing.assert_array_equal(got, data.counts[:, c0:c1])
     for a, b in ((0, m), (5, 23), (8, 9)):
         np.testing.assert_array_equal(store.rows(a, b), data.counts[a:b])
     (tmp_path / "c.zarr" / "counts" / "1.1").write_bytes(b"damaged")

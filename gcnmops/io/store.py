@@ -240,15 +240,17 @@ class CountStore:
         frame = table.slice(a - first, b - a).to_pandas()
         return frame.to_numpy()
 
-    def columns(self, c0: int, c1: int) -> np.ndarray:
-        """Counts of samples c0:c1 over every region, (m, c1 - c0), in the stored dtype (Zarr: ``read_block``)."""
+    def columns(self, c0: int, c1: int, dtype=None, order: str = "C") -> np.ndarray:
+        """Counts of samples c0:c1 over every region, (m, c1 - c0), in ``dtype`` (default: the stored one) and
+        ``order`` (Zarr: ``read_block``, which converts chunk by chunk in threads)."""
         if self.kind == "zarr":
             m = self.shape[0]
             return read_zarr(str(self.path / COUNTS), (slice(None), slice(c0, c1)),
-                             lambda arr: read_block(arr, 0, m, c0, c1))
+                             lambda arr: read_block(arr, 0, m, c0, c1, dtype, order))
         import pyarrow.parquet as pq
 
-        return pq.read_table(self.path, columns=self._columns[c0:c1]).to_pandas().to_numpy()
+        table = pq.read_table(self.path, columns=self._columns[c0:c1]).to_pandas().to_numpy()
+        return np.asarray(table, dtype=dtype, order=order)
 
     def chromosome(self, name: str, a: int, b: int, values: np.ndarray | None = None) -> CountData:
         """Rows a:b (one chromosome) as a CountData: counts validated (cn.mops's checks), float64, column-major.
@@ -320,18 +322,20 @@ def chunk_cuts(a: int, b: int, step: int) -> list[int]:
     return [a] + list(range((a // step + 1) * step, b, step)) + [b]
 
 
-def read_block(array, a: int, b: int, c0: int = 0, c1: int | None = None) -> np.ndarray:
-    """Rows a:b, columns c0:c1 (default: to the last) of a 2-D Zarr ``array`` (C order, its dtype), its chunks read
-    and decompressed in threads, one chunk a task: zarr 2 reads a selection's chunks one after another, and
-    decompresses with blosc's own threads only in the main thread (a read-ahead thread would decompress on one
-    core). File reads, blosc and the copies release the GIL. Memory: the block, plus a chunk per thread."""
+def read_block(array, a: int, b: int, c0: int = 0, c1: int | None = None, dtype=None, order: str = "C") -> np.ndarray:
+    """Rows a:b, columns c0:c1 (default: to the last) of a 2-D Zarr ``array`` (``order``, ``dtype``: default the
+    array's), its chunks read, decompressed and copied into place (converted and, order "F", transposed on the way)
+    in threads, one chunk a task: zarr 2 reads a selection's chunks one after another, and decompresses with
+    blosc's own threads only in the main thread (a read-ahead thread would decompress on one core). File reads,
+    blosc and the copies release the GIL. Memory: the block, plus a chunk per thread."""
     r, c = array.chunks
     c1 = array.shape[1] if c1 is None else c1
+    dtype = array.dtype if dtype is None else np.dtype(dtype)
     rows, cols = chunk_cuts(a, b, r), chunk_cuts(c0, c1, c)
     tasks = [(r0, r1, k0, k1) for r0, r1 in zip(rows, rows[1:]) for k0, k1 in zip(cols, cols[1:])]
     if len(tasks) < 2 or usable_cores() < 2:
-        return np.asarray(array[a:b, c0:c1])
-    out = np.empty((b - a, c1 - c0), dtype=array.dtype)
+        return np.asarray(array[a:b, c0:c1], dtype=dtype, order=order)
+    out = np.empty((b - a, c1 - c0), dtype=dtype, order=order)
 
     def read(task: tuple[int, int, int, int]) -> None:
         r0, r1, k0, k1 = task

@@ -97,11 +97,12 @@ class ResultStore:
         for done in [self._bands.submit(band, ks) for ks in bands]:
             done.result()
 
-    def columns(self, name: str, c0: int, c1: int) -> np.ndarray:
-        """Samples c0:c1 of the matrix ``name`` over every region, once the background writes are done."""
+    def columns(self, name: str, c0: int, c1: int, order: str = "C") -> np.ndarray:
+        """Samples c0:c1 of the matrix ``name`` over every region (in ``order``), once the background writes are
+        done."""
         self.wait()
         array = self.arrays[name]
-        return read_block(array, 0, array.shape[0], c0, c1)
+        return read_block(array, 0, array.shape[0], c0, c1, order=order)
 
     def write_behind(self, writes: Callable[[], None]) -> None:
         """Run ``writes`` (a chromosome's ``write`` calls) on the background writer once the writes handed over

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..calls.qc import column_spreads, coverage_qc, log2_ratios, sample_qc, window_medians
-from ..cuda.probe import Backend
+from ..cuda.probe import Backend, as_backend
 from ..io.store import CountStore
 from ..outputs.resultstore import ResultStore
 
@@ -40,9 +40,10 @@ class StreamQC:
         """``calls.qc.sample_qc`` of ``result`` (its call tables and params; every block ``put``) with the coverage
         of ``store``'s counts and the spreads of ``rstore``'s QC_MATRICES (on ``backend``), read by groups of
         ``width`` samples (``qc_width``; the result store's chunks as wide: each read once)."""
-        return qc_by_columns(result, list(store.sample_names), width, self.medians, store.columns,
-                             lambda c0, c1: rstore.columns("normalized_data", c0, c1),
-                             lambda c0, c1: rstore.columns("local_assessments", c0, c1), backend)
+        return qc_by_columns(result, list(store.sample_names), width, self.medians,
+                             lambda c0, c1: store.columns(c0, c1, np.float64, "F"),
+                             lambda c0, c1: rstore.columns("normalized_data", c0, c1, "F"),
+                             lambda c0, c1: rstore.columns("local_assessments", c0, c1, "F"), backend)
 
 
 def qc_width(m: int, n: int, group_bytes: int) -> int:
@@ -60,18 +61,33 @@ def qc_by_columns(result, names: list[str], width: int, medians: np.ndarray, cou
     coverage, spreads = [], np.empty((len(names), 6))
     groups = [(c, min(len(names), c + width)) for c in range(0, len(names), width)]
 
-    def read(c0: int, c1: int) -> tuple:  # in the layout the kernels take (column-major float64): converted here
-        return (np.asfortranarray(counts(c0, c1), dtype=np.float64), normalized(c0, c1),
-                np.asfortranarray(sini(c0, c1), dtype=np.float64))
+    def read(c0: int, c1: int) -> tuple:  # in the layout the kernels take (column-major float64; readers that
+        # give it, as the stores' do chunk by chunk in threads, are not copied again)
+        return tuple(np.asfortranarray(f(c0, c1), dtype=np.float64) for f in (counts, normalized, sini))
 
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gcnmops-qc-read") as reader:
+    def spread(c0: int, c1: int, ratios: np.ndarray, s: np.ndarray) -> None:
+        spreads[c0:c1] = column_spreads(ratios, s, backend)
+
+    # on the GPU backend the spreads of a group are computed on the device while the host makes the next group's
+    # coverage and log2 ratios (three groups held at most); on the CPU they take every core in turn (numba's
+    # workqueue threading layer takes one parallel call at a time)
+    on_device = as_backend(backend) is Backend.GPU
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gcnmops-qc-read") as reader, \
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="gcnmops-qc-spread") as spreader:
         ahead = reader.submit(read, *groups[0]) if groups else None
-        for k, (c0, c1) in enumerate(groups):  # the next group read while this one is summarized (two held)
+        behind = None
+        for k, (c0, c1) in enumerate(groups):  # the next group read while this one is summarized
             x, y, s = ahead.result()
             ahead = reader.submit(read, *groups[k + 1]) if k + 1 < len(groups) else None
             coverage.append(coverage_qc(x, names[c0:c1]))
-            spreads[c0:c1] = column_spreads(log2_ratios(y, medians), s, backend)
-            del x, y, s
+            ratios = log2_ratios(y, medians)
+            del x, y
+            if behind is not None:
+                behind.result()
+            behind = spreader.submit(spread, c0, c1, ratios, s) if on_device else spread(c0, c1, ratios, s)
+            del ratios, s
+        if behind is not None:
+            behind.result()
     return sample_qc(result, pd.concat(coverage, ignore_index=True), (), spreads)
 
 
