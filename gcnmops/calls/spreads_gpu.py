@@ -4,10 +4,11 @@ A group of columns goes to the device; each column's finite values are sorted th
 NaN, last), so every order statistic is an index into the sorted column: the quartiles and the median directly, and
 the median of |x - c| (the MAD around the median and around each biweight location) a binary search over the two
 sorted runs |x - c| makes (the values below c, read backwards, and the rest): no selection passes. The biweight's
-sums run over the column in its own order, as the CPU's do: one block per column, its threads compute a tile of
-consecutive terms and every thread adds the tile's terms in order, so each sum is the CPU's, operation for operation
-(compiled without FMA contraction, cuda/nofma.py). -0.0 is taken as 0.0 (as calls/spreads.py takes it), so that
-ties of equal values are ties of equal bits.
+sums run over the column in its own order, as the CPU's do: one block per column, a warp of it adds a tile of
+consecutive terms in order (each of its threads making the same additions) while the block's other threads compute
+the next tile's terms, so each sum is the CPU's, operation for operation (compiled without FMA contraction,
+cuda/nofma.py). -0.0 is taken as 0.0 (as calls/spreads.py takes it), so that ties of equal values are ties of
+equal bits.
 
 Device memory: about three copies of a group of columns (the group, its sorted copy, a sort's scratch); groups are
 sized from the free device memory (cuda/config.py's SPREAD_MEMORY_FRACTION).
@@ -19,22 +20,25 @@ import math
 import numpy as np
 from numba.extending import register_jitable
 
-from ..cuda.config import (SPREAD_MEMORY_FRACTION, SPREAD_THREADS_PER_BLOCK, SPREAD_THREADS_PER_BLOCK_SIM,
-                           SPREAD_TILE, SPREAD_TILE_SIM)
+from ..cuda.config import (SPREAD_ADDERS, SPREAD_ADDERS_SIM, SPREAD_MEMORY_FRACTION, SPREAD_THREADS_PER_BLOCK,
+                           SPREAD_THREADS_PER_BLOCK_SIM, SPREAD_TILE, SPREAD_TILE_SIM)
 from ..cuda.kernels import cached_kernel
 from ..cuda.nofma import jit_nofma
 from ..cuda.runtime import device_copy, device_module, kernel_arg, make_backend, simulating
 from .spreads import MAD_SCALE
 
 try:  # module level: the kernels' ``cuda`` must be a global (the CUDA simulator swaps module globals)
-    from numba import cuda, float64, int32
+    from numba import cuda, float64
 except Exception:  # noqa: BLE001 - numba without its CUDA target: nothing here is called
-    cuda = float64 = int32 = None
+    cuda = float64 = None
 
 #: threads per block (one block per column) in this process
 TPB = SPREAD_THREADS_PER_BLOCK_SIM if simulating() else SPREAD_THREADS_PER_BLOCK
-#: consecutive values of a column whose terms a block computes before adding them in order (a multiple of TPB)
+#: consecutive values of a column whose terms a block computes before adding them in order
 TILE = SPREAD_TILE_SIM if simulating() else SPREAD_TILE
+#: the block's first threads, which add the terms in order (a warp: each makes the same additions); the others
+#: compute the next tile's terms meanwhile
+ADDERS = SPREAD_ADDERS_SIM if simulating() else SPREAD_ADDERS
 
 
 @register_jitable
@@ -99,53 +103,121 @@ def _quantile(S, j, n, q):
 
 
 @register_jitable
-def _add_in_order(a, b, k, x, y):
-    """(x + a[0] + ... + a[k - 1], y + b[0] + ... + b[k - 1]), each added in that order (four loads ahead)."""
-    r = 0
-    while r + 4 <= k:
-        a0, a1, a2, a3 = a[r], a[r + 1], a[r + 2], a[r + 3]
-        b0, b1, b2, b3 = b[r], b[r + 1], b[r + 2], b[r + 3]
-        x = (((x + a0) + a1) + a2) + a3
-        y = (((y + b0) + b1) + b2) + b3
-        r += 4
-    while r < k:
-        x += a[r]
-        y += b[r]
-        r += 1
-    return x, y
+def _terms(Y, i, j, loc, scale, variance):
+    """The terms value Y[i, j] adds to a pass's sums around ``loc`` with ``scale`` (0.0 each where it adds none:
+    not finite, or |u| >= 1; x + 0.0 is x for every x but -0.0, which no sum from 0.0 reaches), and 1 where it
+    is inside. The location's pass (``variance`` False): (w, d w, 0); the midvariance's: (u, d^2 w^2, (1 - u^2)
+    (1 - 5 u^2)) with w = (1 - u^2)^2 (calls/spreads.py's arithmetic, operation for operation)."""
+    a = 0.0
+    b = 0.0
+    c = 0.0
+    inside = 0
+    v = Y[i, j]
+    if not math.isnan(v):
+        d = v - loc
+        u = d / scale
+        if abs(u) < 1.0:
+            inside = 1
+            if variance:
+                u2 = u * u
+                w = (1.0 - u2) * (1.0 - u2)
+                a = u
+                b = d * d * (w * w)
+                c = (1.0 - u2) * (1.0 - 5.0 * u2)
+            else:
+                s = 1.0 - u * u
+                a = s * s
+                b = d * a
+    return a, b, c, inside
 
 
 @register_jitable
-def _add3_in_order(a, b, c, k, x, y, z):
-    """``_add_in_order`` of three arrays."""
+def _fill(Y, j, m, base, loc, scale, variance, buf, inside):
+    """The terms of rows base.. of column j into buf (3, TILE) (the computing threads, ADDERS.. of the block,
+    share the tile); returns this thread's count of values inside."""
+    t = cuda.threadIdx.x
+    for r in range(t - ADDERS, TILE, TPB - ADDERS):
+        i = base + r
+        if i < m:
+            a, b, c, k = _terms(Y, i, j, loc, scale, variance)
+            buf[0, r] = a
+            buf[1, r] = b
+            buf[2, r] = c
+            inside += k
+    return inside
+
+
+@register_jitable
+def _add(buf, k, x, y, z):
+    """(x + buf[0, 0] + ... + buf[0, k - 1], the same of y with buf[1], of z with buf[2]), each added in that
+    order (four loads ahead)."""
     r = 0
     while r + 4 <= k:
-        a0, a1, a2, a3 = a[r], a[r + 1], a[r + 2], a[r + 3]
-        b0, b1, b2, b3 = b[r], b[r + 1], b[r + 2], b[r + 3]
-        c0, c1, c2, c3 = c[r], c[r + 1], c[r + 2], c[r + 3]
+        a0, a1, a2, a3 = buf[0, r], buf[0, r + 1], buf[0, r + 2], buf[0, r + 3]
+        b0, b1, b2, b3 = buf[1, r], buf[1, r + 1], buf[1, r + 2], buf[1, r + 3]
+        c0, c1, c2, c3 = buf[2, r], buf[2, r + 1], buf[2, r + 2], buf[2, r + 3]
         x = (((x + a0) + a1) + a2) + a3
         y = (((y + b0) + b1) + b2) + b3
         z = (((z + c0) + c1) + c2) + c3
         r += 4
     while r < k:
-        x += a[r]
-        y += b[r]
-        z += c[r]
+        x += buf[0, r]
+        y += buf[1, r]
+        z += buf[2, r]
         r += 1
     return x, y, z
+
+
+@register_jitable
+def _pass(Y, j, m, loc, scale, variance, buf0, buf1, shared):
+    """The three sums of a pass over column j (``_terms``, in the values' order) and the number of values inside,
+    known to every thread of the block. Pipelined by tiles of TILE values: while the adding threads (the first
+    ADDERS, a warp, each making the same additions) add tile k from one buffer, the others compute tile k + 1's
+    terms into the other."""
+    t = cuda.threadIdx.x
+    x = 0.0
+    y = 0.0
+    z = 0.0
+    inside = 0
+    if t >= ADDERS:
+        inside = _fill(Y, j, m, 0, loc, scale, variance, buf0, inside)
+    cuda.syncthreads()
+    tiles = (m + TILE - 1) // TILE
+    for k in range(tiles):
+        if t < ADDERS:
+            if k % 2 == 0:
+                x, y, z = _add(buf0, min(TILE, m - k * TILE), x, y, z)
+            else:
+                x, y, z = _add(buf1, min(TILE, m - k * TILE), x, y, z)
+        elif k + 1 < tiles:
+            if k % 2 == 0:
+                inside = _fill(Y, j, m, (k + 1) * TILE, loc, scale, variance, buf1, inside)
+            else:
+                inside = _fill(Y, j, m, (k + 1) * TILE, loc, scale, variance, buf0, inside)
+        cuda.syncthreads()
+    if t == 0:
+        shared[0] = x
+        shared[1] = y
+        shared[2] = z
+        shared[3] = 0.0
+    cuda.syncthreads()
+    if t >= ADDERS:  # the counts are whole numbers far below 2^53: exact in any order
+        cuda.atomic.add(shared, 3, float(inside))
+    cuda.syncthreads()
+    x, y, z, n_inside = shared[0], shared[1], shared[2], shared[3]
+    cuda.syncthreads()  # read by every thread before the next pass writes
+    return x, y, z, int(n_inside)
 
 
 def _nofma_column_spreads(Y, S, counts, out):
     """out[j] = (scaled MAD, IQR, biweight midvariance's root) of column j: Y[:, j] its values in order (NaN where
     not finite, no -0.0), S[j, :counts[j]] its finite values ascending; NaN where it has none. One block per
-    column (a grid-stride loop over the columns); the tiles' terms go through shared memory, 0.0 for the values
-    a sum leaves out (x + 0.0 is x for every x but -0.0, which no sum from 0.0 reaches)."""
+    column (a grid-stride loop over the columns)."""
     t = cuda.threadIdx.x
     m = Y.shape[0]
-    sh_in = cuda.shared.array(TPB, int32)
-    sh_a = cuda.shared.array(TILE, float64)
-    sh_b = cuda.shared.array(TILE, float64)
-    sh_c = cuda.shared.array(TILE, float64)
+    buf0 = cuda.shared.array((3, TILE), float64)
+    buf1 = cuda.shared.array((3, TILE), float64)
+    shared = cuda.shared.array(4, float64)
     for j in range(cuda.blockIdx.x, Y.shape[1], cuda.gridDim.x):
         n = counts[j]
         if n == 0:
@@ -160,28 +232,7 @@ def _nofma_column_spreads(Y, S, counts, out):
         loc = centre
         for step_no in range(5):
             dev = spread if step_no == 0 else _abs_dev_median(S, j, n, loc)
-            scale = max(6.0 * dev, 1e-3)
-            total = 0.0
-            moment = 0.0
-            for base in range(0, m, TILE):
-                for r in range(t, TILE, TPB):
-                    i = base + r
-                    w = 0.0
-                    dw = 0.0
-                    if i < m:
-                        v = Y[i, j]
-                        if not math.isnan(v):
-                            d = v - loc
-                            u = d / scale
-                            if abs(u) < 1.0:
-                                s = 1.0 - u * u
-                                w = s * s
-                                dw = d * w
-                    sh_a[r] = w
-                    sh_b[r] = dw
-                cuda.syncthreads()
-                total, moment = _add_in_order(sh_a, sh_b, min(TILE, m - base), total, moment)
-                cuda.syncthreads()
+            total, moment, _, _ = _pass(Y, j, m, loc, max(6.0 * dev, 1e-3), False, buf0, buf1, shared)
             if total == 0.0:
                 break
             step = moment / total
@@ -190,45 +241,11 @@ def _nofma_column_spreads(Y, S, counts, out):
                 break
         # the midvariance around it (calls/spreads.py's biweight_midvariance: c = 9)
         mad = _abs_dev_median(S, j, n, loc)
-        scale = max(9.0 * mad, 1e-3)
-        inside_n = 0
-        u_sum = 0.0
-        num = 0.0
-        den = 0.0
-        for base in range(0, m, TILE):
-            for r in range(t, TILE, TPB):
-                i = base + r
-                uu = 0.0
-                nn = 0.0
-                dd = 0.0
-                if i < m:
-                    v = Y[i, j]
-                    if not math.isnan(v):
-                        d = v - loc
-                        u = d / scale
-                        if abs(u) < 1.0:
-                            inside_n += 1
-                            uu = u
-                            u2 = u * u
-                            w = (1.0 - u2) * (1.0 - u2)
-                            nn = d * d * (w * w)
-                            dd = (1.0 - u2) * (1.0 - 5.0 * u2)
-                sh_a[r] = uu
-                sh_b[r] = nn
-                sh_c[r] = dd
-            cuda.syncthreads()
-            u_sum, num, den = _add3_in_order(sh_a, sh_b, sh_c, min(TILE, m - base), u_sum, num, den)
-            cuda.syncthreads()
-        sh_in[t] = inside_n  # the threads' counts of the values inside, summed
-        cuda.syncthreads()
-        if t == 0:
-            for r in range(1, TPB):
-                inside_n += sh_in[r]
-        cuda.syncthreads()
+        u_sum, num, den, inside = _pass(Y, j, m, loc, max(9.0 * mad, 1e-3), True, buf0, buf1, shared)
         if t == 0:
             out[j, 0] = spread * MAD_SCALE
             out[j, 1] = _quantile(S, j, n, 0.75) - _quantile(S, j, n, 0.25)
-            out[j, 2] = mad * MAD_SCALE if u_sum == 0.0 else math.sqrt(inside_n * num / (den * den))
+            out[j, 2] = mad * MAD_SCALE if u_sum == 0.0 else math.sqrt(inside * num / (den * den))
 
 
 def _kernel():

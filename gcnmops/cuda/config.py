@@ -76,13 +76,15 @@ SEGMENT_MEDIAN_MAX_BLOCKS = 1 << 16
 DEVICE_PREPARE_MAX_ROWS = 200_000
 
 # ------------------------------------------------------------ the sample QC's spreads (calls/spreads_gpu.py)
-#: threads per block of the spreads kernel (one block per column; its threads compute the terms of a tile, then
-#: each adds them in order)
-SPREAD_THREADS_PER_BLOCK = 32
-SPREAD_THREADS_PER_BLOCK_SIM = 2
-#: values of a column per tile of the ordered sums (a multiple of the threads per block)
-SPREAD_TILE = 256
-SPREAD_TILE_SIM = 16
+#: threads per block of the spreads kernel (one block per column): the first SPREAD_ADDERS add a tile's terms in
+#: the values' order while the others compute the next tile's
+SPREAD_THREADS_PER_BLOCK = 256
+SPREAD_THREADS_PER_BLOCK_SIM = 3
+SPREAD_ADDERS = 32
+SPREAD_ADDERS_SIM = 1
+#: values of a column per tile (two tiles of three float64 terms each in shared memory: 24 KiB a block)
+SPREAD_TILE = 512
+SPREAD_TILE_SIM = 8
 #: fraction of the free device memory a group of columns may take (four copies of each column)
 SPREAD_MEMORY_FRACTION = 0.5
 
