@@ -26,14 +26,15 @@ def cnvr_frame(seqnames, start, end, sample_names: list[str], labels=None) -> pd
     """CNV regions: seqnames, start, end + one object column of copy-number labels per sample (``labels``:
     (regions, samples) array, or a list of per-sample columns; None: every label missing), built at once."""
     n = len(start)
-    columns = {"seqnames": np.asarray(seqnames, dtype=object), "start": np.asarray(start, dtype=np.int64),
-               "end": np.asarray(end, dtype=np.int64)}
-    for k, s in enumerate(sample_names):
-        if labels is None:
-            columns[s] = np.full(n, None, dtype=object)
-        else:
-            columns[s] = np.asarray(labels[:, k] if isinstance(labels, np.ndarray) else labels[k], dtype=object)
-    return pd.DataFrame(columns)
+    coords = pd.DataFrame({"seqnames": np.asarray(seqnames, dtype=object), "start": np.asarray(start, dtype=np.int64),
+                           "end": np.asarray(end, dtype=np.int64)})
+    cells = np.full((n, len(sample_names)), None, dtype=object)  # one block: no column-by-column frame to merge
+    if isinstance(labels, np.ndarray):
+        cells[:] = labels
+    elif labels is not None:
+        for k in range(len(sample_names)):
+            cells[:, k] = np.asarray(labels[k], dtype=object)
+    return pd.concat([coords, pd.DataFrame(cells, columns=list(sample_names))], axis=1)
 
 
 def empty_cnvr(sample_names: list[str]) -> pd.DataFrame:
