@@ -59,6 +59,29 @@ def test_integer_copy_numbers_label_cnvs(result) -> None:
     assert result.cnvs["CN"].isna().all()  # the input result is unchanged
 
 
+def test_small_integer_refits_run_on_the_cpu(result, monkeypatch) -> None:
+    """On the GPU backend the refit of fewer CNVs x samples than INTEGER_GPU_MIN_CELLS runs on the CPU (the same
+    EM), from that many on the GPU; the labels are the same either way."""
+    from gcnmops.calls import integer
+    from gcnmops.cuda.probe import Backend
+
+    asked, real = [], integer.fit
+
+    def fit(means, cov, spec, backend):
+        asked.append(backend)
+        return real(means, cov, spec, backend=Backend.CPU)
+
+    monkeypatch.setattr(integer, "resolve_backend", lambda backend: Backend.GPU)
+    monkeypatch.setattr(integer, "fit", fit)
+    cells = len(result.cnvs) * len(result.sample_names)
+    labels = []
+    for floor in (cells + 1, cells):
+        monkeypatch.setattr(integer, "INTEGER_GPU_MIN_CELLS", floor)
+        labels.append(integer.calc_integer_copy_numbers(result, backend="gpu").cnvs["CN"].tolist())
+    assert asked == [Backend.CPU, Backend.GPU]
+    assert labels[0] == labels[1] == gcnmops.calc_integer_copy_numbers(result).cnvs["CN"].tolist()
+
+
 def test_matrix_input_uses_row_indices() -> None:
     data, _ = example_cohort(n_regions=300, n_samples=6, seed=2)
     r = cn_mops(np.asarray(data.counts), backend="cpu", norm=0)

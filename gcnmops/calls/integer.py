@@ -12,7 +12,8 @@ from numba import njit, prange
 
 from ..data import chromosome_blocks
 from ..errors import InputError
-from ..cuda.probe import resolve_backend
+from ..cuda.config import INTEGER_GPU_MIN_CELLS
+from ..cuda.probe import Backend, resolve_backend
 from ..model import fit
 from ..model.onestep import REFERENCE_FLOOR, OneStepSpec, fit_onestep, ld_mean
 from ..model.spec import ModelSpec
@@ -27,7 +28,8 @@ def calc_integer_copy_numbers(result: Result, backend: str = "cpu") -> Result:
 
     Each CNV (each CNV region per sample) is refitted with the method's model on the mean counts of its
     regions; the class of highest posterior is its copy number. The EM refit of every CNV is one batched fit (on
-    the GPU one kernel launch); the range means stay on the host (R's long-double ``mean``); the reference
+    the GPU one kernel launch, from cuda/config.py's INTEGER_GPU_MIN_CELLS CNVs x samples; fewer on the CPU,
+    whose EM gives the same doubles); the range means stay on the host (R's long-double ``mean``); the reference
     model's one-step refit is one pass over the CNVs on the CPU. A result whose matrices live in a store or in
     Dask has only the regions around its CNVs read (``rows_near``); a path running blocks of whole chromosomes
     labels each block's result (every CNV lies in one chromosome) and a block without CNVs with
@@ -38,7 +40,8 @@ def calc_integer_copy_numbers(result: Result, backend: str = "cpu") -> Result:
     result : Result
         a result of :func:`gcnmops.cn_mops` or another method of the family (in memory, a store or Dask).
     backend : {"cpu", "gpu", "auto"}, default "cpu"
-        where the EM refit runs (resolved here, once); the labels are the same.
+        where the EM refit runs (resolved here, once; a small refit on the CPU whatever it says); the labels are
+        the same.
 
     Returns
     -------
@@ -79,7 +82,7 @@ def calc_integer_copy_numbers(result: Result, backend: str = "cpu") -> Result:
         refit = fit_onestep(means, cov, lam, spec1)
     else:
         spec = ModelSpec.build(p["folds"], classes, main, p["priorImpact"], p["cyc"], p["minReadCount"])
-        refit = fit(means, cov, spec, backend=backend)
+        refit = fit(means, cov, spec, backend=backend if means.size >= INTEGER_GPU_MIN_CELLS else Backend.CPU)
     sample_idx = pd.Index(result.sample_names).get_indexer(seg["sampleName"].iloc[cnv_seg])
 
     seg_cn = np.full(len(seg), main, dtype=object)

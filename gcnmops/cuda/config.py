@@ -28,6 +28,11 @@ ESTEP_BLOCKS_PER_SM = 32
 #: samples: the INI buffer is a per-thread local array up to this many (a thread-fastest global scratch beyond)
 ESTEP_LOCAL_WORK_MAX = 64
 
+# -------------------------------------------------- the integer copy numbers' refit (calls/integer.py), on the GPU
+#: CNVs x samples: refits of fewer cells run on the CPU (the same EM, the same doubles), where they take
+#: milliseconds against a GPU fit's fixed cost of a few tenths of a second (device set-up, copies, synchronizations)
+INTEGER_GPU_MIN_CELLS = 1 << 22
+
 # ---------------------------------------------- the one-step model (model/onestep_gpu.py): as the E-step's launch
 #: threads per block (fewer for a matrix of fewer regions: whole warps)
 ONESTEP_THREADS_PER_BLOCK = 128
