@@ -10,8 +10,8 @@ the next tile's terms, so each sum is the CPU's, operation for operation (compil
 cuda/nofma.py). -0.0 is taken as 0.0 (as calls/spreads.py takes it), so that ties of equal values are ties of
 equal bits.
 
-Device memory: about three copies of a group of columns (the group, its sorted copy, a sort's scratch); groups are
-sized from the free device memory (cuda/config.py's SPREAD_MEMORY_FRACTION).
+Device memory: about four copies of a group of columns (the host's, the canonical one, the sorted one, a sort's
+scratch); groups are sized from the free device memory (cuda/config.py's SPREAD_MEMORY_FRACTION).
 """
 from __future__ import annotations
 
