@@ -463,3 +463,46 @@ def test_radix_selection_is_the_sorted_order_statistic(pattern):
         q1, q3, med = spreads._quartiles_median(kept, np.empty_like(x))
         assert np.array_equal(kept, x)
         assert (q1, q3, med) == (np.percentile(x, 25), np.percentile(x, 75), np.median(x)), pattern
+
+
+def test_tallied_counts_give_the_coverage_of_the_columns():
+    """Counts tallied block by block, blocks in any order (``tally_counts``), give column_counts' totals, zeros and
+    medians bit for bit (odd and even lengths, NaN columns, zeros, counts beyond the bins below the median); a
+    median beyond the bins gives None; fractional, negative and infinite counts are flagged."""
+    from gcnmops.calls.spreads import TALLY_BINS, column_counts, tally_counts, tally_medians
+
+    rng = np.random.default_rng(4)
+    undecided = 0
+    for trial in range(120):
+        m, n = int(rng.integers(1, 50)), int(rng.integers(1, 5))
+        x = rng.integers(0, 9, size=(m, n)).astype(float)
+        if trial % 3 == 0:
+            x[rng.random((m, n)) < 0.1] = np.nan
+        if trial % 4 == 0:
+            x[0, 0] = TALLY_BINS + 7.0
+        if trial % 5 == 0:
+            x[:, -1] = 3 * TALLY_BINS
+        hist, beyond = np.zeros((n, TALLY_BINS), np.int32), np.zeros(n, np.int64)
+        zeros, flags = np.zeros(n, np.int64), np.zeros((n, 2), bool)
+        cuts = sorted({0, m, *rng.integers(0, m, 3).tolist()})
+        spans = list(zip(cuts, cuts[1:]))
+        rng.shuffle(spans)
+        sums = {a: tally_counts(np.asfortranarray(x[a:b]), hist, beyond, zeros, flags) for a, b in spans}
+        totals = np.zeros(n)
+        for a in sorted(sums):
+            totals = totals + sums[a]
+        want_totals, want_medians, want_zeros = column_counts(np.asfortranarray(x))
+        assert np.array_equal(totals, want_totals) and np.array_equal(zeros, want_zeros)
+        assert np.array_equal(flags[:, 0], np.isnan(x).any(axis=0)) and not flags[:, 1].any()
+        medians = tally_medians(hist, flags[:, 0], m)
+        if medians is None:
+            undecided += 1
+            assert (want_medians[~flags[:, 0]] >= TALLY_BINS).any()
+        else:
+            assert np.array_equal(medians, want_medians, equal_nan=True)
+    assert 0 < undecided < 120
+    for bad in (0.5, -1.0, np.inf):
+        flags = np.zeros((1, 2), bool)
+        tally_counts(np.array([[1.0], [bad]]), np.zeros((1, TALLY_BINS), np.int32), np.zeros(1, np.int64),
+                     np.zeros(1, np.int64), flags)
+        assert flags[0, 1], bad

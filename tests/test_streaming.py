@@ -149,16 +149,30 @@ def test_streamed_files_equal_run_and_write(tmp_path):
     assert not [p for p in (tmp_path / "s").iterdir() if p.name.endswith(".tmp")]
 
 
-@pytest.mark.parametrize("halves", [False, True], ids=["whole", "non_whole"])
-def test_streamed_sample_qc_is_the_in_memory_one(tmp_path, halves):
+@pytest.mark.parametrize("kind", ["whole", "non_whole", "beyond"])
+def test_streamed_sample_qc_is_the_in_memory_one(tmp_path, kind, monkeypatch):
     """sample_qc.tsv of a streamed run is the in-memory run's byte for byte (every float the same) on a cohort of
     several chromosomes with a nearly empty sample, flagged: with the matrices kept (read back from the store) and
     without (written as scratch, gone once the store is published); params.json's sampleQC as well, and the
-    StoredResult and the folder read back carry the table."""
-    data = cohort(sizes=(900, 1100, 700), halves=halves)
+    StoredResult and the folder read back carry the table. The coverage comes from the counts tallied as they
+    were read (whole counts), or from the counts read back (non-whole counts; a median count beyond the tally)."""
+    from gcnmops.calls.spreads import TALLY_BINS
+    from gcnmops.pipeline.streamqc import StreamQC
+
+    data = cohort(sizes=(900, 1100, 700), halves=kind == "non_whole")
     counts = data.counts.copy()
     counts[np.random.default_rng(1).random(len(counts)) < 0.96, 3] = 0.0
+    if kind == "beyond":  # exome-like depths: median counts above the tally's bins
+        counts *= TALLY_BINS // 8
     data = make_count_data(counts, data.sample_names, data.ranges)
+    tallied, real = [], StreamQC.coverage
+
+    def coverage(self, names):
+        table = real(self, names)
+        tallied.append(table is not None)
+        return table
+
+    monkeypatch.setattr(StreamQC, "coverage", coverage)
     store = save_count_data(data, tmp_path / "c.zarr", rows_per_chunk=500, samples_per_chunk=4)
     mem, _ = run_and_write("cn.mops", data, tmp_path / "m", backend="cpu", formats=["seg"])
     flagged = mem.sample_qc[mem.sample_qc["outlier"]]
@@ -183,6 +197,7 @@ def test_streamed_sample_qc_is_the_in_memory_one(tmp_path, halves):
         back = gcnmops.read_result(out).sample_qc  # the text (15 significant digits) read back
         pd.testing.assert_frame_equal(back, mem.sample_qc, check_dtype=False, rtol=1e-14)
     assert got.timings["sample_qc"] > 0
+    assert tallied == [kind == "whole"] * 2
 
 
 def test_non_whole_counts_and_parquet_input(tmp_path):

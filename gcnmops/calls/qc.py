@@ -118,9 +118,13 @@ def column_spreads(values: np.ndarray, more: np.ndarray | None = None, backend: 
 def coverage_qc(counts: np.ndarray, sample_names) -> pd.DataFrame:
     """sample, total_count, median_count, empty_fraction of the read counts ``counts`` (m, N)."""
     x = np.asarray(counts, dtype=np.float64)
-    totals, medians, zeros = spreads.column_counts(x)
+    return coverage_frame(sample_names, *spreads.column_counts(x), x.shape[0])
+
+
+def coverage_frame(sample_names, totals: np.ndarray, medians: np.ndarray, zeros: np.ndarray, m: int) -> pd.DataFrame:
+    """``coverage_qc``'s table from each sample's total, median and number of zeros over ``m`` windows."""
     return pd.DataFrame({"sample": [str(s) for s in sample_names], "total_count": totals, "median_count": medians,
-                         "empty_fraction": zeros / max(x.shape[0], 1)})
+                         "empty_fraction": zeros / max(m, 1)})
 
 
 def _above(values: np.ndarray, margin) -> np.ndarray:
@@ -220,5 +224,5 @@ def sample_qc(result, coverage: pd.DataFrame, excluded=(), spreads: np.ndarray |
 
 
 __all__ = ["K", "COVERAGE_REASONS", "QC_COLUMNS", "spread", "biweight_midvariance", "window_medians", "normal_levels",
-           "log2_ratios", "column_spreads", "coverage_qc", "outlier_reasons", "auto_excluded", "excluded_samples",
-           "sample_qc"]
+           "log2_ratios", "column_spreads", "coverage_qc", "coverage_frame", "outlier_reasons", "auto_excluded",
+           "excluded_samples", "sample_qc"]

@@ -346,6 +346,61 @@ def column_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return totals, medians, zeros
 
 
+#: a streamed run tallies each sample's counts below this one by one (``tally_counts``): its median count, where
+#: the median lies below, comes from the tally
+TALLY_BINS = 4096
+
+
+@njit(cache=True, nogil=True)
+def _tally_counts(x, m, N, hist, beyond, totals, zeros, flags):
+    for j in range(N):
+        total = 0.0
+        for i in range(m):
+            v = x[j * m + i]
+            if math.isnan(v):
+                flags[j, 0] = True
+                continue
+            total += v
+            if v == 0.0:
+                zeros[j] += 1
+            if 0.0 <= v < TALLY_BINS and v == math.floor(v):
+                hist[j, int(v)] += 1
+            elif v >= TALLY_BINS and v == math.floor(v) and v < 2.0 ** 52:
+                beyond[j] += 1
+            else:  # negative, fractional or infinite: the tally cannot stand for the column
+                flags[j, 1] = True
+        totals[j] = total
+
+
+def tally_counts(values: np.ndarray, hist: np.ndarray, beyond: np.ndarray, zeros: np.ndarray,
+                 flags: np.ndarray) -> np.ndarray:
+    """Add the read counts ``values`` (m, N) (rows of a cohort) to the tally of each column: ``hist`` (N,
+    TALLY_BINS) int32 the number of each whole count below TALLY_BINS, ``beyond`` (N,) int64 of the larger whole
+    counts, ``zeros`` (N,) int64 of zeros, ``flags`` (N, 2) bool: a NaN seen, a count the tally cannot hold seen
+    (negative, fractional, infinite or from 2^52). Returns (N,) the columns' sums of their values that are not NaN,
+    in row order. One thread (a streamed run's read-ahead thread: numba's workqueue threading layer takes one
+    parallel call at a time, and the compute thread makes them)."""
+    x, m, N = _flat(values)
+    totals = np.zeros(N)
+    if N and m:
+        _tally_counts(x, m, N, hist, beyond, totals, zeros, flags)
+    return totals
+
+
+def tally_medians(hist: np.ndarray, nan: np.ndarray, m: int) -> np.ndarray | None:
+    """(N,) numpy's median of each column of m counts from its tally (``tally_counts``; NaN where ``nan``): the
+    middle count, or the mean of the middle two; None where a middle count of a column lies beyond the tally."""
+    out = np.full(hist.shape[0], np.nan)
+    ranks = [m // 2] if m % 2 else [m // 2 - 1, m // 2]
+    for j in np.flatnonzero(~np.asarray(nan, dtype=bool)) if m else ():
+        upto = np.cumsum(hist[j], dtype=np.int64)
+        if upto[-1] <= ranks[-1]:
+            return None
+        picked = np.searchsorted(upto, ranks, side="right").astype(np.float64)  # the first bin holding rank r
+        out[j] = picked[0] if m % 2 else (picked[0] + picked[1]) / 2.0
+    return out
+
+
 @njit(parallel=True, cache=True, nogil=True)
 def _row_medians(x, m, N, out):
     for i in prange(m):
@@ -369,5 +424,5 @@ def row_medians(values: np.ndarray) -> np.ndarray:
     return out
 
 
-__all__ = ["column_spreads", "column_counts", "row_medians", "centre_and_spread", "biweight_location",
+__all__ = ["column_spreads", "column_counts", "row_medians", "tally_counts", "tally_medians", "TALLY_BINS", "centre_and_spread", "biweight_location",
            "biweight_midvariance", "MAD_SCALE"]

@@ -27,7 +27,8 @@ there, and hands its matrices to the same writer (a chromosome per GPU in memory
 
 The call tables are written at the end as by ``gcnmops run`` (``outputs.writers.ResultWriter``; the BED/VCF
 qualities from the evidence each chromosome gathered for its calls, ``calls.quality.CallEvidence``), with the
-sample QC (``sample_qc.tsv``, ``pipeline.streamqc``: the columns it needs read back a group of samples at a time).
+sample QC (``sample_qc.tsv``, ``pipeline.streamqc``: each chromosome's counts tallied as they are read, the
+columns it needs read back a group of samples at a time).
 All or nothing, as the other writers.
 
 Out of scope: a single chromosome larger than memory (its counts and results are held at once); the
@@ -218,7 +219,7 @@ def run_streaming(input, outdir, *, method: str = "cn.mops", keep=None, integer:
              "ranged": store.ranges is not None}
     rstore = None
     max_rows = max(b1 - b0 for _, b0, b1 in store.blocks)
-    qc = StreamQC(m)
+    qc = StreamQC(m, N)
     qc_samples = qc_width(m, N, max_rows * N * 8)  # the sample QC's column groups: about the largest chromosome
     try:
         rstore = ResultStore(Path(outdir), shapes, attrs, gr, max_rows=max_rows, scratch=scratch, columns=qc_samples)
@@ -332,12 +333,12 @@ def _stream(store: CountStore, plan: RunPlan, genome: Genome, stored: list[str],
     gathered = BlockTables(len(blocks), list(store.sample_names), plan.segments).__enter__()
     try:
         if devices is not None and len(devices) > 1:
-            _on_devices(store, plan, devices, compute, finish, timings)
+            _on_devices(store, plan, devices, compute, finish, timings, qc)
         elif devices is None:
-            _in_order(store, compute, finish, timings, {})
+            _in_order(store, compute, finish, timings, {}, qc)
         else:  # one GPU named: made the thread's current device, as a device thread of several does
             with on_device(devices[0]):
-                _in_order(store, compute, finish, timings, {"devices": devices})
+                _in_order(store, compute, finish, timings, {"devices": devices}, qc)
         t1 = time.perf_counter()
         rstore.wait()
         timings["write_wait"] += time.perf_counter() - t1
@@ -350,24 +351,25 @@ def _stream(store: CountStore, plan: RunPlan, genome: Genome, stored: list[str],
     return (*gathered.tables(), gathered.call_evidence())
 
 
-def _in_order(store: CountStore, compute, finish, timings: dict, fit_options: dict) -> None:
+def _in_order(store: CountStore, compute, finish, timings: dict, fit_options: dict, qc: StreamQC) -> None:
     """The chromosomes in order in this thread, the next one read ahead on a thread of its own (two chromosomes'
     counts at most)."""
     blocks = store.blocks
     reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gcnmops-readahead")
     try:
-        ahead = reader.submit(_read, store, blocks[0], timings)
+        ahead = reader.submit(_read, store, blocks[0], timings, qc)
         for k in range(len(blocks)):
             t0 = time.perf_counter()
             held = [ahead.result()]  # emptied by run_block: the counts go as soon as they are no longer needed
             timings["read_wait"] += time.perf_counter() - t0
-            ahead = reader.submit(_read, store, blocks[k + 1], timings) if k + 1 < len(blocks) else None
+            ahead = reader.submit(_read, store, blocks[k + 1], timings, qc) if k + 1 < len(blocks) else None
             finish(k, compute(held, timings, **fit_options), t0)
     finally:
         reader.shutdown(wait=False, cancel_futures=True)  # after a failure: a read under way is left to end
 
 
-def _on_devices(store: CountStore, plan: RunPlan, devices: list[int], compute, finish, timings: dict) -> None:
+def _on_devices(store: CountStore, plan: RunPlan, devices: list[int], compute, finish, timings: dict,
+                qc: StreamQC) -> None:
     """The chromosomes on every GPU of ``devices``: a thread per device (the thread's current device, a memory pool
     and its share of the cores, as pipeline.multigpu's) takes the largest chromosome not yet taken, reads it and
     runs it there; a device's error stops the others taking more. Memory: a chromosome's counts and result per
@@ -390,7 +392,7 @@ def _on_devices(store: CountStore, plan: RunPlan, devices: list[int], compute, f
                     if k is None:
                         break
                     t0 = time.perf_counter()
-                    held = [_read(store, blocks[k], own)]
+                    held = [_read(store, blocks[k], own, qc)]
                     finish(k, compute(held, own, devices=[device]), t0)
         except BaseException:
             failed.set()
@@ -401,10 +403,11 @@ def _on_devices(store: CountStore, plan: RunPlan, devices: list[int], compute, f
         timings[stage] += max(own[stage] for own in own_of.values())
 
 
-def _read(store: CountStore, block: tuple[str, int, int], timings: dict) -> CountData:
-    """One chromosome's counts (the read-ahead thread)."""
+def _read(store: CountStore, block: tuple[str, int, int], timings: dict, qc: StreamQC) -> CountData:
+    """One chromosome's counts (the read-ahead thread), tallied into ``qc`` (the samples' coverage)."""
     t0 = time.perf_counter()
     data = store.chromosome(*block)
+    qc.tally(block[1], data.counts)
     timings["read"] += time.perf_counter() - t0
     return data
 

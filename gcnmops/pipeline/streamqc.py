@@ -2,21 +2,27 @@
 without the whole matrix in memory.
 
 What a window needs of its own row is gathered block by block (each window's median normalized count over the
-samples, ``calls.qc.window_medians``: (m,) floats). What needs a sample's whole column (its median count, the
-spreads of its log2 ratios and sINI) is read back once every block is done, a group of sample columns at a time:
-the counts from the count store, the normalized data and sINI from the result store (where ``--keep`` drops them
-they are written there all the same, as scratch the store removes when it is published: ``QC_MATRICES``). The
-columns hold the in-memory matrix's values in its order, so every statistic is computed on the same numbers.
+samples, ``calls.qc.window_medians``: (m,) floats), and so is each sample's coverage: its counts are tallied as
+each block is read (``calls.spreads.tally_counts``: every whole count below TALLY_BINS one by one, the sums, the
+zeros), which gives its total, zeros and median count exactly, unless a count is not a whole number or a median
+lies beyond the tally. What needs a sample's whole column (the spreads of its log2 ratios and sINI; its counts
+where the tally cannot stand for them) is read back once every block is done, a group of sample columns at a
+time: the counts from the count store, the normalized data and sINI from the result store (where ``--keep``
+drops them they are written there all the same, as scratch the store removes when it is published:
+``QC_MATRICES``). The columns hold the in-memory matrix's values in its order, so every statistic is computed on
+the same numbers.
 """
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numba
 import numpy as np
 import pandas as pd
 
-from ..calls.qc import column_spreads, coverage_qc, log2_ratios, sample_qc, window_medians
+from ..calls.qc import column_spreads, coverage_frame, coverage_qc, log2_ratios, sample_qc, window_medians
+from ..calls.spreads import TALLY_BINS, tally_counts, tally_medians
 from ..cuda.probe import Backend, as_backend
 from ..io.store import CountStore
 from ..outputs.resultstore import ResultStore
@@ -26,24 +32,55 @@ QC_MATRICES = ("normalized_data", "local_assessments")
 
 
 class StreamQC:
-    """A streamed run's sample QC: ``put`` each block's result, then ``table``."""
+    """A streamed run's sample QC: ``tally`` each block's counts as they are read and ``put`` its result, then
+    ``table``."""
 
-    def __init__(self, m: int):
+    def __init__(self, m: int, N: int):
         self.medians = np.full(m, np.nan)
+        self.m = m
+        self._hist = np.zeros((N, TALLY_BINS), np.int32)  # 16 KiB a sample
+        self._beyond, self._zeros = np.zeros(N, np.int64), np.zeros(N, np.int64)
+        self._flags = np.zeros((N, 2), bool)
+        self._totals: dict[int, np.ndarray] = {}
+        self._rows = 0
+        self._lock = threading.Lock()
+
+    def tally(self, a: int, counts: np.ndarray) -> None:
+        """The read counts of the block of rows from ``a`` (its whole rows, (rows, N)) into the samples' coverage
+        (``calls.spreads.tally_counts``); blocks in any order, from any thread."""
+        with self._lock:
+            self._totals[a] = tally_counts(counts, self._hist, self._beyond, self._zeros, self._flags)
+            self._rows += counts.shape[0]
 
     def put(self, a: int, b: int, result) -> None:
         """Rows a:b's window medians, from their block's ``result``."""
         self.medians[a:b] = window_medians(result.normalized_data)
+
+    def coverage(self, names: list[str]) -> pd.DataFrame | None:
+        """``calls.qc.coverage_qc`` of every tallied row (all of them), the same numbers; None where the tally
+        cannot give them: a count it could not hold (the totals added block by block are the row-order sums
+        only for whole counts, below 2^53 in all) or a median beyond its bins."""
+        if self._flags[:, 1].any() or self._rows != self.m:
+            return None
+        totals = np.zeros(len(names))
+        for a in sorted(self._totals):
+            totals = totals + self._totals[a]
+        if (totals >= 2.0 ** 53).any():
+            return None
+        medians = tally_medians(self._hist, self._flags[:, 0], self.m)
+        return None if medians is None else coverage_frame(names, totals, medians, self._zeros, self.m)
 
     def table(self, result, store: CountStore, rstore: ResultStore, width: int,
               backend: Backend = Backend.CPU) -> pd.DataFrame:
         """``calls.qc.sample_qc`` of ``result`` (its call tables and params; every block ``put``) with the coverage
         of ``store``'s counts and the spreads of ``rstore``'s QC_MATRICES (on ``backend``), read by groups of
         ``width`` samples (``qc_width``; the result store's chunks as wide: each read once)."""
-        return qc_by_columns(result, list(store.sample_names), width, self.medians,
+        names = list(store.sample_names)
+        return qc_by_columns(result, names, width, self.medians,
                              lambda c0, c1: store.columns(c0, c1, np.float64, "F"),
                              lambda c0, c1: rstore.columns("normalized_data", c0, c1, "F"),
-                             lambda c0, c1: rstore.columns("local_assessments", c0, c1, "F"), backend)
+                             lambda c0, c1: rstore.columns("local_assessments", c0, c1, "F"), backend,
+                             self.coverage(names))
 
 
 def qc_width(m: int, n: int, group_bytes: int) -> int:
@@ -54,16 +91,19 @@ def qc_width(m: int, n: int, group_bytes: int) -> int:
 
 
 def qc_by_columns(result, names: list[str], width: int, medians: np.ndarray, counts, normalized, sini,
-                  backend: Backend = Backend.CPU) -> pd.DataFrame:
+                  backend: Backend = Backend.CPU, coverage: pd.DataFrame | None = None) -> pd.DataFrame:
     """``calls.qc.sample_qc`` of ``result`` from its matrices read a group of ``width`` sample columns at a time:
     ``counts(c0, c1)``, ``normalized(c0, c1)``, ``sini(c0, c1)`` those columns (m, c1 - c0) of the read counts,
-    normalized data and sINI; ``medians`` (m,) every window's ``window_medians``; the spreads on ``backend``."""
-    coverage, spreads = [], np.empty((len(names), 6))
+    normalized data and sINI; ``medians`` (m,) every window's ``window_medians``; the spreads on ``backend``.
+    ``coverage``: the samples' ``calls.qc.coverage_qc`` where the caller has it (the counts are then not read)."""
+    known = coverage is not None
+    coverage, spreads = [coverage] if known else [], np.empty((len(names), 6))
     groups = [(c, min(len(names), c + width)) for c in range(0, len(names), width)]
 
     def read(c0: int, c1: int) -> tuple:  # in the layout the kernels take (column-major float64; readers that
         # give it, as the stores' do chunk by chunk in threads, are not copied again)
-        return tuple(np.asfortranarray(f(c0, c1), dtype=np.float64) for f in (counts, normalized, sini))
+        return tuple(None if f is None else np.asfortranarray(f(c0, c1), dtype=np.float64)
+                     for f in (None if known else counts, normalized, sini))
 
     def spread(c0: int, c1: int, ratios: np.ndarray, s: np.ndarray) -> None:
         spreads[c0:c1] = column_spreads(ratios, s, backend)
@@ -79,7 +119,8 @@ def qc_by_columns(result, names: list[str], width: int, medians: np.ndarray, cou
         for k, (c0, c1) in enumerate(groups):  # the next group read while this one is summarized
             x, y, s = ahead.result()
             ahead = reader.submit(read, *groups[k + 1]) if k + 1 < len(groups) else None
-            coverage.append(coverage_qc(x, names[c0:c1]))
+            if not known:
+                coverage.append(coverage_qc(x, names[c0:c1]))
             ratios = log2_ratios(y, medians)
             del x, y
             if behind is not None:
