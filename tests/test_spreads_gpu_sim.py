@@ -66,6 +66,25 @@ CHILD = r'''
     finally:
         spreads_gpu._group_width = width
 
+    class OutOfMemoryError(Exception):  # as cupy names its own
+        pass
+
+    real, tried = spreads_gpu._group_spreads, []
+
+    def short_of_memory(matrices, c0, c1):  # room for two columns at a time, and never for column 5
+        tried.append((c0, c1))
+        if c1 - c0 > 2 or c0 <= 5 < c1:
+            raise OutOfMemoryError("out of memory allocating 1,234 bytes")
+        return real(matrices, c0, c1)
+
+    spreads_gpu._group_spreads = short_of_memory
+    spreads_gpu._group_width = lambda m, total: 8
+    try:
+        out["out_of_memory"] = same(spreads_gpu.column_spreads_gpu(X[:, :5], Y[:, :5]), cpu[:5])
+    finally:
+        spreads_gpu._group_spreads, spreads_gpu._group_width = real, width
+    out["out_of_memory_tries"] = tried
+
     class Result:  # what sample_qc reads of a result
         sample_names = [f"s{j}" for j in range(6)]
         cnvs = pd.DataFrame({"sampleName": ["s1"], "start": [1], "end": [100]})
@@ -100,6 +119,14 @@ def test_spreads_equal_the_cpu_bit_for_bit(sim):
 
 def test_groups_of_columns_over_both_matrices(sim):
     assert sim["groups"], sim
+
+
+def test_a_group_without_device_memory_is_split_then_left_to_the_cpu(sim):
+    """Out of device memory, a group of columns is halved and tried again; a column that still does not fit is
+    summarized on the CPU: the same values."""
+    assert sim["out_of_memory"], sim
+    tries = [tuple(t) for t in sim["out_of_memory_tries"]]
+    assert tries[:3] == [(0, 8), (0, 4), (0, 2)] and (5, 6) in tries, tries
 
 
 def test_signed_zeros_give_a_positive_iqr(sim):

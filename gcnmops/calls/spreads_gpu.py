@@ -24,7 +24,9 @@ from ..cuda.config import (SPREAD_ADDERS, SPREAD_ADDERS_SIM, SPREAD_MEMORY_FRACT
                            SPREAD_THREADS_PER_BLOCK_SIM, SPREAD_TILE, SPREAD_TILE_SIM)
 from ..cuda.kernels import cached_kernel
 from ..cuda.nofma import jit_nofma
-from ..cuda.runtime import device_copy, device_module, kernel_arg, make_backend, simulating
+from ..cuda.plan import is_out_of_memory
+from ..cuda.runtime import device_copy, device_module, kernel_arg, make_backend, release_pool_blocks, simulating
+from . import spreads
 from .spreads import MAD_SCALE
 
 try:  # module level: the kernels' ``cuda`` must be a global (the CUDA simulator swaps module globals)
@@ -283,31 +285,58 @@ def _columns(matrices: list[np.ndarray], c0: int, c1: int):
 
 def _spreads_of(matrices: list[np.ndarray]) -> np.ndarray:
     """(sum of N_i, 3): the spreads of every column of the host matrices ``matrices`` (each (m, N_i)), the first's
-    columns first; on the current device, a group of columns (of any of them) per launch."""
-    xp = device_module()
+    columns first; on the current device, a group of columns (of any of them) per launch. A group the device has
+    no memory for (other work on it) is split in halves; a single column it cannot hold is summarized on the
+    CPU (calls/spreads.py: the same doubles)."""
     m = matrices[0].shape[0]
     total = sum(a.shape[1] for a in matrices)
     out = np.full((total, 3), np.nan)
     if total == 0 or m == 0:
         return out
     width = _group_width(m, total)
-    kernel = _kernel()
-    for c0 in range(0, total, width):
+    c0 = 0
+    while c0 < total:
         c1 = min(total, c0 + width)
-        X = _columns(matrices, c0, c1)
-        finite = xp.isfinite(X)
-        Y = xp.where(finite, X + 0.0, xp.nan)  # -0.0 + 0.0 is 0.0
-        del X
-        counts = finite.sum(axis=0).astype(np.int64)
-        del finite
-        S = Y.T.copy(order="C")  # (Y.T is C-contiguous itself: a view would be sorted in place)
-        for k in range(c1 - c0):  # a 1-D sort per column: cupy sorts those by radix, NaN last
-            S[k].sort()
-        d_out = xp.empty((c1 - c0, 3))
-        kernel[c1 - c0, TPB](kernel_arg(Y), kernel_arg(S), kernel_arg(counts), kernel_arg(d_out))
-        out[c0:c1] = d_out if xp is np else d_out.get()
-        del Y, S, counts, d_out
+        try:
+            out[c0:c1] = _group_spreads(matrices, c0, c1)
+        except Exception as exc:  # noqa: BLE001 - only out-of-memory errors are handled
+            if not is_out_of_memory(exc):
+                raise
+            release_pool_blocks()
+            if width > 1:
+                width = max(1, width // 2)
+                continue
+            out[c0:c1] = spreads.column_spreads(_host_columns(matrices, c0, c1))
+        c0 = c1
     return out
+
+
+def _group_spreads(matrices: list[np.ndarray], c0: int, c1: int) -> np.ndarray:
+    """(c1 - c0, 3): the spreads of columns c0:c1 of the matrices side by side, on the current device."""
+    xp = device_module()
+    X = _columns(matrices, c0, c1)
+    finite = xp.isfinite(X)
+    Y = xp.where(finite, X + 0.0, xp.nan)  # -0.0 + 0.0 is 0.0
+    del X
+    counts = finite.sum(axis=0).astype(np.int64)
+    del finite
+    S = Y.T.copy(order="C")  # (Y.T is C-contiguous itself: a view would be sorted in place)
+    for k in range(c1 - c0):  # a 1-D sort per column: cupy sorts those by radix, NaN last
+        S[k].sort()
+    d_out = xp.empty((c1 - c0, 3))
+    _kernel()[c1 - c0, TPB](kernel_arg(Y), kernel_arg(S), kernel_arg(counts), kernel_arg(d_out))
+    return d_out if xp is np else d_out.get()
+
+
+def _host_columns(matrices: list[np.ndarray], c0: int, c1: int) -> np.ndarray:
+    """Columns c0:c1 of the matrices side by side, on the host (m, c1 - c0)."""
+    at, parts = 0, []
+    for a in matrices:
+        lo, hi = max(c0, at), min(c1, at + a.shape[1])
+        if lo < hi:
+            parts.append(a[:, lo - at:hi - at])
+        at += a.shape[1]
+    return np.hstack(parts)
 
 
 def column_spreads_gpu(values: np.ndarray, more: np.ndarray | None = None) -> np.ndarray:

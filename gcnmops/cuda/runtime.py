@@ -540,18 +540,28 @@ def keep_modules_at_exit() -> None:
     atexit.register(hold)
 
 
-def pool_free_bytes() -> int:
-    """Bytes cached free in the cupy memory pool this thread allocates from (its own, ``thread_memory_pool``, or
-    cupy's default pool): device memory it can use besides the device's free memory."""
+def _thread_pool():
+    """The cupy memory pool this thread allocates from: its own (``thread_memory_pool``) or cupy's default pool."""
     import cupy
 
     try:
         pool = getattr(cupy.cuda.get_allocator(), "__self__", None)
     except Exception:  # noqa: BLE001 - a cupy without get_allocator: its default pool
         pool = None
-    if not isinstance(pool, cupy.cuda.MemoryPool):
-        pool = cupy.get_default_memory_pool()
-    return int(pool.free_bytes())
+    return pool if isinstance(pool, cupy.cuda.MemoryPool) else cupy.get_default_memory_pool()
+
+
+def pool_free_bytes() -> int:
+    """Bytes cached free in the cupy memory pool this thread allocates from: device memory it can use besides
+    the device's free memory."""
+    return int(_thread_pool().free_bytes())
+
+
+def release_pool_blocks() -> None:
+    """The free blocks of this thread's cupy memory pool given back to the device (after an out-of-memory error,
+    before a smaller try); nothing in the simulator."""
+    if not simulating():
+        _thread_pool().free_all_blocks()
 
 
 def thread_memory_pool() -> ExitStack:
