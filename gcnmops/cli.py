@@ -552,7 +552,8 @@ def _warmup_variants(backend) -> list:
     """Runs on small cohorts that compile, besides the example's run, every other variant of the CPU kernels (numba
     compiles one per argument types, and an array with a dimension of one is typed C-contiguous, not F): norm=2,
     the posteriors kept, the mode and median normalizations, the reference/single model and its integer copy
-    numbers, one sample (single, reference and case mode with one new sample), one region, case mode's E-step."""
+    numbers, one sample (single, reference and case mode with one new sample), one region, case mode's E-step, a
+    streamed run's tally of the counts."""
     import numpy as np
 
     from .calls.integer import calc_integer_copy_numbers
@@ -607,8 +608,13 @@ def _warmup_variants(backend) -> list:
         row = METHODS["cn.mops"]
         run_on_devices(RunPlan.build(row, row.params(), backend, data.n_regions), data, [0], {})
 
+    def streamed_coverage() -> None:  # a streamed run tallies each chromosome's counts as it reads them
+        from .pipeline.streamqc import StreamQC
+
+        StreamQC(data.n_regions, data.n_samples).tally(0, data.counts)
+
     gpu = [chromosome_blocks] if backend is Backend.GPU else []
-    return gpu + [lambda: cn_mops(data, norm=2, backend=backend),
+    return gpu + [streamed_coverage, lambda: cn_mops(data, norm=2, backend=backend),
             lambda: cn_mops(data, return_posterior=True, backend=backend),
             lambda: cn_mops(data, norm_type="mode", size_factor="median", backend=backend),
             lambda: calc_integer_copy_numbers(reference_cn_mops(new, data, backend=backend), backend=backend),

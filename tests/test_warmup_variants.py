@@ -3,10 +3,10 @@
 numba compiles a kernel once per argument types (an array with a dimension of one is typed C-contiguous, not F;
 a placeholder array can be typed unlike the array it stands for) and caches each variant on disk. The child runs
 the user-facing variants one by one (posteriors, norm 0/1/2 and the other normalizations, the methods of the
-family, integer copy numbers, five classes, one sample, one region, case mode) and counts, per variant, the
-cache misses of gcnmops's numba dispatchers (numba's own per-dispatcher statistics: a miss is a compile). Any
-miss names the variant and the kernel that warmup left out. The check can fail: without warmup's variant runs
-(a cold cache, or a kernel whose types change with the path) the child compiles.
+family, integer copy numbers, five classes, one sample, one region, case mode, a streamed run) and counts, per
+variant, the cache misses of gcnmops's numba dispatchers (numba's own per-dispatcher statistics: a miss is a
+compile). Any miss names the variant and the kernel that warmup left out. The check can fail: without warmup's
+variant runs (a cold cache, or a kernel whose types change with the path) the child compiles.
 """
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ import numpy as np
 import gcnmops
 from gcnmops.data import make_count_data
 from gcnmops.example import example_cohort
+from gcnmops.io.store import save_count_data
 from numba.core.dispatcher import Dispatcher
 
 def misses():
@@ -47,6 +48,7 @@ ints = gcnmops.calc_integer_copy_numbers
 lone = np.random.default_rng(4).poisson(60.0, 500).astype(float)
 lone[200:260] = np.random.default_rng(5).poisson(10.0, 60)  # a deletion: something to call
 ref = None
+tmp = __import__("tempfile").mkdtemp()
 
 def reference():
     global ref
@@ -75,6 +77,7 @@ variants = {
     "case mode, one sample": lambda: gcnmops.call_samples(one, reference(), "frozen", integer=True, backend="cpu"),
     "one region": lambda: gcnmops.cn_mops(np.full((1, 5), 40.0), backend="cpu"),
     "segment": lambda: gcnmops.segment(np.random.default_rng(2).normal(size=300), alpha=2),
+    "streamed": lambda: gcnmops.run_streaming(save_count_data(data, f"{tmp}/c.zarr"), f"{tmp}/out", backend="cpu"),
 }
 report = {}
 for name, run in variants.items():
@@ -98,6 +101,6 @@ def test_no_kernel_compiled_after_warmup():
                            timeout=1800)
     assert child.returncode == 0, child.stderr[-3000:]
     report = json.loads(child.stdout.strip().splitlines()[-1])
-    assert len(report) == 17
+    assert len(report) == 18
     compiled = {name: kernels for name, kernels in report.items() if kernels}
     assert not compiled, f"compiled after warmup (variant: kernels): {compiled}"

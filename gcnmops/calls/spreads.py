@@ -424,5 +424,5 @@ def row_medians(values: np.ndarray) -> np.ndarray:
     return out
 
 
-__all__ = ["column_spreads", "column_counts", "row_medians", "tally_counts", "tally_medians", "TALLY_BINS", "centre_and_spread", "biweight_location",
-           "biweight_midvariance", "MAD_SCALE"]
+__all__ = ["column_spreads", "column_counts", "row_medians", "tally_counts", "tally_medians", "TALLY_BINS",
+           "centre_and_spread", "biweight_location", "biweight_midvariance", "MAD_SCALE"]
