@@ -482,12 +482,12 @@ def test_tallied_counts_give_the_coverage_of_the_columns():
             x[0, 0] = TALLY_BINS + 7.0
         if trial % 5 == 0:
             x[:, -1] = 3 * TALLY_BINS
-        hist, beyond = np.zeros((n, TALLY_BINS), np.int32), np.zeros(n, np.int64)
+        hist = np.zeros((n, TALLY_BINS), np.int32)
         zeros, flags = np.zeros(n, np.int64), np.zeros((n, 2), bool)
         cuts = sorted({0, m, *rng.integers(0, m, 3).tolist()})
         spans = list(zip(cuts, cuts[1:]))
         rng.shuffle(spans)
-        sums = {a: tally_counts(np.asfortranarray(x[a:b]), hist, beyond, zeros, flags) for a, b in spans}
+        sums = {a: tally_counts(np.asfortranarray(x[a:b]), hist, zeros, flags) for a, b in spans}
         totals = np.zeros(n)
         for a in sorted(sums):
             totals = totals + sums[a]
@@ -503,6 +503,5 @@ def test_tallied_counts_give_the_coverage_of_the_columns():
     assert 0 < undecided < 120
     for bad in (0.5, -1.0, np.inf):
         flags = np.zeros((1, 2), bool)
-        tally_counts(np.array([[1.0], [bad]]), np.zeros((1, TALLY_BINS), np.int32), np.zeros(1, np.int64),
-                     np.zeros(1, np.int64), flags)
+        tally_counts(np.array([[1.0], [bad]]), np.zeros((1, TALLY_BINS), np.int32), np.zeros(1, np.int64), flags)
         assert flags[0, 1], bad

@@ -352,7 +352,7 @@ TALLY_BINS = 4096
 
 
 @njit(cache=True, nogil=True)
-def _tally_counts(x, m, N, hist, beyond, totals, zeros, flags):
+def _tally_counts(x, m, N, hist, totals, zeros, flags):
     for j in range(N):
         total = 0.0
         for i in range(m):
@@ -365,25 +365,22 @@ def _tally_counts(x, m, N, hist, beyond, totals, zeros, flags):
                 zeros[j] += 1
             if 0.0 <= v < TALLY_BINS and v == math.floor(v):
                 hist[j, int(v)] += 1
-            elif v >= TALLY_BINS and v == math.floor(v) and v < 2.0 ** 52:
-                beyond[j] += 1
-            else:  # negative, fractional or infinite: the tally cannot stand for the column
-                flags[j, 1] = True
+            elif not (TALLY_BINS <= v < 2.0 ** 52 and v == math.floor(v)):
+                flags[j, 1] = True  # negative, fractional, infinite or huge: the tally cannot stand for the column
         totals[j] = total
 
 
-def tally_counts(values: np.ndarray, hist: np.ndarray, beyond: np.ndarray, zeros: np.ndarray,
-                 flags: np.ndarray) -> np.ndarray:
+def tally_counts(values: np.ndarray, hist: np.ndarray, zeros: np.ndarray, flags: np.ndarray) -> np.ndarray:
     """Add the read counts ``values`` (m, N) (rows of a cohort) to the tally of each column: ``hist`` (N,
-    TALLY_BINS) int32 the number of each whole count below TALLY_BINS, ``beyond`` (N,) int64 of the larger whole
-    counts, ``zeros`` (N,) int64 of zeros, ``flags`` (N, 2) bool: a NaN seen, a count the tally cannot hold seen
+    TALLY_BINS) int32 the number of each whole count below TALLY_BINS (the larger ones are all above it),
+    ``zeros`` (N,) int64 of zeros, ``flags`` (N, 2) bool: a NaN seen, a count the tally cannot hold seen
     (negative, fractional, infinite or from 2^52). Returns (N,) the columns' sums of their values that are not NaN,
     in row order. One thread (a streamed run's read-ahead thread: numba's workqueue threading layer takes one
     parallel call at a time, and the compute thread makes them)."""
     x, m, N = _flat(values)
     totals = np.zeros(N)
     if N and m:
-        _tally_counts(x, m, N, hist, beyond, totals, zeros, flags)
+        _tally_counts(x, m, N, hist, totals, zeros, flags)
     return totals
 
 

@@ -39,7 +39,7 @@ class StreamQC:
         self.medians = np.full(m, np.nan)
         self.m = m
         self._hist = np.zeros((N, TALLY_BINS), np.int32)  # 16 KiB a sample
-        self._beyond, self._zeros = np.zeros(N, np.int64), np.zeros(N, np.int64)
+        self._zeros = np.zeros(N, np.int64)
         self._flags = np.zeros((N, 2), bool)
         self._totals: dict[int, np.ndarray] = {}
         self._rows = 0
@@ -49,7 +49,7 @@ class StreamQC:
         """The read counts of the block of rows from ``a`` (its whole rows, (rows, N)) into the samples' coverage
         (``calls.spreads.tally_counts``); blocks in any order, from any thread."""
         with self._lock:
-            self._totals[a] = tally_counts(counts, self._hist, self._beyond, self._zeros, self._flags)
+            self._totals[a] = tally_counts(counts, self._hist, self._zeros, self._flags)
             self._rows += counts.shape[0]
 
     def put(self, a: int, b: int, result) -> None:
