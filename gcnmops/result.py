@@ -34,7 +34,8 @@ def cnvr_frame(seqnames, start, end, sample_names: list[str], labels=None) -> pd
     elif labels is not None:
         for k in range(len(sample_names)):
             cells[:, k] = np.asarray(labels[k], dtype=object)
-    return pd.concat([coords, pd.DataFrame(cells, columns=list(sample_names))], axis=1)
+    # object columns under any pandas (pandas 3 would otherwise convert every label column to its string dtype)
+    return pd.concat([coords, pd.DataFrame(cells, columns=list(sample_names), dtype=object)], axis=1)
 
 
 def empty_cnvr(sample_names: list[str]) -> pd.DataFrame:

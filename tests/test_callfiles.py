@@ -113,6 +113,7 @@ def test_window_index_matches_a_scan_of_every_window(seed):
     assert index.by_chrom["tiled"].rows is None and index.by_chrom["nested"].rows is None  # views of gr's rows
     assert index.by_chrom["shuffled"].rows is not None and index.by_chrom["split"].rows is not None
     assert index.lengths() == {c: int(end[chrom == c].max()) for c in pd.unique(chrom)}
+    queries = []
     for c in [*pd.unique(chrom), "absent"]:
         q_start = rng.integers(-2000, 40_000, 200)
         q_end = q_start + rng.integers(0, 6000, 200)
@@ -123,6 +124,13 @@ def test_window_index_matches_a_scan_of_every_window(seed):
             expect = hit[np.argsort(start[hit], kind="stable")]
             assert k == hit.size
             assert np.array_equal(index.rows(c, int(a), int(b)), expect)
+            queries.append((c, a, b, expect))
+    # every range at once, the chromosomes interleaved: the same rows in the ranges' order
+    order = rng.permutation(len(queries))
+    sets = index.row_sets(*(np.array([queries[i][j] for i in order]) for j in range(3)))
+    assert len(sets) == len(queries)
+    for i, rows in zip(order, sets):
+        assert rows.dtype == np.int64 and np.array_equal(rows, queries[i][3])
 
 
 # ------------------------------------------------------------------------------------------------ BED

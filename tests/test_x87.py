@@ -126,3 +126,16 @@ def test_x87_keeps_sums_beyond_the_double_range_as_r_does():
     assert rstats.r_mean(v) == 1e308
     assert rstats.r_variance(v) == 0.0
     assert math.isinf(rstats.r_mean(np.full(3, np.inf)))  # inf in, inf out
+
+
+def test_compiled_means_and_quotients_equal_the_emulation():
+    """What normalization's per-chromosome factors call from Python (``r_mean``, ``ld_quotients``: compiled, x87
+    where the CPU has it) equals the pure-Python emulation, bit for bit."""
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 3, 15, 400):
+        v = rng.gamma(2.0, 50.0, n) * 10.0 ** rng.integers(-3, 4)
+        assert rstats.r_mean(v) == rstats.ld_mean(v, n)  # register_jitable: called from Python, the emulation
+        sums = np.floor(rng.uniform(0, 2.0 ** 52, n))
+        m = float(rng.integers(1, 10**7))
+        assert np.array_equal(rstats.ld_quotients(sums, m), [rstats.ld_div(float(s), 0.0, m)[0] for s in sums])
+    assert math.isnan(rstats.r_mean(np.zeros(0))) and rstats.ld_quotients(np.zeros(0), 3.0).size == 0

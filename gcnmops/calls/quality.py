@@ -193,6 +193,27 @@ class _Windows:
                           int(np.searchsorted(entry.starts, end, side="right")))
         return cand[(self.end[cand] >= start) & (self.start[cand] <= end)]
 
+    def row_sets(self, chrom, start, end) -> list[np.ndarray]:
+        """``rows(chrom[i], start[i], end[i])`` of every range i, in their order (each the same int64 array as
+        ``rows``'s), found with one search per chromosome instead of one per range."""
+        chrom = pd.Series(np.asarray(chrom, dtype=object)).astype(str).to_numpy()
+        start, end = np.asarray(start, np.int64), np.asarray(end, np.int64)
+        out: list[np.ndarray] = [np.zeros(0, np.int64)] * chrom.size
+        for name in pd.unique(chrom):
+            entry = self.by_chrom.get(name)
+            if entry is None:
+                continue
+            idx = np.flatnonzero(chrom == name)
+            lo = np.searchsorted(entry.reach, start[idx], side="left")
+            n = np.maximum(np.searchsorted(entry.starts, end[idx], side="right") - lo, 0)
+            pos = np.repeat(lo - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))  # positions in start order
+            cand = entry.first + pos if entry.rows is None else entry.rows[pos]
+            keep = (self.end[cand] >= np.repeat(start[idx], n)) & (self.start[cand] <= np.repeat(end[idx], n))
+            kept = np.bincount(np.repeat(np.arange(idx.size), n)[keep], minlength=idx.size)
+            for i, rows in zip(idx.tolist(), np.split(cand[keep], np.cumsum(kept)[:-1])):
+                out[i] = rows
+        return out
+
     def width(self, row: int) -> int:
         return int(self.end[row] - self.start[row] + 1)
 
@@ -389,8 +410,8 @@ def block_evidence(params: dict, normalized: np.ndarray, gr: pd.DataFrame, sampl
     names = [str(s) for s in sample_names]
     n = len(model.classes)
     sample_col = pd.Index(names).get_indexer(cnvs["sampleName"].astype(str).to_numpy())
-    cnv_sets = [windows.rows(c, int(s), int(e)) for c, s, e in zip(cnvs["seqnames"], cnvs["start"], cnvs["end"])]
-    region_sets = [windows.rows(c, int(s), int(e)) for c, s, e in zip(cnvr["seqnames"], cnvr["start"], cnvr["end"])]
+    cnv_sets = windows.row_sets(cnvs["seqnames"], cnvs["start"], cnvs["end"])
+    region_sets = windows.row_sets(cnvr["seqnames"], cnvr["start"], cnvr["end"])
     N = len(names)
     cnv_items = np.flatnonzero((sample_col >= 0) & np.array([r.size > 0 for r in cnv_sets], bool))
     regions = np.arange(len(region_sets), dtype=np.int64)
@@ -512,9 +533,9 @@ class Evidence:
         missing = np.flatnonzero(~found & (result_col >= 0))  # calls the CallEvidence does not hold
         model = self.model() if missing.size else None
         if model is not None:
-            index = window_index(self.result)
-            for i in missing:
-                rows = index.rows(cnvs["seqnames"].iat[i], int(cnvs["start"].iat[i]), int(cnvs["end"].iat[i]))
+            ranges = (cnvs[c].to_numpy()[missing] for c in ("seqnames", "start", "end"))
+            sets = window_index(self.result).row_sets(*ranges)
+            for i, rows in zip(missing, sets):
                 windows[i] = rows.size
                 if rows.size:
                     loglik[i, :, 0], prior[i] = model.loglik(rows, result_col[[i]])[:, 0], model.prior(rows)
@@ -543,10 +564,11 @@ class Evidence:
                 locus[found] = self.held.region_locus[at[found]][:, :, col]
         model = self.model() if (~found).any() else None
         if model is not None:
-            index = window_index(self.result)
             result_col = pd.Index([str(s) for s in self.result.sample_names]).get_indexer([str(s) for s in names])
-            for i in np.flatnonzero(~found):
-                rows = index.rows(cnvr["seqnames"].iat[i], int(cnvr["start"].iat[i]), int(cnvr["end"].iat[i]))
+            lost = np.flatnonzero(~found)
+            ranges = (cnvr[c].to_numpy()[lost] for c in ("seqnames", "start", "end"))
+            sets = window_index(self.result).row_sets(*ranges)
+            for i, rows in zip(lost, sets):
                 windows[i] = rows.size
                 if rows.size and k:
                     loglik[i], prior[i] = model.loglik(rows, result_col), model.prior(rows)

@@ -393,6 +393,20 @@ def _var_compiled(v):
     return r_var(v, v.size)
 
 
+@njit(cache=True, nogil=True)
+def _quotients_compiled(v, n):
+    out = np.empty(v.size)
+    for k in range(v.size):
+        out[k] = ld_div(v[k], 0.0, n)[0]
+    return out
+
+
+def ld_quotients(v: np.ndarray, n: float) -> np.ndarray:
+    """Each of the doubles ``v`` divided by ``n`` (a positive whole number) as R's long double division rounds it,
+    then rounded to a double ((len(v),) float64)."""
+    return _quotients_compiled(np.ascontiguousarray(v, dtype=np.float64).ravel(), float(n))
+
+
 def r_variance(x: np.ndarray) -> float:
     """R's ``var()`` of a 1-D array (NaN-free)."""
     return float(_var_compiled(np.ascontiguousarray(x, dtype=np.float64).ravel()))

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..exact.density import density_mode, quantiles7
-from ..exact.rstats import ld_div, ld_mean, r_median, r_quantile
+from ..exact.rstats import ld_quotients, r_mean, r_median, r_quantile
 from .kernels import COUNTING_RANGE, col_means, col_order_stats, nonzero_range, variance_to_mean, whole_number_mode
 
 
@@ -42,7 +42,7 @@ def size_factors(Y, r0, keep, n_keep, norm_type, size_factor, qu_size_factor) ->
 def means_of_exact_sums(sums: np.ndarray, n_keep: int) -> np.ndarray:
     """Size factors "mean" from column sums that are exact in float64 (whole numbers below 2^52): each sum
     divided by ``n_keep`` as R's long-double colMeans rounds it (= kernels.col_means on those columns)."""
-    return np.array([ld_div(float(s), 0.0, float(n_keep))[0] for s in sums])
+    return ld_quotients(sums, n_keep)
 
 
 # --------------------------------------------------------------------------------------------
@@ -131,7 +131,7 @@ def reference_size(sf: np.ndarray, norm_type: str, qu: float | None = None,
     ``count_mode()``: the most frequent non-zero count of the chromosome's kept rows. (Kept by a stored
     reference cohort: new samples are scaled to it, gcnmops.casemode.)"""
     if norm_type in ("mean", "poisson"):
-        return ld_mean(sf, sf.size)  # R: mean(sf) in long double
+        return r_mean(sf)  # R: mean(sf) in long double
     if norm_type == "median":
         return r_median(sf)
     if norm_type == "quant":

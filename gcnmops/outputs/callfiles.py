@@ -346,6 +346,19 @@ def _ref_bases(reference):
     return base
 
 
+def _genotypes(alt: np.ndarray, cn: np.ndarray, main: float) -> list[list[tuple]]:
+    """``_genotype`` of each cell of (r, k) ``alt`` flags and copy numbers ``cn`` (NaN unknown), as lists."""
+    if main == 1:
+        code = alt.astype(np.int64)
+        table = [(0,), (1,)]
+    else:
+        with np.errstate(invalid="ignore"):
+            far = np.isfinite(cn) & (np.abs(np.rint(cn) - main) >= 2)
+        code = np.where(alt, np.where(far, 2, 1), 0)
+        table = [(0, 0), (0, 1), (1, 1)]
+    return [[table[c] for c in row] for row in code.tolist()]
+
+
 def _genotype(alt: bool, cn: float | None, main: float) -> tuple:
     """GT allele indices: haploid for a normal class CN1, else diploid (see ``vcf_table``)."""
     if main == 1:
@@ -450,31 +463,28 @@ def vcf_table(result, reference_fai=None, samples=None, reference=None) -> VcfTa
     start = cnvr["start"].to_numpy(np.int64) if k else np.zeros(0, np.int64)
     end = cnvr["end"].to_numpy(np.int64) if k else np.zeros(0, np.int64)
     formats = ["GT", "CN", "CNQ"] + (["FCN"] if fractional else [])
-    records = []
-    order = list(_sorted_positions(result, cnvr))
-    row_sets = [windows.rows(chrom[i], int(start[i]), int(end[i])) for i in order]
+    order = _sorted_positions(result, cnvr)
+    row_sets = windows.row_sets(chrom[order], start[order], end[order])
     quals = evidence.region_qualities(cnvr.iloc[order], chosen, cls[order], sign[order])
-    for i, rows, q, call_q in zip(order, row_sets, quals.genotype, quals.call):
-        loss, gain = (sign[i] < 0).any(), (sign[i] > 0).any()
-        if not (loss or gain):
-            loss, gain = call_loss[i], call_gain[i]
-        svtype = "CNV" if loss == gain else ("DEL" if loss else "DUP")
-        pos, info = _sv_info(windows, contigs, str(chrom[i]), int(start[i]), int(end[i]), rows, svtype)
-        ref = ref_base(str(chrom[i]), pos)
-        carriers = alt[i]
-        qual = float(call_q[carriers].max()) if carriers.any() else 0.0
-        cells = []
-        for j in range(len(cols)):
-            v = values[i, j]
-            cn = None if np.isnan(v) else float(v)
-            cell = {"GT": _genotype(bool(carriers[j]), cn, main_v), "CN": None if cn is None else int(round(cn)),
-                    "CNQ": float(q[j])}
-            if fractional:
-                cell["FCN"] = cn
-            cells.append(cell)
-        status = filter_status(np.array([end[i] - start[i] + 1]), np.array([qual]), result.selection)[0]
-        records.append(VcfRecord(str(chrom[i]), pos, int(end[i]), f"cnvr{i + 1}", ref, f"<{svtype}>", qual,
-                                 status if carriers.any() else "NoCarrier", info, cells))
+    loss, gain = (sign[order] < 0).any(axis=1), (sign[order] > 0).any(axis=1)
+    neither = ~(loss | gain)
+    loss, gain = np.where(neither, call_loss[order], loss), np.where(neither, call_gain[order], gain)
+    svtypes = np.where(loss == gain, "CNV", np.where(loss, "DEL", "DUP"))
+    carriers = alt[order]
+    has = carriers.any(axis=1)
+    qual = np.where(has, np.where(carriers, quals.call, -np.inf).max(axis=1, initial=-np.inf), 0.0)
+    status = np.where(has, filter_status(end[order] - start[order] + 1, qual, result.selection), "NoCarrier")
+    gt = _genotypes(carriers, values[order], main_v)
+    cn = np.where(np.isnan(values[order]), None, np.rint(np.nan_to_num(values[order])).astype(np.int64).astype(object))
+    fcn = np.where(np.isnan(values[order]), None, values[order].astype(object))
+    records = []
+    for r, i in enumerate(order.tolist()):
+        pos, info = _sv_info(windows, contigs, str(chrom[i]), int(start[i]), int(end[i]), row_sets[r],
+                             str(svtypes[r]))
+        cells = [{"GT": g, "CN": c, "CNQ": q, "FCN": f} if fractional else {"GT": g, "CN": c, "CNQ": q}
+                 for g, c, q, f in zip(gt[r], cn[r].tolist(), quals.genotype[r].tolist(), fcn[r].tolist())]
+        records.append(VcfRecord(str(chrom[i]), pos, int(end[i]), f"cnvr{i + 1}", ref_base(str(chrom[i]), pos),
+                                 f"<{svtypes[r]}>", float(qual[r]), str(status[r]), info, cells))
     return VcfTable(_vcf_header_lines(result, contigs, fractional, reference_fai, reference), chosen, formats,
                     records)
 
@@ -530,10 +540,11 @@ def sample_vcf_table(result, sample, reference_fai=None, reference=None) -> VcfT
     labels = cnvs["CN"].to_numpy(dtype=object)
     fractional = any(cn_value(labels[i]) is not None and "." in str(labels[i]) for i in order)
     records = []
-    for i in order:
+    row_sets = windows.row_sets(*(cnvs[c].to_numpy()[order] for c in ("seqnames", "start", "end")))
+    for i, rows in zip(order, row_sets):
         chrom, start, end = str(cnvs.at[i, "seqnames"]), int(cnvs.at[i, "start"]), int(cnvs.at[i, "end"])
         svtype = "DEL" if directions[i] == "loss" else "DUP"
-        pos, info = _sv_info(windows, contigs, chrom, start, end, windows.rows(chrom, start, end), svtype)
+        pos, info = _sv_info(windows, contigs, chrom, start, end, rows, svtype)
         if i in region_of:
             info["CNVR"] = f"cnvr{region_of[i] + 1}"
         cn = cn_value(labels[i])
