@@ -102,10 +102,9 @@ def qualities(result) -> dict:
     from gcnmops.outputs.callfiles import vcf_table
     from gcnmops.pipeline.family import cnvr_per_sample
 
-    records = vcf_table(result.replace(cnvr=cnvr_per_sample(result))).records
+    table = vcf_table(result.replace(cnvr=cnvr_per_sample(result)))
     return {"cnv call": quality.call_qualities(result)[0], "cnv genotype": quality.genotype_qualities(result),
-            "region QUAL": np.array([r.qual for r in records]),
-            "region CNQ": np.array([[cell["CNQ"] for cell in r.samples] for r in records])}
+            "region QUAL": np.array([r.qual for r in table.records]), "region CNQ": table.cells["CNQ"]}
 
 
 def assert_same_qualities(got, ref, path: str) -> None:

@@ -23,6 +23,7 @@ from ..calls.filters import active_filters, filter_status
 from ..calls.quality import (Evidence, call_qualities, cn_value, cnv_region_pairs, direction, genotype_qualities,
                              main_cn, window_index)
 from ..errors import InputError
+from ..io.atomic import temp_beside
 from ..version import __version__
 from .pipes import through_pipe
 
@@ -216,6 +217,7 @@ VCF_FILTERS = {
 
 @dataclass
 class VcfRecord:
+    """A record's fixed fields (its samples' fields: ``VcfTable.cells``)."""
     chrom: str
     pos: int  # 1-based POS
     end: int  # INFO END
@@ -225,15 +227,26 @@ class VcfRecord:
     qual: float  # one decimal (calls.quality.Q_DECIMALS)
     filter: str
     info: dict
-    samples: list  # one dict per sample: GT (tuple of allele indices), CN (int or None), CNQ, [FCN]
 
 
 @dataclass
 class VcfTable:
-    header_lines: list[str]  # the meta lines after ##fileformat
+    """A VCF's meta lines (after ##fileformat), samples, FORMAT keys and records; ``cells``: per FORMAT key the
+    (records, samples) values: GT a tuple of allele indices, CN an int or None (object arrays), CNQ float64, FCN a
+    float or None (object)."""
+    header_lines: list[str]
     samples: list[str]
     formats: list[str]
     records: list[VcfRecord]
+    cells: dict[str, np.ndarray]
+
+
+def _objects(values: list) -> np.ndarray:
+    """A 1-D object array holding ``values`` as they are (tuples stay elements)."""
+    out = np.empty(len(values), dtype=object)
+    for i, v in enumerate(values):
+        out[i] = v
+    return out
 
 
 def read_fai(path) -> dict[str, int]:
@@ -346,8 +359,9 @@ def _ref_bases(reference):
     return base
 
 
-def _genotypes(alt: np.ndarray, cn: np.ndarray, main: float) -> list[list[tuple]]:
-    """``_genotype`` of each cell of (r, k) ``alt`` flags and copy numbers ``cn`` (NaN unknown), as lists."""
+def _genotypes(alt: np.ndarray, cn: np.ndarray, main: float) -> np.ndarray:
+    """GT allele indices of (r, k) cells from their ``alt`` flags and copy numbers ``cn`` (NaN unknown) against the
+    normal class ``main`` (see ``vcf_table``): haploid for a normal class CN1, else diploid; (r, k) tuples."""
     if main == 1:
         code = alt.astype(np.int64)
         table = [(0,), (1,)]
@@ -356,18 +370,7 @@ def _genotypes(alt: np.ndarray, cn: np.ndarray, main: float) -> list[list[tuple]
             far = np.isfinite(cn) & (np.abs(np.rint(cn) - main) >= 2)
         code = np.where(alt, np.where(far, 2, 1), 0)
         table = [(0, 0), (0, 1), (1, 1)]
-    return [[table[c] for c in row] for row in code.tolist()]
-
-
-def _genotype(alt: bool, cn: float | None, main: float) -> tuple:
-    """GT allele indices: haploid for a normal class CN1, else diploid (see ``vcf_table``)."""
-    if main == 1:
-        return (1,) if alt else (0,)
-    if not alt:
-        return (0, 0)
-    if cn is not None and abs(round(cn) - main) >= 2:
-        return (1, 1)
-    return (0, 1)
+    return _objects(table)[code]
 
 
 def _cell_states(result, cnvr: pd.DataFrame, cols: np.ndarray, evidence: Evidence):
@@ -474,19 +477,20 @@ def vcf_table(result, reference_fai=None, samples=None, reference=None) -> VcfTa
     has = carriers.any(axis=1)
     qual = np.where(has, np.where(carriers, quals.call, -np.inf).max(axis=1, initial=-np.inf), 0.0)
     status = np.where(has, filter_status(end[order] - start[order] + 1, qual, result.selection), "NoCarrier")
-    gt = _genotypes(carriers, values[order], main_v)
-    cn = np.where(np.isnan(values[order]), None, np.rint(np.nan_to_num(values[order])).astype(np.int64).astype(object))
-    fcn = np.where(np.isnan(values[order]), None, values[order].astype(object))
+    cells = {"GT": _genotypes(carriers, values[order], main_v),
+             "CN": np.where(np.isnan(values[order]), None,
+                            np.rint(np.nan_to_num(values[order])).astype(np.int64).astype(object)),
+             "CNQ": quals.genotype}
+    if fractional:
+        cells["FCN"] = np.where(np.isnan(values[order]), None, values[order].astype(object))
     records = []
     for r, i in enumerate(order.tolist()):
         pos, info = _sv_info(windows, contigs, str(chrom[i]), int(start[i]), int(end[i]), row_sets[r],
                              str(svtypes[r]))
-        cells = [{"GT": g, "CN": c, "CNQ": q, "FCN": f} if fractional else {"GT": g, "CN": c, "CNQ": q}
-                 for g, c, q, f in zip(gt[r], cn[r].tolist(), quals.genotype[r].tolist(), fcn[r].tolist())]
         records.append(VcfRecord(str(chrom[i]), pos, int(end[i]), f"cnvr{i + 1}", ref_base(str(chrom[i]), pos),
-                                 f"<{svtypes[r]}>", float(qual[r]), str(status[r]), info, cells))
+                                 f"<{svtypes[r]}>", float(qual[r]), str(status[r]), info))
     return VcfTable(_vcf_header_lines(result, contigs, fractional, reference_fai, reference), chosen, formats,
-                    records)
+                    records, cells)
 
 
 def _vcf_contigs_checked(result, reference_fai=None, reference=None) -> dict[str, int]:
@@ -547,15 +551,16 @@ def sample_vcf_table(result, sample, reference_fai=None, reference=None) -> VcfT
         pos, info = _sv_info(windows, contigs, chrom, start, end, rows, svtype)
         if i in region_of:
             info["CNVR"] = f"cnvr{region_of[i] + 1}"
-        cn = cn_value(labels[i])
-        cell = {"GT": _genotype(True, cn, main if main is not None else 2.0),
-                "CN": None if cn is None else int(round(cn)), "CNQ": float(gq[i])}
-        if fractional:
-            cell["FCN"] = cn
         records.append(VcfRecord(chrom, pos, end, f"cnv{i + 1}", ref_base(chrom, pos), f"<{svtype}>", float(q[i]),
-                                 status[i], info, [cell]))
+                                 status[i], info))
+    cn = np.array([np.nan if (v := cn_value(labels[i])) is None else v for i in order], dtype=np.float64)[:, None]
+    cells = {"GT": _genotypes(np.ones(cn.shape, bool), cn, main if main is not None else 2.0),
+             "CN": np.where(np.isnan(cn), None, np.rint(np.nan_to_num(cn)).astype(np.int64).astype(object)),
+             "CNQ": np.asarray(gq, np.float64)[order][:, None] if order else np.zeros((0, 1))}
+    if fractional:
+        cells["FCN"] = np.where(np.isnan(cn), None, cn.astype(object))
     header = _vcf_header_lines(result, contigs, fractional, reference_fai, reference, own=True)
-    return VcfTable(header, [sample], ["GT", "CN", "CNQ"] + (["FCN"] if fractional else []), records)
+    return VcfTable(header, [sample], ["GT", "CN", "CNQ"] + (["FCN"] if fractional else []), records, cells)
 
 
 def _quoted(value) -> str:
@@ -651,70 +656,66 @@ def _qc_header_lines(result) -> list[str]:
     return lines
 
 
-def _vcf_text_value(v) -> str:
-    if v is None:
-        return "."
-    if isinstance(v, tuple):
-        return ",".join(str(x) for x in v)
-    if isinstance(v, float):
-        return repr(v)
-    return str(v)
+#: records per piece of VCF text (``vcf_text``): a wide cohort's file is made a piece at a time
+VCF_RECORDS_PER_PIECE = 2000
 
 
-def _vcf_text(table: VcfTable) -> str:
-    """Plain-text VCF of ``table`` (used only where pysam is missing)."""
-    out = ["##fileformat=VCFv4.2", '##FILTER=<ID=PASS,Description="All filters passed">', *table.header_lines,
-           "\t".join(["#CHROM", "POS", "ID", "REF", "ALT", "QUAL", "FILTER", "INFO"]
-                     + (["FORMAT", *table.samples] if table.samples else []))]
-    for r in table.records:
-        info = ";".join([f"END={r.end}"] + [k if v is True else f"{k}={_vcf_text_value(v)}"
-                                             for k, v in r.info.items()])
-        cells = [":".join("/".join(map(str, c["GT"])) if f == "GT" else _vcf_text_value(c[f]) for f in table.formats)
-                 for c in r.samples]
-        out.append("\t".join([r.chrom, str(r.pos), r.id, r.ref, r.alt, f"{r.qual:g}", r.filter, info]
-                             + ([":".join(table.formats), *cells] if table.samples else [])))
-    return "\n".join(out) + "\n"
+def _vcf_number(v) -> str:
+    """A VCF number as htslib writes it (``%g``); ``.`` for None."""
+    return "." if v is None else f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _vcf_info(r: VcfRecord) -> str:
+    return ";".join([f"END={r.end}"] + [k if v is True else f"{k}=" + (",".join(map(str, v)) if isinstance(v, tuple)
+                                                                       else _vcf_number(v))
+                                        for k, v in r.info.items()])
+
+
+_CELL_TEXT = {"GT": np.frompyfunc(lambda t: "/".join(map(str, t)), 1, 1),
+              "CN": np.frompyfunc(_vcf_number, 1, 1)}
+_FLOAT_TEXT = np.frompyfunc(lambda v: "." if v is None or v != v else f"{v:g}", 1, 1)
+
+
+def vcf_text(table: VcfTable):
+    """The VCF 4.2 text of ``table``, in pieces (str; ``VCF_RECORDS_PER_PIECE`` records each, the header first),
+    as htslib writes such a file: numbers as ``%g``, flags bare, missing values ``.``."""
+    yield "\n".join(["##fileformat=VCFv4.2", '##FILTER=<ID=PASS,Description="All filters passed">',
+                     *table.header_lines, "\t".join(["#CHROM", "POS", "ID", "REF", "ALT", "QUAL", "FILTER", "INFO"]
+                                                    + (["FORMAT", *table.samples] if table.samples else []))]) + "\n"
+    fmt = ":".join(table.formats)
+    for a in range(0, len(table.records), VCF_RECORDS_PER_PIECE):
+        part = table.records[a:a + VCF_RECORDS_PER_PIECE]
+        lines = [f"{r.chrom}\t{r.pos}\t{r.id}\t{r.ref}\t{r.alt}\t{_vcf_number(r.qual)}\t{r.filter}\t{_vcf_info(r)}"
+                 for r in part]
+        if table.samples:
+            fields = [_CELL_TEXT.get(key, _FLOAT_TEXT)(table.cells[key][a:a + len(part)]) for key in table.formats]
+            lines = [f"{line}\t{fmt}\t" + "\t".join(map(":".join, zip(*row)))
+                     for line, *row in zip(lines, *fields)]
+        yield "\n".join(lines) + "\n" if lines else ""
 
 
 def write_vcf(result, path, reference_fai=None, samples=None, compress: bool = True, reference=None,
               own_calls_of=None) -> Path:
-    """Write ``vcf_table(result, ...)`` (``own_calls_of``: ``sample_vcf_table`` of that sample) to ``path``
-    through pysam: bgzipped (``compress``) or plain VCF 4.2. Without pysam a plain VCF is written as text
-    (``compress=True`` then raises InputError). No index: see ``tabix`` (preset "vcf") or ``write_sample_vcfs``."""
+    """Write ``vcf_table(result, ...)`` (``own_calls_of``: ``sample_vcf_table`` of that sample) to ``path`` as VCF 4.2
+    text (``vcf_text``), bgzipped through htslib (``compress``; needs pysam: InputError without it) or plain. No
+    index: see ``tabix`` (preset "vcf") or ``write_sample_vcfs``."""
+    if compress:
+        _need_pysam("A bgzipped VCF")
     table = (vcf_table(result, reference_fai=reference_fai, samples=samples, reference=reference)
              if own_calls_of is None else
              sample_vcf_table(result, own_calls_of, reference_fai=reference_fai, reference=reference))
     path = Path(path)
-    if pysam is None:
+    plain = temp_beside(path) if compress else path
+    try:
+        with open(plain, "w", encoding="utf-8", newline="") as fh:
+            for piece in vcf_text(table):
+                fh.write(piece)
         if compress:
-            _need_pysam("A bgzipped VCF")
-        path.write_text(_vcf_text(table))
-        return path
-    header = pysam.VariantHeader()  # ##fileformat=VCFv4.2
-    for line in table.header_lines:
-        header.add_line(line)
-    header.add_samples(*table.samples)  # at once: htslib re-indexes the header after each add_sample
-    through_pipe(lambda name: _write_records(name, "wz" if compress else "w", header, table), path, _vcf_bytes(table))
+            bgzip(plain, path)
+    finally:
+        if compress:
+            plain.unlink(missing_ok=True)
     return path
-
-
-def _vcf_bytes(table: VcfTable) -> int:
-    """Bytes the VCF of ``table`` reaches at most: its text (a record's fields and each sample's cell bounded)."""
-    return (sum(len(line) + 1 for line in table.header_lines) + sum(len(s) + 1 for s in table.samples) + 65536
-            + len(table.records) * (1024 + 64 * len(table.samples)))
-
-
-def _write_records(name: str, mode: str, header, table: VcfTable) -> None:
-    """The VCF ``table`` with its ``header`` (a pysam.VariantHeader) into the file ``name`` (pysam's ``mode``)."""
-    with pysam.VariantFile(name, mode, header=header) as vcf:
-        for r in table.records:
-            rec = vcf.new_record(contig=r.chrom, start=r.pos - 1, stop=r.end, alleles=(r.ref, r.alt), id=r.id,
-                                 qual=r.qual, filter=r.filter.split(";"), info=r.info)
-            for sample_name, cell in zip(table.samples, r.samples):
-                sample = rec.samples[sample_name]
-                for key in table.formats:
-                    sample[key] = cell[key]
-            vcf.write(rec)
 
 
 def vcf_max_position(result, reference_fai=None, reference=None) -> int:
