@@ -1,8 +1,8 @@
 """The call files that genome tools load, from a CNVDetectionResult (the writers put them on disk):
 
 - BED9 ``cnvs.bed`` / ``cnvr.bed`` (``bed_cnvs``, ``bed_cnvr``), also bgzipped with a tabix index;
-- VCF 4.2 ``cnvr.vcf.gz`` + index, text bgzipped by htslib through pysam (``write_vcf``; ``write_sample_vcfs``: per sample, its own
-  CNVs);
+- VCF 4.2 ``cnvr.vcf.gz`` + index, text bgzipped by htslib through pysam (``write_vcf``; ``write_sample_vcfs``:
+  per sample, its own CNVs);
 (Per-window tracks and the IGV SEG file are ``outputs.tracks``.)
 
 Formatting only: each CNV's direction and the phred quality Q of a sample's state come from

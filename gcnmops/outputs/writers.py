@@ -33,8 +33,8 @@ formats (``FORMATS``; ``DEFAULT_FORMATS`` when none are named):
   start, no header; with pysam also ``cnvs.bed.gz`` / ``cnvr.bed.gz`` (bgzip) + ``.tbi`` (``.csi`` beyond
   512 Mbp). The plain files are kept for tools that read plain BED (UCSC custom tracks, scripts).
 - ``vcf``: ``cnvr.vcf.gz`` + ``cnvr.vcf.gz.tbi`` (``.csi`` beyond 512 Mbp), VCF 4.2 bgzipped and indexed by
-  htslib (pysam), one record per CNV region with per-sample GT, CN, CNQ (see ``callfiles.vcf_table``); without pysam a plain
-  ``cnvr.vcf``. ``write_result(..., vcf=VcfOptions(...))``: contig lengths from a .fai, REF bases from a
+  htslib (pysam), one record per CNV region with per-sample GT, CN, CNQ (see ``callfiles.vcf_table``); without
+  pysam a plain ``cnvr.vcf``. ``write_result(..., vcf=VcfOptions(...))``: contig lengths from a .fai, REF bases from a
   FASTA, and one ``cnvr.<sample>.vcf.gz`` + index per sample (the regions it carries).
 - ``seg``: ``segmentation.seg`` for IGV: ID, chrom, loc.start, loc.end, num.mark, seg.mean (the segment
   means of sINI), as DNAcopy writes it (by sample, then chromosome, then start).
