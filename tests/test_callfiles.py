@@ -897,3 +897,15 @@ def test_real_exome_counts_through_the_tools(tmp_path):
         counts_per_region = lines(run("bedtools", "intersect", "-a", tmp_path / "cnvr.bed", "-b",
                                       tmp_path / "cnvs.bed", "-c"))
         assert len(counts_per_region) == len(r.cnvr) and all(int(ln.split("\t")[-1]) > 0 for ln in counts_per_region)
+
+
+def test_vcf_cells_are_written_as_htslib_writes_numbers():
+    """The FORMAT text of a column of cells (looked up for one-decimal qualities, formatted once per distinct value
+    otherwise) is %g of each value, '.' where missing."""
+    v = np.array([[36.1, 0.0, 99.0, 1e-9, np.nan, 12.35, -0.0, 100.5, 7.0]])
+    assert callfiles._cells_text("CNQ", v).tolist() == [[f"{x:g}" if x == x else "." for x in v[0]]]
+    assert callfiles._cells_text("CN", np.array([[None, 2, 3, 2]], dtype=object)).tolist() == [[".", "2", "3", "2"]]
+    fcn = np.array([[None, 1.5, 2.0, np.nan]], dtype=object)
+    assert callfiles._cells_text("FCN", fcn).tolist() == [[".", "1.5", "2", "."]]
+    gt = callfiles._objects([(0, 0), (0, 1), (1,), (1, 1)])[np.array([[0, 1, 2, 3, 0]])]
+    assert callfiles._cells_text("GT", gt).tolist() == [["0/0", "0/1", "1", "1/1", "0/0"]]

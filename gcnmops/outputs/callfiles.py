@@ -671,9 +671,28 @@ def _vcf_info(r: VcfRecord) -> str:
                                         for k, v in r.info.items()])
 
 
-_CELL_TEXT = {"GT": np.frompyfunc(lambda t: "/".join(map(str, t)), 1, 1),
-              "CN": np.frompyfunc(_vcf_number, 1, 1)}
-_FLOAT_TEXT = np.frompyfunc(lambda v: "." if v is None or v != v else f"{v:g}", 1, 1)
+_ANY_TEXT = np.frompyfunc(lambda v: "." if v is None or v != v else _vcf_number(float(v) if isinstance(v, np.floating)
+                                                                                 else v), 1, 1)
+_GT_TEXT = np.frompyfunc(lambda t: "/".join(map(str, t)), 1, 1)
+#: ``%g`` of the one-decimal numbers 0.0 .. 99.9 (qualities), looked up instead of formatted one by one
+_TENTHS = np.array([f"{k / 10:g}" for k in range(1000)], dtype=object)
+
+
+def _cells_text(key: str, values: np.ndarray) -> np.ndarray:
+    """The text of the FORMAT field ``key`` of (r, k) cells ``values`` (``VcfTable.cells``), an object array."""
+    if values.dtype == object:  # a few distinct values: each formatted once
+        codes, uniques = pd.factorize(values.ravel(), use_na_sentinel=False)
+        text = (_GT_TEXT if key == "GT" else _ANY_TEXT)(_objects(list(uniques)))
+        return text[codes].reshape(values.shape) if codes.size else values
+    if values.dtype == np.float64:
+        with np.errstate(invalid="ignore"):
+            tenths = np.rint(values * 10.0)
+            exact = (tenths / 10.0 == values) & (tenths >= 0) & (tenths < _TENTHS.size) & ~np.signbit(values)
+        out = _TENTHS[np.where(exact, tenths, 0).astype(np.int64)]
+        if not exact.all():
+            out[~exact] = _ANY_TEXT(values[~exact])
+        return out
+    return _ANY_TEXT(values)
 
 
 def vcf_text(table: VcfTable):
@@ -688,7 +707,7 @@ def vcf_text(table: VcfTable):
         lines = [f"{r.chrom}\t{r.pos}\t{r.id}\t{r.ref}\t{r.alt}\t{_vcf_number(r.qual)}\t{r.filter}\t{_vcf_info(r)}"
                  for r in part]
         if table.samples:
-            fields = [_CELL_TEXT.get(key, _FLOAT_TEXT)(table.cells[key][a:a + len(part)]) for key in table.formats]
+            fields = [_cells_text(key, table.cells[key][a:a + len(part)]) for key in table.formats]
             lines = [f"{line}\t{fmt}\t" + "\t".join(map(":".join, zip(*row)))
                      for line, *row in zip(lines, *fields)]
         yield "\n".join(lines) + "\n" if lines else ""
