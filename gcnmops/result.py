@@ -26,16 +26,19 @@ def cnvr_frame(seqnames, start, end, sample_names: list[str], labels=None) -> pd
     """CNV regions: seqnames, start, end + one object column of copy-number labels per sample (``labels``:
     (regions, samples) array, or a list of per-sample columns; None: every label missing), built at once."""
     n = len(start)
-    coords = pd.DataFrame({"seqnames": np.asarray(seqnames, dtype=object), "start": np.asarray(start, dtype=np.int64),
-                           "end": np.asarray(end, dtype=np.int64)})
     cells = np.full((n, len(sample_names)), None, dtype=object)  # one block: no column-by-column frame to merge
     if isinstance(labels, np.ndarray):
         cells[:] = labels
     elif labels is not None:
         for k in range(len(sample_names)):
             cells[:, k] = np.asarray(labels[k], dtype=object)
-    # object columns under any pandas (pandas 3 would otherwise convert every label column to its string dtype)
-    return pd.concat([coords, pd.DataFrame(cells, columns=list(sample_names), dtype=object)], axis=1)
+    # object columns under any pandas (pandas 3 would otherwise convert every label column to its string dtype);
+    # the block is the frame's own (no copy), the coordinates put in front of it
+    frame = pd.DataFrame(cells, columns=list(sample_names), dtype=object, copy=False)
+    for name, values in (("end", np.asarray(end, dtype=np.int64)), ("start", np.asarray(start, dtype=np.int64)),
+                         ("seqnames", np.asarray(seqnames, dtype=object))):
+        frame.insert(0, name, values, allow_duplicates=True)
+    return frame
 
 
 def empty_cnvr(sample_names: list[str]) -> pd.DataFrame:
