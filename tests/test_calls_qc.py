@@ -505,25 +505,3 @@ def test_tallied_counts_give_the_coverage_of_the_columns():
         flags = np.zeros((1, 2), bool)
         tally_counts(np.array([[1.0], [bad]]), np.zeros((1, TALLY_BINS), np.int32), np.zeros(1, np.int64), flags)
         assert flags[0, 1], bad
-
-
-def test_a_run_takes_the_qc_spreads_from_the_model_before_the_calls(tmp_path, monkeypatch):
-    """run_and_write starts the sample QC's spreads when the model is done (a result without calls yet, while the
-    segmentation runs); the table equals the QC made afterwards from the finished result."""
-    from gcnmops.example import example_cohort
-    from gcnmops.pipeline import run
-    from gcnmops.pipeline.selection import Selection
-
-    data, _ = example_cohort(n_regions=1200, n_samples=6, n_cnvs=4, seed=7)
-    seen = []
-    real = run.result_spreads
-
-    def spreads(model_part, medians, backend):
-        seen.append(len(model_part.cnvs))
-        return real(model_part, medians, backend)
-
-    monkeypatch.setattr(run, "result_spreads", spreads)
-    result, _ = run.run_and_write("cn.mops", data, tmp_path, backend="cpu", formats=["bed"])
-    assert seen == [0] and len(result.cnvs) > 0  # asked once, of the model's part: no calls yet
-    again = Selection(qc.coverage_qc(data.counts, data.sample_names)).qc(result.replace(sample_qc=None))
-    pd.testing.assert_frame_equal(result.sample_qc, again)

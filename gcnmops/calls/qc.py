@@ -184,12 +184,6 @@ def normal_levels(result) -> np.ndarray:
     return np.array(np.asarray(result.params["L"], dtype=np.float64)[:, classes.index(result.params["mainClass"])])
 
 
-def result_spreads(result, medians: np.ndarray | None = None, backend: Backend = Backend.CPU) -> np.ndarray:
-    """(N, 6) ``column_spreads`` of the log2 ratios of ``result``'s normalized data (against ``medians``, default
-    the samples' window medians), then of its sINI: what ``sample_qc`` reads of the model, ready before the calls."""
-    return column_spreads(log2_ratios(result.normalized_data, medians), result.local_assessments, backend)
-
-
 def sample_qc(result, coverage: pd.DataFrame, excluded=(), spreads: np.ndarray | None = None,
               medians: np.ndarray | None = None, backend: Backend = Backend.CPU) -> pd.DataFrame:
     """The QC_COLUMNS table: ``coverage`` (``coverage_qc`` of every input sample, the ``excluded`` ones too) with
@@ -203,7 +197,7 @@ def sample_qc(result, coverage: pd.DataFrame, excluded=(), spreads: np.ndarray |
     table = coverage.copy().reset_index(drop=True)
     col = {s: j for j, s in enumerate(result.sample_names)}
     if spreads is None:
-        spreads = result_spreads(result, medians, backend)
+        spreads = column_spreads(log2_ratios(result.normalized_data, medians), result.local_assessments, backend)
     stats = np.full((len(table), 6), np.nan)
     for i, s in enumerate(table["sample"]):
         j = col.get(s)

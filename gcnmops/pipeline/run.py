@@ -10,7 +10,6 @@ from pathlib import Path
 
 from ..calls.filters import call_filters
 from ..calls.integer import calc_integer_copy_numbers
-from ..calls.qc import result_spreads
 from ..calls.quality import call_evidence
 from ..compat import keep_numba_threads
 from ..cuda.probe import resolve_backend
@@ -54,18 +53,9 @@ def run_and_write(method, input, outdir, *, controls=None, backend: str = "auto"
     report = on_stage or (lambda stage: None)
     input, controls, selection = select(method, input, controls, exclude=exclude, exclude_samples=exclude_samples)
     writer = ResultWriter(outdir, formats)
-    # beside the pipeline: the sample QC's spreads (from the model's matrices, while the segmentation runs), then
-    # the evidence the calls' qualities need (beside integer CNs and the rest of the QC)
-    side = ThreadPoolExecutor(2, initializer=keep_numba_threads())
-    spreads = []
-
-    def model_done(model_part) -> None:
-        # the model's matrices are written while the segmentation runs (the CPU cores share the work)
-        writer.stage_model_matrices(model_part)
-        spreads[:] = [side.submit(result_spreads, model_part, None, backend)]
-
     try:
-        token = MODEL_DONE.set(model_done)
+        # the model's matrices are written while the segmentation runs (the CPU cores share the work)
+        token = MODEL_DONE.set(writer.stage_model_matrices)
         try:
             result = run_method(method, input, controls, backend=backend, **params)
         finally:
@@ -73,21 +63,21 @@ def run_and_write(method, input, outdir, *, controls=None, backend: str = "auto"
         result.timings.update(timings or {})
         result.provenance = describe(backend, params.get("devices"), inputs=_paths(input, controls))
         report("normalize+model+calls")
-        evidence = side.submit(call_evidence, result) if len(result.cnvs) else None
-        if integer:
-            if len(result.cnvr):
-                with timed_stage(result.timings, "integer"):
-                    result = calc_integer_copy_numbers(result, backend=backend)
-            report("integer")
-        with timed_stage(result.timings, "qc"):
-            sample_qc = selection.qc(result, backend=backend, spreads=spreads[0].result() if spreads else None)
-        held = None if evidence is None else evidence.result()
-        side.shutdown()
+        # the calls' qualities need the model's evidence for them: gathered beside integer CNs and the sample QC
+        with ThreadPoolExecutor(1, initializer=keep_numba_threads()) as side:
+            evidence = side.submit(call_evidence, result) if len(result.cnvs) else None
+            if integer:
+                if len(result.cnvr):
+                    with timed_stage(result.timings, "integer"):
+                        result = calc_integer_copy_numbers(result, backend=backend)
+                report("integer")
+            with timed_stage(result.timings, "qc"):
+                sample_qc = selection.qc(result, backend=backend)
+            held = None if evidence is None else evidence.result()
         result = result.replace(sample_qc=sample_qc, selection={**selection.entries(), **filters})
         if held is not None:
             result = result.replace(call_evidence=held)
     except BaseException:
-        side.shutdown(wait=False, cancel_futures=True)
         writer.abort()
         raise
     with timed_stage(result.timings, "write"):
