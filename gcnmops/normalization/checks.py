@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..data import UNDEF_CHROMOSOME
 from ..errors import InputError
-from .kernels import all_finite
+from .kernels import copy_finite
 
 NORM_TYPES = ("mean", "median", "poisson", "mode", "quant")
 SIZE_FACTORS = ("mean", "median", "quant", "mode")
@@ -52,9 +52,15 @@ def count_matrix(X, what: str = "read count matrix") -> np.ndarray:
         raise InputError(f"The {what} must be two-dimensional (regions x samples), got {arr.ndim} dimension(s).")
     if arr.shape[0] == 0 or arr.shape[1] == 0:
         raise InputError(f"The {what} is empty ({arr.shape[0]} regions x {arr.shape[1]} samples).")
-    out = np.array(arr, dtype=np.float64, order="F", copy=True)
-    if np.issubdtype(arr.dtype, np.integer) or arr.dtype == np.bool_ or all_finite(out):
-        return out
+    if arr.dtype == np.float64 and arr.flags.f_contiguous and arr.flags.writeable:  # a CountData's counts: copied
+        # and checked on every core (one kernel signature: writable float64 order F, as for the copy below)
+        out = np.empty(arr.shape, order="F")
+        if copy_finite(arr, out):
+            return out
+    else:
+        out = np.array(arr, dtype=np.float64, order="F", copy=True)
+        if np.issubdtype(arr.dtype, np.integer) or arr.dtype == np.bool_ or copy_finite(out, out):
+            return out
     if np.isnan(out).any():
         k = int(np.flatnonzero(np.isnan(out).any(axis=0))[0])
         raise InputError(f"NAs in readcount matrix. Sample {k + 1} (and maybe others) has missing read counts; "

@@ -234,14 +234,28 @@ def scale_block(Y, r0, f, silent):
             Y[r0 + i, k] = 0.0 if silent[i] else Y[r0 + i, k] * fk
 
 
-@njit(cache=True)
-def all_finite(X):
-    r, g = X.shape
-    for k in range(g):
-        for i in range(r):
-            if not math.isfinite(X[i, k]):
-                return False
-    return True
+#: rows per task of ``copy_finite``
+COPY_BAND = 1 << 16
+
+
+@njit(cache=True, parallel=True, nogil=True)
+def copy_finite(X, out):
+    """out[:] = X (both (m, N) float64 order F; ``out`` may be ``X``); whether every value is finite. Bands of
+    COPY_BAND rows of every column in parallel."""
+    m, g = X.shape
+    bands = (m + COPY_BAND - 1) // COPY_BAND
+    ok = np.ones(bands * g, dtype=np.bool_)
+    for t in prange(bands * g):
+        k = t // bands
+        a = (t % bands) * COPY_BAND
+        good = True
+        for i in range(a, min(m, a + COPY_BAND)):
+            v = X[i, k]
+            out[i, k] = v
+            if not math.isfinite(v):
+                good = False
+        ok[t] = good
+    return ok.all()
 
 
 @njit(cache=True, parallel=True)
@@ -264,5 +278,5 @@ def column_coverages(X):
 
 
 __all__ = ["SILENT_BELOW", "COUNTING_RANGE", "silent_rows", "col_means", "col_order_stats", "pooled_median",
-           "nonzero_range", "whole_number_mode", "variance_to_mean", "scale_block", "all_finite",
+           "nonzero_range", "whole_number_mode", "variance_to_mean", "scale_block", "copy_finite",
            "column_coverages"]
