@@ -477,12 +477,12 @@ def vcf_table(result, reference_fai=None, samples=None, reference=None) -> VcfTa
     has = carriers.any(axis=1)
     qual = np.where(has, np.where(carriers, quals.call, -np.inf).max(axis=1, initial=-np.inf), 0.0)
     status = np.where(has, filter_status(end[order] - start[order] + 1, qual, result.selection), "NoCarrier")
-    cells = {"GT": _genotypes(carriers, values[order], main_v),
-             "CN": np.where(np.isnan(values[order]), None,
-                            np.rint(np.nan_to_num(values[order])).astype(np.int64).astype(object)),
+    cn = values[order]
+    cells = {"GT": _genotypes(carriers, cn, main_v),
+             "CN": np.where(np.isnan(cn), None, np.rint(np.nan_to_num(cn)).astype(np.int64).astype(object)),
              "CNQ": quals.genotype}
     if fractional:
-        cells["FCN"] = np.where(np.isnan(values[order]), None, values[order].astype(object))
+        cells["FCN"] = np.where(np.isnan(cn), None, cn.astype(object))
     records = []
     for r, i in enumerate(order.tolist()):
         pos, info = _sv_info(windows, contigs, str(chrom[i]), int(start[i]), int(end[i]), row_sets[r],
