@@ -269,17 +269,23 @@ def _current_device() -> int:
     return int(cupy.cuda.Device().id)
 
 
-def _columns(matrices: list[np.ndarray], c0: int, c1: int):
-    """Columns c0:c1 of the matrices ``matrices`` (each (m, N_i)) side by side, on the device (m, c1 - c0)."""
-    xp = device_module()
-    m = matrices[0].shape[0]
-    X = xp.empty((m, c1 - c0), order="F")
+def _column_parts(matrices: list[np.ndarray], c0: int, c1: int):
+    """(first, end, part) of columns c0:c1 of the matrices ``matrices`` (each (m, N_i)) side by side: each matrix's
+    share ``part`` (a view), which fills columns first:end of the (m, c1 - c0) block."""
     at = 0  # the first column of the matrix in hand, counted over all of them
     for a in matrices:
         lo, hi = max(c0, at), min(c1, at + a.shape[1])
         if lo < hi:
-            X[:, lo - c0:hi - c0] = device_copy(np.asfortranarray(a[:, lo - at:hi - at], dtype=np.float64))
+            yield lo - c0, hi - c0, a[:, lo - at:hi - at]
         at += a.shape[1]
+
+
+def _columns(matrices: list[np.ndarray], c0: int, c1: int):
+    """Columns c0:c1 of the matrices ``matrices`` (each (m, N_i)) side by side, on the device (m, c1 - c0)."""
+    xp = device_module()
+    X = xp.empty((matrices[0].shape[0], c1 - c0), order="F")
+    for first, end, part in _column_parts(matrices, c0, c1):
+        X[:, first:end] = device_copy(np.asfortranarray(part, dtype=np.float64))
     return X
 
 
@@ -330,13 +336,7 @@ def _group_spreads(matrices: list[np.ndarray], c0: int, c1: int) -> np.ndarray:
 
 def _host_columns(matrices: list[np.ndarray], c0: int, c1: int) -> np.ndarray:
     """Columns c0:c1 of the matrices side by side, on the host (m, c1 - c0)."""
-    at, parts = 0, []
-    for a in matrices:
-        lo, hi = max(c0, at), min(c1, at + a.shape[1])
-        if lo < hi:
-            parts.append(a[:, lo - at:hi - at])
-        at += a.shape[1]
-    return np.hstack(parts)
+    return np.hstack([part for _, _, part in _column_parts(matrices, c0, c1)])
 
 
 def column_spreads_gpu(values: np.ndarray, more: np.ndarray | None = None) -> np.ndarray:

@@ -373,6 +373,18 @@ def _genotypes(alt: np.ndarray, cn: np.ndarray, main: float) -> np.ndarray:
     return _objects(table)[code]
 
 
+def _cells(alt: np.ndarray, cn: np.ndarray, main: float, cnq: np.ndarray, fractional: bool) -> dict:
+    """``VcfTable.cells`` of (r, k) cells from their ``alt`` flags, copy numbers ``cn`` (NaN unknown) and genotype
+    qualities ``cnq``: GT (``_genotypes``), CN the nearest integer, CNQ, and FCN the copy number where
+    ``fractional``."""
+    cells = {"GT": _genotypes(alt, cn, main),
+             "CN": np.where(np.isnan(cn), None, np.rint(np.nan_to_num(cn)).astype(np.int64).astype(object)),
+             "CNQ": cnq}
+    if fractional:
+        cells["FCN"] = np.where(np.isnan(cn), None, cn.astype(object))
+    return cells
+
+
 def _cell_states(result, cnvr: pd.DataFrame, cols: np.ndarray, evidence: Evidence):
     """Per region and chosen sample: copy number (NaN unknown), label, alt flag, sign (-1/0/+1), class index."""
     main = main_cn(result)
@@ -477,12 +489,7 @@ def vcf_table(result, reference_fai=None, samples=None, reference=None) -> VcfTa
     has = carriers.any(axis=1)
     qual = np.where(has, np.where(carriers, quals.call, -np.inf).max(axis=1, initial=-np.inf), 0.0)
     status = np.where(has, filter_status(end[order] - start[order] + 1, qual, result.selection), "NoCarrier")
-    cn = values[order]
-    cells = {"GT": _genotypes(carriers, cn, main_v),
-             "CN": np.where(np.isnan(cn), None, np.rint(np.nan_to_num(cn)).astype(np.int64).astype(object)),
-             "CNQ": quals.genotype}
-    if fractional:
-        cells["FCN"] = np.where(np.isnan(cn), None, cn.astype(object))
+    cells = _cells(carriers, values[order], main_v, quals.genotype, fractional)
     records = []
     for r, i in enumerate(order.tolist()):
         pos, info = _sv_info(windows, contigs, str(chrom[i]), int(start[i]), int(end[i]), row_sets[r],
@@ -554,11 +561,8 @@ def sample_vcf_table(result, sample, reference_fai=None, reference=None) -> VcfT
         records.append(VcfRecord(chrom, pos, end, f"cnv{i + 1}", ref_base(chrom, pos), f"<{svtype}>", float(q[i]),
                                  status[i], info))
     cn = np.array([np.nan if (v := cn_value(labels[i])) is None else v for i in order], dtype=np.float64)[:, None]
-    cells = {"GT": _genotypes(np.ones(cn.shape, bool), cn, main if main is not None else 2.0),
-             "CN": np.where(np.isnan(cn), None, np.rint(np.nan_to_num(cn)).astype(np.int64).astype(object)),
-             "CNQ": np.asarray(gq, np.float64)[order][:, None] if order else np.zeros((0, 1))}
-    if fractional:
-        cells["FCN"] = np.where(np.isnan(cn), None, cn.astype(object))
+    cells = _cells(np.ones(cn.shape, bool), cn, main if main is not None else 2.0,
+                   np.asarray(gq, np.float64)[np.asarray(order, np.int64)][:, None], fractional)
     header = _vcf_header_lines(result, contigs, fractional, reference_fai, reference, own=True)
     return VcfTable(header, [sample], ["GT", "CN", "CNQ"] + (["FCN"] if fractional else []), records, cells)
 
