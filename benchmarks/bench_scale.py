@@ -387,13 +387,14 @@ def run_devices(args) -> dict:
             res = run(data, g, per_device)
             whole = time.perf_counter() - t0
             if best is None or whole < best[0]:
-                best = (whole, dict(res.timings))
+                best = (whole, dict(res.timings), {k: round(v, 3) if isinstance(v, float) else v
+                                                   for k, v in res.gpu_stats.items() if k.startswith("device_")})
         ref = res if ref is None else ref
         what = "cn_mops, 1 GPU" if per_device == 0 else f"chromosomes on {g} GPU(s) x {per_device} thread(s)"
         row = {"what": what, "gpus": g, "per_device": per_device, "whole_s": round(best[0], 3),
                "speedup": round(out["runs"][0]["whole_s"] / best[0], 2) if out["runs"] else 1.0,
                "stages": {k: round(v, 3) for k, v in best[1].items()},
-               "same_as_1_gpu": compare(res, ref) if args.verify else None}
+               "same_as_1_gpu": compare(res, ref) if args.verify else None, "device_stats": best[2]}
         if per_device == 0:
             row["segmentation"] = _seg_stats(res)
         out["runs"].append(row)

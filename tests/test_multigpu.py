@@ -74,6 +74,8 @@ def test_chromosomes_on_workers_equal_the_whole_run(method, params, per_device, 
     got = multigpu.run_on_devices(plan, data, [0, 1], timings, per_device=per_device)
     assert_same(got, run_block(plan, data))
     assert sum(got.gpu_stats[f"device_{d}_chromosomes"] for d in (0, 1)) == 5
+    assert sum(got.gpu_stats[f"device_{d}_groups"] for d in (0, 1)) == len(
+        multigpu.chromosome_groups(data.blocks(), 2 * per_device))
     assert {"genome", "normalize", "model", "segment_call"} <= set(timings)
 
 
@@ -105,19 +107,21 @@ CHILD = r'''
     import test_multigpu as t
 
     out = {}
-    data = t.cohort(sizes=(150, 220, 4, 90), n=5, silent=2)
+    data = t.cohort(sizes=(150, 220, 150, 90), n=5, silent=2)
     for name, params in (("norm1", {}), ("norm2_post", {"norm": 2, "return_posterior": True})):
         p = METHODS["cn.mops"].params(**params)
-        # one worker thread: the simulator runs kernels from one host thread at a time
-        gpu = multigpu.run_on_devices(RunPlan(METHODS["cn.mops"], p, Backend.GPU, data.n_regions), data, [0], {},
-                                      per_device=1)
         cpu = run_block(RunPlan(METHODS["cn.mops"], p, Backend.CPU, data.n_regions), data)
-        resident, copied = gpu.gpu_stats["device_0_resident"], gpu.gpu_stats["device_0_copied"]
-        try:
-            t.assert_same(gpu, cpu)
-            out[name] = f"identical, {resident} of 4 resident, {copied} copied"
-        except AssertionError as err:
-            out[name] = f"differs: {err}"
+        for groups in (4, 2, 1):
+            # one worker thread: the simulator runs kernels from one host thread at a time
+            gpu = multigpu.run_on_devices(RunPlan(METHODS["cn.mops"], p, Backend.GPU, data.n_regions), data, [0],
+                                          {}, per_device=1, groups=groups)
+            stats = gpu.gpu_stats
+            try:
+                t.assert_same(gpu, cpu)
+                said = f"identical, {stats['device_0_resident']} of {stats['device_0_groups']} resident"
+            except AssertionError as err:
+                said = f"differs: {err}"
+            out[f"{name}/{groups}"] = f"{said}, {stats['device_0_copied']} copied"
     json.dump(out, open(f"{sys.argv[1]}/result.json", "w"))
 '''
 SCENARIO = cudasim.register(__name__, CHILD)
@@ -130,7 +134,10 @@ def test_sim_gpu_stages_on_chromosome_blocks(cuda_simulator, name):
     segmentation's statistic on the device) equal the CPU run of the whole matrix; every result lands in place
     in the whole run's matrices (the stages write into their rows), but for the normalized data of the chromosome
     the CPU code normalizes."""
-    assert cuda_simulator.result(SCENARIO)[name] == "identical, 4 of 4 resident, 1 copied"
+    got = cuda_simulator.result(SCENARIO)
+    assert got[f"{name}/4"] == "identical, 4 of 4 resident, 1 copied"  # one group per chromosome
+    assert got[f"{name}/2"] == "identical, 2 of 2 resident, 0 copied"  # 150 + 220 rows; 150 + 90
+    assert got[f"{name}/1"] == "identical, 1 of 1 resident, 0 copied"
 
 
 @pytest.mark.gpu
@@ -197,3 +204,23 @@ def test_the_unlocker_starts_afresh_in_a_forked_child():
         os._exit(0)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+@pytest.mark.parametrize("sizes,parts", [((700, 1200, 90, 4, 500), 2), ((5, 5, 5, 5), 4), ((9, 1, 1, 1), 3),
+                                          ((3, 8, 2, 7, 7, 1, 4), 3), ((100,), 4), ((4, 4), 8)])
+def test_chromosome_groups_split_in_order_with_the_least_largest_run(sizes, parts):
+    """The groups are consecutive whole chromosomes covering every row once, at most ``parts`` of them, and no
+    split of the chromosomes in order into ``parts`` runs has a smaller largest run (checked by trying them all)."""
+    import itertools
+
+    ends = np.cumsum(sizes)
+    blocks = [(f"chr{k}", int(e - s), int(e)) for k, (s, e) in enumerate(zip(sizes, ends))]
+    groups = multigpu.chromosome_groups(blocks, parts)
+    assert len(groups) <= parts
+    assert [g[0] for g in groups] == [0] + [g[1] for g in groups[:-1]] and groups[-1][1] == ends[-1]
+    assert sum(g[2] for g in groups) == len(sizes)
+    assert all(blocks[sum(h[2] for h in groups[:i])][1] == g[0] for i, g in enumerate(groups))
+    best = min(max(np.diff([0, *(ends[c - 1] for c in cuts), ends[-1]]))
+               for k in range(min(parts, len(sizes)))
+               for cuts in itertools.combinations(range(1, len(sizes)), k))
+    assert max(g[1] - g[0] for g in groups) == best

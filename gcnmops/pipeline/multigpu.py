@@ -1,24 +1,24 @@
-"""Every GPU of a machine: whole chromosomes placed on the devices, largest first, each device running its
-chromosomes through the stage order (stages.run_block) on its own host thread, device-resident as on one GPU
+"""Every GPU of a machine: the chromosomes split, in order, into as many runs of consecutive whole chromosomes as
+there are worker threads, of rows as even as such a split allows (``chromosome_groups``), each device running its
+groups through the stage order (stages.run_block) on its own host thread, device-resident as on one GPU
 (resident_gpu.py: the counts copied in once, the sINI read where the model left it), the results landing in place
-in whole-matrix arrays: each block's counts are copied to its GPU straight from their rows of the input matrix, and
+in whole-matrix arrays: each group's counts are copied to its GPU straight from their rows of the input matrix, and
 its normalized data, model outputs and individual calls are written by the stages into their rows of the whole
 run's matrices (``BlockOut``), input and results page-locked once for the run (no per-block host copies).
 
-cn.mops normalizes and segments per chromosome and fits every region on its own, so a chromosome is a block that
-needs of the rest only what ``stages.Genome`` holds (each sample's total count, norm 2's coverages), computed first
-on the whole matrix. A device's thread takes the largest chromosome not yet taken (the longest first, so the
-devices finish together), makes it the thread's current device (cuda.runtime.on_device) and runs the stages
-there: normalization, the model, the segmentation's statistic on that GPU, their host passes on the thread's
-share of the cores (numba's thread count is per thread) and a cupy memory pool of its own
-(cuda.runtime.thread_memory_pool). Each device may have ``per_device`` such threads, so that while one chromosome's
-segmentation is finished on the host the device computes another's (one by default: cuda/config.py
-BLOCKS_PER_DEVICE says why). The call tables are gathered in chromosome order (blocks.BlockTables): the result is
-the single-GPU and the CPU result, bit for bit.
+cn.mops normalizes and segments per chromosome and fits every region on its own, so whole chromosomes are a block
+that needs of the rest only what ``stages.Genome`` holds (each sample's total count, norm 2's coverages), computed
+first on the whole matrix. A group of many chromosomes runs as the whole matrix does on one GPU (the device's
+stages pipelined with the host's over its chromosomes); one chromosome a block paid each stage's fixed costs and
+left the device idle during the host passes (one GPU: 2.97 s whole, 6.07 s in chromosome blocks; RESULTS.md,
+"Seventh session"). A device's thread takes the largest group not yet taken, makes it the thread's current device
+(cuda.runtime.on_device) and runs the stages there: normalization, the model, the segmentation's statistic on that
+GPU, their host passes on the thread's share of the cores (numba's thread count is per thread) and a cupy memory
+pool of its own (cuda.runtime.thread_memory_pool). Each device may have ``per_device`` such threads (one by
+default: cuda/config.py BLOCKS_PER_DEVICE says why). The call tables are gathered in chromosome order
+(blocks.BlockTables): the result is the single-GPU and the CPU result, bit for bit.
 
-Not yet the default of ``cn_mops(devices=...)`` (which shares the model's rows among the devices): the host passes
-every device's threads share the same cores for (the segmentation's preparation and finish) are as long as on one
-GPU, so several GPUs save only their device stages (benchmarks/RESULTS.md, "Sixth session").
+Not yet the default of ``cn_mops(devices=...)`` (which shares the model's rows among the devices).
 """
 from __future__ import annotations
 
@@ -48,15 +48,18 @@ _STAGES = ("normalize", "model", "segment_call")
 
 
 def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timings: dict,
-                   per_device: int = BLOCKS_PER_DEVICE) -> CNVDetectionResult:
-    """The run on every device of ``devices`` (ids), whole chromosomes placed largest first; the result of
-    ``stages.run_block`` on the whole matrix. ``per_device``: worker threads per device, each taking chromosomes
-    (with two, one chromosome's host passes overlap another's GPU stages). ``timings`` gain "genome" (the
-    whole-matrix sums), and per stage the slowest device's seconds (its threads' seconds added up);
-    ``gpu_stats`` holds each device's wall time (``device_<id>_seconds``: its slowest thread's), chromosome count
-    and how many of them ran device-resident (``device_<id>_resident``)."""
+                   per_device: int = BLOCKS_PER_DEVICE, groups: int | None = None) -> CNVDetectionResult:
+    """The run on every device of ``devices`` (ids), groups of consecutive whole chromosomes placed largest first
+    (``chromosome_groups``: one per worker thread); the result of ``stages.run_block`` on the whole matrix.
+    ``per_device``: worker threads per device, each taking groups (with two, one group's host passes overlap
+    another's GPU stages); ``groups``: how many groups the chromosomes are split into (default one per thread). ``timings`` gain "genome" (the
+    whole-matrix sums), "landing" (the whole-run arrays made), "devices" (the workers' wall time), and per stage the slowest device's seconds (its threads' seconds added up);
+    ``gpu_stats`` holds each device's wall time (``device_<id>_seconds``: its slowest thread's), chromosome and
+    group counts and how many groups ran device-resident (``device_<id>_resident``)."""
+    if per_device < 1:
+        raise ValueError("per_device must be at least 1")
     regions = Regions.of(data)
-    blocks = regions.blocks
+    blocks = chromosome_groups(regions.blocks, groups or len(devices) * per_device)
     with timed_stage(timings, "genome"):
         counts = data.counts  # the whole matrix's sums, as normalize_chromosomes and sample_coverage take them
         genome = genome_of(plan.normalizes, plan.uses_coverage, data.n_samples,
@@ -69,13 +72,11 @@ def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timin
             locks.lock(counts)
         landing = _Landing(data.n_regions, data.n_samples, len(plan.params.classes), plan.params.return_posterior,
                            locks.empty if gpu else _empty)
-    order = sorted(range(len(blocks)), key=lambda k: blocks[k][1] - blocks[k][2])  # largest first, stable
+    order = sorted(range(len(blocks)), key=lambda k: blocks[k][0] - blocks[k][1])  # largest first, stable
     taken = iter(order)
     take = threading.Lock()
-    failed = threading.Event()  # a device failed: the others take no more chromosomes
-    if per_device < 1:
-        raise ValueError("per_device must be at least 1")
-    stats_of: dict[int, dict] = {d: {"chromosomes": 0, "resident": 0, "copied": 0, "seconds": 0.0} for d in devices}
+    failed = threading.Event()  # a device failed: the others take no more groups
+    stats_of: dict[int, dict] = {d: {"chromosomes": 0, "groups": 0, "resident": 0, "copied": 0, "seconds": 0.0} for d in devices}
     share = max(1, numba.get_num_threads() // (len(devices) * per_device))
 
     def work(device: int) -> None:
@@ -92,14 +93,15 @@ def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timin
                         k = next(taken, None)
                     if k is None:
                         break
-                    _, b0, b1 = blocks[k]
+                    b0, b1, chromosomes = blocks[k]
                     block_timings: dict = {}
                     result = run_block(plan, [data.rows(b0, b1, copy=not gpu)], genome=genome, timings=block_timings,
                                        devices=[device], evidence=False, out=landing.into(b0, b1), **limit)
                     copied = landing.put(b0, b1, result)
                     gathered.put(k, result)
                     with take:
-                        stats["chromosomes"] += 1
+                        stats["chromosomes"] += chromosomes
+                        stats["groups"] += 1
                         stats["copied"] += copied
                         stats["resident"] += bool(result.gpu_stats.get("model_resident"))
                         for name, value in {**block_timings, **result.gpu_stats}.items():
@@ -113,14 +115,15 @@ def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timin
                 stats["seconds"] = max(stats["seconds"], time.perf_counter() - t0)
 
     try:
-        with BlockTables(len(blocks), regions.sample_names, plan.segments) as gathered:
+        with BlockTables(len(blocks), regions.sample_names, plan.segments) as gathered, \
+                timed_stage(timings, "devices"):
             in_threads({f"gcnmops-gpu{d}-{k}": (lambda d=d: work(d)) for d in devices for k in range(per_device)})
     finally:
         locks.close()
     for stage in _STAGES:
         timings[stage] = timings.get(stage, 0.0) + max(s.get(stage, 0.0) for s in stats_of.values())
     gpu_stats = {f"device_{d}_{key}": s[key] for d, s in stats_of.items()
-                 for key in ("seconds", "chromosomes", "resident", "copied")}
+                 for key in ("seconds", "chromosomes", "groups", "resident", "copied")}
     result = landing.result(plan, regions, genome, timings, gpu_stats)
     listener = MODEL_DONE.get()
     if listener is not None:
@@ -128,6 +131,34 @@ def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timin
     segmentation, cnvs, cnvr = gathered.tables()
     # the qualities' evidence is made from the landed matrices when first asked for, as for a run on one device
     return result.replace(segmentation=segmentation, cnvs=cnvs, cnvr=cnvr)
+
+
+def chromosome_groups(blocks: Sequence[tuple[str, int, int]], parts: int) -> list[tuple[int, int, int]]:
+    """The chromosome blocks (name, first row, end row; consecutive) split in order into at most ``parts`` runs of
+    whole chromosomes, the largest run's rows as few as such a split allows: (first row, end row, chromosomes)
+    of each run."""
+    sizes = [b1 - b0 for _, b0, b1 in blocks]
+    if not sizes:
+        return []
+
+    def runs(cap: int) -> list[tuple[int, int]]:  # greedy: each run as long as fits ``cap`` rows
+        out, first, rows = [], 0, 0
+        for k, size in enumerate(sizes):
+            if k > first and rows + size > cap:
+                out.append((first, k))
+                first, rows = k, 0
+            rows += size
+        out.append((first, len(sizes)))
+        return out
+
+    lo, hi = max(sizes), sum(sizes)
+    while lo < hi:  # the least cap whose greedy split takes at most ``parts`` runs
+        mid = (lo + hi) // 2
+        if len(runs(mid)) <= max(parts, 1):
+            hi = mid
+        else:
+            lo = mid + 1
+    return [(blocks[i][1], blocks[j - 1][2], j - i) for i, j in runs(lo)]
 
 
 def _empty(shape, dtype=np.float64) -> np.ndarray:
@@ -176,4 +207,4 @@ class _Landing:
         return part.replace(individual_call=self.individual)
 
 
-__all__ = ["run_on_devices"]
+__all__ = ["run_on_devices", "chromosome_groups"]
