@@ -308,6 +308,16 @@ def _touch_pages(flat, step):
 
 
 _PAGE = 4096
+
+
+def touched_empty(shape, dtype=np.float64) -> np.ndarray:
+    """A new column-major array whose fresh pages every core has supplied, not page-locked. Results copied into
+    it once from several GPUs land sooner this way than locked first (locking them for every device's context
+    cost more than the driver's staging of the copies: benchmarks/RESULTS.md, twelfth session)."""
+    a = np.empty(shape, dtype=dtype, order="F")
+    if not simulating() and a.nbytes:
+        _touch_pages(a.reshape(-1, order="A").view(np.uint8), _PAGE)
+    return a
 #: cudaHostRegisterPortable: page-locked for every device's context (several GPUs copy into one result)
 _REGISTER_PORTABLE = 1
 
@@ -325,11 +335,9 @@ class Landing:
         self._registered: list[np.ndarray] = []
 
     def empty(self, shape, dtype=np.float64) -> np.ndarray:
-        """A new column-major array, its fresh pages supplied by every core, then locked (``lock``)."""
-        a = np.empty(shape, dtype=dtype, order="F")
-        if not simulating() and a.nbytes:
-            _touch_pages(a.reshape(-1, order="A").view(np.uint8), _PAGE)
-        return self.lock(a)
+        """A new column-major array, its fresh pages supplied by every core (``touched_empty``), then locked
+        (``lock``)."""
+        return self.lock(touched_empty(shape, dtype))
 
     def lock(self, a: np.ndarray) -> np.ndarray:
         """Page-lock the contiguous array ``a`` in place until ``close``; where it is already locked or the

@@ -4,7 +4,8 @@ groups through the stage order (stages.run_block) on its own host thread, device
 (resident_gpu.py: the counts copied in once, the sINI read where the model left it), the results landing in place
 in whole-matrix arrays: each group's counts are copied to its GPU straight from their rows of the input matrix, and
 its normalized data, model outputs and individual calls are written by the stages into their rows of the whole
-run's matrices (``BlockOut``), input and results page-locked once for the run (no per-block host copies).
+run's matrices (``BlockOut``; no per-group host copies), the input page-locked once for the run, the results'
+fresh pages supplied by every core but not locked (cuda.runtime.touched_empty says why).
 
 cn.mops normalizes and segments per chromosome and fits every region on its own, so whole chromosomes are a block
 that needs of the rest only what ``stages.Genome`` holds (each sample's total count, norm 2's coverages), computed
@@ -32,7 +33,7 @@ import numpy as np
 
 from ..cuda.config import BLOCKS_PER_DEVICE
 from ..cuda.probe import Backend
-from ..cuda.runtime import Landing, in_threads, make_backend, on_device, thread_memory_pool
+from ..cuda.runtime import Landing, in_threads, make_backend, on_device, thread_memory_pool, touched_empty
 from ..data import CountData
 from ..model.spec import ModelOutput
 from ..normalization.checks import count_matrix
@@ -55,7 +56,8 @@ def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timin
     another's GPU stages); ``groups``: how many groups the chromosomes are split into (default one per thread). ``timings`` gain "genome" (the
     whole-matrix sums), "landing" (the whole-run arrays made), "devices" (the workers' wall time), and per stage the slowest device's seconds (its threads' seconds added up);
     ``gpu_stats`` holds each device's wall time (``device_<id>_seconds``: its slowest thread's), chromosome and
-    group counts and how many groups ran device-resident (``device_<id>_resident``)."""
+    group counts, how many groups ran device-resident (``device_<id>_resident``), and its groups' stage and
+    sub-stage seconds added up (``device_<id>_segment_call``, ``device_<id>_seg_finish``, ...)."""
     if per_device < 1:
         raise ValueError("per_device must be at least 1")
     regions = Regions.of(data)
@@ -65,13 +67,13 @@ def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timin
         genome = genome_of(plan.normalizes, plan.uses_coverage, data.n_samples,
                            column_totals(counts, numba.get_num_threads()) if plan.normalizes else None,
                            column_coverages(count_matrix(counts)) if plan.uses_coverage else None)
-    locks = Landing()  # on GPUs the input and the results page-locked once: each block's copies at DMA speed
+    locks = Landing()  # on GPUs the input page-locked once: each group's rows cross at DMA speed
     gpu = plan.backend is Backend.GPU
     with timed_stage(timings, "landing"):
         if gpu and counts.flags.f_contiguous:
             locks.lock(counts)
         landing = _Landing(data.n_regions, data.n_samples, len(plan.params.classes), plan.params.return_posterior,
-                           locks.empty if gpu else _empty)
+                           touched_empty if gpu else _empty)
     order = sorted(range(len(blocks)), key=lambda k: blocks[k][0] - blocks[k][1])  # largest first, stable
     taken = iter(order)
     take = threading.Lock()
@@ -122,8 +124,7 @@ def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timin
         locks.close()
     for stage in _STAGES:
         timings[stage] = timings.get(stage, 0.0) + max(s.get(stage, 0.0) for s in stats_of.values())
-    gpu_stats = {f"device_{d}_{key}": s[key] for d, s in stats_of.items()
-                 for key in ("seconds", "chromosomes", "groups", "resident", "copied")}
+    gpu_stats = {f"device_{d}_{key}": value for d, s in stats_of.items() for key, value in s.items()}
     result = landing.result(plan, regions, genome, timings, gpu_stats)
     listener = MODEL_DONE.get()
     if listener is not None:
@@ -166,7 +167,7 @@ def _empty(shape, dtype=np.float64) -> np.ndarray:
 
 
 class _Landing:
-    """The whole run's matrices (column-major, from ``empty(shape, dtype)``: page-locked ones on a GPU), which
+    """The whole run's matrices (column-major, from ``empty(shape, dtype)``: touched ones on a GPU), which
     every block's results land in, rows b0:b1: written there by the stages (``into``), else copied (``put``)."""
 
     def __init__(self, m: int, N: int, n: int, post: bool, empty):
