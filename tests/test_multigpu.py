@@ -224,3 +224,24 @@ def test_chromosome_groups_split_in_order_with_the_least_largest_run(sizes, part
                for k in range(min(parts, len(sizes)))
                for cuts in itertools.combinations(range(1, len(sizes)), k))
     assert max(g[1] - g[0] for g in groups) == best
+
+
+def test_several_devices_run_chromosome_groups(monkeypatch):
+    """cn_mops's ``devices`` naming several GPUs runs groups of chromosomes on them (run_on_devices); one GPU, one
+    chromosome, or host arrays to write into (the R bridge's) stay on run_block."""
+    from gcnmops.pipeline import cnmops
+
+    seen = []
+    monkeypatch.setattr(cnmops.RunPlan, "build", classmethod(lambda cls, row, p, backend, m: RunPlan(
+        row, p, Backend.GPU, m)))
+    monkeypatch.setattr(cnmops, "device_ids", lambda devices: [0, 1, 2] if devices == "all" else list(devices))
+    monkeypatch.setattr(multigpu, "run_on_devices", lambda plan, data, ids, timings: seen.append(ids) or "groups")
+    monkeypatch.setattr(cnmops, "run_block", lambda plan, data, **kw: "block")
+    data, p = cohort(), METHODS["cn.mops"].params()
+    assert cnmops.run_mops(data, p, backend="gpu", devices="all") == "groups" and seen == [[0, 1, 2]]
+    assert cnmops.run_mops(data, p, backend="gpu", devices=[1, 3]) == "groups" and seen[-1] == [1, 3]
+    assert cnmops.run_mops(data, p, backend="gpu", devices=[1]) == "block"
+    assert cnmops.run_mops(data, p, backend="gpu") == "block"
+    assert cnmops.run_mops(data, p, backend="gpu", devices="all", out=object()) == "block"
+    one = make_count_data(data.counts[:700], data.sample_names, data.ranges.iloc[:700])
+    assert cnmops.run_mops(one, p, backend="gpu", devices="all") == "block"

@@ -8,7 +8,7 @@ import logging
 import warnings
 from dataclasses import fields
 
-from ..cuda.probe import Backend
+from ..cuda.probe import Backend, device_ids
 from ..data import CountData
 from ..errors import InputError
 from ..io import read_counts
@@ -132,10 +132,17 @@ def run_mops(data: CountData, params: CnMopsParams, backend: str | Backend = "au
 
     ``out``: optional preallocated ModelOutput the model writes into (the R bridge passes views of R-allocated
     matrices); ``fit_options`` go to the model (e.g. ``devices``). On the GPU backend the normalization and the
-    model are device-resident where they fit (resident_gpu.py); several ``devices`` share the model's rows
-    (pipeline.multigpu places whole chromosomes on every device instead: see its docstring for when that pays).
-    The sub-stage seconds and counts are the result's ``gpu_stats``."""
+    model are device-resident where they fit (resident_gpu.py). Several ``devices`` (ids, or "all" where the
+    machine has several GPUs) run groups of whole chromosomes each through every stage (pipeline.multigpu);
+    the rows of a single chromosome (or into ``out``) are shared among them by the model only. The sub-stage
+    seconds and counts are the result's ``gpu_stats``."""
     check_segment_args(params)
     warn_few_regions(data.n_regions, stacklevel=3)
     plan = RunPlan.build(method or method_spec(params.method), params, backend, data.n_regions)
+    if plan.backend is Backend.GPU and out is None and set(fit_options) == {"devices"} and len(data.blocks()) > 1:
+        ids = device_ids(fit_options["devices"])
+        if len(ids) > 1:
+            from .multigpu import run_on_devices
+
+            return run_on_devices(plan, data, ids, {} if timings is None else timings)
     return run_block(plan, data, timings=timings, out=out, evidence=False, **fit_options)

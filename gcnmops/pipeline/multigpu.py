@@ -19,7 +19,8 @@ pool of its own (cuda.runtime.thread_memory_pool). Each device may have ``per_de
 default: cuda/config.py BLOCKS_PER_DEVICE says why). The call tables are gathered in chromosome order
 (blocks.BlockTables): the result is the single-GPU and the CPU result, bit for bit.
 
-Not yet the default of ``cn_mops(devices=...)`` (which shares the model's rows among the devices).
+``cn_mops(devices=...)`` with several GPUs runs here (pipeline.cnmops.run_mops); a single chromosome's rows are
+shared among the devices by the model only.
 """
 from __future__ import annotations
 
