@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 
 import numpy as np
 import pandas as pd
@@ -245,3 +246,38 @@ def test_several_devices_run_chromosome_groups(monkeypatch):
     assert cnmops.run_mops(data, p, backend="gpu", devices="all", out=object()) == "block"
     one = make_count_data(data.counts[:700], data.sample_names, data.ranges.iloc[:700])
     assert cnmops.run_mops(one, p, backend="gpu", devices="all") == "block"
+
+
+def test_the_model_part_is_handed_on_before_the_segmentation_ends(monkeypatch):
+    """The MODEL_DONE listener (the writers) gets the whole run's model part once every group's model has
+    landed, while the groups are still being segmented: the same matrices as the final result's, already
+    filled; a group's normalized data that did not land in place is copied in first."""
+    from gcnmops.pipeline import stages
+
+    monkeypatch.setattr(multigpu, "on_device", lambda device: contextlib.nullcontext())
+    data = cohort()
+    plan = RunPlan(METHODS["cn.mops"], METHODS["cn.mops"].params(), Backend.CPU, data.n_regions)
+    real = stages.segment_and_call
+    seen, segmented, handed = [], [], threading.Event()
+
+    def segment(*args, **kw):  # each group's segmentation waits until the model part has been handed on
+        segmented.append(handed.wait(20))
+        return real(*args, **kw)
+
+    def listener(part):
+        seen.append((part, [a.copy() for a in (part.normalized_data, part.local_assessments, part.cn_index)]))
+        handed.set()
+
+    monkeypatch.setattr(stages, "segment_and_call", segment)
+    token = stages.MODEL_DONE.set(listener)
+    try:
+        got = multigpu.run_on_devices(plan, data, [0, 1], {}, per_device=1)
+    finally:
+        stages.MODEL_DONE.reset(token)
+    assert len(seen) == 1 and seen[0][0].individual_call is None
+    assert segmented == [True, True]  # two groups, both segmented after the hand-on
+    part, copies = seen[0]
+    assert part.normalized_data is got.normalized_data and part.local_assessments is got.local_assessments
+    for early, final in zip(copies, (got.normalized_data, got.local_assessments, got.cn_index)):
+        assert np.array_equal(early, final, equal_nan=True)
+    assert_same(got, run_block(plan, data))

@@ -25,9 +25,11 @@ shared among the devices by the model only.
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numba
 import numpy as np
@@ -70,17 +72,43 @@ def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timin
                            column_coverages(count_matrix(counts)) if plan.uses_coverage else None)
     locks = Landing()  # on GPUs the input page-locked once: each group's rows cross at DMA speed
     gpu = plan.backend is Backend.GPU
-    with timed_stage(timings, "landing"):
+    with timed_stage(timings, "landing"), ThreadPoolExecutor(1) as helper:
+        # the results' pages supplied on every core while the driver locks the input's
+        made = helper.submit(_Landing, data.n_regions, data.n_samples, len(plan.params.classes),
+                             plan.params.return_posterior, touched_empty if gpu else _empty)
         if gpu and counts.flags.f_contiguous:
             locks.lock(counts)
-        landing = _Landing(data.n_regions, data.n_samples, len(plan.params.classes), plan.params.return_posterior,
-                           touched_empty if gpu else _empty)
+        landing = made.result()
     order = sorted(range(len(blocks)), key=lambda k: blocks[k][0] - blocks[k][1])  # largest first, stable
     taken = iter(order)
     take = threading.Lock()
     failed = threading.Event()  # a device failed: the others take no more groups
     stats_of: dict[int, dict] = {d: {"chromosomes": 0, "groups": 0, "resident": 0, "copied": 0, "seconds": 0.0} for d in devices}
     share = max(1, numba.get_num_threads() // (len(devices) * per_device))
+    listener = MODEL_DONE.get()
+    models_left = [len(blocks)]
+    wake = threading.Event()  # every group's model has landed, or a device failed
+    if not blocks:
+        wake.set()
+
+    def model_done(b0: int, b1: int, stats: dict, part: CNVDetectionResult) -> None:
+        """A group's model has run (in its worker, before its segmentation): what did not land in place is
+        copied in; once every group's has, the listener gets the whole run's model part."""
+        copied = landing.put(b0, b1, part)
+        with take:
+            stats["copied"] += copied
+            models_left[0] -= 1
+            if models_left[0] == 0:
+                wake.set()
+
+    def stage_model() -> None:  # the listener (the writers) starts on the model's matrices beside the segmentation
+        wake.wait()
+        if not failed.is_set():
+            try:
+                listener(landing.result(plan, regions, genome, timings, {}, calls=False))
+            except BaseException:
+                failed.set()
+                raise
 
     def work(device: int) -> None:
         stats = stats_of[device]
@@ -98,9 +126,14 @@ def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timin
                         break
                     b0, b1, chromosomes = blocks[k]
                     block_timings: dict = {}
-                    result = run_block(plan, [data.rows(b0, b1, copy=not gpu)], genome=genome, timings=block_timings,
-                                       devices=[device], evidence=False, out=landing.into(b0, b1), **limit)
-                    copied = landing.put(b0, b1, result)
+                    token = MODEL_DONE.set(functools.partial(model_done, b0, b1, stats))
+                    try:
+                        result = run_block(plan, [data.rows(b0, b1, copy=not gpu)], genome=genome,
+                                           timings=block_timings, devices=[device], evidence=False,
+                                           out=landing.into(b0, b1), **limit)
+                    finally:
+                        MODEL_DONE.reset(token)
+                    copied = landing.put(b0, b1, result, calls=True)
                     gathered.put(k, result)
                     with take:
                         stats["chromosomes"] += chromosomes
@@ -112,6 +145,7 @@ def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timin
                                 stats[name] = stats.get(name, 0) + value
         except BaseException:
             failed.set()
+            wake.set()
             raise
         finally:
             with take:
@@ -120,16 +154,16 @@ def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timin
     try:
         with BlockTables(len(blocks), regions.sample_names, plan.segments) as gathered, \
                 timed_stage(timings, "devices"):
-            in_threads({f"gcnmops-gpu{d}-{k}": (lambda d=d: work(d)) for d in devices for k in range(per_device)})
+            threads = {f"gcnmops-gpu{d}-{k}": (lambda d=d: work(d)) for d in devices for k in range(per_device)}
+            if listener is not None:
+                threads["gcnmops-stage-model"] = stage_model
+            in_threads(threads)
     finally:
         locks.close()
     for stage in _STAGES:
         timings[stage] = timings.get(stage, 0.0) + max(s.get(stage, 0.0) for s in stats_of.values())
     gpu_stats = {f"device_{d}_{key}": value for d, s in stats_of.items() for key, value in s.items()}
     result = landing.result(plan, regions, genome, timings, gpu_stats)
-    listener = MODEL_DONE.get()
-    if listener is not None:
-        listener(result)
     segmentation, cnvs, cnvr = gathered.tables()
     # the qualities' evidence is made from the landed matrices when first asked for, as for a run on one device
     return result.replace(segmentation=segmentation, cnvs=cnvs, cnvr=cnvr)
@@ -188,25 +222,28 @@ class _Landing:
                             post=None if self.post is None else self.post[b0:b1])
         return BlockOut(model=model, normalized=self.normalized[b0:b1], individual=self.individual[b0:b1])
 
-    def put(self, b0: int, b1: int, r: CNVDetectionResult) -> int:
-        """The block's results that did not land in place (a path that made arrays of its own) copied in; how
-        many were."""
+    def put(self, b0: int, b1: int, r: CNVDetectionResult, calls: bool = False) -> int:
+        """The block's model results (``calls``: its individual calls) that did not land in place (a path that
+        made arrays of its own) copied in; how many were."""
         copied = 0
-        for whole, part in ((self.normalized, r.normalized_data), (self.sini, r.local_assessments),
-                            (self.individual, r.individual_call), (self.cn, r.cn_index), (self.ini, r.ini_call),
-                            (self.lam, r.params["L"]), (self.alpha, r.params["A"]), (self.post, r.posterior_probs)):
+        pairs = [(self.individual, r.individual_call)] if calls else [
+            (self.normalized, r.normalized_data), (self.sini, r.local_assessments), (self.cn, r.cn_index),
+            (self.ini, r.ini_call), (self.lam, r.params["L"]), (self.alpha, r.params["A"]),
+            (self.post, r.posterior_probs)]
+        for whole, part in pairs:
             if whole is not None and not np.may_share_memory(whole, part):
                 whole[b0:b1] = part
                 copied += 1
         return copied
 
     def result(self, plan: RunPlan, regions: Regions, genome: Genome, timings: dict,
-               gpu_stats: dict) -> CNVDetectionResult:
-        """The whole run's result with empty call tables (they come from BlockTables)."""
+               gpu_stats: dict, calls: bool = True) -> CNVDetectionResult:
+        """The whole run's result with empty call tables (they come from BlockTables); without the individual
+        calls where not ``calls`` (the model's part)."""
         model = ModelOutput(lam=self.lam, alpha=self.alpha, sini=self.sini, cn=self.cn, ini=self.ini, post=self.post)
         cov = genome.cov if plan.uses_coverage else np.ones(len(regions.sample_names))
         part = model_result(plan, regions, Normalized(self.normalized, None, cov), model, timings, gpu_stats)
-        return part.replace(individual_call=self.individual)
+        return part.replace(individual_call=self.individual) if calls else part
 
 
 __all__ = ["run_on_devices", "chromosome_groups"]
