@@ -402,3 +402,30 @@ def test_rows_of_a_larger_matrix_are_prepared_in_place_as_their_copy():
     for name in ("xt", "offs", "coffs", "vec_eps", "vec_V", "vec_thi", "vec_tlo", "dirty"):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
     assert a.dirty.any()
+
+
+@pytest.mark.parametrize("dirty", [False, True])
+def test_host_preparation_reads_a_clean_column_major_matrix_in_place(dirty):
+    """Blocks tiling a column-major matrix without a value to clean: the host preparation's vectors are the
+    matrix itself (no copy), every constant equal to the copying preparation's (from rows of a larger matrix);
+    with a value to clean it copies and cleans, the matrix left as it was."""
+    from gcnmops.segmentation.gpu import prepare_vectors
+    from gcnmops.segmentation.interface import resolve_params
+
+    rng = np.random.default_rng(5)
+    whole = np.asfortranarray(rng.normal(size=(700, 5)))
+    whole[100:140, 3] -= 2.5
+    values = np.asfortranarray(whole[50:650])
+    if dirty:
+        values[17, 2] = np.nan
+    before = values.copy(order="F")
+    firsts, ends = np.array([0, 250, 251]), np.array([250, 251, 600])
+    params = resolve_params(0.05, None, 3, None, 20, 40, 50)
+    got = prepare_vectors(values, firsts, ends, params)
+    rows = np.asfortranarray(np.vstack([values, np.zeros((3, 5))]))[:600]  # rows of a larger matrix: copied
+    ref = prepare_vectors(rows, firsts, ends, params)
+    assert np.shares_memory(got.xt, values) is not dirty
+    for name in ("xt", "offs", "coffs", "vec_eps", "vec_V", "vec_thi", "vec_tlo", "dirty"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(ref, name), err_msg=name)
+    np.testing.assert_array_equal(values, before)
+    assert bool(got.dirty.any()) is dirty

@@ -64,7 +64,7 @@ from ..cuda.runtime import Landing, device_copy, device_module, kernel_arg, make
 from ..errors import InputError
 from .device_kernels import _segment_values_kernels, kernels, prepare_kernel
 from .finish import _bounds_all, _fill_all, _finish_all
-from .host import SELECT_SAMPLE, clean, vector_constants, window_scratch
+from .host import SELECT_SAMPLE, clean, dirt, vector_constants, window_scratch
 from .interface import (checked_columns, label_tasks, output_arrays, report_cleaning, resolve_params,
                         segment_frame)
 from .kernels import candidate_count, is_candidate, prefix_sums, scan_position, window_count
@@ -122,18 +122,25 @@ def vector_of_task(nb: int, N: int) -> np.ndarray:
 
 @njit(parallel=True, cache=True, error_model="numpy", nogil=True)
 def _prepare_all(values, firsts, ends, offs, eps_given, eps, default_t, t_hi, t_lo, min_seg, xt, vec_eps,
-                 vec_V, vec_thi, vec_tlo, dirty, ncand):
+                 vec_V, vec_thi, vec_tlo, dirty, ncand, in_place):
     """Per vector: the cleaned copy into xt[offs[v]:], eps, merge thresholds, variance (as cpu._final_ends
-    computes them) and the number of candidate positions."""
+    computes them) and the number of candidate positions. ``in_place``: xt is ``values`` itself (column-major,
+    its blocks tiling the rows), read, not written: a vector that needs cleaning is only marked dirty (the
+    caller then copies)."""
     nb = firsts.shape[0]
     for v in prange(offs.shape[0] - 1):
         s, f, e = vector_rows(v, nb, firsts, ends)
         m = e - f
         o = offs[v]
         x = xt[o:o + m]
-        for i in range(m):
-            x[i] = values[f + i, s]
-        dirty[v] = clean(x)
+        if in_place:
+            dirty[v] = dirt(x)
+            if dirty[v]:
+                continue
+        else:
+            for i in range(m):
+                x[i] = values[f + i, s]
+            dirty[v] = clean(x)
         ve, th, tl, V = eps, t_hi, t_lo, 0.0
         if m > 0:
             ve, th, tl, V = vector_constants(x, eps_given, eps, default_t, t_hi, t_lo, np.empty(m))
@@ -154,20 +161,29 @@ def task_offsets(counts: np.ndarray) -> np.ndarray:
 def prepare_vectors(values: np.ndarray, firsts: np.ndarray, ends: np.ndarray, params: dict) -> HostVectors:
     """Clean every (block, sample) vector of the (m, N) ``values`` (order F, or rows of an order-F matrix) into the
     layout of ``HostVectors``, with its eps, merge thresholds, variance and candidate count (``params``:
-    interface.resolve_params's)."""
+    interface.resolve_params's). Where ``values`` is column-major, its blocks tile its rows and no value needs
+    cleaning, ``xt`` is ``values`` itself (read only), not a copy."""
     N = values.shape[1]
     nv = firsts.size * N
     offs = task_offsets(np.tile(ends - firsts, N))
-    # pageable on purpose: page-locked xt made the host passes over it several times slower for little saved on
-    # the copy (benchmarks/RESULTS.md)
-    xt = np.empty(int(offs[-1]))
     vec_eps, vec_V, vec_thi, vec_tlo = (np.empty(nv) for _ in range(4))
     dirty = np.zeros(nv, dtype=np.int8)
     ncand = np.zeros(nv, dtype=np.int64)
+    if nv and values.flags.f_contiguous and values.flags.writeable and _tiles(firsts, ends, values.shape[0]):
+        # the matrix is the layout already: read in place where no vector needs cleaning (no copy of it)
+        xt = values.reshape(-1, order="F")
+        _prepare_all(values, firsts, ends, offs, params["eps_given"], params["eps"], params["default_t"],
+                     params["t_hi"], params["t_lo"], params["min_seg"], xt, vec_eps, vec_V, vec_thi, vec_tlo, dirty,
+                     ncand, True)
+        if not dirty.any():
+            return HostVectors(xt, offs, task_offsets(ncand), vec_eps, vec_V, vec_thi, vec_tlo, dirty)
+    # pageable on purpose: page-locked xt made the host passes over it several times slower for little saved on
+    # the copy (benchmarks/RESULTS.md)
+    xt = np.empty(int(offs[-1]))
     if nv:
         _prepare_all(values, firsts, ends, offs, params["eps_given"], params["eps"], params["default_t"],
                      params["t_hi"], params["t_lo"], params["min_seg"], xt, vec_eps, vec_V, vec_thi, vec_tlo, dirty,
-                     ncand)
+                     ncand, False)
     return HostVectors(xt, offs, task_offsets(ncand), vec_eps, vec_V, vec_thi, vec_tlo, dirty)
 
 
