@@ -318,6 +318,8 @@ def touched_empty(shape, dtype=np.float64) -> np.ndarray:
     if not simulating() and a.nbytes:
         _touch_pages(a.reshape(-1, order="A").view(np.uint8), _PAGE)
     return a
+
+
 #: cudaHostRegisterPortable: page-locked for every device's context (several GPUs copy into one result)
 _REGISTER_PORTABLE = 1
 

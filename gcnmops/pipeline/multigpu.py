@@ -56,8 +56,9 @@ def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timin
     """The run on every device of ``devices`` (ids), groups of consecutive whole chromosomes placed largest first
     (``chromosome_groups``: one per worker thread); the result of ``stages.run_block`` on the whole matrix.
     ``per_device``: worker threads per device, each taking groups (with two, one group's host passes overlap
-    another's GPU stages); ``groups``: how many groups the chromosomes are split into (default one per thread). ``timings`` gain "genome" (the
-    whole-matrix sums), "landing" (the whole-run arrays made), "devices" (the workers' wall time), and per stage the slowest device's seconds (its threads' seconds added up);
+    another's GPU stages); ``groups``: how many groups the chromosomes are split into (default one per thread).
+    ``timings`` gain "genome" (the whole-matrix sums), "landing" (the whole-run arrays made), "devices" (the
+    workers' wall time), and per stage the slowest device's seconds (its threads' seconds added up);
     ``gpu_stats`` holds each device's wall time (``device_<id>_seconds``: its slowest thread's), chromosome and
     group counts, how many groups ran device-resident (``device_<id>_resident``), and its groups' stage and
     sub-stage seconds added up (``device_<id>_segment_call``, ``device_<id>_seg_finish``, ...)."""
@@ -83,7 +84,8 @@ def run_on_devices(plan: RunPlan, data: CountData, devices: Sequence[int], timin
     taken = iter(order)
     take = threading.Lock()
     failed = threading.Event()  # a device failed: the others take no more groups
-    stats_of: dict[int, dict] = {d: {"chromosomes": 0, "groups": 0, "resident": 0, "copied": 0, "seconds": 0.0} for d in devices}
+    stats_of: dict[int, dict] = {d: {"chromosomes": 0, "groups": 0, "resident": 0, "copied": 0, "seconds": 0.0}
+                                 for d in devices}
     share = max(1, numba.get_num_threads() // (len(devices) * per_device))
     listener = MODEL_DONE.get()
     models_left = [len(blocks)]
