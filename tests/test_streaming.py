@@ -122,6 +122,38 @@ def test_streamed_on_several_devices_equals_in_memory(tmp_path, monkeypatch, par
         assert filecmp.cmp(tmp_path / "out" / name, tmp_path / "one" / name, shallow=False), name
 
 
+def test_device_threads_read_ahead_and_a_failure_stops_the_run(tmp_path, monkeypatch):
+    """Several devices: each device's chromosomes are read on a reader thread of its own while the one before
+    runs (every read off the device threads); a chromosome failing on one device is the run's error."""
+    import contextlib
+    import threading
+
+    from gcnmops.pipeline import streaming
+
+    readers = []
+    real_read, real_block = streaming._read, streaming.run_block
+    monkeypatch.setattr(streaming, "_devices", lambda backend, devices: [0, 1])
+    monkeypatch.setattr(streaming, "on_device", lambda device: contextlib.nullcontext())
+    monkeypatch.setattr(streaming, "_read", lambda *a: readers.append(threading.current_thread().name) or
+                        real_read(*a))
+    data = cohort()
+    store = save_count_data(data, tmp_path / "c.zarr", rows_per_chunk=500, samples_per_chunk=4)
+    got = run_streaming(store, tmp_path / "out", backend="cpu", devices=[0, 1])
+    assert_same(got.compute(), reference(data))
+    assert len(readers) == len(open_count_store(store).blocks)
+    assert all(name.startswith("gcnmops-readahead") for name in readers), readers
+
+    def failing(plan, held, **kw):
+        if kw["devices"] == [1]:
+            raise RuntimeError("device 1 failed (test)")
+        return real_block(plan, held, **kw)
+
+    monkeypatch.setattr(streaming, "run_block", failing)
+    with pytest.raises(RuntimeError, match="device 1 failed"):
+        run_streaming(store, tmp_path / "failed", backend="cpu", devices=[0, 1])
+    assert not (tmp_path / "failed").exists() or not any((tmp_path / "failed").iterdir())  # nothing half-written
+
+
 @pytest.mark.gpu
 def test_streamed_on_every_gpu_equals_the_cpu(tmp_path):
     """A store streamed over every GPU of this machine (one GPU: over it alone): the CPU's in-memory result."""

@@ -299,7 +299,7 @@ def _stream(store: CountStore, plan: RunPlan, genome: Genome, stored: list[str],
     """Every chromosome through the pipeline, its matrices ``stored`` written behind (see the module docstring),
     its window medians put into ``qc``; the call tables (integer labels where asked) and their qualities'
     evidence. One device (``devices`` None or one id): in this thread, the next chromosome read ahead. Several:
-    one thread per device taking the largest chromosome not yet taken (``_on_devices``)."""
+    one thread per device taking the largest chromosome not yet taken, its next one read ahead (``_on_devices``)."""
     blocks = store.blocks
     m = store.shape[0]
     labelled = [False] * len(blocks)
@@ -371,9 +371,10 @@ def _in_order(store: CountStore, compute, finish, timings: dict, fit_options: di
 def _on_devices(store: CountStore, plan: RunPlan, devices: list[int], compute, finish, timings: dict,
                 qc: StreamQC) -> None:
     """The chromosomes on every GPU of ``devices``: a thread per device (the thread's current device, a memory pool
-    and its share of the cores, as pipeline.multigpu's) takes the largest chromosome not yet taken, reads it and
-    runs it there; a device's error stops the others taking more. Memory: a chromosome's counts and result per
-    device, and the one being written. ``timings``: each stage the slowest device's seconds."""
+    and its share of the cores, as pipeline.multigpu's) takes the largest chromosome not yet taken and runs it
+    there while its reader thread reads the next one it has taken; a device's error stops the others taking
+    more. Memory: per device two chromosomes' counts (the one running, the one read ahead) and a result, and the
+    one being written. ``timings``: each stage and wait the slowest device's seconds."""
     blocks = store.blocks
     taken = iter(sorted(range(len(blocks)), key=lambda k: blocks[k][1] - blocks[k][2]))  # largest first, stable
     take = threading.Lock()
@@ -381,25 +382,34 @@ def _on_devices(store: CountStore, plan: RunPlan, devices: list[int], compute, f
     share = max(1, numba.get_num_threads() // len(devices))
     own_of = {d: {stage: 0.0 for stage in STAGES + WAITS} for d in devices}
 
+    def take_next(reader: ThreadPoolExecutor, own: dict):
+        """(the next chromosome not yet taken, its read under way on ``reader``), or None."""
+        with take:
+            k = None if failed.is_set() else next(taken, None)
+        return None if k is None else (k, reader.submit(_read, store, blocks[k], own, qc))
+
     def work(device: int) -> None:
         own = own_of[device]
+        reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"gcnmops-readahead{device}")
         try:
             numba.set_num_threads(share)
             with on_device(device), thread_memory_pool() if plan.backend is Backend.GPU else contextlib.nullcontext():
-                while not failed.is_set():
-                    with take:
-                        k = next(taken, None)
-                    if k is None:
-                        break
+                ahead = take_next(reader, own)
+                while ahead is not None:
+                    k, read = ahead
                     t0 = time.perf_counter()
-                    held = [_read(store, blocks[k], own, qc)]
+                    held = [read.result()]
+                    own["read_wait"] += time.perf_counter() - t0
+                    ahead = take_next(reader, own)
                     finish(k, compute(held, own, devices=[device]), t0)
         except BaseException:
             failed.set()
             raise
+        finally:
+            reader.shutdown(wait=False, cancel_futures=True)  # after a failure: a read under way is left to end
 
     in_threads({f"gcnmops-stream-gpu{d}": (lambda d=d: work(d)) for d in devices})
-    for stage in ("read", "normalize", "model", "segment_call", "integer"):
+    for stage in ("read", "normalize", "model", "segment_call", "integer", "read_wait"):
         timings[stage] += max(own[stage] for own in own_of.values())
 
 
