@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--backend", choices=["auto", "cpu", "gpu"], default="auto",
                      help="where the model runs: auto (a usable GPU, else the CPU; default), cpu or gpu")
     run.add_argument("--devices", type=_devices, help="GPU backend: device ids, comma separated, or 'all' (default 0); "
-                     "in memory they share the model's rows, streamed each takes whole chromosomes")
+                     "each takes whole chromosomes (in memory a group of consecutive ones per GPU)")
     _add_parameter_flags(run)
     run.add_argument("--no-integer", action="store_true", help="skip integer copy numbers")
     run.add_argument("--formats", type=_strings, default=None,

@@ -17,8 +17,9 @@ from ..params import KINDS, METHODS, PARAMETERS
 RUNTIME: dict[str, tuple[str, str]] = {
     "backend": ("{\"auto\", \"cpu\", \"gpu\"}, default \"auto\"", "where the model runs: \"auto\" takes a usable "
                 "CUDA GPU, else the CPU (said in one log line); the results are the same."),
-    "devices": ("int, list of int or \"all\", optional", "GPU backend: the device(s); \"all\" splits the regions "
-                "across every GPU. Default: device 0."),
+    "devices": ("int, list of int or \"all\", optional", "GPU backend: the device(s); several (\"all\": every GPU) "
+                "each run a group of whole chromosomes through every stage (one chromosome: its rows split for the "
+                "model). Default: device 0."),
     "verbose": ("int, default 1", "1: log the method's note (cn.mops's message about its defaults); 0: quiet."),
     "segment_args": ("keyword arguments", "more arguments of the segmentation (cn.mops's ``...``), e.g. "
                      "``alpha``, ``seg_median_t``."),
