@@ -429,3 +429,31 @@ def test_host_preparation_reads_a_clean_column_major_matrix_in_place(dirty):
         np.testing.assert_array_equal(getattr(got, name), getattr(ref, name), err_msg=name)
     np.testing.assert_array_equal(values, before)
     assert bool(got.dirty.any()) is dirty
+
+
+@pytest.mark.parametrize("cores", [4, 16])
+def test_vectors_split_over_the_cores_equal_one_per_core(cores, monkeypatch):
+    """The vectors that do not fill a round of the cores (``cores`` of them, said to the driver) are segmented
+    with their positions split over the cores (``_final_ends_split``, bands of SPLIT_BAND positions): the same
+    segments as one vector per core, also with a vector to clean, several bands and the exact tails everywhere
+    (``reference``)."""
+    from gcnmops.segmentation import cpu
+
+    rng = np.random.default_rng(11)
+    x = np.asfortranarray(rng.normal(size=(2600, 5)))
+    x[300:340, 1] += 2.5
+    x[1200:1210, 4] -= 3.0
+    x[77, 3] = np.inf
+    blocks = [(0, 2000), (2000, 2600)]  # 10 vectors
+    one = [cpu.segment_columns_arrays(x, blocks, reference=ref) for ref in (False, True)]
+    split_calls = []
+    real = cpu._final_ends_split
+    monkeypatch.setattr(cpu, "SPLIT_BAND", 300)
+    monkeypatch.setattr(cpu, "get_num_threads", lambda: cores)
+    monkeypatch.setattr(cpu, "_final_ends_split", lambda *a: split_calls.append(a[0].size) or real(*a))
+    split = [cpu.segment_columns_arrays(x, blocks, reference=ref) for ref in (False, True)]
+    assert len(split_calls) == 2 * (10 % cores)
+    for a, b in zip(one, split):
+        for key in a:
+            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+    assert len(one[0]["start"]) > 10

@@ -43,6 +43,8 @@ from .kernels import exact_tail, is_candidate, position_scan, position_stat_plai
 PROGRESS_STEPS = 20
 #: ... of at least this many (block, sample) vectors per core each (enough to balance every core)
 PROGRESS_TASKS_PER_CORE = 2
+#: positions per band of a vector split over the cores (``_final_ends_split``)
+SPLIT_BAND = 4096
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -73,21 +75,27 @@ def _final_ends(x, alpha, t_hi, t_lo, default_t, no_merge, min_seg, eps, eps_giv
     eps, t_hi, t_lo, V = vector_constants(x, eps_given, eps, default_t, t_hi, t_lo, work)
     prefix_sums(x, S, Q)
     _screen_positions(x, S, Q, eps, min_seg, delta, max_int, w, V, reference, jinv, jnn, jc, ybuf, ebuf, qbuf,
-                      p, code, yv, ev)
+                      p, code, yv, ev, 0, m)
     h = local_half_width(min_seg)
-    _exact_where_needed(S, Q, w, V, alpha, h, code, yv, ev, p, work)
-    # local maxima, breakpoints, merging on the statistic's support (code, yv, ev are free from here on)
+    lower = _exact_lower(alpha, h, code, yv, ev, work)
+    _exact_where_needed(S, Q, w, V, lower, code, yv, ev, p, 0, m)
+    return _segment_ends(x, p, code, yv, ev, work, flags, h, alpha, no_merge, t_hi, t_lo, min_seg)
+
+
+@njit(cache=True, error_model="numpy")
+def _segment_ends(x, p, code, yv, ev, work, flags, h, alpha, no_merge, t_hi, t_lo, min_seg):
+    """Local maxima, breakpoints, merging on the statistic's support (code, yv, ev are free from here on)."""
     n = positive_support(p, code, yv)
     return segment_ends_sparse(x, code, yv, n, flags, h, alpha, no_merge, t_hi, t_lo, min_seg, ev, work)
 
 
 @njit(cache=True, error_model="numpy")
 def _screen_positions(x, S, Q, eps, min_seg, delta, max_int, w, V, reference, jinv, jnn, jc, ybuf, ebuf, qbuf,
-                      p, code, yv, ev):
-    """The statistic, screening: code[i] = 0 (no candidate, p[i] = 0), -1 (p[i] exact), or the best window j
-    (p_i = the exact tail of window j, yv[i] = its approximate normal deviate, within ev[i])."""
+                      p, code, yv, ev, lo, hi):
+    """The statistic of positions lo..hi-1, screening: code[i] = 0 (no candidate, p[i] = 0), -1 (p[i] exact), or
+    the best window j (p_i = the exact tail of window j, yv[i] = its approximate normal deviate, within ev[i])."""
     m = x.shape[0]
-    for i in range(m):
+    for i in range(lo, hi):
         p[i] = 0.0
         code[i] = 0
         if is_candidate(x, i, min_seg, eps):
@@ -107,16 +115,20 @@ def _screen_positions(x, S, Q, eps, min_seg, delta, max_int, w, V, reference, ji
 
 
 @njit(cache=True, error_model="numpy")
-def _exact_where_needed(S, Q, w, V, alpha, h, code, yv, ev, p, work):
-    """Exact tails of the screened positions (code > 0) only where they can matter: with alpha < 1 a lower bound
-    B of the order statistic under the threshold (in deviate units) excludes positions whose p_i is surely
-    below it (they cannot be breakpoints, and whatever they suppress is below it too); a placeholder 0 keeps
-    their place. ``work``: scratch."""
-    m = code.shape[0]
-    lower = -math.inf
+def _exact_lower(alpha, h, code, yv, ev, work):
+    """The deviate below which a screened position's exact tail cannot matter: with alpha < 1 a lower bound B of
+    the order statistic under the threshold (positions whose p_i is surely below it cannot be breakpoints, and
+    whatever they suppress is below it too); -inf otherwise. ``work``: scratch."""
     if alpha < 1.0:
-        lower = _screened_lower_bound(alpha, h, code, yv, ev, work)
-    for i in range(m):
+        return _screened_lower_bound(alpha, h, code, yv, ev, work)
+    return -math.inf
+
+
+@njit(cache=True, error_model="numpy")
+def _exact_where_needed(S, Q, w, V, lower, code, yv, ev, p, lo, hi):
+    """Exact tails of the screened positions (code > 0) among lo..hi-1 whose deviate may reach ``lower``
+    (``_exact_lower``); the others keep a placeholder 0 in their place."""
+    for i in range(lo, hi):
         if code[i] > 0 and yv[i] + ev[i] >= lower:
             p[i] = exact_tail(S, Q, i, code[i], w, V)
 
@@ -162,6 +174,32 @@ def _segment_all(values, firsts, ends, alpha, t_hi, t_lo, default_t, no_merge, m
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
+def _final_ends_split(x, alpha, t_hi, t_lo, default_t, no_merge, min_seg, eps, eps_given, delta, max_int, w,
+                      reference, flags, band):
+    """``_final_ends`` of one clean vector with its positions' statistic and exact tails on every core (bands of
+    ``band`` positions, each position computed as there: the same values): for vectors fewer than the cores."""
+    m = x.shape[0]
+    for i in range(m):
+        flags[i] = 0
+    if m == 0:
+        return 0
+    S, Q, p, work, yv, ev = np.empty(m), np.empty(m), np.empty(m), np.empty(m), np.empty(m), np.empty(m)
+    code = np.empty(m, dtype=np.int64)
+    eps, t_hi, t_lo, V = vector_constants(x, eps_given, eps, default_t, t_hi, t_lo, work)
+    prefix_sums(x, S, Q)
+    bands = (m + band - 1) // band
+    for b in prange(bands):
+        jinv, jnn, jc, ybuf, ebuf, qbuf = window_scratch(min_seg, max_int, w)
+        _screen_positions(x, S, Q, eps, min_seg, delta, max_int, w, V, reference, jinv, jnn, jc, ybuf, ebuf, qbuf,
+                          p, code, yv, ev, b * band, min(m, (b + 1) * band))
+    h = local_half_width(min_seg)
+    lower = _exact_lower(alpha, h, code, yv, ev, work)
+    for b in prange(bands):
+        _exact_where_needed(S, Q, w, V, lower, code, yv, ev, p, b * band, min(m, (b + 1) * band))
+    return _segment_ends(x, p, code, yv, ev, work, flags, h, alpha, no_merge, t_hi, t_lo, min_seg)
+
+
+@njit(parallel=True, cache=True, error_model="numpy")
 def _fill_all(values, firsts, ends, flags, offsets, dirty, out_start, out_end, out_mean, out_median):
     """Phase 2: start, end (1-based, block-relative), mean and median of every final segment."""
     N = values.shape[1]
@@ -193,12 +231,24 @@ def segment_columns_arrays(values: np.ndarray, blocks, alpha=0.05, seg_median_t=
     ntask = firsts.size * N
     counts = np.zeros(ntask, dtype=np.int64)
     dirty = np.zeros(ntask, dtype=np.int8)
-    step = max(PROGRESS_TASKS_PER_CORE * get_num_threads(), -(-ntask // PROGRESS_STEPS))
-    for t0 in range(0, ntask, step):  # slices of vectors, so that a progress bar moves; vectors are independent
+    threads = get_num_threads()
+    # the vectors that do not fill a round of the cores are split over them position by position
+    whole = ntask - ntask % threads if threads > 1 and ntask % threads else ntask
+    step = max(PROGRESS_TASKS_PER_CORE * threads, -(-ntask // PROGRESS_STEPS))
+    for t0 in range(0, whole, step):  # slices of vectors, so that a progress bar moves; vectors are independent
         _segment_all(values, firsts, ends, params["alpha"], params["t_hi"], params["t_lo"], params["default_t"],
                      params["no_merge"], params["min_seg"], params["eps"], params["eps_given"], params["delta"],
-                     params["max_int"], params["w"], bool(reference), flags, counts, dirty, t0, min(ntask, t0 + step))
-        tick(min(ntask, t0 + step), ntask)
+                     params["max_int"], params["w"], bool(reference), flags, counts, dirty, t0, min(whole, t0 + step))
+        tick(min(whole, t0 + step), ntask)
+    for task in range(whole, ntask):
+        b, s = divmod(task, N)
+        x = np.array(values[firsts[b]:ends[b], s])
+        dirty[task] = clean(x)
+        counts[task] = _final_ends_split(x, params["alpha"], params["t_hi"], params["t_lo"], params["default_t"],
+                                         params["no_merge"], params["min_seg"], params["eps"], params["eps_given"],
+                                         params["delta"], params["max_int"], params["w"], bool(reference),
+                                         flags[firsts[b]:ends[b], s], SPLIT_BAND)
+        tick(task + 1, ntask)
     report_cleaning(dirty)
     offsets, out = output_arrays(counts)
     if offsets[-1]:
