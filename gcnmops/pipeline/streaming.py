@@ -354,18 +354,9 @@ def _stream(store: CountStore, plan: RunPlan, genome: Genome, stored: list[str],
 def _in_order(store: CountStore, compute, finish, timings: dict, fit_options: dict, qc: StreamQC) -> None:
     """The chromosomes in order in this thread, the next one read ahead on a thread of its own (two chromosomes'
     counts at most)."""
-    blocks = store.blocks
-    reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gcnmops-readahead")
-    try:
-        ahead = reader.submit(_read, store, blocks[0], timings, qc)
-        for k in range(len(blocks)):
-            t0 = time.perf_counter()
-            held = [ahead.result()]  # emptied by run_block: the counts go as soon as they are no longer needed
-            timings["read_wait"] += time.perf_counter() - t0
-            ahead = reader.submit(_read, store, blocks[k + 1], timings, qc) if k + 1 < len(blocks) else None
-            finish(k, compute(held, timings, **fit_options), t0)
-    finally:
-        reader.shutdown(wait=False, cancel_futures=True)  # after a failure: a read under way is left to end
+    order = iter(range(len(store.blocks)))
+    _read_ahead(store, lambda: next(order, None),
+                lambda k, held, t0: finish(k, compute(held, timings, **fit_options), t0), timings, qc)
 
 
 def _on_devices(store: CountStore, plan: RunPlan, devices: list[int], compute, finish, timings: dict,
@@ -382,35 +373,46 @@ def _on_devices(store: CountStore, plan: RunPlan, devices: list[int], compute, f
     share = max(1, numba.get_num_threads() // len(devices))
     own_of = {d: {stage: 0.0 for stage in STAGES + WAITS} for d in devices}
 
-    def take_next(reader: ThreadPoolExecutor, own: dict):
-        """(the next chromosome not yet taken, its read under way on ``reader``), or None."""
+    def take_next():
         with take:
-            k = None if failed.is_set() else next(taken, None)
-        return None if k is None else (k, reader.submit(_read, store, blocks[k], own, qc))
+            return None if failed.is_set() else next(taken, None)
 
     def work(device: int) -> None:
         own = own_of[device]
-        reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"gcnmops-readahead{device}")
         try:
             numba.set_num_threads(share)
             with on_device(device), thread_memory_pool() if plan.backend is Backend.GPU else contextlib.nullcontext():
-                ahead = take_next(reader, own)
-                while ahead is not None:
-                    k, read = ahead
-                    t0 = time.perf_counter()
-                    held = [read.result()]
-                    own["read_wait"] += time.perf_counter() - t0
-                    ahead = take_next(reader, own)
-                    finish(k, compute(held, own, devices=[device]), t0)
+                _read_ahead(store, take_next, lambda k, held, t0: finish(k, compute(held, own, devices=[device]), t0),
+                            own, qc, f"gcnmops-readahead{device}")
         except BaseException:
             failed.set()
             raise
-        finally:
-            reader.shutdown(wait=False, cancel_futures=True)  # after a failure: a read under way is left to end
 
     in_threads({f"gcnmops-stream-gpu{d}": (lambda d=d: work(d)) for d in devices})
     for stage in ("read", "normalize", "model", "segment_call", "integer", "read_wait"):
         timings[stage] += max(own[stage] for own in own_of.values())
+
+
+def _read_ahead(store: CountStore, take, run, timings: dict, qc: StreamQC, name: str = "gcnmops-readahead") -> None:
+    """Each chromosome ``take()`` gives (its index in ``store.blocks``; None: no more) through ``run(k, held, t0)``
+    (``held``: a list holding its CountData, for run_block to empty; ``t0``: when the wait for it began), the next
+    one read meanwhile on a reader thread of its own (``name``). ``timings`` gain "read" and "read_wait"."""
+    reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+
+    def submit():
+        k = take()
+        return None if k is None else (k, reader.submit(_read, store, store.blocks[k], timings, qc))
+
+    try:
+        ahead = submit()
+        while ahead is not None:
+            t0 = time.perf_counter()
+            k, held = ahead[0], [ahead[1].result()]  # emptied by run_block: the counts go once no stage needs them
+            timings["read_wait"] += time.perf_counter() - t0
+            ahead = submit()  # the done read (which holds the counts too) let go
+            run(k, held, t0)
+    finally:
+        reader.shutdown(wait=False, cancel_futures=True)  # after a failure: a read under way is left to end
 
 
 def _read(store: CountStore, block: tuple[str, int, int], timings: dict, qc: StreamQC) -> CountData:
