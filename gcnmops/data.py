@@ -533,14 +533,14 @@ def chromosome_blocks(chrom) -> list[tuple[str, int, int]]:
     n = len(chrom)
     if n == 0:
         return []
-    cut = np.flatnonzero(_name_changes(chrom)) + 1
+    cut = np.flatnonzero(name_changes(chrom)) + 1
     starts = np.concatenate([[0], cut])
     ends = np.concatenate([cut, [n]])
-    first = chrom.iloc[starts] if isinstance(chrom, pd.Series) else np.asarray(chrom, dtype=object)[starts]
+    first = chrom.iloc[starts] if isinstance(chrom, pd.Series) else np.asarray(chrom)[starts]
     return [(str(name), int(s), int(e)) for name, s, e in zip(first, starts, ends)]
 
 
-def _name_changes(chrom) -> np.ndarray:
+def name_changes(chrom) -> np.ndarray:
     """(n - 1,) bool: row i + 1 names another chromosome than row i.
 
     Names in an object array are compared where the object changes only (``_object_changes``): the readers make

@@ -7,6 +7,7 @@ import subprocess
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from gcnmops.exact.density import bw_nrd0, density_mode, quantiles7, r_density
@@ -325,3 +326,55 @@ def test_sample_coverage_errors():
     x[:, 1] = 7.0  # constant: nothing strictly between its quantiles
     with pytest.raises(InputError, match=r"sample\(s\) \[2\] is undefined"):
         sample_coverage(x)
+
+
+# -------------------------------------------------------------------- chromosome rows, silent rows
+def _rows_by_factorizing(names):
+    """chromosome_rows's answer from first principles: each name's rows, in order of first appearance."""
+    names = [str(v) for v in names]
+    order = list(dict.fromkeys(names))
+    return [(c, np.flatnonzero(np.array(names) == c)) for c in order]
+
+
+@pytest.mark.parametrize("kind", ["object", "unicode", "series", "arrow", "category", "list"])
+@pytest.mark.parametrize("layout", ["grouped", "interleaved", "one"])
+def test_chromosome_rows_every_input_kind(kind, layout):
+    from gcnmops.normalization.checks import chromosome_rows
+
+    names = {"grouped": ["chr1"] * 5 + ["chr2"] * 3 + ["chrX"] * 4,
+             "interleaved": ["chr1"] * 3 + ["chr2"] * 2 + ["chr1"] * 2 + ["chr3"],
+             "one": ["chr7"] * 6}[layout]
+    values = {"object": lambda: np.array(names, dtype=object), "unicode": lambda: np.array(names),
+              "series": lambda: pd.Series(names, dtype=object),
+              "arrow": lambda: pd.Series(names, dtype="string[pyarrow]"),
+              "category": lambda: pd.Series(names, dtype="category"), "list": lambda: list(names)}[kind]()
+    got = chromosome_rows(values, len(names))
+    want = _rows_by_factorizing(names)
+    assert [c for c, _ in got] == [c for c, _ in want]
+    for (_, rows), (_, expected) in zip(got, want):
+        assert np.array_equal(np.arange(len(names))[rows], expected)
+        if np.all(np.diff(expected) == 1):
+            assert isinstance(rows, slice)  # a contiguous chromosome is a slice (normalized in place)
+
+
+@pytest.mark.parametrize("missing", [None, np.nan, pd.NA])
+def test_chromosome_rows_missing_name_is_an_error(missing):
+    from gcnmops.normalization.checks import chromosome_rows
+
+    with pytest.raises(InputError, match="region 3 is missing"):
+        chromosome_rows(np.array(["chr1", "chr1", missing, "chr2"], dtype=object), 4)
+
+
+def test_silent_rows_over_bands_equal_a_plain_loop(monkeypatch):
+    from gcnmops.normalization import kernels
+
+    rng = np.random.default_rng(5)
+    Y = np.asfortranarray(rng.choice([0.0, 0.4, 1.0, 3.0], p=[0.6, 0.2, 0.1, 0.1], size=(100_000, 4)))
+    for r0, r1 in [(0, 100_000), (1_234, 70_001), (99_999, 100_000)]:
+        silent, nonzero = kernels.silent_rows(Y, r0, r1)
+        block = Y[r0:r1]
+        assert np.array_equal(silent, (block < kernels.SILENT_BELOW).all(axis=1))
+        assert nonzero == bool((block != 0).any())
+    zeros = np.zeros((50_000, 3), order="F")
+    silent, nonzero = kernels.silent_rows(zeros, 10, 50_000)
+    assert silent.all() and not nonzero

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from ..data import UNDEF_CHROMOSOME
+from ..data import UNDEF_CHROMOSOME, name_changes
 from ..errors import InputError
 from .kernels import copy_finite
 
@@ -79,13 +79,25 @@ def check_columns_have_reads(has_reads: np.ndarray) -> None:
 
 
 def chromosome_rows(chr, m: int) -> list[tuple[str, slice | np.ndarray]]:
-    """(name, rows) per chromosome in order of first appearance; rows a slice when contiguous."""
+    """(name, rows) per chromosome in order of first appearance; rows a slice when contiguous. ``chr``: a name per
+    row (numpy array, pandas Series, sequence) or one name. Rows grouped by chromosome (every input the readers
+    make) are found from where the name changes (data.chromosome_blocks' comparison: no string is hashed); rows of
+    a chromosome in several runs are gathered by factorizing the names."""
     if chr is None:
         return [(UNDEF_CHROMOSOME, slice(0, m))]
-    arr = np.asarray(chr, dtype=object).ravel() if not isinstance(chr, str) else np.array([chr], dtype=object)
-    if arr.size != m:
-        raise InputError(f"The chromosome vector has {arr.size} entries but the read count matrix has {m} rows; "
+    if isinstance(chr, str):
+        arr = np.array([chr], dtype=object)
+    elif isinstance(chr, pd.Series) or (isinstance(chr, np.ndarray) and chr.ndim == 1 and chr.dtype.kind in "USO"):
+        arr = chr
+    else:
+        arr = np.asarray(chr, dtype=object).ravel()
+    if len(arr) != m:
+        raise InputError(f"The chromosome vector has {len(arr)} entries but the read count matrix has {m} rows; "
                          "give one chromosome name per region (row).")
+    runs = _grouped_runs(arr)
+    if runs is not None:
+        return runs
+    arr = np.asarray(arr, dtype=object).ravel()
     codes, uniques = pd.factorize(arr, use_na_sentinel=True)
     if (codes < 0).any():
         i = int(np.flatnonzero(codes < 0)[0])
@@ -104,6 +116,23 @@ def chromosome_rows(chr, m: int) -> list[tuple[str, slice | np.ndarray]]:
             out.append((str(uniques[c]), rows))
         start = end
     return out
+
+
+def _grouped_runs(arr) -> list[tuple[str, slice]] | None:
+    """``chromosome_rows`` of names whose every chromosome is one run of rows, else None (a chromosome in several
+    runs, a missing name, names that are not hashable)."""
+    if len(arr) == 0:
+        return None
+    try:
+        starts = np.concatenate([[0], np.flatnonzero(name_changes(arr)) + 1])
+        heads = arr.iloc[starts].to_numpy(dtype=object) if isinstance(arr, pd.Series) else \
+            np.asarray(arr)[starts].astype(object)
+        if pd.isna(heads).any() or len(set(heads)) != len(heads):
+            return None
+    except TypeError:  # names that do not compare (pd.NA) or hash
+        return None
+    ends = np.append(starts[1:], len(arr))
+    return [(str(h), slice(int(s), int(e))) for h, s, e in zip(heads, starts, ends)]
 
 
 def check_ploidy(ploidy, n_samples: int) -> np.ndarray:

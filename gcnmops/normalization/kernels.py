@@ -26,20 +26,32 @@ COUNTING_RANGE = 1 << 22
 # keep[i]: row r0 + i is used. Sums run in row order, so results do not depend on the thread count.
 
 
-@njit(cache=True)
+#: rows per task of ``silent_rows``
+SILENT_BAND = 1 << 15
+
+
+@njit(cache=True, parallel=True)
 def silent_rows(Y, r0, r1):
-    """(silent, any_nonzero) of rows r0:r1: silent[i] iff every Y[r0+i, k] < 1; any_nonzero iff some != 0."""
+    """(silent, any_nonzero) of rows r0:r1: silent[i] iff every Y[r0+i, k] < 1; any_nonzero iff some != 0. Bands
+    of SILENT_BAND rows in parallel."""
     g = Y.shape[1]
-    silent = np.ones(r1 - r0, dtype=np.bool_)
-    any_nonzero = False
-    for k in range(g):
-        for i in range(r0, r1):
-            y = Y[i, k]
-            if y != 0.0:
-                any_nonzero = True
-                if y >= SILENT_BELOW:
-                    silent[i - r0] = False
-    return silent, any_nonzero
+    n = r1 - r0
+    silent = np.ones(n, dtype=np.bool_)
+    bands = (n + SILENT_BAND - 1) // SILENT_BAND
+    nonzero = np.zeros(bands, dtype=np.bool_)
+    for b in prange(bands):
+        a = b * SILENT_BAND
+        e = min(n, a + SILENT_BAND)
+        seen = False
+        for k in range(g):
+            for i in range(a, e):
+                y = Y[r0 + i, k]
+                if y != 0.0:
+                    seen = True
+                    if y >= SILENT_BELOW:
+                        silent[i] = False
+        nonzero[b] = seen
+    return silent, nonzero.any()
 
 
 @njit(cache=True, parallel=True)
