@@ -430,3 +430,17 @@ def test_a_task_lost_with_its_worker_is_an_error_that_says_so():
 
     with pytest.raises(InputError, match="a worker died or was restarted .*more memory"):
         Runner(LostWorker()).run(abs, [(-1,), (2,)])
+
+
+def test_gpu_workers_take_larger_blocks():
+    """Blocks of counts per task: the workers' memory share within [4, 64] MiB on CPU workers; GPU workers (each
+    block pays the device's fixed costs once) up to 512 MiB, as their memory allows."""
+    from gcnmops.distributed.cluster import MAX_CHUNK, MAX_GPU_CHUNK, MIN_CHUNK, WORKER_BASELINE, chunk_bytes_for
+
+    assert chunk_bytes_for(None, 1) == MAX_CHUNK and chunk_bytes_for(None, 1, gpu=True) == MAX_GPU_CHUNK
+    big = 128 << 30
+    assert chunk_bytes_for(big, 1) == MAX_CHUNK and chunk_bytes_for(big, 1, gpu=True) == MAX_GPU_CHUNK
+    small = WORKER_BASELINE + (256 << 20)
+    assert chunk_bytes_for(small, 1, gpu=True) == chunk_bytes_for(small, 1) == (256 << 20) // 8
+    assert chunk_bytes_for(WORKER_BASELINE, 4, gpu=True) == MIN_CHUNK
+    assert gd.pipeline.Runner(None).all_on_gpu("cpu") is False

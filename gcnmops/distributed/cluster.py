@@ -34,6 +34,8 @@ WORKER_BASELINE = 350 << 20
 TASK_FACTOR = 8
 MIN_CHUNK = 4 << 20
 MAX_CHUNK = 64 << 20
+#: the largest block of counts on GPU workers: a block pays each stage's fixed costs on the device once
+MAX_GPU_CHUNK = 512 << 20
 
 _lock = threading.Lock()
 
@@ -100,6 +102,15 @@ class Runner:
         limits = [w.get("memory_limit") for w in workers.values() if w.get("memory_limit")]
         threads = max([w.get("nthreads", 1) for w in workers.values()] or [1])
         return (min(limits) if limits else None), threads
+
+    def all_on_gpu(self, backend: str) -> bool:
+        """Whether every worker runs ``backend`` ("cpu", "gpu", "auto": resolved on each worker) on a GPU."""
+        if backend == "cpu":
+            return False
+        if self.client is None:
+            return _backend_here(backend) == "gpu"
+        found = self.client.run(_backend_here, backend)
+        return bool(found) and all(v == "gpu" for v in found.values())
 
     def total_threads(self) -> int:
         """Task threads of all workers together (1 without a client)."""
@@ -177,6 +188,13 @@ def on_worker(fn, *args) -> Outcome:
         _collector.sink = None
 
 
+def _backend_here(backend: str) -> str:
+    """``backend`` resolved in this process ("gpu" where it has a usable GPU for "auto")."""
+    from ..cuda.probe import resolve_backend
+
+    return resolve_backend(backend).value
+
+
 def _set_threads_env(n: int) -> None:
     os.environ[THREADS_ENV] = str(n)
 
@@ -201,14 +219,16 @@ def task_threads():
         yield
 
 
-def chunk_bytes_for(memory_limit: int | None, threads: int) -> int:
+def chunk_bytes_for(memory_limit: int | None, threads: int, gpu: bool = False) -> int:
     """Bytes of counts per task where chromosomes are merged into blocks (and per column group of the first pass):
     the worker's memory above its baseline, shared by its task threads, over a task's working set factor; within
-    [4 MiB, 64 MiB]. A chromosome larger than that is still one task."""
+    [4 MiB, 64 MiB] (``gpu``: workers that run the blocks on their GPUs, 512 MiB). A chromosome larger than that
+    is still one task."""
+    most = MAX_GPU_CHUNK if gpu else MAX_CHUNK
     if not memory_limit:
-        return MAX_CHUNK
+        return most
     free = max(0, int(memory_limit) - WORKER_BASELINE)
-    return int(min(MAX_CHUNK, max(MIN_CHUNK, free // (max(1, threads) * TASK_FACTOR))))
+    return int(min(most, max(MIN_CHUNK, free // (max(1, threads) * TASK_FACTOR))))
 
 
 __all__ = ["Runner", "Outcome", "on_worker", "resolve_client", "task_threads", "chunk_bytes_for"]

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..calls.qc import window_medians
-from ..cuda.probe import BACKENDS, Backend
+from ..calls.qc import sample_qc, window_medians
+from ..cuda.probe import BACKENDS, Backend, resolve_backend
 from ..cuda.runtime import thread_memory_pool
 from ..data import CountData, validate_counts
 from ..errors import InputError
@@ -38,7 +38,7 @@ from ..pipeline.family import check_same_regions, log_note, read_named_counts, r
 from ..pipeline.methods import build_params
 from ..pipeline.plan import RunPlan
 from ..pipeline.stages import run_block
-from ..pipeline.streamqc import qc_by_columns, qc_width
+from ..pipeline.streamqc import column_stats
 from .cluster import Runner, chunk_bytes_for, resolve_client, task_threads
 from .genome import first_pass
 from .layout import Layout, plan_layout
@@ -143,7 +143,7 @@ def cn_mops(
     # the rules on the client (what crosses chromosomes, cnvr's shape); each block's plan is built on its worker
     plan = RunPlan.build(method_row, cparams, Backend.CPU, m)
     if chunk_bytes is None:
-        chunk_bytes = chunk_bytes_for(*runner.worker_memory())
+        chunk_bytes = chunk_bytes_for(*runner.worker_memory(), gpu=runner.all_on_gpu(backend))
     n_columns = N + (ctrl.shape[1] if ctrl is not None else 0)
     layout = plan_layout(cases.count_data_stub().blocks(), n_columns, N, chunk_bytes=chunk_bytes,
                          threads=runner.total_threads(), rows_per_chunk=rows_per_chunk,
@@ -179,8 +179,8 @@ def cn_mops(
         timings["collect"] = time.perf_counter() - t0
         if sample_qc:
             t0 = time.perf_counter()
-            result.sample_qc = _sample_qc(result, cases, np.concatenate([p["window_medians"] for p in parts]),
-                                          qc_width(m, N, chunk_bytes))
+            result.sample_qc = _sample_qc(runner, job, layout, result, cases,
+                                          np.concatenate([p["window_medians"] for p in parts]), chunk_bytes)
             timings["qc"] = time.perf_counter() - t0
     finally:
         if work.temporary:
@@ -189,15 +189,34 @@ def cn_mops(
     return result
 
 
-def _sample_qc(result: DistributedResult, cases: Matrix, medians: np.ndarray, width: int) -> pd.DataFrame:
-    """The run's sample QC (pipeline.streamqc.qc_by_columns): the counts and the result's normalized data and
-    sINI read here a group of sample columns at a time."""
-    def columns(name: str):
-        return lambda c0, c1: np.asfortranarray(result.slot(name)[:, c0:c1])
+def _sample_qc(runner: Runner, job: BlockJob, layout: Layout, result: DistributedResult, cases: Matrix,
+               medians: np.ndarray, chunk_bytes: int) -> pd.DataFrame:
+    """The run's sample QC (calls.qc.sample_qc): each group of sample columns (``chunk_bytes`` of float64 a
+    matrix, whole chunks of the store where that holds one) summarized by a task (``qc_columns``) on a worker,
+    only the statistics sent back."""
+    names = list(cases.sample_names)
+    step = max(1, min(len(names), chunk_bytes // (8 * max(1, layout.m))))
+    if step >= layout.samples:
+        step -= step % layout.samples
+    groups = [(c, min(len(names), c + step)) for c in range(0, len(names), step)]
+    placed = runner.place(medians)
+    calls = [(job.store, len(layout.blocks), job.backend, _placed(runner, cases, slice(None), slice(c0, c1)), placed,
+              names[c0:c1], c0, c1) for c0, c1 in groups]
+    parts = runner.run(qc_columns, calls)
+    return sample_qc(result, pd.concat([c for c, _ in parts], ignore_index=True), (),
+                     np.concatenate([s for _, s in parts]))
 
-    return qc_by_columns(result, list(cases.sample_names), width, medians,
-                         lambda c0, c1: read_part(cases.part(slice(None), slice(c0, c1))),
-                         columns("normalized_data"), columns("local_assessments"))
+
+def qc_columns(store: WorkStore, blocks: int, backend: str, counts, medians: np.ndarray, names: list[str], c0: int,
+               c1: int) -> tuple[pd.DataFrame, np.ndarray]:
+    """Sample columns c0:c1's part of the sample QC (pipeline.streamqc.column_stats: their coverage and spreads)
+    from ``counts`` (those columns, see store.read_part) and the normalized data and sINI of the store's first
+    ``blocks`` blocks, the log2 ratios against ``medians`` (m,); the spreads on the worker's ``backend``."""
+    on = resolve_backend(backend)
+    with task_threads(), thread_memory_pool() if on is Backend.GPU else contextlib.nullcontext():
+        return column_stats(names, len(names), medians, lambda a, b: read_part(counts),
+                            lambda a, b: store.columns("normalized_data", blocks, c0, c1),
+                            lambda a, b: store.columns("local_assessments", blocks, c0, c1), on)
 
 
 def _run_params(method, backend: str, params: dict) -> tuple[Method, CnMopsParams, dict]:
@@ -243,10 +262,10 @@ def _run_blocks(runner: Runner, job: BlockJob, layout: Layout, cases: Matrix, ct
     return runner.run(run_chromosomes, calls, priorities=sizes)
 
 
-def _placed(runner: Runner, matrix: Matrix, rows: slice):
-    """A block's rows of ``matrix`` as its task takes them: a file's selection, a Dask array's rows, or the rows
+def _placed(runner: Runner, matrix: Matrix, rows: slice, cols: slice = slice(None)):
+    """Rows and columns of ``matrix`` as a task takes them: a file's selection, a Dask array's part, or the part
     of a matrix in this process sent to the workers."""
-    part = matrix.part(rows)
+    part = matrix.part(rows, cols)
     return runner.place(np.asfortranarray(part)) if matrix.in_memory else part
 
 
@@ -333,4 +352,4 @@ def _names_or(names, obj, prefix):
     return [f"{prefix}_{k + 1}" for k in range(int(obj.shape[1]))]
 
 
-__all__ = ["cn_mops", "normalize_chromosomes", "run_chromosomes", "normalize_block", "BlockJob"]
+__all__ = ["cn_mops", "normalize_chromosomes", "run_chromosomes", "normalize_block", "qc_columns", "BlockJob"]

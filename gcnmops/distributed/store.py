@@ -239,6 +239,18 @@ class WorkStore:
         chunks = tuple(min(s, c) for s, c in zip(shape, chunks + shape[len(chunks):]))
         create_array(self.path_of(name, block), shape, chunks, value.dtype, compress=compress)[...] = value
 
+    def columns(self, name: str, blocks: int, c0: int, c1: int) -> np.ndarray:
+        """Columns c0:c1 of matrix ``name`` over its first ``blocks`` blocks (every row, in order), float64,
+        column-major."""
+        zarr = _zarr()
+        parts = [zarr.open_array(self.path_of(name, k), mode="r") for k in range(blocks)]
+        out = np.empty((sum(a.shape[0] for a in parts), c1 - c0), order="F")
+        r = 0
+        for a in parts:
+            out[r:r + a.shape[0]] = a[:, c0:c1]
+            r += a.shape[0]
+        return out
+
     def read(self, name: str, block: int) -> np.ndarray:
         return np.asarray(_zarr().open_array(self.path_of(name, block), mode="r")[...])
 

@@ -92,10 +92,21 @@ def qc_width(m: int, n: int, group_bytes: int) -> int:
 
 def qc_by_columns(result, names: list[str], width: int, medians: np.ndarray, counts, normalized, sini,
                   backend: Backend = Backend.CPU, coverage: pd.DataFrame | None = None) -> pd.DataFrame:
-    """``calls.qc.sample_qc`` of ``result`` from its matrices read a group of ``width`` sample columns at a time:
-    ``counts(c0, c1)``, ``normalized(c0, c1)``, ``sini(c0, c1)`` those columns (m, c1 - c0) of the read counts,
-    normalized data and sINI; ``medians`` (m,) every window's ``window_medians``; the spreads on ``backend``.
-    ``coverage``: the samples' ``calls.qc.coverage_qc`` where the caller has it (the counts are then not read)."""
+    """``calls.qc.sample_qc`` of ``result`` from its matrices read a group of ``width`` sample columns at a time
+    (``column_stats``, the same arguments)."""
+    coverage, spreads = column_stats(names, width, medians, counts, normalized, sini, backend, coverage)
+    return sample_qc(result, coverage, (), spreads)
+
+
+def column_stats(names: list[str], width: int, medians: np.ndarray, counts, normalized, sini,
+                 backend: Backend = Backend.CPU, coverage: pd.DataFrame | None = None) -> tuple[pd.DataFrame,
+                                                                                               np.ndarray]:
+    """What ``calls.qc.sample_qc`` takes of the matrices of the samples ``names``: their coverage
+    (``calls.qc.coverage_qc``) and their (len(names), 6) spreads (``calls.qc.column_spreads`` of their log2 ratios,
+    then of their sINI), read a group of ``width`` sample columns at a time: ``counts(c0, c1)``,
+    ``normalized(c0, c1)``, ``sini(c0, c1)`` those columns (m, c1 - c0) of the read counts, normalized data and
+    sINI; ``medians`` (m,) every window's ``window_medians``; the spreads on ``backend``. ``coverage``: the
+    samples' coverage where the caller has it (the counts are then not read)."""
     known = coverage is not None
     coverage, spreads = [coverage] if known else [], np.empty((len(names), 6))
     groups = [(c, min(len(names), c + width)) for c in range(0, len(names), width)]
@@ -129,7 +140,7 @@ def qc_by_columns(result, names: list[str], width: int, medians: np.ndarray, cou
             del ratios, s
         if behind is not None:
             behind.result()
-    return sample_qc(result, pd.concat(coverage, ignore_index=True), (), spreads)
+    return pd.concat(coverage, ignore_index=True), spreads
 
 
-__all__ = ["StreamQC", "QC_MATRICES", "qc_width", "qc_by_columns"]
+__all__ = ["StreamQC", "QC_MATRICES", "qc_width", "qc_by_columns", "column_stats"]
