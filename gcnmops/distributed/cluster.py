@@ -105,12 +105,10 @@ class Runner:
 
     def all_on_gpu(self, backend: str) -> bool:
         """Whether every worker runs ``backend`` ("cpu", "gpu", "auto": resolved on each worker) on a GPU."""
-        if backend == "cpu":
-            return False
         if self.client is None:
-            return _backend_here(backend) == "gpu"
-        found = self.client.run(_backend_here, backend)
-        return bool(found) and all(v == "gpu" for v in found.values())
+            return _gpu_here(backend)
+        found = self.client.run(_gpu_here, backend)
+        return bool(found) and all(found.values())
 
     def total_threads(self) -> int:
         """Task threads of all workers together (1 without a client)."""
@@ -188,11 +186,11 @@ def on_worker(fn, *args) -> Outcome:
         _collector.sink = None
 
 
-def _backend_here(backend: str) -> str:
-    """``backend`` resolved in this process ("gpu" where it has a usable GPU for "auto")."""
-    from ..cuda.probe import resolve_backend
+def _gpu_here(backend: str) -> bool:
+    """Whether ``backend`` resolves to the GPU in this process ("auto": where it has a usable GPU)."""
+    from ..cuda.probe import Backend, resolve_backend
 
-    return resolve_backend(backend).value
+    return resolve_backend(backend) is Backend.GPU
 
 
 def _set_threads_env(n: int) -> None:

@@ -241,14 +241,22 @@ class WorkStore:
 
     def columns(self, name: str, blocks: int, c0: int, c1: int) -> np.ndarray:
         """Columns c0:c1 of matrix ``name`` over its first ``blocks`` blocks (every row, in order), float64,
-        column-major."""
+        column-major; the row chunks read in threads (a chunk holds the rows of a group of samples)."""
+        from concurrent.futures import ThreadPoolExecutor
+
         zarr = _zarr()
         parts = [zarr.open_array(self.path_of(name, k), mode="r") for k in range(blocks)]
         out = np.empty((sum(a.shape[0] for a in parts), c1 - c0), order="F")
-        r = 0
+        reads, r = [], 0
         for a in parts:
-            out[r:r + a.shape[0]] = a[:, c0:c1]
+            reads += [(a, r, i, min(a.shape[0], i + a.chunks[0])) for i in range(0, a.shape[0], a.chunks[0])]
             r += a.shape[0]
+
+        def read(a, r: int, i: int, j: int) -> None:
+            out[r + i:r + j] = a[i:j, c0:c1]
+
+        with ThreadPoolExecutor(max(1, min(8, os.cpu_count() or 1, len(reads)))) as pool:
+            list(pool.map(lambda t: read(*t), reads))
         return out
 
     def read(self, name: str, block: int) -> np.ndarray:
