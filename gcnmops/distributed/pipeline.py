@@ -147,7 +147,8 @@ def cn_mops(
     n_columns = N + (ctrl.shape[1] if ctrl is not None else 0)
     layout = plan_layout(cases.count_data_stub().blocks(), n_columns, N, chunk_bytes=chunk_bytes,
                          threads=runner.total_threads(), rows_per_chunk=rows_per_chunk,
-                         samples_per_chunk=samples_per_chunk)
+                         samples_per_chunk=samples_per_chunk or (
+                             _qc_width(m, N, chunk_bytes) if sample_qc else None))
     genome = _genome(runner, plan, [cases] + ([ctrl] if ctrl is not None else []),
                      rows_per_chunk or max(1024, chunk_bytes // (8 * n_columns)), chunk_bytes, samples_per_chunk)
     timings["read"] = time.perf_counter() - t0
@@ -195,7 +196,7 @@ def _sample_qc(runner: Runner, job: BlockJob, layout: Layout, result: Distribute
     matrix, whole chunks of the store where that holds one) summarized by a task (``qc_columns``) on a worker,
     only the statistics sent back."""
     names = list(cases.sample_names)
-    step = max(1, min(len(names), chunk_bytes // (8 * max(1, layout.m))))
+    step = _qc_width(layout.m, len(names), chunk_bytes)
     if step >= layout.samples:
         step -= step % layout.samples
     groups = [(c, min(len(names), c + step)) for c in range(0, len(names), step)]
@@ -205,6 +206,12 @@ def _sample_qc(runner: Runner, job: BlockJob, layout: Layout, result: Distribute
     parts = runner.run(qc_columns, calls)
     return sample_qc(result, pd.concat([c for c, _ in parts], ignore_index=True), (),
                      np.concatenate([s for _, s in parts]))
+
+
+def _qc_width(m: int, n: int, chunk_bytes: int) -> int:
+    """Samples per sample-QC task: ``chunk_bytes`` of float64 columns of ``m`` regions (within 1..``n``); the
+    store's sample chunks are as wide unless given, so that each task reads whole chunks, each chunk once."""
+    return max(1, min(n, chunk_bytes // (8 * max(1, m))))
 
 
 def qc_columns(store: WorkStore, blocks: int, backend: str, counts, medians: np.ndarray, names: list[str], c0: int,
