@@ -444,3 +444,25 @@ def test_gpu_workers_take_larger_blocks():
     assert chunk_bytes_for(small, 1, gpu=True) == chunk_bytes_for(small, 1) == (256 << 20) // 8
     assert chunk_bytes_for(WORKER_BASELINE, 4, gpu=True) == MIN_CHUNK
     assert gd.pipeline.Runner(None).all_on_gpu("cpu") is False
+
+
+@pytest.mark.parametrize("halves", [False, True])
+def test_sample_qc_tasks_take_the_blocks_tallies(monkeypatch, halves):
+    """The blocks tally their counts, so the sample QC's tasks (several groups of samples) take each sample's
+    coverage from the tallies and do not read the counts again; counts the tally cannot hold (halves) are read
+    by the tasks. Either way the table is the in-memory run's."""
+    from gcnmops.pipeline.selection import counts_qc
+
+    data, _ = example_cohort(n_regions=1200, n_samples=10, seed=3)
+    data = gcnmops.CountData(data.counts / 2 if halves else data.counts, data.sample_names, data.ranges)
+    seen, real = [], gd.pipeline.qc_columns
+
+    def spy(store, blocks, backend, counts, *rest):
+        seen.append(isinstance(counts, pd.DataFrame))
+        return real(store, blocks, backend, counts, *rest)
+
+    monkeypatch.setattr(gd.pipeline, "qc_columns", spy)
+    res = gd.cn_mops(data, False, backend="cpu", min_width=4, chunk_bytes=1200 * 3 * 8)
+    ref = gcnmops.cn_mops(data, backend="cpu", min_width=4)
+    pd.testing.assert_frame_equal(res.sample_qc, counts_qc(ref, data), check_exact=True)
+    assert len(seen) > 1 and seen == [not halves] * len(seen)

@@ -1,6 +1,6 @@
 """The fast paths of reading (issue 14) give exactly what the plain computations give.
 
-- chromosome names compared where their string object changes (data._name_changes / _object_changes) against a
+- chromosome names compared where their string object changes (data.name_changes / _object_changes) against a
   plain element-by-element comparison, on adversarial inputs;
 - validate_counts' one-reduction checks on matrices large enough for the parallel path: every bad value (NaN,
   Inf, negative, beyond 2^53; integer and float input; first and last row block) is rejected with the message the
@@ -103,7 +103,7 @@ def test_name_changes_are_the_plain_comparison(name):
     chrom = _adversarial_inputs()[name]
     if name in _BY_OBJECT:
         assert D._object_changes(np.asarray(chrom, dtype=object)) is not None
-    got = D._name_changes(chrom)
+    got = D.name_changes(chrom)
     assert got.dtype == bool
     np.testing.assert_array_equal(got, _plain_changes(chrom))
     if name not in ("one NaN object repeated",):  # NaN != NaN: every row its own block, str() of each
@@ -113,7 +113,7 @@ def test_name_changes_are_the_plain_comparison(name):
 def test_arrow_strings_compared_as_stored():
     pa = pytest.importorskip("pyarrow")  # noqa: F841 - pandas' Arrow strings need it
     chrom = pd.Series(["chr1", "chr1", "chr2", "chr1", "chr1"], dtype="string[pyarrow]")
-    np.testing.assert_array_equal(D._name_changes(chrom), _plain_changes(chrom))
+    np.testing.assert_array_equal(D.name_changes(chrom), _plain_changes(chrom))
     assert chromosome_blocks(chrom) == _plain_blocks(chrom)
 
 

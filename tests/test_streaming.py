@@ -189,7 +189,7 @@ def test_streamed_sample_qc_is_the_in_memory_one(tmp_path, kind, monkeypatch):
     StoredResult and the folder read back carry the table. The coverage comes from the counts tallied as they
     were read (whole counts), or from the counts read back (non-whole counts; a median count beyond the tally)."""
     from gcnmops.calls.spreads import TALLY_BINS
-    from gcnmops.pipeline.streamqc import StreamQC
+    from gcnmops.pipeline.streamqc import CoverageTally
 
     data = cohort(sizes=(900, 1100, 700), halves=kind == "non_whole")
     counts = data.counts.copy()
@@ -197,14 +197,14 @@ def test_streamed_sample_qc_is_the_in_memory_one(tmp_path, kind, monkeypatch):
     if kind == "beyond":  # exome-like depths: median counts above the tally's bins
         counts *= TALLY_BINS // 8
     data = make_count_data(counts, data.sample_names, data.ranges)
-    tallied, real = [], StreamQC.coverage
+    tallied, real = [], CoverageTally.coverage
 
     def coverage(self, names):
         table = real(self, names)
         tallied.append(table is not None)
         return table
 
-    monkeypatch.setattr(StreamQC, "coverage", coverage)
+    monkeypatch.setattr(CoverageTally, "coverage", coverage)
     store = save_count_data(data, tmp_path / "c.zarr", rows_per_chunk=500, samples_per_chunk=4)
     mem, _ = run_and_write("cn.mops", data, tmp_path / "m", backend="cpu", formats=["seg"])
     flagged = mem.sample_qc[mem.sample_qc["outlier"]]

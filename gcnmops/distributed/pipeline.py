@@ -38,7 +38,7 @@ from ..pipeline.family import check_same_regions, log_note, read_named_counts, r
 from ..pipeline.methods import build_params
 from ..pipeline.plan import RunPlan
 from ..pipeline.stages import run_block
-from ..pipeline.streamqc import column_stats
+from ..pipeline.streamqc import CoverageTally, column_stats
 from .cluster import Runner, chunk_bytes_for, resolve_client, task_threads
 from .genome import first_pass
 from .layout import Layout, plan_layout
@@ -52,7 +52,7 @@ log = logging.getLogger("gcnmops")
 class BlockJob:
     """What every block task of a run does: the run's ``method``, ``params`` and ``n_regions`` (its plan is built
     on the worker, ``backend`` resolved there), the ``genome``, the names, where the matrices go (``store``) and
-    their ``chunks`` (rows, samples)."""
+    their ``chunks`` (rows, samples); ``tally``: each block tallies its counts for the sample QC's coverage."""
 
     method: Method
     params: CnMopsParams
@@ -63,19 +63,21 @@ class BlockJob:
     control_names: list | None
     store: WorkStore
     chunks: tuple[int, int]
+    tally: bool = False
 
 
 def run_chromosomes(job: BlockJob, block: int, counts, controls, ranges: pd.DataFrame | None) -> dict:
     """One block of whole chromosomes through the stage order (``counts``/``controls``: its rows, see
     store.read_part; ``ranges``: its regions): the matrices written into the store as block ``block``; returns
-    the call tables and their qualities' evidence, the coverages the result records, the stages' seconds and the
-    GPU's statistics."""
+    the call tables and their qualities' evidence, the coverages the result records, the stages' seconds, the
+    GPU's statistics, the windows' medians and (``job.tally``) the tally of its counts for the sample QC."""
     plan = RunPlan.build(job.method, job.params, job.backend, job.n_regions)
     held = [CountData(validate_counts(read_part(counts), sample_names=job.sample_names, ranges=ranges),
                       list(job.sample_names), ranges)]
     ctrl = None if controls is None else CountData(validate_counts(read_part(controls)), list(job.control_names),
                                                    ranges)
     timings: dict = {}
+    tally = CoverageTally.of_block(held[0].counts) if job.tally else None
     gpu = plan.backend is Backend.GPU  # a worker's task threads share its GPU: each task its own memory pool
     with task_threads(), thread_memory_pool() if gpu else contextlib.nullcontext():
         result = run_block(plan, held, controls=ctrl, genome=job.genome, timings=timings)
@@ -85,7 +87,7 @@ def run_chromosomes(job: BlockJob, block: int, counts, controls, ranges: pd.Data
         job.store.write(name, block, value, chunks, compress)
     return {"segmentation": result.segmentation, "cnvs": result.cnvs, "cnvr": result.cnvr,
             "call_evidence": result.call_evidence, "cov": result.params["cov"], "timings": timings,
-            "gpu_stats": result.gpu_stats, "window_medians": window_medians(result.normalized_data)}
+            "gpu_stats": result.gpu_stats, "window_medians": window_medians(result.normalized_data), "tally": tally}
 
 
 def cn_mops(
@@ -157,7 +159,8 @@ def cn_mops(
     work = work_store(store, keep_work)
     try:
         job = BlockJob(method_row, cparams, backend, m, genome, list(cases.sample_names),
-                       None if ctrl is None else list(ctrl.sample_names), work, (layout.rows, layout.samples))
+                       None if ctrl is None else list(ctrl.sample_names), work, (layout.rows, layout.samples),
+                       sample_qc)
         names = list(cases.sample_names)
         gathered = BlockTables(len(layout.blocks), names, plan.segments)
         t0 = time.perf_counter()
@@ -180,8 +183,12 @@ def cn_mops(
         timings["collect"] = time.perf_counter() - t0
         if sample_qc:
             t0 = time.perf_counter()
+            counts = CoverageTally(m, N)
+            for (b0, b1), p in zip(layout.blocks, parts):
+                counts.merge(b0, b1 - b0, p["tally"])
             result.sample_qc = _sample_qc(runner, job, layout, result, cases,
-                                          np.concatenate([p["window_medians"] for p in parts]), chunk_bytes)
+                                          np.concatenate([p["window_medians"] for p in parts]), chunk_bytes,
+                                          counts.coverage(names))
             timings["qc"] = time.perf_counter() - t0
     finally:
         if work.temporary:
@@ -191,18 +198,20 @@ def cn_mops(
 
 
 def _sample_qc(runner: Runner, job: BlockJob, layout: Layout, result: DistributedResult, cases: Matrix,
-               medians: np.ndarray, chunk_bytes: int) -> pd.DataFrame:
+               medians: np.ndarray, chunk_bytes: int, coverage: pd.DataFrame | None) -> pd.DataFrame:
     """The run's sample QC (calls.qc.sample_qc): each group of sample columns (``chunk_bytes`` of float64 a
     matrix, whole chunks of the store where that holds one) summarized by a task (``qc_columns``) on a worker,
-    only the statistics sent back."""
+    only the statistics sent back. ``coverage``: the samples' coverage where the blocks' tallies give it (the
+    tasks then do not read the counts)."""
     names = list(cases.sample_names)
     step = _qc_width(layout.m, len(names), chunk_bytes)
     if step >= layout.samples:
         step -= step % layout.samples
     groups = [(c, min(len(names), c + step)) for c in range(0, len(names), step)]
     placed = runner.place(medians)
-    calls = [(job.store, len(layout.blocks), job.backend, _placed(runner, cases, slice(None), slice(c0, c1)), placed,
-              names[c0:c1], c0, c1) for c0, c1 in groups]
+    calls = [(job.store, len(layout.blocks), job.backend,
+              _placed(runner, cases, slice(None), slice(c0, c1)) if coverage is None else
+              coverage.iloc[c0:c1].reset_index(drop=True), placed, names[c0:c1], c0, c1) for c0, c1 in groups]
     parts = runner.run(qc_columns, calls)
     return sample_qc(result, pd.concat([c for c, _ in parts], ignore_index=True), (),
                      np.concatenate([s for _, s in parts]))
@@ -217,13 +226,15 @@ def _qc_width(m: int, n: int, chunk_bytes: int) -> int:
 def qc_columns(store: WorkStore, blocks: int, backend: str, counts, medians: np.ndarray, names: list[str], c0: int,
                c1: int) -> tuple[pd.DataFrame, np.ndarray]:
     """Sample columns c0:c1's part of the sample QC (pipeline.streamqc.column_stats: their coverage and spreads)
-    from ``counts`` (those columns, see store.read_part) and the normalized data and sINI of the store's first
-    ``blocks`` blocks, the log2 ratios against ``medians`` (m,); the spreads on the worker's ``backend``."""
+    from ``counts`` (those columns, see store.read_part; or their coverage, a table) and the normalized data and
+    sINI of the store's first ``blocks`` blocks, the log2 ratios against ``medians`` (m,); the spreads on the
+    worker's ``backend``."""
     on = resolve_backend(backend)
+    known = counts if isinstance(counts, pd.DataFrame) else None
     with task_threads(), thread_memory_pool() if on is Backend.GPU else contextlib.nullcontext():
         return column_stats(names, len(names), medians, lambda a, b: read_part(counts),
                             lambda a, b: store.columns("normalized_data", blocks, c0, c1),
-                            lambda a, b: store.columns("local_assessments", blocks, c0, c1), on)
+                            lambda a, b: store.columns("local_assessments", blocks, c0, c1), on, known)
 
 
 def _run_params(method, backend: str, params: dict) -> tuple[Method, CnMopsParams, dict]:

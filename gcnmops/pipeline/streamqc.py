@@ -31,12 +31,12 @@ from ..outputs.resultstore import ResultStore
 QC_MATRICES = ("normalized_data", "local_assessments")
 
 
-class StreamQC:
-    """A streamed run's sample QC: ``tally`` each block's counts as they are read and ``put`` its result, then
-    ``table``."""
+class CoverageTally:
+    """Each sample's coverage (``calls.qc.coverage_qc``: total, median count, zeros) from its read counts tallied
+    block by block (``calls.spreads.tally_counts``), the blocks in any order: ``tally`` a block's counts here, or
+    ``merge`` the tally of a block made elsewhere (``of_block``, a Dask task), then ``coverage``."""
 
     def __init__(self, m: int, N: int):
-        self.medians = np.full(m, np.nan)
         self.m = m
         self._hist = np.zeros((N, TALLY_BINS), np.int32)  # 16 KiB a sample
         self._zeros = np.zeros(N, np.int64)
@@ -45,16 +45,29 @@ class StreamQC:
         self._rows = 0
         self._lock = threading.Lock()
 
+    @staticmethod
+    def of_block(counts: np.ndarray) -> tuple:
+        """The tally of one block's read counts (rows, N): (hist, zeros, flags, totals) for ``merge``."""
+        N = counts.shape[1]
+        hist, zeros, flags = np.zeros((N, TALLY_BINS), np.int32), np.zeros(N, np.int64), np.zeros((N, 2), bool)
+        return hist, zeros, flags, tally_counts(counts, hist, zeros, flags)
+
     def tally(self, a: int, counts: np.ndarray) -> None:
-        """The read counts of the block of rows from ``a`` (its whole rows, (rows, N)) into the samples' coverage
-        (``calls.spreads.tally_counts``); blocks in any order, from any thread."""
+        """The read counts of the block of rows from ``a`` (its whole rows, (rows, N)) into the tally; blocks in
+        any order, from any thread."""
         with self._lock:
             self._totals[a] = tally_counts(counts, self._hist, self._zeros, self._flags)
             self._rows += counts.shape[0]
 
-    def put(self, a: int, b: int, result) -> None:
-        """Rows a:b's window medians, from their block's ``result``."""
-        self.medians[a:b] = window_medians(result.normalized_data)
+    def merge(self, a: int, rows: int, tally: tuple) -> None:
+        """``of_block``'s tally of the ``rows`` rows from ``a`` into this one."""
+        hist, zeros, flags, totals = tally
+        with self._lock:
+            self._hist += hist
+            self._zeros += zeros
+            self._flags |= flags
+            self._totals[a] = totals
+            self._rows += rows
 
     def coverage(self, names: list[str]) -> pd.DataFrame | None:
         """``calls.qc.coverage_qc`` of every tallied row (all of them), the same numbers; None where the tally
@@ -70,6 +83,23 @@ class StreamQC:
         medians = tally_medians(self._hist, self._flags[:, 0], self.m)
         return None if medians is None else coverage_frame(names, totals, medians, self._zeros, self.m)
 
+
+class StreamQC:
+    """A streamed run's sample QC: ``tally`` each block's counts as they are read and ``put`` its result, then
+    ``table``."""
+
+    def __init__(self, m: int, N: int):
+        self.medians = np.full(m, np.nan)
+        self.counts = CoverageTally(m, N)
+
+    def tally(self, a: int, counts: np.ndarray) -> None:
+        """The read counts of the block of rows from ``a`` into the samples' coverage (``CoverageTally.tally``)."""
+        self.counts.tally(a, counts)
+
+    def put(self, a: int, b: int, result) -> None:
+        """Rows a:b's window medians, from their block's ``result``."""
+        self.medians[a:b] = window_medians(result.normalized_data)
+
     def table(self, result, store: CountStore, rstore: ResultStore, width: int,
               backend: Backend = Backend.CPU) -> pd.DataFrame:
         """``calls.qc.sample_qc`` of ``result`` (its call tables and params; every block ``put``) with the coverage
@@ -80,7 +110,7 @@ class StreamQC:
                              lambda c0, c1: store.columns(c0, c1, np.float64, "F"),
                              lambda c0, c1: rstore.columns("normalized_data", c0, c1, "F"),
                              lambda c0, c1: rstore.columns("local_assessments", c0, c1, "F"), backend,
-                             self.coverage(names))
+                             self.counts.coverage(names))
 
 
 def qc_width(m: int, n: int, group_bytes: int) -> int:
@@ -143,4 +173,4 @@ def column_stats(names: list[str], width: int, medians: np.ndarray, counts, norm
     return pd.concat(coverage, ignore_index=True), spreads
 
 
-__all__ = ["StreamQC", "QC_MATRICES", "qc_width", "qc_by_columns", "column_stats"]
+__all__ = ["StreamQC", "CoverageTally", "QC_MATRICES", "qc_width", "qc_by_columns", "column_stats"]
