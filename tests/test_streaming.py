@@ -679,3 +679,25 @@ def test_qc_groups_hold_a_column_per_thread():
     assert qc_width(10 ** 6, 50, 8 * 10 ** 7) == max(threads, 10)
     assert qc_width(10 ** 6, 1, 8 * 10 ** 9) == 1
     assert qc_width(10, 5000, 8 * 10 ** 9) == 5000
+
+
+def test_coverage_tally_of_blocks_merged_is_the_tally_of_the_rows():
+    """Blocks tallied apart (their histograms cut after their last count) and merged in any order give the
+    coverage of tallying every row here, and calls.qc.coverage_qc's numbers."""
+    from gcnmops.calls.qc import coverage_qc
+    from gcnmops.pipeline.streamqc import CoverageTally
+
+    rng = np.random.default_rng(2)
+    counts = np.asfortranarray(rng.poisson([3.0, 40.0, 900.0], size=(5000, 3)).astype(np.float64))
+    counts[:2600, 0] = 0.0  # a median count of 0
+    names = ["a", "b", "c"]
+    here, apart = CoverageTally(5000, 3), CoverageTally(5000, 3)
+    cuts = [(0, 1200), (1200, 1201), (1201, 4000), (4000, 5000)]
+    for a, b in cuts:
+        here.tally(a, counts[a:b])
+    for a, b in reversed(cuts):
+        tally = CoverageTally.of_block(counts[a:b])
+        assert tally[0].shape[1] <= int(counts[a:b].max()) + 1
+        apart.merge(a, b - a, tally)
+    pd.testing.assert_frame_equal(apart.coverage(names), here.coverage(names), check_exact=True)
+    pd.testing.assert_frame_equal(apart.coverage(names), coverage_qc(counts, names), check_exact=True)

@@ -47,10 +47,13 @@ class CoverageTally:
 
     @staticmethod
     def of_block(counts: np.ndarray) -> tuple:
-        """The tally of one block's read counts (rows, N): (hist, zeros, flags, totals) for ``merge``."""
+        """The tally of one block's read counts (rows, N): (hist, zeros, flags, totals) for ``merge``; ``hist``
+        only up to its last count seen (a block's result goes over the network)."""
         N = counts.shape[1]
         hist, zeros, flags = np.zeros((N, TALLY_BINS), np.int32), np.zeros(N, np.int64), np.zeros((N, 2), bool)
-        return hist, zeros, flags, tally_counts(counts, hist, zeros, flags)
+        totals = tally_counts(counts, hist, zeros, flags)
+        seen = np.flatnonzero(hist.any(axis=0))
+        return np.ascontiguousarray(hist[:, :seen[-1] + 1 if seen.size else 0]), zeros, flags, totals
 
     def tally(self, a: int, counts: np.ndarray) -> None:
         """The read counts of the block of rows from ``a`` (its whole rows, (rows, N)) into the tally; blocks in
@@ -63,7 +66,7 @@ class CoverageTally:
         """``of_block``'s tally of the ``rows`` rows from ``a`` into this one."""
         hist, zeros, flags, totals = tally
         with self._lock:
-            self._hist += hist
+            self._hist[:, :hist.shape[1]] += hist
             self._zeros += zeros
             self._flags |= flags
             self._totals[a] = totals
