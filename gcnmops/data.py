@@ -530,14 +530,20 @@ def chromosome_blocks(chrom) -> list[tuple[str, int, int]]:
 
     ``chrom``: the name of each row, a numpy array or a pandas Series; Arrow-backed strings (pandas 3's
     default) and categoricals are compared as they are stored, not converted to Python strings first."""
-    n = len(chrom)
-    if n == 0:
+    if len(chrom) == 0:
         return []
+    starts, ends, first = name_runs(chrom)
+    return [(str(name), int(s), int(e)) for name, s, e in zip(first, starts, ends)]
+
+
+def name_runs(chrom) -> tuple[np.ndarray, np.ndarray, object]:
+    """(starts, ends, names) of the runs of rows that name one chromosome (``chrom``: n >= 1 names, as for
+    ``chromosome_blocks``): each run's first row, its end row (exclusive) and its name as stored (the value of its
+    first row: a Series' or an array's elements, not made strings)."""
     cut = np.flatnonzero(name_changes(chrom)) + 1
     starts = np.concatenate([[0], cut])
-    ends = np.concatenate([cut, [n]])
-    first = chrom.iloc[starts] if isinstance(chrom, pd.Series) else np.asarray(chrom)[starts]
-    return [(str(name), int(s), int(e)) for name, s, e in zip(first, starts, ends)]
+    ends = np.concatenate([cut, [len(chrom)]])
+    return starts, ends, chrom.iloc[starts] if isinstance(chrom, pd.Series) else np.asarray(chrom)[starts]
 
 
 def name_changes(chrom) -> np.ndarray:

@@ -77,7 +77,7 @@ def run_chromosomes(job: BlockJob, block: int, counts, controls, ranges: pd.Data
     ctrl = None if controls is None else CountData(validate_counts(read_part(controls)), list(job.control_names),
                                                    ranges)
     timings: dict = {}
-    tally = CoverageTally.of_block(held[0].counts) if job.tally else None
+    tally = CoverageTally.of_block(held[0].counts) if job.tally else None  # before run_block empties ``held``
     gpu = plan.backend is Backend.GPU  # a worker's task threads share its GPU: each task its own memory pool
     with task_threads(), thread_memory_pool() if gpu else contextlib.nullcontext():
         result = run_block(plan, held, controls=ctrl, genome=job.genome, timings=timings)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from ..data import UNDEF_CHROMOSOME, name_changes
+from ..data import UNDEF_CHROMOSOME, name_runs
 from ..errors import InputError
 from .kernels import copy_finite
 
@@ -124,14 +124,12 @@ def _grouped_runs(arr) -> list[tuple[str, slice]] | None:
     if len(arr) == 0:
         return None
     try:
-        starts = np.concatenate([[0], np.flatnonzero(name_changes(arr)) + 1])
-        heads = arr.iloc[starts].to_numpy(dtype=object) if isinstance(arr, pd.Series) else \
-            np.asarray(arr)[starts].astype(object)
+        starts, ends, heads = name_runs(arr)
+        heads = np.asarray(heads, dtype=object)
         if pd.isna(heads).any() or len(set(heads)) != len(heads):
             return None
     except TypeError:  # names that do not compare (pd.NA) or hash
         return None
-    ends = np.append(starts[1:], len(arr))
     return [(str(h), slice(int(s), int(e))) for h, s, e in zip(heads, starts, ends)]
 
 
