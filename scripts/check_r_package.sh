@@ -36,6 +36,12 @@ export _R_CHECK_FORCE_SUGGESTS_="${_R_CHECK_FORCE_SUGGESTS_:-false}"
 # the default test suite) gives the same answer with or without network
 export _R_CHECK_CRAN_INCOMING_REMOTE_="${_R_CHECK_CRAN_INCOMING_REMOTE_:-false}"
 
+if [[ ! -f "$pkg/data/cn.mops.rda" ]]; then
+    echo "error: the R package's example data are missing ($pkg/data/cn.mops.rda): the vignette and examples" \
+         "need them; run scripts/setup.sh where ../shared is present (it runs r_package/make_data.R)" >&2
+    exit 2
+fi
+
 cd "$out"
 # the vignette is built here (it runs the engine) and again by the check
 R CMD build "$pkg" >build.log 2>&1 || { cat build.log; exit 1; }

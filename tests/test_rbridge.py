@@ -62,6 +62,18 @@ def _have_rpy2() -> bool:
     return True
 
 
+# cn.mops's example data and BAM files (XRanges, exomeCounts, test*.bam): the reference data's, built into the
+# package from ../shared by r_package/make_data.R (scripts/setup.sh), not committed
+EXAMPLE_DATA = PKG / "data" / "cn.mops.rda"
+
+
+def _skip_without_example_data() -> None:
+    """R CMD check runs the vignette and examples on cn.mops's example data, absent where ../shared was."""
+    if not EXAMPLE_DATA.is_file():
+        pytest.skip(f"the R package's example data are missing ({EXAMPLE_DATA.relative_to(REPO)}): "
+                    "scripts/setup.sh builds them from ../shared, absent here")
+
+
 def _skip_without_engine() -> None:
     """R's gcn.mops runs the engine in this Python: numpy < 2 (Debian's reticulate 1.28) and rpy2."""
     if int(np.__version__.split(".")[0]) >= 2:
@@ -80,6 +92,8 @@ def _start_r_check(items) -> background.Job | None:
     if os.environ.get("GCNMOPS_R_CHECK", "1") == "0" or not _have_r() or _missing_r_packages():
         return None
     if int(np.__version__.split(".")[0]) >= 2 or importlib.util.find_spec("rpy2") is None:
+        return None
+    if not EXAMPLE_DATA.is_file():
         return None
     env = background.python_env(GCNMOPS_PYTHON=sys.executable)  # the engine of this checkout
     if SHARED.is_dir():
@@ -132,6 +146,7 @@ def test_r_package(request, r_check):
     _skip_without_r()
     _skip_without_engine()
     if os.environ.get("GCNMOPS_R_CHECK", "1") != "0":
+        _skip_without_example_data()
         assert r_check is not None, "the R CMD check was not started with the session (see _start_r_check)"
         returncode = r_check.wait(1800)
         _CHECKED["lib"] = r_check.folder / "gcn.mops.Rcheck"
