@@ -16,10 +16,13 @@ Usage:
                                          [--store DIR]      (issue 18's second shape: --regions 3000000 --samples 1000)
   common: [--json PATH] [--seed 11]
 
-The cohort: Poisson counts on 22 chromosomes of 25-kb windows (1-kb ones above 220,000 regions) (gamma-distributed region means, sample
-coverages 0.8-1.2, 0.5x / 1.5x dosage blocks of 5-40 windows: the EM runs on every region), simulated chunk
-by chunk (seeded per chunk) into a Zarr store, so a cohort larger than memory never exists as one array
-except for the single-process reference.
+The cohort (``--cohort``): Poisson counts on 22 chromosomes of 25-kb windows (1-kb ones above 220,000 regions),
+simulated chunk by chunk (seeded per chunk) into a count store (``gcnmops convert``'s layout: int32 counts with
+chunk checksums), so a cohort larger than memory never exists as one array except for the single-process
+reference. ``heterogeneous`` (default; ``heterogeneous_chunk``): gamma region means (shape 2), 2% of the regions
+without a read, sample coverages 0.7-1.3, a gain or loss of 3-40 windows every ~2,000 regions per sample.
+``simple`` (the figures before 2026-11-29; ``cohort_chunk``): gamma region means (shape 8), coverages 0.8-1.2,
+one 0.5x / 1.5x block of 5-40 windows per 2,000 regions (the EM runs on every region).
 
 - ``cpu``: LocalCluster of 1..k worker processes with one thread each (numba: one thread per worker, so k
   workers use k cores), against the single-process ``gcnmops.cn_mops`` on all cores. Throughput =
@@ -30,6 +33,7 @@ except for the single-process reference.
 - ``gpu``: the single-process ``gcnmops.cn_mops(backend="gpu")`` on GPU 0, then dask-cuda LocalCUDACluster
   on the first g GPUs (one worker per GPU with t task threads, backend "gpu"), g in ``--gpus``, t in
   ``--threads``; each run compared with the single-process result. Needs GPUs and ``pip install dask-cuda``.
+  ``cpu`` and ``gpu``: the Dask runs make no sample QC, as the single-process ``cn_mops`` (``--sample-qc``: they do).
 - ``devices``: one process, on a heterogeneous cohort in memory (``heterogeneous_chunk``: gamma region means, 2%
   empty regions, coverages 0.7-1.3, a CNV every ~2,000 regions per sample): ``gcnmops.cn_mops(backend="gpu")`` on
   one GPU, then whole chromosomes on GPUs 0..g-1 (``pipeline.multigpu.run_on_devices``) for g in ``--gpus`` with
@@ -95,25 +99,13 @@ def cohort_ranges(m: int) -> pd.DataFrame:
     return pd.DataFrame({"seqnames": chrom, "start": start, "end": start + width - 1})
 
 
-def write_cohort(path: Path, m: int, n: int, seed: int, rows: int = 100_000) -> Path:
-    """The cohort as a Zarr group (save_counts's layout), written chunk by chunk."""
-    import zarr
-
-    group = zarr.open_group(str(path), mode="w")
-    arr = zarr.open_array(str(path / "counts"), mode="w", shape=(m, n), chunks=(rows, n), dtype="f8")
-    for a in range(0, m, rows):
-        arr[a:a + rows] = cohort_chunk(a, min(m, a + rows), n, seed)
-    group.attrs["sample_names"] = [f"S{k + 1}" for k in range(n)]
-    cohort_ranges(m).to_parquet(path / "ranges.parquet", index=False)
-    return path
-
-
 def read_cohort(path: Path) -> gcnmops.CountData:
-    import zarr
+    """The count store at ``path`` in memory (float64, order F: the matrix a user's in-memory run takes)."""
+    from gcnmops.io.store import open_count_store
 
-    counts = np.asfortranarray(zarr.open_array(str(path / "counts"), mode="r")[:])
-    names = list(zarr.open_group(str(path), mode="r").attrs["sample_names"])
-    return gcnmops.CountData(counts, names, pd.read_parquet(path / "ranges.parquet"))
+    store = open_count_store(path)
+    counts = np.asfortranarray(store.rows(0, store.shape[0]), dtype=np.float64)
+    return gcnmops.CountData(counts, list(store.sample_names), store.ranges)
 
 
 # ------------------------------------------------------------------------------------------------ helpers
@@ -209,6 +201,7 @@ def dask_runs(client, z: Path, tmp: Path, tag: str, ref, args, warm: dict | None
     """(best whole seconds, its stage timings, the last run's comparison with ``ref`` or None) of ``args.repeat``
     ``gcnmops.distributed.cn_mops`` runs on ``client`` after one warm-up run (workers compile or load the
     kernels; ``warm``: extra options of that run); each run's store is removed after it."""
+    options.setdefault("sample_qc", args.sample_qc)  # the single-process cn_mops it is compared with makes none
     gd.cn_mops(str(z), client, store=str(tmp / "warm"), **options, **(warm or {}))
     best, same = None, None
     for r in range(args.repeat):
@@ -237,7 +230,7 @@ def run_cpu(args) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="gcnmops-bench-"))
     m, n = args.regions, args.samples
     cells = m * n
-    z = write_cohort(tmp / "cohort.zarr", m, n, args.seed)
+    z = write_cohort(tmp / "cohort.zarr", m, n, args.seed, args.cohort)
     out: dict = {"regions": m, "samples": n, "cores": os.cpu_count(), "runs": []}
     ref, row = single_process(read_cohort(z), "cpu", args.repeat)
     out["runs"].append({"what": f"single process, numba {numba.get_num_threads()} threads", **row})
@@ -262,7 +255,7 @@ def run_big(args) -> dict:
     base.mkdir(parents=True, exist_ok=True)
     m, n = args.regions, args.samples
     t0 = time.perf_counter()
-    z = Path(args.input) if args.input else write_cohort(base / "cohort.zarr", m, n, args.seed)
+    z = Path(args.input) if args.input else write_cohort(base / "cohort.zarr", m, n, args.seed, args.cohort)
     out: dict = {"regions": m, "samples": n, "matrix_GB": m * n * 8 / 1e9, "write_input_s": time.perf_counter() - t0,
                  "workers": args.workers, "memory_limit": args.memory_limit}
     print(out, flush=True)
@@ -309,7 +302,7 @@ def run_gpu(args) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="gcnmops-gpu-"))
     m, n = args.regions, args.samples
     cells = m * n
-    z = write_cohort(tmp / "cohort.zarr", m, n, args.seed)
+    z = write_cohort(tmp / "cohort.zarr", m, n, args.seed, args.cohort)
     out: dict = {"regions": m, "samples": n, "cores": os.cpu_count(), "runs": []}
     ref, row = single_process(read_cohort(z), "gpu", args.repeat)
     out["runs"].append({"what": "single process, GPU 0", **row})
@@ -495,8 +488,13 @@ class PeakSampler:
         return self
 
 
-def write_int_cohort(path: Path, m: int, n: int, seed: int, rows: int = 100_000) -> Path:
-    """The cohort as a count store (int32 counts, the samples' totals, ranges), chunk by chunk."""
+#: the simulated cohorts (``--cohort``): rows a:b of n samples from a seed, float64 order F
+COHORTS = {"heterogeneous": heterogeneous_chunk, "simple": cohort_chunk}
+
+
+def write_cohort(path: Path, m: int, n: int, seed: int, kind: str = "heterogeneous", rows: int = 100_000) -> Path:
+    """The cohort ``kind`` (COHORTS) as a count store, as ``gcnmops convert`` writes one (int32 counts with
+    chunk checksums, the samples' totals, ranges), simulated chunk by chunk in parallel processes."""
     from gcnmops.io.store import CountStoreWriter
 
     from concurrent.futures import ProcessPoolExecutor
@@ -508,7 +506,7 @@ def write_int_cohort(path: Path, m: int, n: int, seed: int, rows: int = 100_000)
     try:  # chunks simulated in parallel processes (3e9 Poisson draws take minutes on one core), appended in order
         with ProcessPoolExecutor(max_workers=min(32, os.cpu_count() or 1)) as pool:
             for a, b, chunk in zip(starts, ends, pool.map(_int_chunk, starts, ends, [n] * len(starts),
-                                                          [seed] * len(starts))):
+                                                          [seed] * len(starts), [kind] * len(starts))):
                 writer.append(chunk, ranges.iloc[a:b])
         return writer.close()
     except BaseException:
@@ -516,9 +514,10 @@ def write_int_cohort(path: Path, m: int, n: int, seed: int, rows: int = 100_000)
         raise
 
 
-def _int_chunk(a: int, b: int, n: int, seed: int) -> np.ndarray:
-    """``cohort_chunk`` as int32 (the counts are whole numbers): half the bytes sent back by each worker process."""
-    return cohort_chunk(a, b, n, seed).astype(np.int32)
+def _int_chunk(a: int, b: int, n: int, seed: int, kind: str) -> np.ndarray:
+    """A chunk of the cohort ``kind`` as int32 (the counts are whole numbers): half the bytes sent back by each
+    worker process."""
+    return COHORTS[kind](a, b, n, seed).astype(np.int32)
 
 
 def run_gpu_stream(args) -> dict:
@@ -531,13 +530,13 @@ def run_gpu_stream(args) -> dict:
     if args.input:
         z = Path(args.input)
     else:
-        z = write_int_cohort(tmp / "cohort.zarr", args.regions, args.samples, args.seed)
+        z = write_cohort(tmp / "cohort.zarr", args.regions, args.samples, args.seed, args.cohort)
         out["simulate_write_s"] = time.perf_counter() - t0
         print(f"cohort store written in {out['simulate_write_s']:.1f} s: {z}", file=sys.stderr, flush=True)
     store = open_count_store(z)
     m, n = store.shape
     out.update(regions=m, samples=n, chromosomes=len(store.blocks), store_dtype=str(store.dtype))
-    warm = write_int_cohort(tmp / "warm.zarr", 3000, n, args.seed)
+    warm = write_cohort(tmp / "warm.zarr", 3000, n, args.seed, args.cohort)
     t1 = time.perf_counter()
     gcnmops.run_streaming(warm, tmp / "warm-out", backend=args.backend, keep=args.keep)
     print(f"warm-up run in {time.perf_counter() - t1:.1f} s", file=sys.stderr, flush=True)
@@ -636,6 +635,12 @@ def main() -> None:
     ap.add_argument("--input", default=None, help="big: an existing cohort Zarr group (skips writing one)")
     ap.add_argument("--store", default=None, help="big: keep the input and the store here")
     ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--sample-qc", action="store_true",
+                    help="cpu, big, gpu: the Dask runs make the sample QC (gcnmops.distributed.cn_mops's default; "
+                         "the single-process cn_mops they are compared with makes none)")
+    ap.add_argument("--cohort", choices=sorted(COHORTS), default="heterogeneous",
+                    help="the simulated cohort of cpu, big, gpu and gpu-stream (simple: the figures before "
+                         "2026-11-29)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--backend", choices=["gpu", "cpu"], default="gpu", help="gpu-stream: where each chromosome runs")
     ap.add_argument("--keep", default="local_assessments", help="gpu-stream: matrices kept besides integer_copy_number")
