@@ -466,3 +466,48 @@ def test_sample_qc_tasks_take_the_blocks_tallies(monkeypatch, halves):
     ref = gcnmops.cn_mops(data, backend="cpu", min_width=4)
     pd.testing.assert_frame_equal(res.sample_qc, counts_qc(ref, data), check_exact=True)
     assert len(seen) > 1 and seen == [not halves] * len(seen)
+
+
+def test_blocks_write_the_models_matrices_during_the_segmentation(tmp_path, monkeypatch):
+    """A block's model matrices are written by its writer thread once the model has run, before the
+    segmentation ends; every matrix once, in bands of row chunks; the stored result equals the in-memory run's."""
+    from gcnmops.io import store as io_store
+    from gcnmops.pipeline import stages
+
+    monkeypatch.setattr(io_store, "usable_cores", lambda: 3)
+    data, _ = example_cohort(n_regions=3000, n_samples=8, seed=4)
+    events, lock = [], threading.Lock()
+    real_write, real_segment = gd.store.WorkStore.write, stages.segment_and_call
+
+    def write(self, name, block, *rest):
+        real_write(self, name, block, *rest)
+        with lock:
+            events.append(("write", name, block, threading.current_thread().name))
+
+    def segment(*args, **kwargs):
+        out = real_segment(*args, **kwargs)
+        time.sleep(0.3)  # the model's writes end meanwhile
+        with lock:
+            events.append(("segmented", None, None, threading.current_thread().name))
+        return out
+
+    monkeypatch.setattr(gd.store.WorkStore, "write", write)
+    monkeypatch.setattr(stages, "segment_and_call", segment)
+    res = gd.cn_mops(data, False, backend="cpu", min_width=4, rows_per_chunk=100, store=str(tmp_path / "w"))
+    ref = gcnmops.cn_mops(data, backend="cpu", min_width=4)
+    np.testing.assert_array_equal(np.asarray(res.local_assessments), ref.local_assessments)
+    np.testing.assert_array_equal(np.asarray(res.individual_call), ref.individual_call)
+    np.testing.assert_array_equal(np.asarray(res.normalized_data), ref.normalized_data)
+    writes = [e for e in events if e[0] == "write"]
+    assert len(writes) == len({(name, block) for _, name, block, _ in writes})  # every matrix of a block once
+    blocks = {block for _, _, block, _ in writes}
+    assert len(blocks) > 1
+
+    def segmented_before(name, block):  # blocks run one after another here: the segmentations ended before
+        k = next(k for k, e in enumerate(events) if e[1:3] == (name, block))
+        return sum(e[0] == "segmented" for e in events[:k]), events[k][3]
+
+    for block in blocks:
+        model, thread = segmented_before("normalized_data", block)
+        calls, _ = segmented_before("individual_call", block)
+        assert thread.startswith("gcnmops-block-write") and model < calls  # before its own segmentation ended

@@ -617,9 +617,10 @@ def test_regions_beyond_vcf_positions_refused_before_the_store_is_read(tmp_path,
 def test_result_store_writes_row_bands_in_threads(tmp_path, monkeypatch):
     """A chromosome's rows spanning many row chunks are written by several threads, a band of whole chunks each:
     the stored matrices equal what was written, also where a chromosome starts and ends inside a chunk."""
+    from gcnmops.io import store as io_store
     from gcnmops.outputs import resultstore
 
-    monkeypatch.setattr(resultstore, "usable_cores", lambda: 4)
+    monkeypatch.setattr(io_store, "usable_cores", lambda: 4)
     rng = np.random.default_rng(5)
     shapes = {"local_assessments": ((1000, 5), np.float64), "integer_copy_number": ((1000, 5), np.int8),
               "posterior_probs": ((1000, 3, 5), np.float64)}

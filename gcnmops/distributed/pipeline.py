@@ -7,8 +7,8 @@ pipeline's (RunPlan, run_block), as in every other path:
    sample's total count, norm=2's coverages; referencecn.mops: the controls' too) from the whole input;
 2. blocks (layout.py): whole chromosomes, small consecutive ones merged, given to the scheduler largest first;
    each task reads its rows, builds the run's plan on its worker (the backend resolved there: a dask-cuda
-   worker's GPU) and runs ``run_block`` with the genome, then writes its matrices into the run's store and
-   returns its call tables (and their qualities' evidence, calls.quality.CallEvidence);
+   worker's GPU) and runs ``run_block`` with the genome, its matrices written into the run's store (the model's
+   while the segmentation runs) and returns its call tables (and their qualities' evidence, calls.quality.CallEvidence);
 3. client: the call tables of the blocks (and the evidence) joined in row order (cn.mops's CNVs and CNV regions
    never cross a chromosome), the result's matrices read from the store.
 """
@@ -19,6 +19,7 @@ import dataclasses
 import logging
 import time
 import warnings
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,7 +38,7 @@ from ..pipeline.cnmops import check_segment_args, warn_few_regions
 from ..pipeline.family import check_same_regions, log_note, read_named_counts, read_single_sample
 from ..pipeline.methods import build_params
 from ..pipeline.plan import RunPlan
-from ..pipeline.stages import run_block
+from ..pipeline.stages import MODEL_DONE, run_block
 from ..pipeline.streamqc import CoverageTally, column_stats
 from .cluster import Runner, chunk_bytes_for, resolve_client, task_threads
 from .genome import first_pass
@@ -52,7 +53,8 @@ log = logging.getLogger("gcnmops")
 class BlockJob:
     """What every block task of a run does: the run's ``method``, ``params`` and ``n_regions`` (its plan is built
     on the worker, ``backend`` resolved there), the ``genome``, the names, where the matrices go (``store``) and
-    their ``chunks`` (rows, samples); ``tally``: each block tallies its counts for the sample QC's coverage."""
+    their ``chunks`` (rows, samples); ``sample_qc``: each block gives what the sample QC needs of it (its counts'
+    tally, its windows' medians)."""
 
     method: Method
     params: CnMopsParams
@@ -63,31 +65,46 @@ class BlockJob:
     control_names: list | None
     store: WorkStore
     chunks: tuple[int, int]
-    tally: bool = False
+    sample_qc: bool = False
 
 
 def run_chromosomes(job: BlockJob, block: int, counts, controls, ranges: pd.DataFrame | None) -> dict:
     """One block of whole chromosomes through the stage order (``counts``/``controls``: its rows, see
     store.read_part; ``ranges``: its regions): the matrices written into the store as block ``block``; returns
     the call tables and their qualities' evidence, the coverages the result records, the stages' seconds, the
-    GPU's statistics, the windows' medians and (``job.tally``) the tally of its counts for the sample QC."""
+    GPU's statistics and, for the sample QC (``job.sample_qc``), the windows' medians and the tally of its counts."""
     plan = RunPlan.build(job.method, job.params, job.backend, job.n_regions)
     held = [CountData(validate_counts(read_part(counts), sample_names=job.sample_names, ranges=ranges),
                       list(job.sample_names), ranges)]
     ctrl = None if controls is None else CountData(validate_counts(read_part(controls)), list(job.control_names),
                                                    ranges)
     timings: dict = {}
-    tally = CoverageTally.of_block(held[0].counts) if job.tally else None  # before run_block empties ``held``
+    tally = CoverageTally.of_block(held[0].counts) if job.sample_qc else None  # before run_block empties ``held``
     gpu = plan.backend is Backend.GPU  # a worker's task threads share its GPU: each task its own memory pool
-    with task_threads(), thread_memory_pool() if gpu else contextlib.nullcontext():
-        result = run_block(plan, held, controls=ctrl, genome=job.genome, timings=timings)
-    del ctrl
     rows, k = job.chunks
-    for name, (value, chunks, compress) in matrices_of(result, rows, k).items():
-        job.store.write(name, block, value, chunks, compress)
+    staged: dict[str, tuple[object, Future]] = {}  # matrix name -> (its array, its write)
+    with ThreadPoolExecutor(1, thread_name_prefix="gcnmops-block-write") as behind:
+
+        def model_done(part) -> None:  # the model's matrices are written while the segmentation runs
+            for name, spec in matrices_of(part, rows, k).items():
+                staged[name] = (spec[0], behind.submit(job.store.write, name, block, *spec))
+
+        token = MODEL_DONE.set(model_done)
+        try:
+            with task_threads(), thread_memory_pool() if gpu else contextlib.nullcontext():
+                result = run_block(plan, held, controls=ctrl, genome=job.genome, timings=timings)
+        finally:
+            MODEL_DONE.reset(token)
+        del ctrl
+        for name, spec in matrices_of(result, rows, k).items():
+            if staged.get(name, (None,))[0] is not spec[0]:
+                job.store.write(name, block, *spec)
+        for _, write in staged.values():
+            write.result()
     return {"segmentation": result.segmentation, "cnvs": result.cnvs, "cnvr": result.cnvr,
             "call_evidence": result.call_evidence, "cov": result.params["cov"], "timings": timings,
-            "gpu_stats": result.gpu_stats, "window_medians": window_medians(result.normalized_data), "tally": tally}
+            "gpu_stats": result.gpu_stats, "tally": tally,
+            "window_medians": window_medians(result.normalized_data) if job.sample_qc else None}
 
 
 def cn_mops(

@@ -24,7 +24,7 @@ import pandas as pd
 from ..data import CountData, make_count_data
 from ..errors import InputError
 from ..files import check_target, publish_folder, remove_stale, temp_folder
-from ..io.store import (LAYOUT, checked_ranges, counts_layout, create_array, is_count_store,
+from ..io.store import (LAYOUT, checked_ranges, counts_layout, create_array, is_count_store, write_rows,
                         open_counts_array, read_zarr, save_count_data)
 
 #: the temporary stores' name prefix (in the system's temporary folder)
@@ -237,7 +237,8 @@ class WorkStore:
         ``compress``: real-valued matrices hardly compress, raw chunks are read and written several times faster)."""
         shape = value.shape
         chunks = tuple(min(s, c) for s, c in zip(shape, chunks + shape[len(chunks):]))
-        create_array(self.path_of(name, block), shape, chunks, value.dtype, compress=compress)[...] = value
+        array = create_array(self.path_of(name, block), shape, chunks, value.dtype, compress=compress)
+        write_rows(array, 0, shape[0], value)
 
     def columns(self, name: str, blocks: int, c0: int, c1: int) -> np.ndarray:
         """Columns c0:c1 of matrix ``name`` over its first ``blocks`` blocks (every row, in order), float64,

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..data import (CountData, check_names, chromosome_blocks, make_count_data, rows_grouped, unsorted_rows,
+from ..data import (CountData, check_names, chromosome_blocks, make_count_data, rows_grouped, unsorted_rows, usable_cores,
                     usable_cores, validate_counts, validate_ranges)
 from ..errors import InputError
 from ..files import check_target, holds_only, publish_folder, remove_stale, temp_folder
@@ -320,6 +320,35 @@ def chunk_cuts(a: int, b: int, step: int) -> list[int]:
     """a, the chunk boundaries (multiples of ``step``) inside (a, b), and b: the pieces of a:b that no two chunks
     share."""
     return [a] + list(range((a // step + 1) * step, b, step)) + [b]
+
+
+#: threads writing rows of a stored matrix, a band of whole row chunks each (at most the usable cores): one thread
+#: copying and writing raw chunks was the streamed run's bottleneck with several GPUs, and a Dask block's
+WRITE_THREADS = 8
+
+
+def write_rows(array, a: int, b: int, value: np.ndarray, pool: ThreadPoolExecutor | None = None) -> None:
+    """Rows a:b of the Zarr ``array`` from ``value`` (b - a rows), in bands of whole row chunks written by up to
+    WRITE_THREADS threads at once (no two bands share a chunk); ``pool``: the threads (default: made here)."""
+    cuts = chunk_cuts(a, b, array.chunks[0])
+    threads = min(WRITE_THREADS, usable_cores(), len(cuts) - 1)
+    if threads <= 1:
+        array[a:b] = value
+        return
+    bands = np.array_split(np.arange(len(cuts) - 1), threads)  # consecutive chunk rows per thread
+
+    def band(ks: np.ndarray) -> None:
+        lo, hi = cuts[ks[0]], cuts[ks[-1] + 1]
+        array[lo:hi] = value[lo - a:hi - a]
+
+    own = pool is None
+    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="gcnmops-rows") if own else pool
+    try:
+        for done in [pool.submit(band, ks) for ks in bands]:
+            done.result()
+    finally:
+        if own:
+            pool.shutdown()
 
 
 def read_block(array, a: int, b: int, c0: int = 0, c1: int | None = None, dtype=None, order: str = "C") -> np.ndarray:

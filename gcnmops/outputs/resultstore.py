@@ -17,11 +17,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..data import usable_cores
 from ..errors import InputError
 from ..files import remove_stale, temp_folder, umask
 from ..io.atomic import signals_held
-from ..io.store import CHUNK_BYTES, RANGES_FILE, chunk_cuts, create_array, read_block, zarr_module
+from ..io.store import CHUNK_BYTES, RANGES_FILE, WRITE_THREADS, create_array, read_block, write_rows, zarr_module
 from ..result import MATRIX_SLOTS, CNVDetectionResult, Result
 
 #: the result store's folder in an output folder (params.json's ``matrixStore`` names it)
@@ -33,9 +32,6 @@ STREAM_MATRICES = ("normalized_data", "local_assessments", "individual_call", "i
 ALWAYS_KEPT = ("integer_copy_number",)
 #: the folder inside the store's temporary folder holding the matrices a run reads back but does not keep
 SCRATCH = ".scratch"
-#: threads writing one chromosome's rows of a matrix, a band of whole row chunks each (at most the usable cores); one
-#: thread copying and writing raw chunks was the streamed run's bottleneck with several GPUs
-WRITE_THREADS = 8
 
 
 class ResultStore:
@@ -78,24 +74,11 @@ class ResultStore:
         gr.to_parquet(self.tmp / RANGES_FILE, index=False)
 
     def write(self, name: str, a: int, b: int, value: np.ndarray) -> None:
-        """Rows a:b of ``name`` (``value``: b - a rows), in bands of whole row chunks written by WRITE_THREADS
-        threads at once (no two bands share a chunk)."""
-        array = self.arrays[name]
-        cuts = chunk_cuts(a, b, array.chunks[0])
-        threads = min(WRITE_THREADS, usable_cores(), len(cuts) - 1)
-        if threads <= 1:
-            array[a:b] = value
-            return
-        bands = np.array_split(np.arange(len(cuts) - 1), threads)  # consecutive chunk rows per thread
+        """Rows a:b of ``name`` (``value``: b - a rows), in bands of whole row chunks written in threads
+        (``io.store.write_rows``)."""
         if self._bands is None:
             self._bands = ThreadPoolExecutor(max_workers=WRITE_THREADS, thread_name_prefix=self._thread_name + "w")
-
-        def band(ks: np.ndarray) -> None:
-            lo, hi = cuts[ks[0]], cuts[ks[-1] + 1]
-            array[lo:hi] = value[lo - a:hi - a]
-
-        for done in [self._bands.submit(band, ks) for ks in bands]:
-            done.result()
+        write_rows(self.arrays[name], a, b, value, self._bands)
 
     def columns(self, name: str, c0: int, c1: int, order: str = "C") -> np.ndarray:
         """Samples c0:c1 of the matrix ``name`` over every region (in ``order``), once the background writes are
