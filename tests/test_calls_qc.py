@@ -505,3 +505,49 @@ def test_tallied_counts_give_the_coverage_of_the_columns():
         flags = np.zeros((1, 2), bool)
         tally_counts(np.array([[1.0], [bad]]), np.zeros((1, TALLY_BINS), np.int32), np.zeros(1, np.int64), flags)
         assert flags[0, 1], bad
+
+
+@pytest.mark.parametrize("changed", [False, True])
+def test_a_runs_qc_spreads_are_made_beside_the_segmentation(tmp_path, monkeypatch, changed):
+    """run_and_write makes the sample QC's spreads from the model's part on a side thread while the segmentation
+    runs, once; the table equals sample_qc made from the finished result. Where a method changes the sINI after
+    the model (``changed``), the spreads are made again from the result's."""
+    import threading
+    import time
+
+    from gcnmops.example import example_cohort
+    from gcnmops.pipeline import run, stages
+    from gcnmops.pipeline.selection import counts_qc
+
+    data, _ = example_cohort(n_regions=1500, n_samples=6, seed=9)
+    calls, lock, real_spreads, real_segment = [], threading.Lock(), run.sample_spreads, stages.segment_and_call
+
+    def spreads(part, **kwargs):
+        with lock:
+            calls.append(("spreads", threading.current_thread().name))
+        return real_spreads(part, **kwargs)
+
+    def segment(*args, **kwargs):
+        out = real_segment(*args, **kwargs)
+        time.sleep(0.2)
+        with lock:
+            calls.append(("segmented", threading.current_thread().name))
+        return out
+
+    monkeypatch.setattr(run, "sample_spreads", spreads)
+    monkeypatch.setattr(stages, "segment_and_call", segment)
+    if changed:
+        real_method = run.run_method
+
+        def method(*args, **kwargs):
+            res = real_method(*args, **kwargs)
+            return res.replace(local_assessments=np.asfortranarray(res.local_assessments * 0.5))
+
+        monkeypatch.setattr(run, "run_method", method)
+    result, _ = run.run_and_write("cn.mops", data, tmp_path / "out", backend="cpu", formats=["bed"])
+    assert calls[0][0] == "spreads" and calls[0][1] != threading.current_thread().name
+    assert calls[1][0] == "segmented" and len(calls) == 2
+    expected = counts_qc(result, data)
+    pd.testing.assert_frame_equal(result.sample_qc, expected, check_exact=True)
+    written = pd.read_csv(tmp_path / "out" / "sample_qc.tsv", sep="\t", keep_default_na=False)
+    assert np.allclose(written["log2_mad"].astype(float), expected["log2_mad"], rtol=1e-6, atol=0)

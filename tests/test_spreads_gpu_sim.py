@@ -60,7 +60,7 @@ CHILD = r'''
     out["finite_nonnan_columns"] = int(np.isfinite(cpu).all(axis=1).sum())
     out["constant_takes_mad"] = bool(cpu[7, 2] == cpu[7, 0] == 0.0)
     width = spreads_gpu._group_width
-    spreads_gpu._group_width = lambda m, total: 3  # groups straddling the two matrices
+    spreads_gpu._group_width = lambda m, total, fraction: 3  # groups straddling the two matrices
     try:
         out["groups"] = same(spreads_gpu.column_spreads_gpu(X[:, 4:8], Y[:, 4:8]), cpu[4:8])
     finally:
@@ -78,7 +78,7 @@ CHILD = r'''
         return real(matrices, c0, c1)
 
     spreads_gpu._group_spreads = short_of_memory
-    spreads_gpu._group_width = lambda m, total: 8
+    spreads_gpu._group_width = lambda m, total, fraction: 8
     try:
         out["out_of_memory"] = same(spreads_gpu.column_spreads_gpu(X[:, :5], Y[:, :5]), cpu[:5])
     finally:

@@ -370,7 +370,7 @@ def test_a_staged_matrix_the_final_result_no_longer_holds_is_written_again(resul
     (a method that changes one after the model), the file holds the final one."""
     raw = results[1]
     writer = writers.ResultWriter(tmp_path / "out", formats=[fmt])
-    writer.stage_model_matrices(raw)
+    writer.stage_matrices(raw)
     changed = raw.replace(local_assessments=np.asfortranarray(raw.local_assessments + 1.0))
     writer.finish(changed)
     back = gcnmops.read_result(tmp_path / "out")
@@ -407,7 +407,7 @@ def test_staged_and_final_matrices_share_one_copy_of_the_coordinates(results, tm
                                                                 lambda: built.append(key) or build()))
     raw = results[1]
     writer = writers.ResultWriter(tmp_path / "steps", formats=[fmt])
-    writer.stage_model_matrices(raw)
+    writer.stage_matrices(raw)
     writer.finish(raw.replace(cnvr=raw.cnvr))
     assert built == [{"parquet": "parquet coordinates", "tsv": "text coordinates"}[fmt]]
     write_result(raw, tmp_path / "once", formats=[fmt])

@@ -104,15 +104,26 @@ def log2_ratios(normalized: np.ndarray, medians: np.ndarray | None = None) -> np
     return out
 
 
-def column_spreads(values: np.ndarray, more: np.ndarray | None = None, backend: Backend = Backend.CPU) -> np.ndarray:
+def column_spreads(values: np.ndarray, more: np.ndarray | None = None, backend: Backend = Backend.CPU,
+                   memory_fraction: float | None = None) -> np.ndarray:
     """(N, 3) ``spread`` of each column of ``values`` (m, N); (N, 6) with those of ``more`` (m, N) after them;
-    every column in parallel on the CPU (calls/spreads.py) or on the current GPU (calls/spreads_gpu.py), the same
-    doubles."""
+    every column in parallel on the CPU (calls/spreads.py) or on the current GPU (calls/spreads_gpu.py; within
+    ``memory_fraction`` of its free memory, default cuda/config.py's SPREAD_MEMORY_FRACTION), the same doubles."""
     if as_backend(backend) is Backend.GPU:
         from .spreads_gpu import column_spreads_gpu
 
-        return column_spreads_gpu(values, more)
+        fraction = {} if memory_fraction is None else {"memory_fraction": memory_fraction}
+        return column_spreads_gpu(values, more, **fraction)
     return spreads.column_spreads(values, more)
+
+
+def sample_spreads(result, medians: np.ndarray | None = None, backend: Backend = Backend.CPU,
+                   memory_fraction: float | None = None) -> np.ndarray:
+    """(N, 6) ``column_spreads`` of the log2 ratios of ``result``'s normalized data (against ``medians`` (m,),
+    default the samples' window medians), then of its sINI: what ``sample_qc`` needs of the model's matrices, so
+    it can be made as soon as the model has run."""
+    return column_spreads(log2_ratios(result.normalized_data, medians), result.local_assessments, backend,
+                          memory_fraction)
 
 
 def coverage_qc(counts: np.ndarray, sample_names) -> pd.DataFrame:
@@ -197,7 +208,7 @@ def sample_qc(result, coverage: pd.DataFrame, excluded=(), spreads: np.ndarray |
     table = coverage.copy().reset_index(drop=True)
     col = {s: j for j, s in enumerate(result.sample_names)}
     if spreads is None:
-        spreads = column_spreads(log2_ratios(result.normalized_data, medians), result.local_assessments, backend)
+        spreads = sample_spreads(result, medians, backend)
     stats = np.full((len(table), 6), np.nan)
     for i, s in enumerate(table["sample"]):
         j = col.get(s)
@@ -224,5 +235,5 @@ def sample_qc(result, coverage: pd.DataFrame, excluded=(), spreads: np.ndarray |
 
 
 __all__ = ["K", "COVERAGE_REASONS", "QC_COLUMNS", "spread", "biweight_midvariance", "window_medians", "normal_levels",
-           "log2_ratios", "column_spreads", "coverage_qc", "coverage_frame", "outlier_reasons", "auto_excluded",
-           "excluded_samples", "sample_qc"]
+           "log2_ratios", "column_spreads", "sample_spreads", "coverage_qc", "coverage_frame", "outlier_reasons",
+           "auto_excluded", "excluded_samples", "sample_qc"]

@@ -254,11 +254,11 @@ def _kernel():
     return cached_kernel(jit_nofma, _nofma_column_spreads)
 
 
-def _group_width(m: int, total: int) -> int:
+def _group_width(m: int, total: int, fraction: float) -> int:
     """Columns per group: four (m,) float64 copies of each (the host's, the canonical one, the sorted one and a
-    sort's scratch) within SPREAD_MEMORY_FRACTION of the free device memory; at least one."""
+    sort's scratch) within ``fraction`` of the free device memory; at least one."""
     free = make_backend(_current_device()).mem_info()[0]
-    return max(1, min(total, int(free * SPREAD_MEMORY_FRACTION) // max(1, 32 * m)))
+    return max(1, min(total, int(free * fraction) // max(1, 32 * m)))
 
 
 def _current_device() -> int:
@@ -289,9 +289,10 @@ def _columns(matrices: list[np.ndarray], c0: int, c1: int):
     return X
 
 
-def _spreads_of(matrices: list[np.ndarray]) -> np.ndarray:
+def _spreads_of(matrices: list[np.ndarray], fraction: float) -> np.ndarray:
     """(sum of N_i, 3): the spreads of every column of the host matrices ``matrices`` (each (m, N_i)), the first's
-    columns first; on the current device, a group of columns (of any of them) per launch. A group the device has
+    columns first; on the current device, a group of columns (of any of them, within ``fraction`` of the free
+    device memory, ``_group_width``) per launch. A group the device has
     no memory for (other work on it) is split in halves; a single column it cannot hold is summarized on the
     CPU (calls/spreads.py: the same doubles)."""
     m = matrices[0].shape[0]
@@ -299,7 +300,7 @@ def _spreads_of(matrices: list[np.ndarray]) -> np.ndarray:
     out = np.full((total, 3), np.nan)
     if total == 0 or m == 0:
         return out
-    width = _group_width(m, total)
+    width = _group_width(m, total, fraction)
     c0 = 0
     while c0 < total:
         c1 = min(total, c0 + width)
@@ -339,17 +340,19 @@ def _host_columns(matrices: list[np.ndarray], c0: int, c1: int) -> np.ndarray:
     return np.hstack([part for _, _, part in _column_parts(matrices, c0, c1)])
 
 
-def column_spreads_gpu(values: np.ndarray, more: np.ndarray | None = None) -> np.ndarray:
+def column_spreads_gpu(values: np.ndarray, more: np.ndarray | None = None,
+                       memory_fraction: float = SPREAD_MEMORY_FRACTION) -> np.ndarray:
     """calls/spreads.py's ``column_spreads`` on the current GPU: (N, 3) scaled MAD, IQR and biweight midvariance's
     root of each column's finite values of ``values`` (m, N) (NaN where a column has none); (N, 6) with those of
-    ``more`` (m, N) after them (both matrices' columns in the same launches)."""
+    ``more`` (m, N) after them (both matrices' columns in the same launches); ``memory_fraction``: of the free
+    device memory the columns in hand may take (less where other work shares the device)."""
     values = np.asarray(values)
     if more is None:
-        return _spreads_of([values])
+        return _spreads_of([values], memory_fraction)
     more = np.asarray(more)
     if more.shape != values.shape:
         raise ValueError(f"column_spreads: shapes {values.shape} and {more.shape} differ")
-    both = _spreads_of([values, more])
+    both = _spreads_of([values, more], memory_fraction)
     N = values.shape[1]
     return np.hstack([both[:N], both[N:]])
 

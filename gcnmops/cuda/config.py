@@ -92,6 +92,8 @@ SPREAD_TILE = 512
 SPREAD_TILE_SIM = 8
 #: fraction of the free device memory a group of columns may take (four copies of each column)
 SPREAD_MEMORY_FRACTION = 0.5
+#: the same while the run's segmentation shares the device (``run_and_write`` makes the spreads beside it)
+SPREAD_BESIDE_FRACTION = 0.125
 
 # ------------------------------------------------------------------------ several blocks per device (host threads)
 # Two host threads per GPU overlap one block's (or pass's) host passes with another's device stages. Two GATK-SV

@@ -394,16 +394,18 @@ def write_result(result, outdir, formats=None, extra: ExtraFiles | None = None,
     return ResultWriter(outdir, formats).finish(result, extra=extra, vcf=vcf)
 
 
-#: the per-region matrices the model alone determines: ``ResultWriter.stage_model_matrices`` writes them while
-#: the segmentation runs
+#: the per-region matrices the model alone determines: ``ResultWriter.stage_matrices`` writes them while the
+#: segmentation runs
 MODEL_MATRICES = ("normalized_data", "local_assessments", "ini_call", "params_L", "params_A")
+#: the per-region matrix of the calls that integer copy numbers leave as it is: staged while those are made
+CALL_MATRICES = ("individual_call",)
 #: the formats that write the per-region matrices
 _MATRIX_FORMATS = ("parquet", "tsv", "tsv.gz")
 
 
 class ResultWriter:
-    """``write_result`` in steps, so that files are written while the pipeline still runs: ``stage_model_matrices``
-    (the matrices of the model's part of a result; its files are encoded in the background), then ``finish``
+    """``write_result`` in steps, so that files are written while the pipeline still runs: ``stage_matrices``
+    (matrices of a part of a result, e.g. the model's; their files are encoded in the background), then ``finish``
     (every other file, then all renamed together) or ``abort`` (nothing left). The folder is checked, made and
     cleared of an earlier killed run's temporary files at once."""
 
@@ -430,17 +432,17 @@ class ResultWriter:
             unlock_folder(self.outdir, self._lock)
             self._lock = None
 
-    def stage_model_matrices(self, model_result) -> None:
-        """Start writing the matrices in MODEL_MATRICES of ``model_result`` (a result whose calls are still to
-        come: only its regions, normalized data, sINI, INI and parameters are read); returns at once."""
+    def stage_matrices(self, part, names: tuple[str, ...] = MODEL_MATRICES) -> None:
+        """Start writing the matrices ``names`` of ``part`` (a result still to be completed, e.g. the model's part,
+        whose calls are still to come: only its regions and those matrices are read); returns at once."""
         try:
             for fmt in self.formats:
                 if fmt in _MATRIX_FORMATS:
-                    _MATRIX_WRITERS[fmt](model_result, self.batch, MODEL_MATRICES)
+                    _MATRIX_WRITERS[fmt](part, self.batch, names)
         except BaseException:
             self.abort()
             raise
-        self.staged = {name: matrix_source(model_result, name) for name in MODEL_MATRICES}
+        self.staged.update({name: matrix_source(part, name) for name in names})
 
     def finish(self, result, extra: ExtraFiles | None = None, vcf: VcfOptions | None = None) -> list[Path]:
         """Write every file of ``result`` not staged yet (a staged matrix whose array ``result`` no longer holds

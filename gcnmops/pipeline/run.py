@@ -10,11 +10,13 @@ from pathlib import Path
 
 from ..calls.filters import call_filters
 from ..calls.integer import calc_integer_copy_numbers
+from ..calls.qc import sample_spreads
 from ..calls.quality import call_evidence
 from ..compat import keep_numba_threads
+from ..cuda.config import SPREAD_BESIDE_FRACTION
 from ..cuda.probe import resolve_backend
 from ..outputs.callfiles import VcfOptions
-from ..outputs.writers import ResultWriter
+from ..outputs.writers import CALL_MATRICES, MODEL_MATRICES, ResultWriter
 from ..result import CNVDetectionResult
 from ..progress import timed_stage
 from ..provenance import describe
@@ -53,33 +55,45 @@ def run_and_write(method, input, outdir, *, controls=None, backend: str = "auto"
     report = on_stage or (lambda stage: None)
     input, controls, selection = select(method, input, controls, exclude=exclude, exclude_samples=exclude_samples)
     writer = ResultWriter(outdir, formats)
+    # beside the pipeline: the sample QC's spreads (once the model has run), the calls' qualities, integer CNs
+    side = ThreadPoolExecutor(2, initializer=keep_numba_threads())
     try:
-        # the model's matrices are written while the segmentation runs (the CPU cores share the work)
-        token = MODEL_DONE.set(writer.stage_model_matrices)
+        spreads: list = []  # (the model's part, its spreads' future)
+
+        def model_done(part: CNVDetectionResult) -> None:
+            # the model's matrices are written and the QC's spreads made while the segmentation runs (the cores
+            # and the device shared with it: the spreads take a smaller share of the device's free memory)
+            writer.stage_matrices(part, MODEL_MATRICES)
+            spreads.append((part, side.submit(sample_spreads, part, backend=backend,
+                                              memory_fraction=SPREAD_BESIDE_FRACTION)))
+
+        token = MODEL_DONE.set(model_done)
         try:
             result = run_method(method, input, controls, backend=backend, **params)
         finally:
             MODEL_DONE.reset(token)
+        writer.stage_matrices(result, CALL_MATRICES)
         result.timings.update(timings or {})
         result.provenance = describe(backend, params.get("devices"), inputs=_paths(input, controls))
         report("normalize+model+calls")
         # the calls' qualities need the model's evidence for them: gathered beside integer CNs and the sample QC
-        with ThreadPoolExecutor(1, initializer=keep_numba_threads()) as side:
-            evidence = side.submit(call_evidence, result) if len(result.cnvs) else None
-            if integer:
-                if len(result.cnvr):
-                    with timed_stage(result.timings, "integer"):
-                        result = calc_integer_copy_numbers(result, backend=backend)
-                report("integer")
-            with timed_stage(result.timings, "qc"):
-                sample_qc = selection.qc(result, backend=backend)
-            held = None if evidence is None else evidence.result()
+        evidence = side.submit(call_evidence, result) if len(result.cnvs) else None
+        if integer:
+            if len(result.cnvr):
+                with timed_stage(result.timings, "integer"):
+                    result = calc_integer_copy_numbers(result, backend=backend)
+            report("integer")
+        with timed_stage(result.timings, "qc"):  # what is left of it: waiting for the spreads, the table
+            sample_qc = selection.qc(result, backend=backend, spreads=_spreads_of(spreads, result))
+        held = None if evidence is None else evidence.result()
         result = result.replace(sample_qc=sample_qc, selection={**selection.entries(), **filters})
         if held is not None:
             result = result.replace(call_evidence=held)
     except BaseException:
+        side.shutdown(wait=True, cancel_futures=True)
         writer.abort()
         raise
+    side.shutdown(wait=True)
     with timed_stage(result.timings, "write"):
         # files want one CN column per sample in cnvr (haplo/single keep cn.mops's own cnvr shape until integer CNs)
         files = None if extra is None else (lambda sizes: extra(result, sizes))
@@ -88,6 +102,16 @@ def run_and_write(method, input, outdir, *, controls=None, backend: str = "auto"
         result.timings["write"] -= result.timings.get(stage, 0.0)
     report("write")
     return result, written
+
+
+def _spreads_of(made: list, result: CNVDetectionResult):
+    """The sample QC's spreads made from the model's part, where that part's normalized data and sINI are
+    ``result``'s; None (made from ``result`` then) where no part came or a method changed them after the model."""
+    if not made:
+        return None
+    part, spreads = made[-1]
+    same = part.normalized_data is result.normalized_data and part.local_assessments is result.local_assessments
+    return spreads.result() if same else None
 
 
 def _paths(*inputs) -> list | None:

@@ -37,10 +37,11 @@ class Selection:
             out.update(excludeBed=str(self.exclude_bed), excludedWindows=int(self.excluded_windows))
         return out
 
-    def qc(self, result, medians: np.ndarray | None = None, backend: Backend = Backend.CPU) -> pd.DataFrame:
+    def qc(self, result, medians: np.ndarray | None = None, backend: Backend = Backend.CPU,
+           spreads: np.ndarray | None = None) -> pd.DataFrame:
         """``calls.qc.sample_qc`` of ``result`` (its samples those left in; log2 ratios against ``medians``; the
-        spreads on ``backend``)."""
-        return sample_qc(result, self.coverage, self.excluded, medians=medians, backend=backend)
+        spreads on ``backend``, or ``spreads``: ``calls.qc.sample_spreads`` made earlier)."""
+        return sample_qc(result, self.coverage, self.excluded, spreads=spreads, medians=medians, backend=backend)
 
 
 def counts_qc(result, data: CountData, medians: np.ndarray | None = None) -> pd.DataFrame:
