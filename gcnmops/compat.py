@@ -51,6 +51,25 @@ def keep_numba_threads() -> Callable[[], None]:
     return lambda: numba.set_num_threads(n)
 
 
+def in_bands(fn: Callable[[int, int], object], n: int) -> None:
+    """``fn(a, b)`` on consecutive bands a:b covering range(n), as many as the calling thread's numba threads
+    (the run's ``--threads``; one where numba is not loaded), each band on its own thread: for numpy calls that
+    release the GIL (elementwise arithmetic, logs) on the run's cores."""
+    import sys
+
+    numba = sys.modules.get("numba")
+    parts = max(1, min(n, numba.get_num_threads() if numba is not None else 1))
+    cuts = [n * k // parts for k in range(parts + 1)]
+    if parts == 1:
+        fn(0, n)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(parts) as pool:
+        for done in [pool.submit(fn, a, b) for a, b in zip(cuts, cuts[1:])]:
+            done.result()
+
+
 def lazy_exports(namespace: dict, exports: Mapping[str, str], submodules: bool = False
                  ) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
     """(``__getattr__``, ``__dir__``) for the package whose ``globals()`` is ``namespace``: ``exports`` maps each

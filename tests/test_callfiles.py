@@ -909,3 +909,27 @@ def test_vcf_cells_are_written_as_htslib_writes_numbers():
     assert callfiles._cells_text("FCN", fcn).tolist() == [[".", "1.5", "2", "."]]
     gt = callfiles._objects([(0, 0), (0, 1), (1,), (1, 1)])[np.array([[0, 1, 2, 3, 0]])]
     assert callfiles._cells_text("GT", gt).tolist() == [["0/0", "0/1", "1", "1/1", "0/0"]]
+
+
+def test_model_rows_are_the_windows_own_whichever_rows_are_asked():
+    """The qualities' model arrays (calls.setsums): a window is usable where every class has a finite positive
+    lambda (any memory order, tiles of windows), and a window's lambda, log lambda and alpha are the same bits
+    whichever other rows are asked with it, and numpy's on the whole matrix."""
+    from gcnmops.calls.setsums import MODEL_TILE, model_rows, usable_windows
+
+    rng = np.random.default_rng(3)
+    m, n = 2 * MODEL_TILE + 77, 5
+    lam = rng.gamma(2.0, 30.0, (m, n))
+    alpha = rng.random((m, n))
+    for value in (0.0, -1.0, np.nan, np.inf):
+        lam[rng.integers(0, m, 40), rng.integers(0, n, 40)] = value
+    alpha[rng.integers(0, m, 40), rng.integers(0, n, 40)] = np.nan
+    expected = (np.isfinite(lam) & (lam > 0)).all(axis=1)
+    for order in "CF":
+        assert np.array_equal(usable_windows(np.asarray(lam, order=order)), expected)
+    ok = expected[:, None]
+    whole = (np.where(ok, lam, 0.0), np.log(np.where(ok, lam, 1.0)), np.where(np.isfinite(alpha), alpha, 0.0))
+    for rows in (np.arange(m), np.sort(rng.choice(m, 500, replace=False)), np.array([m - 1])):
+        got = model_rows(np.asfortranarray(lam), np.asfortranarray(alpha), expected, rows)
+        for a, b in zip(got, whole):
+            assert a.flags.c_contiguous and np.array_equal(a.view(np.uint64), b[rows].view(np.uint64))

@@ -33,10 +33,10 @@ by name: ``--exclude-samples NAME``).
 """
 from __future__ import annotations
 
-import numba
 import numpy as np
 import pandas as pd
 
+from ..compat import in_bands
 from ..cuda.probe import Backend, as_backend
 from ..errors import InputError
 from . import spreads
@@ -95,12 +95,7 @@ def log2_ratios(normalized: np.ndarray, medians: np.ndarray | None = None) -> np
         np.copyto(o, np.nan, where=~np.isfinite(o))
         o[silent] = np.nan
 
-    from concurrent.futures import ThreadPoolExecutor
-
-    N = x.shape[1]
-    step = max(1, -(-N // numba.get_num_threads()))  # the run's thread count (--threads), as its kernels
-    with ThreadPoolExecutor(max(1, -(-N // step))) as pool:
-        list(pool.map(lambda c: ratios(c, min(N, c + step)), range(0, N, step)))
+    in_bands(ratios, x.shape[1])  # the run's thread count (--threads), as its kernels
     return out
 
 

@@ -281,32 +281,43 @@ class _Model:
         self.x = normalized
         m, N = normalized.shape
         n = len(self.classes)
-        lam = np.asarray(params["L"], dtype=np.float64).reshape(m, n)
-        alpha = np.asarray(params["A"], dtype=np.float64).reshape(m, n)
+        self.lam_all = np.asarray(params["L"], dtype=np.float64).reshape(m, n)
+        self.alpha_all = np.asarray(params["A"], dtype=np.float64).reshape(m, n)
         cov = np.asarray(params.get("cov", np.ones(N)), dtype=np.float64).reshape(-1)
         self.cov = cov if cov.size == N else np.ones(N)
         with np.errstate(divide="ignore"):
             self.log_cov = np.log(self.cov)
         # a window is evidence where every class has a positive lambda; a cell where its count is finite
-        from .setsums import model_arrays
+        from .setsums import usable_windows
 
-        self.usable, self.lam, self.log_lam, self.alpha = model_arrays(lam, alpha)
+        self.usable = usable_windows(self.lam_all)
+
+    def _rows(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``setsums.model_rows`` of the windows ``rows``: (lambda, log lambda, alpha), each (len(rows), classes)."""
+        from .setsums import model_rows
+
+        return model_rows(self.lam_all, self.alpha_all, self.usable, rows)
+
+    def _normal_lambda(self, rows=slice(None)) -> np.ndarray:
+        """(k,) the normal class's lambda of the windows ``rows`` (default all), 0 where a window is no evidence."""
+        return np.where(self.usable[rows], self.lam_all[rows, self.main_idx], 0.0)
 
     def residual_counts(self) -> ResidualCounts:
         """``residual_counts`` of the block against the normal class's expected counts cov L[:, normal]."""
         if self.main_idx < 0:
             return ResidualCounts(self.x.shape[1], np.zeros(0, np.int64), np.zeros(0, np.int64))
         # windows without evidence have lambda 0 here: left out
-        return residual_counts(self.x, self.lam[:, [self.main_idx]], self.cov)
+        return residual_counts(self.x, self._normal_lambda()[:, None], self.cov)
 
     def logliks(self, sets: list[np.ndarray], set_of: np.ndarray, col_of: np.ndarray) -> np.ndarray:
         """(items, classes) each class's Poisson log-likelihood (no dispersion) of item j: sample ``col_of[j]``
         summed over the windows ``sets[set_of[j]]`` (``setsums.set_logliks``)."""
         from .setsums import flat_sets, set_logliks
 
-        rows, ptr = flat_sets(sets)
-        return set_logliks(self.x, self.usable, self.lam, self.log_lam, self.cov, self.log_cov, rows, ptr,
-                           set_of, col_of)
+        rows, ptr, union, pos = flat_sets(sets)
+        lam, log_lam, _ = self._rows(union)
+        return set_logliks(self.x, self.usable, lam, log_lam, self.cov, self.log_cov, rows, pos, ptr, set_of,
+                           col_of)
 
     def loglik(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
         """(classes, k) each class's Poisson log-likelihood of the samples ``cols`` summed over windows ``rows``
@@ -319,7 +330,7 @@ class _Model:
         rows = np.asarray(rows, np.int64)
         if self.main_idx < 0:
             return np.full((rows.size, self.x.shape[1]), np.nan)
-        return locus_medians(self.x[rows], self.lam[rows, self.main_idx][:, None] * self.cov[None, :])
+        return locus_medians(self.x[rows], self._normal_lambda(rows)[:, None] * self.cov[None, :])
 
     def locus_sums(self, sets: list[np.ndarray], cols: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         """``set_locus_sums`` of the sets of windows ``sets`` (the sample ``cols[i]`` of set i; None: every
@@ -330,7 +341,8 @@ class _Model:
         """(sets, classes) the mean mixture weight of each class over each set of windows."""
         from .setsums import flat_sets, set_means
 
-        return set_means(self.alpha, *flat_sets(sets))
+        _, ptr, union, pos = flat_sets(sets)
+        return set_means(self._rows(union)[2], pos, ptr)
 
     def prior(self, rows: np.ndarray) -> np.ndarray:
         """(classes,) the mean mixture weight of each class over windows ``rows``."""

@@ -12,7 +12,7 @@ from numba import njit, prange
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def _logliks(x, usable, lam, log_lam, cov, log_cov, rows, ptr, set_of, col_of, out):  # pragma: no cover - numba
+def _logliks(x, usable, lam, log_lam, cov, log_cov, rows, pos, ptr, set_of, col_of, out):  # pragma: no cover
     n = lam.shape[1]
     for j in prange(set_of.size):
         k, c = set_of[j], col_of[j]
@@ -24,21 +24,21 @@ def _logliks(x, usable, lam, log_lam, cov, log_cov, rows, ptr, set_of, col_of, o
                 w = rows[p]
                 v = x[w, c]
                 if usable[w] and np.isfinite(v):
-                    sxl += v * log_lam[w, i]
-                    sl += lam[w, i]
+                    sxl += v * log_lam[pos[p], i]
+                    sl += lam[pos[p], i]
                     sx += v
             out[j, i] = sxl - cov[c] * sl + log_cov[c] * sx
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def _means(alpha, rows, ptr, out):  # pragma: no cover - numba
+def _means(alpha, pos, ptr, out):  # pragma: no cover - numba
     n = alpha.shape[1]
     for k in prange(ptr.size - 1):
         a, b = ptr[k], ptr[k + 1]
         for i in range(n):
             s = 0.0
             for p in range(a, b):
-                s += alpha[rows[p], i]
+                s += alpha[pos[p], i]
             out[k, i] = s / (b - a) if b > a else 0.0
 
 
@@ -69,58 +69,76 @@ def residual_bins(x: np.ndarray, mu: np.ndarray, scale: np.ndarray, c0: int, shi
     _residual_bins(x, mu, scale, c0, shift, first, last, out)
 
 
+#: windows per task of ``usable_windows``: a tile's classes are read a column at a time (a model's matrices are
+#: region-fastest; reading a window's classes across them is a page apart per class)
+MODEL_TILE = 4096
+
+
 @njit(parallel=True, nogil=True, cache=True)
-def _model_arrays(lam, alpha, usable, lam_c, log_in, alpha_c):  # pragma: no cover - numba
+def _usable(lam, usable):  # pragma: no cover - numba
     m, n = lam.shape
-    for w in prange(m):
-        ok = True
+    for t in prange((m + MODEL_TILE - 1) // MODEL_TILE):
+        a = t * MODEL_TILE
+        b = min(m, a + MODEL_TILE)
+        for w in range(a, b):
+            usable[w] = True
         for i in range(n):
-            v = lam[w, i]
-            if not (np.isfinite(v) and v > 0):
-                ok = False
-        usable[w] = ok
-        for i in range(n):
-            lam_c[w, i] = lam[w, i] if ok else 0.0
-            log_in[w, i] = lam[w, i] if ok else 1.0
-            a = alpha[w, i]
-            alpha_c[w, i] = a if np.isfinite(a) else 0.0
+            for w in range(a, b):
+                v = lam[w, i]
+                if not (np.isfinite(v) and v > 0):
+                    usable[w] = False
 
 
-def model_arrays(lam: np.ndarray, alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(usable (m,), lambda, log lambda, alpha), each (m, classes) C-ordered, of a block's ``lam`` and ``alpha``
-    (m, classes): a window is usable where every class has a finite positive lambda (elsewhere lambda and its log
-    are 0), a non-finite alpha is 0. The windows in parallel; the logs by numpy's log."""
-    m, n = lam.shape
-    usable = np.empty(m, np.bool_)
-    lam_c, log_lam, alpha_c = np.empty((m, n)), np.empty((m, n)), np.empty((m, n))
-    if m:
-        _model_arrays(lam, alpha, usable, lam_c, log_lam, alpha_c)
-        np.log(log_lam, out=log_lam)  # 0 where not usable: log(1)
-    return usable, lam_c, log_lam, alpha_c
+def usable_windows(lam: np.ndarray) -> np.ndarray:
+    """(m,) bool: the windows where every class of ``lam`` (m, classes, any order) has a finite positive lambda.
+    Tiles of windows in parallel."""
+    usable = np.empty(lam.shape[0], np.bool_)
+    if usable.size:
+        _usable(lam, usable)
+    return usable
 
 
-def flat_sets(sets: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """(rows, ptr) of ``sets`` (each an int array of row indices): see the module docstring."""
+def model_rows(lam: np.ndarray, alpha: np.ndarray, usable: np.ndarray, rows: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(lambda, log lambda, alpha), each (len(rows), classes) C-ordered, of the windows ``rows`` of a block's
+    ``lam`` and ``alpha`` (m, classes): lambda and its log 0 where a window is not ``usable`` (m,), a non-finite
+    alpha 0; the logs by numpy's log. Made for the windows a sum reads only: the same numbers for a window
+    whichever rows are asked with it."""
+    ok = usable[rows][:, None]
+    picked = np.ascontiguousarray(lam[rows], dtype=np.float64)
+    lam_c = np.where(ok, picked, 0.0)
+    log_lam = np.log(np.where(ok, picked, 1.0))  # 0 where not usable: log(1)
+    a = np.ascontiguousarray(alpha[rows], dtype=np.float64)
+    return lam_c, log_lam, np.where(np.isfinite(a), a, 0.0)
+
+
+def flat_sets(sets: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(rows, ptr, union, pos) of ``sets`` (each an int array of row indices): see the module docstring;
+    ``union``: the distinct rows, ascending, and ``pos``: each entry's place in it (the row of ``model_rows``'
+    arrays made for ``union``)."""
     ptr = np.zeros(len(sets) + 1, np.int64)
     np.cumsum([len(s) for s in sets], out=ptr[1:])
     rows = np.concatenate(sets).astype(np.int64) if sets else np.zeros(0, np.int64)
-    return rows, ptr
+    union, pos = np.unique(rows, return_inverse=True)
+    return rows, ptr, union, pos.reshape(-1).astype(np.int64)
 
 
 def set_logliks(x: np.ndarray, usable: np.ndarray, lam: np.ndarray, log_lam: np.ndarray, cov: np.ndarray,
-                log_cov: np.ndarray, rows: np.ndarray, ptr: np.ndarray, set_of: np.ndarray,
+                log_cov: np.ndarray, rows: np.ndarray, pos: np.ndarray, ptr: np.ndarray, set_of: np.ndarray,
                 col_of: np.ndarray) -> np.ndarray:
     """(items, classes): item j's sum over the windows w of set ``set_of[j]`` of sample c = ``col_of[j]`` of
-    x log(lambda) - cov_c lambda + log(cov_c) x, per class (x the normalized count (m, N), lambda, log lambda
-    (m, classes), cov (N,)); windows not ``usable`` (m,) and cells without a finite count left out."""
+    x log(lambda) - cov_c lambda + log(cov_c) x, per class (x the normalized count (m, N), cov (N,); lambda and
+    log lambda (k, classes) of the rows of ``flat_sets``' union: entry p's at ``pos[p]``); windows not ``usable``
+    (m,) and cells without a finite count left out."""
     out = np.empty((len(set_of), lam.shape[1]))
-    _logliks(x, usable, lam, log_lam, cov, log_cov, rows, ptr, np.asarray(set_of, np.int64),
+    _logliks(x, usable, lam, log_lam, cov, log_cov, rows, pos, ptr, np.asarray(set_of, np.int64),
              np.asarray(col_of, np.int64), out)
     return out
 
 
-def set_means(alpha: np.ndarray, rows: np.ndarray, ptr: np.ndarray) -> np.ndarray:
-    """(sets, classes) the mean of ``alpha`` (m, classes) over each set's windows (0 for an empty set)."""
+def set_means(alpha: np.ndarray, pos: np.ndarray, ptr: np.ndarray) -> np.ndarray:
+    """(sets, classes) the mean of ``alpha`` (k, classes: entry p's row ``pos[p]``) over each set's windows (0 for
+    an empty set)."""
     out = np.empty((len(ptr) - 1, alpha.shape[1]))
-    _means(alpha, rows, ptr, out)
+    _means(alpha, pos, ptr, out)
     return out
