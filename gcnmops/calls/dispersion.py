@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit, prange
 
 #: the median of a chi-square variable of one degree of freedom: median(r^2) of Poisson residuals r
 _CHI2_MEDIAN = 0.454936423119572
@@ -89,30 +90,53 @@ def dispersion(counts: ResidualCounts) -> np.ndarray:
     return np.where(total > 0, np.maximum(edge / _CHI2_MEDIAN, 1.0), 1.0)
 
 
+#: windows per task of ``locus_medians`` (each task's scratch made once)
+LOCUS_TILE = 1024
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _locus_medians(x, mu, out):  # pragma: no cover - numba
+    m, n = x.shape
+    for t in prange((m + LOCUS_TILE - 1) // LOCUS_TILE):
+        z = np.empty(n)
+        s = np.empty(n)
+        for w in range(t * LOCUS_TILE, min(m, (t + 1) * LOCUS_TILE)):
+            held = 0
+            for j in range(n):
+                v = np.nan
+                if mu[w, j] > 0:
+                    d = x[w, j] - mu[w, j]
+                    v = d * d / mu[w, j]
+                z[j] = v
+                if np.isfinite(v):
+                    s[held] = v
+                    held += 1
+            s[:held].sort()
+            # without a sample of finite residual: held - 1 values, the lower median the (held - 2) // 2-th of
+            # them; it is s[t] where the sample's own value is above it, else s[t + 1] (equal values: either)
+            k = max(held - 2, 0) // 2
+            low = s[k] if k < held else np.nan
+            high = s[k + 1] if k + 1 < held else np.nan
+            r = max(held - 1, 0) // 2
+            rest = s[r] if r < held else np.nan  # a sample without a finite residual: of all held values
+            for j in range(n):
+                if np.isfinite(z[j]):
+                    out[w, j] = (high if z[j] <= low else low) if held > 1 else np.nan
+                else:
+                    out[w, j] = rest if held > 0 else np.nan
+
+
 def locus_medians(x: np.ndarray, mu: np.ndarray) -> np.ndarray:
     """(m, N) for each window w and sample k: the lower median of the squared Pearson residuals (x - mu)^2 / mu
     of the *other* samples of window w (NaN where no other sample has a finite count and mu > 0): how much the
     window's counts vary around the normal class's expected counts ``mu``, without the sample's own count (so a
-    sample's reads never change its own locus dispersion). ``x``, ``mu`` (m, N)."""
-    x = np.asarray(x, dtype=np.float64)
-    m, n = x.shape
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.where(mu > 0, (x - mu) ** 2 / mu, np.nan)
-    finite = np.isfinite(z)
-    if m == 0 or n == 0:
-        return np.full((m, n), np.nan)
-    ordered = np.sort(z, axis=1)  # NaN last
-    held = finite.sum(axis=1)
-    at = np.arange(m)
-    # without a sample of finite residual: held - 1 values, the lower median the (held - 2) // 2-th of them; it is
-    # ordered[t] where the sample's own value is above it, else ordered[t + 1] (equal values: either)
-    t = np.maximum(held - 2, 0) // 2
-    low, high = ordered[at, np.minimum(t, n - 1)], ordered[at, np.minimum(t + 1, n - 1)]
-    rest = ordered[at, np.maximum(held - 1, 0) // 2]  # a sample without a finite residual: of all held values
-    with np.errstate(invalid="ignore"):
-        med = np.where(finite, np.where(z <= low[:, None], high[:, None], low[:, None]), rest[:, None])
-    others = np.where(finite, held[:, None] - 1, held[:, None])
-    return np.where(others > 0, med, np.nan)
+    sample's reads never change its own locus dispersion). ``x``, ``mu`` (m, N). Tiles of windows in parallel."""
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    mu = np.ascontiguousarray(np.broadcast_to(mu, x.shape), dtype=np.float64)
+    out = np.empty(x.shape)
+    if out.size:
+        _locus_medians(x, mu, out)
+    return out
 
 
 def set_locus_sums(medians, sets: list[np.ndarray], cols: np.ndarray | None, n_samples: int
