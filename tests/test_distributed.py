@@ -511,3 +511,24 @@ def test_blocks_write_the_models_matrices_during_the_segmentation(tmp_path, monk
         model, thread = segmented_before("normalized_data", block)
         calls, _ = segmented_before("individual_call", block)
         assert thread.startswith("gcnmops-block-write") and model < calls  # before its own segmentation ended
+
+
+def test_gpu_workers_get_fewer_larger_blocks(monkeypatch):
+    """Blocks are cut for balance: TASKS_PER_THREAD per task thread on CPU workers, TASKS_PER_GPU_WORKER per
+    worker where the workers run the blocks on GPUs (each block pays the device's fixed costs); whole
+    chromosomes, merged in order, either way."""
+    from gcnmops.distributed.layout import TASKS_PER_GPU_WORKER, TASKS_PER_THREAD, plan_layout
+
+    chromosomes = [(f"chr{k + 1}", 1000 * k, 1000 * (k + 1)) for k in range(22)]
+    for tasks in (1, 2, 4, 8, 44):
+        layout = plan_layout(chromosomes, 10, 10, chunk_bytes=1 << 30, tasks=tasks)
+        assert len(layout.blocks) >= min(tasks, 22) and layout.blocks[0][0] == 0 and layout.blocks[-1][1] == 22000
+        assert all(b0 % 1000 == 0 and b1 % 1000 == 0 for b0, b1 in layout.blocks)
+        assert len(layout.blocks) <= 2 * max(tasks, 1)
+    seen, real = [], gd.pipeline.plan_layout
+    monkeypatch.setattr(gd.pipeline, "plan_layout", lambda *a, **k: seen.append(k["tasks"]) or real(*a, **k))
+    data, _ = example_cohort(n_regions=1200, n_samples=6, seed=2)
+    for gpu in (False, True):
+        monkeypatch.setattr(gd.pipeline.Runner, "all_on_gpu", lambda self, backend, gpu=gpu: gpu)
+        gd.cn_mops(data, False, backend="cpu", min_width=4, sample_qc=False)
+    assert seen == [TASKS_PER_THREAD, TASKS_PER_GPU_WORKER]

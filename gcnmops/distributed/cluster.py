@@ -110,6 +110,12 @@ class Runner:
         found = self.client.run(_gpu_here, backend)
         return bool(found) and all(found.values())
 
+    def workers(self) -> int:
+        """Workers (1 without a client)."""
+        if self.client is None:
+            return 1
+        return max(1, len(self.client.scheduler_info().get("workers", {})))
+
     def total_threads(self) -> int:
         """Task threads of all workers together (1 without a client)."""
         if self.client is None:

@@ -6,6 +6,9 @@ from dataclasses import dataclass
 
 #: tasks per worker thread the blocks are cut into at least, where chromosomes are small enough: load balance
 TASKS_PER_THREAD = 4
+#: the same per worker where the workers run the blocks on their GPUs: a block pays the device stages' fixed
+#: costs once, and two per worker let the largest-first order balance several GPUs
+TASKS_PER_GPU_WORKER = 2
 #: rows x samples of a stored matrix's chunks by default: about 16 MB, at most 256 samples
 DEFAULT_CHUNK_BYTES = 16 << 20
 MAX_CHUNK_SAMPLES = 256
@@ -36,15 +39,16 @@ class Layout:
 
 
 def plan_layout(chromosomes: list[tuple[str, int, int]], n_columns: int, n_samples: int, *, chunk_bytes: int,
-                threads: int, rows_per_chunk: int | None = None, samples_per_chunk: int | None = None) -> Layout:
+                tasks: int, rows_per_chunk: int | None = None, samples_per_chunk: int | None = None) -> Layout:
     """Blocks of whole chromosomes: consecutive chromosomes merged while a block's counts (8 bytes x
     ``n_columns`` per region: the cases, and referencecn.mops's controls) stay within ``chunk_bytes`` and its
-    regions within an even share of the work (TASKS_PER_THREAD blocks per worker thread); a chromosome larger
-    than that is a block alone, never cut (cn.mops normalizes and segments per chromosome).
+    regions within an even share of the work (``tasks`` blocks at least: TASKS_PER_THREAD per worker thread,
+    TASKS_PER_GPU_WORKER per GPU worker); a chromosome larger than that is a block alone, never cut (cn.mops
+    normalizes and segments per chromosome).
     ``rows_per_chunk`` x ``samples_per_chunk``: the stored matrices' chunks (default about
     DEFAULT_CHUNK_BYTES, at most MAX_CHUNK_SAMPLES samples)."""
     m = chromosomes[-1][2]
-    share = -(-m // (TASKS_PER_THREAD * max(1, threads)))
+    share = -(-m // max(1, tasks))
     limit = max(1, min(share, chunk_bytes // (8 * max(1, n_columns))))
     blocks: list[tuple[int, int]] = []
     for _, b0, b1 in chromosomes:
@@ -65,4 +69,4 @@ def column_groups(m: int, n: int, chunk_bytes: int, samples: int | None = None) 
     return [(c, min(n, c + k)) for c in range(0, n, k)]
 
 
-__all__ = ["Layout", "plan_layout", "column_groups", "TASKS_PER_THREAD"]
+__all__ = ["Layout", "plan_layout", "column_groups", "TASKS_PER_THREAD", "TASKS_PER_GPU_WORKER"]

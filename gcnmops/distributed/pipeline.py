@@ -42,7 +42,7 @@ from ..pipeline.stages import MODEL_DONE, run_block
 from ..pipeline.streamqc import CoverageTally, column_stats
 from .cluster import Runner, chunk_bytes_for, resolve_client, task_threads
 from .genome import first_pass
-from .layout import Layout, plan_layout
+from .layout import TASKS_PER_GPU_WORKER, TASKS_PER_THREAD, Layout, plan_layout
 from .result import DistributedResult, matrices_of
 from .store import Matrix, WorkStore, open_matrix, read_part, work_store
 
@@ -161,11 +161,13 @@ def cn_mops(
     warn_few_regions(m, stacklevel=2)
     # the rules on the client (what crosses chromosomes, cnvr's shape); each block's plan is built on its worker
     plan = RunPlan.build(method_row, cparams, Backend.CPU, m)
+    gpu = runner.all_on_gpu(backend)
     if chunk_bytes is None:
-        chunk_bytes = chunk_bytes_for(*runner.worker_memory(), gpu=runner.all_on_gpu(backend))
+        chunk_bytes = chunk_bytes_for(*runner.worker_memory(), gpu=gpu)
     n_columns = N + (ctrl.shape[1] if ctrl is not None else 0)
+    tasks = runner.workers() * TASKS_PER_GPU_WORKER if gpu else runner.total_threads() * TASKS_PER_THREAD
     layout = plan_layout(cases.count_data_stub().blocks(), n_columns, N, chunk_bytes=chunk_bytes,
-                         threads=runner.total_threads(), rows_per_chunk=rows_per_chunk,
+                         tasks=tasks, rows_per_chunk=rows_per_chunk,
                          samples_per_chunk=samples_per_chunk or (
                              _qc_width(m, N, chunk_bytes) if sample_qc else None))
     genome = _genome(runner, plan, [cases] + ([ctrl] if ctrl is not None else []),
@@ -328,7 +330,7 @@ def normalize_chromosomes(input, client=None, *, chromosomes=None, norm_type: st
     if chunk_bytes is None:
         chunk_bytes = chunk_bytes_for(*runner.worker_memory())
     layout = plan_layout(matrix.count_data_stub().blocks(), n, n, chunk_bytes=chunk_bytes,
-                         threads=runner.total_threads(), rows_per_chunk=rows_per_chunk,
+                         tasks=runner.total_threads() * TASKS_PER_THREAD, rows_per_chunk=rows_per_chunk,
                          samples_per_chunk=samples_per_chunk)
     colsums, _ = first_pass(runner, matrix, sums=True, coverage=False,
                             rows=rows_per_chunk or max(1024, chunk_bytes // (8 * n)), chunk_bytes=chunk_bytes,
