@@ -457,9 +457,9 @@ def test_sample_qc_tasks_take_the_blocks_tallies(monkeypatch, halves):
     data = gcnmops.CountData(data.counts / 2 if halves else data.counts, data.sample_names, data.ranges)
     seen, real = [], gd.pipeline.qc_columns
 
-    def spy(store, blocks, backend, counts, *rest):
-        seen.append(isinstance(counts, pd.DataFrame))
-        return real(store, blocks, backend, counts, *rest)
+    def spy(store, blocks, backend, group, *rest):
+        seen.append(group.coverage is not None and group.counts is None)
+        return real(store, blocks, backend, group, *rest)
 
     monkeypatch.setattr(gd.pipeline, "qc_columns", spy)
     res = gd.cn_mops(data, False, backend="cpu", min_width=4, chunk_bytes=1200 * 3 * 8)

@@ -228,10 +228,11 @@ def _sample_qc(runner: Runner, job: BlockJob, layout: Layout, result: Distribute
         step -= step % layout.samples
     groups = [(c, min(len(names), c + step)) for c in range(0, len(names), step)]
     placed = runner.place(medians)
-    calls = [(job.store, len(layout.blocks), job.backend,
-              _placed(runner, cases, slice(None), slice(c0, c1)) if coverage is None else
-              coverage.iloc[c0:c1].reset_index(drop=True), placed, names[c0:c1], c0, c1) for c0, c1 in groups]
-    parts = runner.run(qc_columns, calls)
+    tasks = [QCGroup(c0, c1, names[c0:c1], coverage=coverage.iloc[c0:c1].reset_index(drop=True))
+             if coverage is not None else
+             QCGroup(c0, c1, names[c0:c1], counts=_placed(runner, cases, slice(None), slice(c0, c1)))
+             for c0, c1 in groups]
+    parts = runner.run(qc_columns, [(job.store, len(layout.blocks), job.backend, group, placed) for group in tasks])
     return sample_qc(result, pd.concat([c for c, _ in parts], ignore_index=True), (),
                      np.concatenate([s for _, s in parts]))
 
@@ -242,18 +243,29 @@ def _qc_width(m: int, n: int, chunk_bytes: int) -> int:
     return max(1, min(n, chunk_bytes // (8 * max(1, m))))
 
 
-def qc_columns(store: WorkStore, blocks: int, backend: str, counts, medians: np.ndarray, names: list[str], c0: int,
-               c1: int) -> tuple[pd.DataFrame, np.ndarray]:
-    """Sample columns c0:c1's part of the sample QC (pipeline.streamqc.column_stats: their coverage and spreads)
-    from ``counts`` (those columns, see store.read_part; or their coverage, a table) and the normalized data and
-    sINI of the store's first ``blocks`` blocks, the log2 ratios against ``medians`` (m,); the spreads on the
-    worker's ``backend``."""
+@dataclass(frozen=True)
+class QCGroup:
+    """A sample-QC task's samples: columns c0:c1, named ``names``, with their read counts (``counts``: those
+    columns as store.read_part takes them) or, where the blocks' tallies give it, their ``coverage`` (a table)."""
+
+    c0: int
+    c1: int
+    names: list
+    counts: object = None
+    coverage: pd.DataFrame | None = None
+
+
+def qc_columns(store: WorkStore, blocks: int, backend: str, group: QCGroup, medians: np.ndarray
+               ) -> tuple[pd.DataFrame, np.ndarray]:
+    """The ``group``'s part of the sample QC (pipeline.streamqc.column_stats: their coverage and spreads) from
+    its counts or coverage and the normalized data and sINI of the store's first ``blocks`` blocks, the log2
+    ratios against ``medians`` (m,); the spreads on the worker's ``backend``."""
     on = resolve_backend(backend)
-    known = counts if isinstance(counts, pd.DataFrame) else None
+    c0, c1 = group.c0, group.c1
     with task_threads(), thread_memory_pool() if on is Backend.GPU else contextlib.nullcontext():
-        return column_stats(names, len(names), medians, lambda a, b: read_part(counts),
+        return column_stats(group.names, len(group.names), medians, lambda a, b: read_part(group.counts),
                             lambda a, b: store.columns("normalized_data", blocks, c0, c1),
-                            lambda a, b: store.columns("local_assessments", blocks, c0, c1), on, known)
+                            lambda a, b: store.columns("local_assessments", blocks, c0, c1), on, group.coverage)
 
 
 def _run_params(method, backend: str, params: dict) -> tuple[Method, CnMopsParams, dict]:
@@ -389,4 +401,5 @@ def _names_or(names, obj, prefix):
     return [f"{prefix}_{k + 1}" for k in range(int(obj.shape[1]))]
 
 
-__all__ = ["cn_mops", "normalize_chromosomes", "run_chromosomes", "normalize_block", "qc_columns", "BlockJob"]
+__all__ = ["cn_mops", "normalize_chromosomes", "run_chromosomes", "normalize_block", "qc_columns", "QCGroup",
+           "BlockJob"]

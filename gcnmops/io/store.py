@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..data import (CountData, check_names, chromosome_blocks, make_count_data, rows_grouped, unsorted_rows, usable_cores,
+from ..data import (CountData, check_names, chromosome_blocks, make_count_data, rows_grouped, unsorted_rows,
                     usable_cores, validate_counts, validate_ranges)
 from ..errors import InputError
 from ..files import check_target, holds_only, publish_folder, remove_stale, temp_folder
