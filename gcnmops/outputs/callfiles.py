@@ -183,13 +183,19 @@ def bed_cnvr(result) -> pd.DataFrame:
     names = np.full(len(cnvr), ".", dtype=object)
     score = np.zeros(len(cnvr), np.int64)
     rgb = np.full(len(cnvr), OTHER_RGB, dtype=object)
-    sample = cnvs["sampleName"].astype(str).to_numpy()
-    for r, idx in pd.Series(np.arange(region.size)).groupby(region).indices.items():
-        members = cnv[idx]
-        names[r] = ",".join(dict.fromkeys(sample[members]))
-        score[r] = _bed_score(q[members].max())
-        kinds = {directions[c] for c in members}
-        rgb[r] = _RGB[kinds.pop()] if len(kinds) == 1 else OTHER_RGB
+    if region.size:  # per region (its CNVs consecutive here): the highest score, one kind or several, its samples
+        starts = np.flatnonzero(np.r_[True, region[1:] != region[:-1]])
+        at = region[starts]
+        score[at] = _bed_score(np.maximum.reduceat(np.asarray(q, np.float64)[cnv], starts))
+        kinds, kind_names = pd.factorize(pd.Series(np.asarray(directions, dtype=object)[cnv]), use_na_sentinel=False)
+        low, high = np.minimum.reduceat(kinds, starts), np.maximum.reduceat(kinds, starts)
+        rgb[at] = [_RGB[kind_names[k]] if k == h else OTHER_RGB for k, h in zip(low, high)]
+        sample = cnvs["sampleName"].astype(str).to_numpy()[cnv]
+        # each sample once, where it first comes in its region
+        key = pd.factorize(sample)[0].astype(np.int64)
+        first = np.sort(np.unique(np.stack([region, key], axis=1), axis=0, return_index=True)[1])
+        kept_starts = np.searchsorted(first, starts)
+        names[at] = [",".join(part) for part in np.split(sample[first], kept_starts[1:])]
     order = _sorted_positions(result, cnvr)
     cnvr = cnvr.iloc[order]
     start0 = cnvr["start"].to_numpy(np.int64) - 1
