@@ -51,14 +51,19 @@ def keep_numba_threads() -> Callable[[], None]:
     return lambda: numba.set_num_threads(n)
 
 
+def run_threads() -> int:
+    """The calling thread's numba thread count (the run's ``--threads``); 1 where numba is not loaded."""
+    import sys
+
+    numba = sys.modules.get("numba")
+    return numba.get_num_threads() if numba is not None else 1
+
+
 def in_bands(fn: Callable[[int, int], object], n: int) -> None:
     """``fn(a, b)`` on consecutive bands a:b covering range(n), as many as the calling thread's numba threads
     (the run's ``--threads``; one where numba is not loaded), each band on its own thread: for numpy calls that
     release the GIL (elementwise arithmetic, logs) on the run's cores."""
-    import sys
-
-    numba = sys.modules.get("numba")
-    parts = max(1, min(n, numba.get_num_threads() if numba is not None else 1))
+    parts = max(1, min(n, run_threads()))
     cuts = [n * k // parts for k in range(parts + 1)]
     if parts == 1:
         fn(0, n)

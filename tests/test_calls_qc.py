@@ -512,6 +512,9 @@ def test_a_runs_qc_spreads_are_made_beside_the_segmentation(tmp_path, monkeypatc
     """run_and_write makes the sample QC's spreads from the model's part on a side thread while the segmentation
     runs, once; the table equals sample_qc made from the finished result. Where a method changes the sINI after
     the model (``changed``), the spreads are made again from the result's."""
+    from gcnmops.pipeline import run
+
+    monkeypatch.setattr(run, "run_threads", lambda: 2)
     import threading
     import time
 
@@ -551,3 +554,26 @@ def test_a_runs_qc_spreads_are_made_beside_the_segmentation(tmp_path, monkeypatc
     pd.testing.assert_frame_equal(result.sample_qc, expected, check_exact=True)
     written = pd.read_csv(tmp_path / "out" / "sample_qc.tsv", sep="\t", keep_default_na=False)
     assert np.allclose(written["log2_mad"].astype(float), expected["log2_mad"], rtol=1e-6, atol=0)
+
+
+def test_a_one_thread_runs_qc_spreads_wait_for_the_segmentation(tmp_path, monkeypatch):
+    """With one thread (--threads 1) nothing runs beside the segmentation: the spreads are made after it, on the
+    run's thread; the same table."""
+    import threading
+
+    from gcnmops.example import example_cohort
+    from gcnmops.pipeline import run, stages
+    from gcnmops.pipeline.selection import counts_qc
+
+    monkeypatch.setattr(run, "run_threads", lambda: 1)
+    data, _ = example_cohort(n_regions=1500, n_samples=6, seed=9)
+    calls, real_spreads, real_segment = [], run.sample_spreads, stages.segment_and_call
+    monkeypatch.setattr(run, "sample_spreads", lambda *a, **k: calls.append("beside") or real_spreads(*a, **k))
+    monkeypatch.setattr(stages, "segment_and_call",
+                        lambda *a, **k: (real_segment(*a, **k), calls.append("segmented"))[0])
+    real_qc = qc.sample_spreads
+    monkeypatch.setattr(qc, "sample_spreads",
+                        lambda *a, **k: calls.append(("after", threading.current_thread().name)) or real_qc(*a, **k))
+    result, _ = run.run_and_write("cn.mops", data, tmp_path / "out", backend="cpu", formats=["bed"])
+    assert calls == ["segmented", ("after", threading.current_thread().name)]
+    pd.testing.assert_frame_equal(result.sample_qc, counts_qc(result, data), check_exact=True)

@@ -12,7 +12,7 @@ from ..calls.filters import call_filters
 from ..calls.integer import calc_integer_copy_numbers
 from ..calls.qc import sample_spreads
 from ..calls.quality import call_evidence
-from ..compat import keep_numba_threads
+from ..compat import keep_numba_threads, run_threads
 from ..cuda.config import SPREAD_BESIDE_FRACTION
 from ..cuda.probe import resolve_backend
 from ..outputs.callfiles import VcfOptions
@@ -55,8 +55,10 @@ def run_and_write(method, input, outdir, *, controls=None, backend: str = "auto"
     report = on_stage or (lambda stage: None)
     input, controls, selection = select(method, input, controls, exclude=exclude, exclude_samples=exclude_samples)
     writer = ResultWriter(outdir, formats)
-    # beside the pipeline: the sample QC's spreads (once the model has run), the calls' qualities, integer CNs
-    side = ThreadPoolExecutor(2, initializer=keep_numba_threads())
+    # beside the pipeline: the sample QC's spreads (once the model has run, where the run has more than one
+    # thread), the calls' qualities (beside integer CNs)
+    beside = run_threads() > 1
+    side = ThreadPoolExecutor(1 + beside, initializer=keep_numba_threads())
     try:
         spreads: list = []  # (the model's part, its spreads' future)
 
@@ -64,8 +66,9 @@ def run_and_write(method, input, outdir, *, controls=None, backend: str = "auto"
             # the model's matrices are written and the QC's spreads made while the segmentation runs (the cores
             # and the device shared with it: the spreads take a smaller share of the device's free memory)
             writer.stage_matrices(part, MODEL_MATRICES)
-            spreads.append((part, side.submit(sample_spreads, part, backend=backend,
-                                              memory_fraction=SPREAD_BESIDE_FRACTION)))
+            if beside:
+                spreads.append((part, side.submit(sample_spreads, part, backend=backend,
+                                                  memory_fraction=SPREAD_BESIDE_FRACTION)))
 
         token = MODEL_DONE.set(model_done)
         try:
