@@ -270,7 +270,7 @@ class Qualities(NamedTuple):
 
 class _Model:
     """The fitted model of a block of windows (a result's params and normalized data), to sum each class's
-    Poisson log-likelihood over a set of windows (``loglik``) and average its mixture weights (``prior``). Every
+    Poisson log-likelihood over sets of windows and average its mixture weights (``set_sums``, ``over``). Every
     sum is over a fresh C-ordered array of the set's windows only: the same set gives the same bits in any block
     holding it (one chromosome, or the whole genome)."""
 
@@ -309,21 +309,25 @@ class _Model:
         # windows without evidence have lambda 0 here: left out
         return residual_counts(self.x, self._normal_lambda()[:, None], self.cov)
 
-    def logliks(self, sets: list[np.ndarray], set_of: np.ndarray, col_of: np.ndarray) -> np.ndarray:
-        """(items, classes) each class's Poisson log-likelihood (no dispersion) of item j: sample ``col_of[j]``
-        summed over the windows ``sets[set_of[j]]`` (``setsums.set_logliks``)."""
-        from .setsums import flat_sets, set_logliks
+    def set_sums(self, sets: list[np.ndarray], set_of: np.ndarray, col_of: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+        """(logliks (items, classes), priors (sets, classes)): each class's Poisson log-likelihood (no dispersion)
+        of item j, sample ``col_of[j]`` summed over the windows ``sets[set_of[j]]`` (``setsums.set_logliks``), and
+        the mean mixture weight of each class over each set of windows (``setsums.set_means``); the windows' model
+        arrays made once for both."""
+        from .setsums import flat_sets, set_logliks, set_means
 
         rows, ptr, union, pos = flat_sets(sets)
-        lam, log_lam, _ = self._rows(union)
-        return set_logliks(self.x, self.usable, lam, log_lam, self.cov, self.log_cov, rows, pos, ptr, set_of,
-                           col_of)
+        lam, log_lam, alpha = self._rows(union)
+        return (set_logliks(self.x, self.usable, lam, log_lam, self.cov, self.log_cov, rows, pos, ptr, set_of,
+                            col_of), set_means(alpha, pos, ptr))
 
-    def loglik(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-        """(classes, k) each class's Poisson log-likelihood of the samples ``cols`` summed over windows ``rows``
-        (no dispersion)."""
+    def over(self, rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(loglik (classes, k), prior (classes,)): each class's Poisson log-likelihood of the samples ``cols``
+        summed over windows ``rows`` (no dispersion), and its mean mixture weight over them."""
         cols = np.asarray(cols, np.int64)
-        return self.logliks([np.asarray(rows, np.int64)], np.zeros(cols.size, np.int64), cols).T
+        logliks, priors = self.set_sums([np.asarray(rows, np.int64)], np.zeros(cols.size, np.int64), cols)
+        return logliks.T, priors[0]
 
     def locus_medians(self, rows: np.ndarray) -> np.ndarray:
         """(len(rows), N) ``locus_medians`` of the windows ``rows`` against the normal class."""
@@ -336,17 +340,6 @@ class _Model:
         """``set_locus_sums`` of the sets of windows ``sets`` (the sample ``cols[i]`` of set i; None: every
         sample)."""
         return set_locus_sums(self.locus_medians, sets, cols, self.x.shape[1])
-
-    def priors(self, sets: list[np.ndarray]) -> np.ndarray:
-        """(sets, classes) the mean mixture weight of each class over each set of windows."""
-        from .setsums import flat_sets, set_means
-
-        _, ptr, union, pos = flat_sets(sets)
-        return set_means(self._rows(union)[2], pos, ptr)
-
-    def prior(self, rows: np.ndarray) -> np.ndarray:
-        """(classes,) the mean mixture weight of each class over windows ``rows``."""
-        return self.priors([np.asarray(rows, np.int64)])[0]
 
 
 def _cnv_keys(cnvs: pd.DataFrame) -> pd.MultiIndex:
@@ -429,11 +422,10 @@ def block_evidence(params: dict, normalized: np.ndarray, gr: pd.DataFrame, sampl
     regions = np.arange(len(region_sets), dtype=np.int64)
     set_of = np.concatenate([cnv_items, len(cnv_sets) + np.repeat(regions, N)]).astype(np.int64)
     col_of = np.concatenate([sample_col[cnv_items], np.tile(np.arange(N, dtype=np.int64), len(regions))])
-    sums = model.logliks(cnv_sets + region_sets, set_of, col_of) if set_of.size else np.zeros((0, n))
+    sums, priors = model.set_sums(cnv_sets + region_sets, set_of, col_of)
     cnv_loglik = np.zeros((len(cnvs), n))
     cnv_loglik[cnv_items] = sums[:cnv_items.size]
     region_loglik = np.ascontiguousarray(sums[cnv_items.size:].reshape(len(regions), N, n).transpose(0, 2, 1))
-    priors = model.priors(cnv_sets + region_sets) if cnv_sets or region_sets else np.zeros((0, n))
     cnv_locus = np.zeros((len(cnvs), 2))
     cnv_locus[cnv_items] = np.stack(model.locus_sums([cnv_sets[i] for i in cnv_items], sample_col[cnv_items]),
                                     axis=1)
@@ -512,7 +504,7 @@ class Evidence:
         else:
             for i, rows in enumerate(row_sets):
                 if rows.size and k:
-                    loglik[i], prior[i] = model.loglik(rows, cols[i]), model.prior(rows)
+                    loglik[i], prior[i] = model.over(rows, cols[i])
                     sums, counts = model.locus_sums([rows], None)
                     locus[i] = np.stack([sums[0][cols[i]], counts[0][cols[i]]])
         names = np.asarray(self.result.sample_names, dtype=object)
@@ -550,7 +542,8 @@ class Evidence:
             for i, rows in zip(missing, sets):
                 windows[i] = rows.size
                 if rows.size:
-                    loglik[i, :, 0], prior[i] = model.loglik(rows, result_col[[i]])[:, 0], model.prior(rows)
+                    ll, prior[i] = model.over(rows, result_col[[i]])
+                    loglik[i, :, 0] = ll[:, 0]
                     locus[i, :, 0] = np.concatenate(model.locus_sums([rows], result_col[[i]]))
         cols = np.maximum(col, 0)[:, None]
         d = self.locus(locus, cols)
@@ -583,7 +576,7 @@ class Evidence:
             for i, rows in zip(lost, sets):
                 windows[i] = rows.size
                 if rows.size and k:
-                    loglik[i], prior[i] = model.loglik(rows, result_col), model.prior(rows)
+                    loglik[i], prior[i] = model.over(rows, result_col)
                     sums, counts = model.locus_sums([rows], None)
                     locus[i] = np.stack([sums[0][result_col], counts[0][result_col]])
         cols = np.broadcast_to(col, (r, k))
