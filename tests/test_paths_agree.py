@@ -104,7 +104,7 @@ def qualities(result) -> dict:
 
     table = vcf_table(result.replace(cnvr=cnvr_per_sample(result)))
     return {"cnv call": quality.call_qualities(result)[0], "cnv genotype": quality.genotype_qualities(result),
-            "region QUAL": np.array([r.qual for r in table.records]), "region CNQ": table.cells["CNQ"]}
+            "region QUAL": table.fixed["QUAL"].to_numpy(), "region CNQ": table.cells["CNQ"]}
 
 
 def assert_same_qualities(got, ref, path: str) -> None:

@@ -48,6 +48,7 @@ import numpy as np
 import pandas as pd
 
 from ..data import chromosome_blocks
+from .posteriors import log_errors
 from .dispersion import (ResidualCounts, dispersion, locus_dispersion, locus_medians, residual_counts,
                          set_locus_sums)
 
@@ -193,12 +194,12 @@ class _Windows:
                           int(np.searchsorted(entry.starts, end, side="right")))
         return cand[(self.end[cand] >= start) & (self.start[cand] <= end)]
 
-    def row_sets(self, chrom, start, end) -> list[np.ndarray]:
-        """``rows(chrom[i], start[i], end[i])`` of every range i, in their order (each the same int64 array as
-        ``rows``'s), found with one search per chromosome instead of one per range."""
+    def _kept(self, chrom, start, end):
+        """Per chromosome of the ranges [start[i], end[i]] on ``chrom[i]``: (the ranges' indices, the rows of the
+        windows overlapping each, concatenated in the ranges' order and by start within one, how many each has),
+        found with one search per chromosome."""
         chrom = pd.Series(np.asarray(chrom, dtype=object)).astype(str).to_numpy()
         start, end = np.asarray(start, np.int64), np.asarray(end, np.int64)
-        out: list[np.ndarray] = [np.zeros(0, np.int64)] * chrom.size
         for name in pd.unique(chrom):
             entry = self.by_chrom.get(name)
             if entry is None:
@@ -209,13 +210,32 @@ class _Windows:
             pos = np.repeat(lo - (np.cumsum(n) - n), n) + np.arange(int(n.sum()))  # positions in start order
             cand = entry.first + pos if entry.rows is None else entry.rows[pos]
             keep = (self.end[cand] >= np.repeat(start[idx], n)) & (self.start[cand] <= np.repeat(end[idx], n))
-            kept = np.bincount(np.repeat(np.arange(idx.size), n)[keep], minlength=idx.size)
-            for i, rows in zip(idx.tolist(), np.split(cand[keep], np.cumsum(kept)[:-1])):
-                out[i] = rows
+            yield idx, cand[keep], np.bincount(np.repeat(np.arange(idx.size), n)[keep], minlength=idx.size)
+
+    def row_sets(self, chrom, start, end) -> list[np.ndarray]:
+        """``rows(chrom[i], start[i], end[i])`` of every range i, in their order (each the same int64 array as
+        ``rows``'s), found with one search per chromosome instead of one per range."""
+        out: list[np.ndarray] = [np.zeros(0, np.int64)] * len(start)
+        for idx, rows, kept in self._kept(chrom, start, end):
+            for i, one in zip(idx.tolist(), np.split(rows, np.cumsum(kept)[:-1])):
+                out[i] = one
         return out
 
-    def width(self, row: int) -> int:
-        return int(self.end[row] - self.start[row] + 1)
+    def edge_rows(self, chrom, start, end) -> tuple[np.ndarray, np.ndarray]:
+        """(first, last) int64: the first and the last row of ``row_sets``' set of each range (-1 for none)."""
+        first, last = np.full(len(start), -1, np.int64), np.full(len(start), -1, np.int64)
+        for idx, rows, kept in self._kept(chrom, start, end):
+            has = kept > 0
+            stop = np.cumsum(kept)
+            first[idx[has]] = rows[(stop - kept)[has]]
+            last[idx[has]] = rows[stop[has] - 1]
+        return first, last
+
+    def widths(self, rows: np.ndarray) -> np.ndarray:
+        """int64 widths (bp) of the windows ``rows``; 0 for row -1."""
+        rows = np.asarray(rows, np.int64)
+        safe = np.maximum(rows, 0)
+        return np.where(rows >= 0, self.end[safe] - self.start[safe] + 1, 0) if len(self.end) else np.zeros_like(rows)
 
     def lengths(self) -> dict[str, int]:
         """Each chromosome's last window end (its known length)."""
@@ -599,14 +619,7 @@ class Evidence:
         prior = np.maximum(prior, floor)
         with np.errstate(divide="ignore"):
             log_prior = np.log(prior / prior.sum(axis=1, keepdims=True))
-        lp = log_prior[:, :, None] + loglik / self.phi[cols][:, None, :]
-        lp = lp - _logsumexp(lp, axis=1)[:, None, :]
-        side = self.side[None, :, None]
-        # log P(not the state's side): normal state -> not normal; loss/gain -> normal or the other side
-        wrong_side = np.where(sign[:, None, :] == 0, side != 0, side != sign[:, None, :])
-        log_err_call = _logsumexp(np.where(wrong_side, lp, -np.inf), axis=1)
-        other = np.arange(lp.shape[1])[None, :, None] != np.maximum(cls, 0)[:, None, :]
-        log_err_cls = _logsumexp(np.where(other, lp, -np.inf), axis=1)
+        log_err_call, log_err_cls = log_errors(loglik, log_prior, self.phi[cols], sign, cls, self.side)
         has = (np.asarray(windows) > 0)[:, None]
         d = np.ones(cls.shape) if locus is None else np.broadcast_to(locus, cls.shape)
 
@@ -616,14 +629,6 @@ class Evidence:
         call = np.where(has, score(log_err_call), 0.0)
         genotype = np.where(has, score(np.where((sign != 0) & (cls >= 0), log_err_cls, log_err_call)), 0.0)
         return Qualities(call, genotype)
-
-
-def _logsumexp(a: np.ndarray, axis: int = 0) -> np.ndarray:
-    """log(sum(exp(a), axis)), -inf where every value is -inf."""
-    top = np.max(a, axis=axis, keepdims=True)
-    safe = np.where(np.isfinite(top), top, 0.0)
-    with np.errstate(divide="ignore"):
-        return np.squeeze(safe, axis=axis) + np.log(np.exp(a - safe).sum(axis=axis))
 
 
 def model_phred(log_error: np.ndarray) -> np.ndarray:

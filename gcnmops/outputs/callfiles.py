@@ -221,29 +221,20 @@ VCF_FILTERS = {
 }
 
 
-@dataclass
-class VcfRecord:
-    """A record's fixed fields (its samples' fields: ``VcfTable.cells``)."""
-    chrom: str
-    pos: int  # 1-based POS
-    end: int  # INFO END
-    id: str
-    ref: str
-    alt: str
-    qual: float  # one decimal (calls.quality.Q_DECIMALS)
-    filter: str
-    info: dict
+#: the fixed columns of a VCF record (``VcfTable.fixed``)
+VCF_FIXED = ["CHROM", "POS", "ID", "REF", "ALT", "QUAL", "FILTER", "INFO"]
 
 
 @dataclass
 class VcfTable:
-    """A VCF's meta lines (after ##fileformat), samples, FORMAT keys and records; ``cells``: per FORMAT key the
-    (records, samples) values: GT a tuple of allele indices, CN an int or None (object arrays), CNQ float64, FCN a
-    float or None (object)."""
+    """A VCF's meta lines (after ##fileformat), samples, FORMAT keys and records: ``fixed`` one row per record
+    in file order, the columns ``VCF_FIXED`` (POS int64, QUAL float64 with one decimal, INFO its text with END
+    first); ``cells`` per FORMAT key the (records, samples) values: GT a tuple of allele indices, CN an int or
+    None (object arrays), CNQ float64, FCN a float or None (object)."""
     header_lines: list[str]
     samples: list[str]
     formats: list[str]
-    records: list[VcfRecord]
+    fixed: pd.DataFrame
     cells: dict[str, np.ndarray]
 
 
@@ -485,7 +476,6 @@ def vcf_table(result, reference_fai=None, samples=None, reference=None) -> VcfTa
     end = cnvr["end"].to_numpy(np.int64) if k else np.zeros(0, np.int64)
     formats = ["GT", "CN", "CNQ"] + (["FCN"] if fractional else [])
     order = _sorted_positions(result, cnvr)
-    row_sets = windows.row_sets(chrom[order], start[order], end[order])
     quals = evidence.region_qualities(cnvr.iloc[order], chosen, cls[order], sign[order])
     loss, gain = (sign[order] < 0).any(axis=1), (sign[order] > 0).any(axis=1)
     neither = ~(loss | gain)
@@ -496,14 +486,10 @@ def vcf_table(result, reference_fai=None, samples=None, reference=None) -> VcfTa
     qual = np.where(has, np.where(carriers, quals.call, -np.inf).max(axis=1, initial=-np.inf), 0.0)
     status = np.where(has, filter_status(end[order] - start[order] + 1, qual, result.selection), "NoCarrier")
     cells = _cells(carriers, values[order], main_v, quals.genotype, fractional)
-    records = []
-    for r, i in enumerate(order.tolist()):
-        pos, info = _sv_info(windows, contigs, str(chrom[i]), int(start[i]), int(end[i]), row_sets[r],
-                             str(svtypes[r]))
-        records.append(VcfRecord(str(chrom[i]), pos, int(end[i]), f"cnvr{i + 1}", ref_base(str(chrom[i]), pos),
-                                 f"<{svtypes[r]}>", float(qual[r]), str(status[r]), info))
+    fixed = _sv_records(windows, contigs, ref_base, chrom[order], start[order], end[order], svtypes,
+                        [f"cnvr{i + 1}" for i in order.tolist()], qual, status)
     return VcfTable(_vcf_header_lines(result, contigs, fractional, reference_fai, reference), chosen, formats,
-                    records, cells)
+                    fixed, cells)
 
 
 def _vcf_contigs_checked(result, reference_fai=None, reference=None) -> dict[str, int]:
@@ -518,16 +504,31 @@ def _vcf_contigs_checked(result, reference_fai=None, reference=None) -> dict[str
     return contigs
 
 
-def _sv_info(windows, contigs: dict, chrom: str, start: int, end: int, rows: np.ndarray, svtype: str):
-    """(POS, INFO) of the symbolic variant [start, end] (1-based, closed) of ``svtype`` over the windows ``rows``:
-    see ``vcf_table``."""
-    pos = start - 1 if start > 1 else 1
-    length = end - pos  # END - POS: the variant's length (one less for one at base 1)
-    contig_len = contigs.get(chrom, end)
-    w0 = windows.width(rows[0]) if rows.size else 0
-    w1 = windows.width(rows[-1]) if rows.size else 0
-    return pos, {"SVTYPE": svtype, "SVLEN": -length if svtype == "DEL" else length, "IMPRECISE": True,
-                 "CIPOS": (-min(w0, pos - 1), w0), "CIEND": (-w1, min(w1, max(contig_len - end, 0)))}
+def _sv_records(windows, contigs: dict, ref_base, chrom, start, end, svtype, ids: list[str], qual, status,
+                extra: list[str] | None = None) -> pd.DataFrame:
+    """``VcfTable.fixed`` of the symbolic variants [start, end] (1-based, closed) of ``svtype`` (arrays, one
+    entry per record): POS, INFO END, SVTYPE, SVLEN, IMPRECISE, CIPOS / CIEND from the first / last window
+    overlapping each (see ``vcf_table``), then ``extra`` (per record INFO text to append, "" for none)."""
+    chrom = np.asarray(chrom, dtype=object).astype(str)
+    start, end = np.asarray(start, np.int64), np.asarray(end, np.int64)
+    svtype = np.asarray(svtype).astype(str)
+    pos = np.where(start > 1, start - 1, 1)
+    svlen = np.where(svtype == "DEL", pos - end, end - pos)  # END - POS: the length (one less for one at base 1)
+    first, last = windows.edge_rows(chrom, start, end)
+    w0, w1 = windows.widths(first), windows.widths(last)
+    contig_len = np.array([contigs.get(c, -1) for c in chrom], np.int64).reshape(-1)
+    contig_len = np.where(contig_len >= 0, contig_len, end)
+    lo = np.minimum(w0, pos - 1)
+    hi = np.minimum(w1, np.maximum(contig_len - end, 0))
+    extra = extra if extra is not None else [""] * len(chrom)
+    info = [f"END={e};SVTYPE={t};SVLEN={n};IMPRECISE;CIPOS={-a},{b};CIEND={-c},{d}{x}"
+            for e, t, n, a, b, c, d, x in zip(end.tolist(), svtype.tolist(), svlen.tolist(), lo.tolist(),
+                                              w0.tolist(), w1.tolist(), hi.tolist(), extra)]
+    pos_list = pos.tolist()
+    return pd.DataFrame({"CHROM": chrom.astype(object), "POS": pos, "ID": ids,
+                         "REF": [ref_base(c, p) for c, p in zip(chrom.tolist(), pos_list)],
+                         "ALT": [f"<{t}>" for t in svtype.tolist()], "QUAL": np.asarray(qual, np.float64),
+                         "FILTER": np.asarray(status, dtype=object).astype(str), "INFO": info}, columns=VCF_FIXED)
 
 
 def sample_vcf_table(result, sample, reference_fai=None, reference=None) -> VcfTable:
@@ -556,21 +557,16 @@ def sample_vcf_table(result, sample, reference_fai=None, reference=None) -> VcfT
     order = [i for i in _sorted_positions(result, cnvs) if names[i] == sample and directions[i] is not None]
     labels = cnvs["CN"].to_numpy(dtype=object)
     fractional = any(cn_value(labels[i]) is not None and "." in str(labels[i]) for i in order)
-    records = []
-    row_sets = windows.row_sets(*(cnvs[c].to_numpy()[order] for c in ("seqnames", "start", "end")))
-    for i, rows in zip(order, row_sets):
-        chrom, start, end = str(cnvs.at[i, "seqnames"]), int(cnvs.at[i, "start"]), int(cnvs.at[i, "end"])
-        svtype = "DEL" if directions[i] == "loss" else "DUP"
-        pos, info = _sv_info(windows, contigs, chrom, start, end, rows, svtype)
-        if i in region_of:
-            info["CNVR"] = f"cnvr{region_of[i] + 1}"
-        records.append(VcfRecord(chrom, pos, end, f"cnv{i + 1}", ref_base(chrom, pos), f"<{svtype}>", float(q[i]),
-                                 status[i], info))
+    chrom, start, end = (cnvs[c].to_numpy()[np.asarray(order, np.int64)] for c in ("seqnames", "start", "end"))
+    fixed = _sv_records(windows, contigs, ref_base, chrom, start, end,
+                        ["DEL" if directions[i] == "loss" else "DUP" for i in order], [f"cnv{i + 1}" for i in order],
+                        np.asarray([q[i] for i in order], np.float64), [status[i] for i in order],
+                        [f";CNVR=cnvr{region_of[i] + 1}" if i in region_of else "" for i in order])
     cn = np.array([np.nan if (v := cn_value(labels[i])) is None else v for i in order], dtype=np.float64)[:, None]
     cells = _cells(np.ones(cn.shape, bool), cn, main if main is not None else 2.0,
                    np.asarray(gq, np.float64)[np.asarray(order, np.int64)][:, None], fractional)
     header = _vcf_header_lines(result, contigs, fractional, reference_fai, reference, own=True)
-    return VcfTable(header, [sample], ["GT", "CN", "CNQ"] + (["FCN"] if fractional else []), records, cells)
+    return VcfTable(header, [sample], ["GT", "CN", "CNQ"] + (["FCN"] if fractional else []), fixed, cells)
 
 
 def _quoted(value) -> str:
@@ -675,12 +671,6 @@ def _vcf_number(v) -> str:
     return "." if v is None else f"{v:g}" if isinstance(v, float) else str(v)
 
 
-def _vcf_info(r: VcfRecord) -> str:
-    return ";".join([f"END={r.end}"] + [k if v is True else f"{k}=" + (",".join(map(str, v)) if isinstance(v, tuple)
-                                                                       else _vcf_number(v))
-                                        for k, v in r.info.items()])
-
-
 _ANY_TEXT = np.frompyfunc(lambda v: "." if v is None or v != v else _vcf_number(float(v) if isinstance(v, np.floating)
                                                                                  else v), 1, 1)
 _GT_TEXT = np.frompyfunc(lambda t: "/".join(map(str, t)), 1, 1)
@@ -711,15 +701,20 @@ def vcf_text(table: VcfTable):
     yield "\n".join(["##fileformat=VCFv4.2", '##FILTER=<ID=PASS,Description="All filters passed">',
                      *table.header_lines, "\t".join(["#CHROM", "POS", "ID", "REF", "ALT", "QUAL", "FILTER", "INFO"]
                                                     + (["FORMAT", *table.samples] if table.samples else []))]) + "\n"
+    fixed = table.fixed
     fmt = ":".join(table.formats)
-    for a in range(0, len(table.records), VCF_RECORDS_PER_PIECE):
-        part = table.records[a:a + VCF_RECORDS_PER_PIECE]
-        lines = [f"{r.chrom}\t{r.pos}\t{r.id}\t{r.ref}\t{r.alt}\t{_vcf_number(r.qual)}\t{r.filter}\t{_vcf_info(r)}"
-                 for r in part]
+    for a in range(0, len(fixed), VCF_RECORDS_PER_PIECE):
+        part = fixed.iloc[a:a + VCF_RECORDS_PER_PIECE]
+        qual = _cells_text("QUAL", part["QUAL"].to_numpy(np.float64))
+        lines = ["\t".join(v) for v in zip(part["CHROM"].tolist(), map(str, part["POS"].tolist()),
+                                             part["ID"].tolist(), part["REF"].tolist(), part["ALT"].tolist(),
+                                             qual.tolist(), part["FILTER"].tolist(), part["INFO"].tolist())]
         if table.samples:
-            fields = [_cells_text(key, table.cells[key][a:a + len(part)]) for key in table.formats]
-            lines = [f"{line}\t{fmt}\t" + "\t".join(map(":".join, zip(*row)))
-                     for line, *row in zip(lines, *fields)]
+            cell = None
+            for key in table.formats:
+                text = _cells_text(key, table.cells[key][a:a + len(part)])
+                cell = text if cell is None else cell + ":" + text  # object arrays: joined cell by cell
+            lines = [f"{line}\t{fmt}\t" + "\t".join(row) for line, row in zip(lines, cell.tolist())]
         yield "\n".join(lines) + "\n" if lines else ""
 
 
