@@ -1,8 +1,8 @@
 """The call files that genome tools load, from a CNVDetectionResult (the writers put them on disk):
 
 - BED9 ``cnvs.bed`` / ``cnvr.bed`` (``bed_cnvs``, ``bed_cnvr``), also bgzipped with a tabix index;
-- VCF 4.2 ``cnvr.vcf.gz`` + index, text bgzipped by htslib through pysam (``write_vcf``; ``write_sample_vcfs``:
-  per sample, its own CNVs);
+- VCF 4.2 ``cnvr.vcf.gz`` + index, BGZF-compressed as it is made (``outputs.bgzf``), indexed by htslib
+  through pysam (``write_vcf``; ``write_sample_vcfs``: per sample, its own CNVs);
 (Per-window tracks and the IGV SEG file are ``outputs.tracks``.)
 
 Formatting only: each CNV's direction and the phred quality Q of a sample's state come from
@@ -23,8 +23,8 @@ from ..calls.filters import active_filters, filter_status
 from ..calls.quality import (Evidence, call_qualities, cn_value, cnv_region_pairs, direction, genotype_qualities,
                              main_cn, window_index)
 from ..errors import InputError
-from ..io.atomic import temp_beside
 from ..version import __version__
+from .bgzf import BgzfWriter, bgzip_file
 from .pipes import through_pipe
 
 try:  # the [bam] extra: BGZF, tabix, VCF through htslib
@@ -61,9 +61,8 @@ def index_suffix(max_position: int) -> str:
 
 
 def bgzip(src, dst) -> None:
-    """BGZF-compress the text file ``src`` into ``dst`` (what ``bgzip`` writes)."""
-    _need_pysam("bgzip")
-    through_pipe(lambda name: pysam.tabix_compress(str(src), name, force=True), dst, Path(src).stat().st_size + 65536)
+    """BGZF-compress the text file ``src`` into ``dst`` (what ``bgzip`` writes; ``outputs.bgzf``)."""
+    bgzip_file(src, dst)
 
 
 def tabix(path, preset: str, index, csi: bool = False) -> None:
@@ -721,24 +720,20 @@ def vcf_text(table: VcfTable):
 def write_vcf(result, path, reference_fai=None, samples=None, compress: bool = True, reference=None,
               own_calls_of=None) -> Path:
     """Write ``vcf_table(result, ...)`` (``own_calls_of``: ``sample_vcf_table`` of that sample) to ``path`` as VCF 4.2
-    text (``vcf_text``), bgzipped through htslib (``compress``; needs pysam: InputError without it) or plain. No
-    index: see ``tabix`` (preset "vcf") or ``write_sample_vcfs``."""
-    if compress:
-        _need_pysam("A bgzipped VCF")
+    text (``vcf_text``), BGZF-compressed as it is made (``compress``; ``outputs.bgzf``) or plain. No index: see
+    ``tabix`` (preset "vcf") or ``write_sample_vcfs``."""
     table = (vcf_table(result, reference_fai=reference_fai, samples=samples, reference=reference)
              if own_calls_of is None else
              sample_vcf_table(result, own_calls_of, reference_fai=reference_fai, reference=reference))
     path = Path(path)
-    plain = temp_beside(path) if compress else path
-    try:
-        with open(plain, "w", encoding="utf-8", newline="") as fh:
+    if compress:
+        with BgzfWriter(path) as out:
             for piece in vcf_text(table):
-                fh.write(piece)
-        if compress:
-            bgzip(plain, path)
-    finally:
-        if compress:
-            plain.unlink(missing_ok=True)
+                out.write(piece.encode("utf-8"))
+        return path
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        for piece in vcf_text(table):
+            fh.write(piece)
     return path
 
 
