@@ -3,11 +3,12 @@ the per-sample QC of its result (``calls.qc``), for ``run_and_write``."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import pandas as pd
 
+from ..compat import keep_numba_threads
 from ..calls.qc import coverage_qc, excluded_samples, outlier_reasons, sample_qc
 from ..cuda.probe import Backend
 from ..data import CountData, Validated
@@ -19,14 +20,23 @@ from ..params import method_spec
 log = logging.getLogger("gcnmops")
 
 
-@dataclass
 class Selection:
-    """The cases' read-count QC before anything is left out (``coverage``), and what was left out."""
+    """The cases' read-count QC before anything is left out (``coverage``; given as a Future where it is made
+    beside the model), and what was left out."""
 
-    coverage: pd.DataFrame
-    excluded: list[str] = field(default_factory=list)
-    exclude_bed: str | None = None
-    excluded_windows: int = 0
+    def __init__(self, coverage: pd.DataFrame | Future, excluded: list[str] | None = None,
+                 exclude_bed: str | None = None, excluded_windows: int = 0):
+        self._coverage = coverage
+        self.excluded = list(excluded or [])
+        self.exclude_bed = exclude_bed
+        self.excluded_windows = excluded_windows
+
+    @property
+    def coverage(self) -> pd.DataFrame:
+        """``calls.qc.coverage_qc`` of the cases as given (waited for where it is made beside the model)."""
+        if isinstance(self._coverage, Future):
+            self._coverage = self._coverage.result()
+        return self._coverage
 
     def entries(self) -> dict:
         """The result's ``selection`` entries of what was left out (none where nothing was asked)."""
@@ -64,6 +74,15 @@ def _subset(data: CountData, rows: np.ndarray | None, cols: list[int] | None) ->
     return Validated(CountData(np.asfortranarray(counts), names, ranges))
 
 
+def _beside(fn, *args) -> Future:
+    """``fn(*args)`` on a thread of its own (the caller's numba thread count): its Future."""
+    pool = ThreadPoolExecutor(1, thread_name_prefix="gcnmops-coverage", initializer=keep_numba_threads())
+    try:
+        return pool.submit(fn, *args)
+    finally:
+        pool.shutdown(wait=False)
+
+
 def select(method, input, controls=None, *, exclude=None, exclude_samples=None):
     """(cases, controls, Selection): ``input`` and ``controls`` (paths or data, read here) as ``data.Validated``
     with the windows overlapping the BED ``exclude`` removed from both and the samples ``exclude_samples`` names
@@ -71,8 +90,12 @@ def select(method, input, controls=None, *, exclude=None, exclude_samples=None):
     where nothing would be left to model."""
     spec = method_spec(method)
     data = _count_data(input, spec.min_samples)
-    selection = Selection(coverage_qc(data.counts, data.sample_names))
-    names = excluded_samples(exclude_samples, selection.coverage)
+    if exclude_samples is None:  # needed by the sample QC only, after the model: made beside it
+        selection = Selection(_beside(coverage_qc, data.counts, data.sample_names))
+        names: list[str] = []
+    else:
+        selection = Selection(coverage_qc(data.counts, data.sample_names))
+        names = excluded_samples(exclude_samples, selection.coverage)
     rows = None
     if exclude is not None:
         hit = exclude_rows(data.ranges, exclude)
