@@ -426,10 +426,17 @@ class CallEvidence:
                    locus("cnv_locus"), locus("region_locus"))
 
 
+def model_residuals(params: dict, normalized: np.ndarray) -> ResidualCounts:
+    """The residual counts of a block's model (``params``: classes, mainClass, cov, L; normalized data (m, N))
+    against its normal class: what ``block_evidence`` holds, made without the calls (beside the segmentation)."""
+    return _Model(params, normalized).residual_counts()
+
+
 def block_evidence(params: dict, normalized: np.ndarray, gr: pd.DataFrame, sample_names: list[str],
-                   cnvs: pd.DataFrame, cnvr: pd.DataFrame) -> CallEvidence:
+                   cnvs: pd.DataFrame, cnvr: pd.DataFrame, residuals: ResidualCounts | None = None) -> CallEvidence:
     """The CallEvidence of a block of whole chromosomes: its regions ``gr``, normalized data (m, N), ``params``
-    (classes, mainClass, cov, L and A of its regions) and its calls ``cnvs`` / ``cnvr``."""
+    (classes, mainClass, cov, L and A of its regions) and its calls ``cnvs`` / ``cnvr``; ``residuals``: its
+    ``model_residuals`` where they were made already."""
     model = _Model(params, normalized)
     windows = _Windows(gr)
     names = [str(s) for s in sample_names]
@@ -451,7 +458,7 @@ def block_evidence(params: dict, normalized: np.ndarray, gr: pd.DataFrame, sampl
                                     axis=1)
     region_locus = np.stack(model.locus_sums(region_sets, None), axis=1) if region_sets else np.zeros((0, 2, N))
     return CallEvidence(
-        tuple(names), model.residual_counts(), _cnv_keys(cnvs),
+        tuple(names), model.residual_counts() if residuals is None else residuals, _cnv_keys(cnvs),
         np.array([r.size for r in cnv_sets], np.int64), cnv_loglik, priors[:len(cnv_sets)].reshape(len(cnvs), n),
         _region_keys(cnvr), np.array([r.size for r in region_sets], np.int64), region_loglik,
         priors[len(cnv_sets):].reshape(len(cnvr), n), cnv_locus, region_locus)
@@ -465,9 +472,10 @@ def has_matrices(result) -> bool:
             and isinstance(lam, np.ndarray) and lam.shape[0] == len(result.gr))
 
 
-def call_evidence(result) -> CallEvidence | None:
+def call_evidence(result, residuals: ResidualCounts | None = None) -> CallEvidence | None:
     """The result's CallEvidence: the one its blocks gathered (``result.call_evidence``), else made from its
-    matrices (once per result); None where it has neither."""
+    matrices (once per result; ``residuals``: its ``model_residuals`` made already); None where it has
+    neither."""
     held = getattr(result, "call_evidence", None)
     if held is not None:
         return held
@@ -475,7 +483,7 @@ def call_evidence(result) -> CallEvidence | None:
         return None
     return _derived(result, "quality.call_evidence",
                     lambda: block_evidence(result.params, result.normalized_data, result.gr, result.sample_names,
-                                           result.cnvs, result.cnvr))
+                                           result.cnvs, result.cnvr, residuals))
 
 
 class Evidence:

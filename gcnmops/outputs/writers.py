@@ -458,6 +458,8 @@ class ResultWriter:
                     for fmt in self.formats:
                         if fmt in _MATRIX_FORMATS:
                             batch.drop(name + _MATRIX_SUFFIX[fmt])
+                if "vcf" in self.formats:  # the longest of the call files: started first
+                    _WRITERS["vcf"](result, batch, vcf or VcfOptions())
                 for name in TABLES:  # the call tables: own threads, as the call files
                     batch.write(f"{name}.tsv", lambda t, n=name: write_frame(t, call_table(result, n)), waits=True)
                 if result.sample_qc is not None:
@@ -467,9 +469,7 @@ class ResultWriter:
                 for fmt in self.formats:
                     if fmt in _MATRIX_FORMATS:
                         _MATRIX_WRITERS[fmt](result, batch, fresh)
-                    elif fmt == "vcf":
-                        _WRITERS[fmt](result, batch, vcf or VcfOptions())
-                    else:
+                    elif fmt != "vcf":
                         _WRITERS[fmt](result, batch)
                 batch.wait()
                 if extra is not None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from ..calls.filters import call_filters
 from ..calls.integer import calc_integer_copy_numbers
 from ..calls.qc import sample_spreads
-from ..calls.quality import call_evidence
+from ..calls.quality import call_evidence, has_matrices, model_residuals
 from ..compat import keep_numba_threads, run_threads
 from ..cuda.config import SPREAD_BESIDE_FRACTION
 from ..cuda.probe import resolve_backend
@@ -55,17 +55,20 @@ def run_and_write(method, input, outdir, *, controls=None, backend: str = "auto"
     report = on_stage or (lambda stage: None)
     input, controls, selection = select(method, input, controls, exclude=exclude, exclude_samples=exclude_samples)
     writer = ResultWriter(outdir, formats)
-    # beside the pipeline: the sample QC's spreads (once the model has run, where the run has more than one
-    # thread), the calls' qualities (beside integer CNs)
+    # beside the pipeline: the qualities' residual counts and the sample QC's spreads (once the model has run;
+    # the spreads where the run has more than one thread), the rest of the calls' evidence (beside integer CNs)
     beside = run_threads() > 1
     side = ThreadPoolExecutor(1 + beside, initializer=keep_numba_threads())
     try:
         spreads: list = []  # (the model's part, its spreads' future)
+        residuals: list = []  # (the model's part, its residual counts' future)
 
         def model_done(part: CNVDetectionResult) -> None:
             # the model's matrices are written and the QC's spreads made while the segmentation runs (the cores
             # and the device shared with it: the spreads take a smaller share of the device's free memory)
             writer.stage_matrices(part, MODEL_MATRICES)
+            if has_matrices(part):
+                residuals.append((part, side.submit(model_residuals, part.params, part.normalized_data)))
             if beside:
                 spreads.append((part, side.submit(sample_spreads, part, backend=backend,
                                                   memory_fraction=SPREAD_BESIDE_FRACTION)))
@@ -80,7 +83,7 @@ def run_and_write(method, input, outdir, *, controls=None, backend: str = "auto"
         result.provenance = describe(backend, params.get("devices"), inputs=_paths(input, controls))
         report("normalize+model+calls")
         # the calls' qualities need the model's evidence for them: gathered beside integer CNs and the sample QC
-        evidence = side.submit(call_evidence, result) if len(result.cnvs) else None
+        evidence = side.submit(call_evidence, result, _residuals_of(residuals, result)) if len(result.cnvs) else None
         if integer:
             if len(result.cnvr):
                 with timed_stage(result.timings, "integer"):
@@ -115,6 +118,17 @@ def _spreads_of(made: list, result: CNVDetectionResult):
     part, spreads = made[-1]
     same = part.normalized_data is result.normalized_data and part.local_assessments is result.local_assessments
     return spreads.result() if same else None
+
+
+def _residuals_of(made: list, result: CNVDetectionResult):
+    """The qualities' residual counts made from the model's part, where its normalized data and model are
+    ``result``'s; None (made with the evidence then) otherwise."""
+    if not made:
+        return None
+    part, residuals = made[-1]
+    same = part.normalized_data is result.normalized_data and all(
+        part.params.get(k) is result.params.get(k) for k in ("L", "cov", "classes", "mainClass"))
+    return residuals.result() if same else None
 
 
 def _paths(*inputs) -> list | None:
