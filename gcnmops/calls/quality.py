@@ -362,6 +362,15 @@ class _Model:
         return set_locus_sums(self.locus_medians, sets, cols, self.x.shape[1])
 
 
+def _picked(held: np.ndarray, at: np.ndarray, col: np.ndarray) -> np.ndarray:
+    """``held[at][:, :, col]`` of an (items, x, samples) array, copied once (not at all where ``at`` and ``col``
+    take every item and sample in order)."""
+    every = np.arange(held.shape[2])
+    if col.size == every.size and np.array_equal(col, every):
+        return held if np.array_equal(at, np.arange(held.shape[0])) else held[at]
+    return held[at][:, :, col]
+
+
 def _cnv_keys(cnvs: pd.DataFrame) -> pd.MultiIndex:
     return pd.MultiIndex.from_arrays([cnvs["seqnames"].astype(str).to_numpy(), cnvs["start"].to_numpy(np.int64),
                                       cnvs["end"].to_numpy(np.int64), cnvs["sampleName"].astype(str).to_numpy()])
@@ -586,15 +595,19 @@ class Evidence:
         (``cls``, ``sign`` (r, k) as ``posterior_qualities``)."""
         r, c, k = len(cnvr), len(self.classes), len(names)
         col = np.maximum(self.columns(names), 0)
-        loglik, prior, windows = np.zeros((r, c, k)), np.zeros((r, c)), np.zeros(r, np.int64)
-        locus = np.zeros((r, 2, k))
+        prior, windows = np.zeros((r, c)), np.zeros(r, np.int64)
         at = self.held.region_keys.get_indexer(_region_keys(cnvr)) if self.held is not None and r else np.full(r, -1)
         found = at >= 0
+        if found.all() and self.held.region_locus is not None:  # the usual case: no zeros to fill in
+            loglik, locus = _picked(self.held.region_loglik, at, col), _picked(self.held.region_locus, at, col)
+        else:
+            loglik, locus = np.zeros((r, c, k)), np.zeros((r, 2, k))
+            if found.any():
+                loglik[found] = _picked(self.held.region_loglik, at[found], col)
+                if self.held.region_locus is not None:
+                    locus[found] = _picked(self.held.region_locus, at[found], col)
         if found.any():
-            loglik[found] = self.held.region_loglik[at[found]][:, :, col]
             prior[found], windows[found] = self.held.region_prior[at[found]], self.held.region_windows[at[found]]
-            if self.held.region_locus is not None:
-                locus[found] = self.held.region_locus[at[found]][:, :, col]
         model = self.model() if (~found).any() else None
         if model is not None:
             result_col = pd.Index([str(s) for s in self.result.sample_names]).get_indexer([str(s) for s in names])
