@@ -139,16 +139,18 @@ def locus_medians(x: np.ndarray, mu: np.ndarray) -> np.ndarray:
     return out
 
 
-def set_locus_sums(medians, sets: list[np.ndarray], cols: np.ndarray | None, n_samples: int
-                   ) -> tuple[np.ndarray, np.ndarray]:
+def set_locus_sums(medians, sets, cols: np.ndarray | None, n_samples: int) -> tuple[np.ndarray, np.ndarray]:
     """(sums, counts) of the finite ``medians(rows)`` (``locus_medians`` of those windows) over each set of
-    windows (its rows in their order): of the sample ``cols[i]`` of set i, each (n,); ``cols`` None: of every
-    sample, each (n, N). The windows of a group of sets at a time (at most _CELLS cells; a larger set in parts of
-    its windows)."""
-    n = len(sets)
+    windows (``sets``: a list of int arrays or ``setsums.RowSets``; each set's rows in their order): of the sample
+    ``cols[i]`` of set i, each (n,); ``cols`` None: of every sample, each (n, N). The windows of a group of sets
+    at a time (at most _CELLS cells; a larger set in parts of its windows)."""
+    from .setsums import RowSets
+
+    flat, ptr = RowSets.of(sets)
+    n = ptr.size - 1
     shape = (n,) if cols is not None else (n, n_samples)
     sums, counts = np.zeros(shape), np.zeros(shape, np.int64)
-    sizes = np.array([len(r) for r in sets], np.int64)
+    sizes = np.diff(ptr)
     width = max(n_samples, 1)  # every sample of a window is read for its median
     i = 0
     while i < n:
@@ -156,8 +158,7 @@ def set_locus_sums(medians, sets: list[np.ndarray], cols: np.ndarray | None, n_s
         while j < n and (j == i or cells + sizes[j] * width <= _CELLS):
             cells += sizes[j] * width
             j += 1
-        group = [np.asarray(r, np.int64) for r in sets[i:j]]
-        rows = np.concatenate(group) if group else np.zeros(0, np.int64)
+        rows = flat[ptr[i]:ptr[j]]
         if j == i + 1 and cells > _CELLS:  # one set larger than the bound: its windows a part at a time
             step = max(1, _CELLS // width)
             for a in range(0, rows.size, step):
@@ -169,12 +170,12 @@ def set_locus_sums(medians, sets: list[np.ndarray], cols: np.ndarray | None, n_s
                 counts[i] += ok.sum(axis=0)
         elif rows.size:
             unique, local = np.unique(rows, return_inverse=True)
-            med = medians(unique)[local]  # (rows, N), in the sets' order
+            med = medians(unique)[local.reshape(-1)]  # (rows, N), in the sets' order
             if cols is not None:
                 med = med[np.arange(rows.size), np.repeat(np.asarray(cols[i:j], np.int64), sizes[i:j])]
             ok = np.isfinite(med)
             values = np.where(ok, med, 0.0)
-            starts = np.concatenate([[0], np.cumsum(sizes[i:j])[:-1]])
+            starts = ptr[i:j] - ptr[i]
             has = sizes[i:j] > 0
             part_sums = np.add.reduceat(values, starts[has], axis=0)
             part_counts = np.add.reduceat(ok.astype(np.int64), starts[has], axis=0)

@@ -49,6 +49,7 @@ import pandas as pd
 
 from ..data import chromosome_blocks
 from .posteriors import log_errors
+from .setsums import RowSets
 from .dispersion import (ResidualCounts, dispersion, locus_dispersion, locus_medians, residual_counts,
                          set_locus_sums)
 
@@ -215,11 +216,21 @@ class _Windows:
     def row_sets(self, chrom, start, end) -> list[np.ndarray]:
         """``rows(chrom[i], start[i], end[i])`` of every range i, in their order (each the same int64 array as
         ``rows``'s), found with one search per chromosome instead of one per range."""
-        out: list[np.ndarray] = [np.zeros(0, np.int64)] * len(start)
-        for idx, rows, kept in self._kept(chrom, start, end):
-            for i, one in zip(idx.tolist(), np.split(rows, np.cumsum(kept)[:-1])):
-                out[i] = one
-        return out
+        return self.flat_row_sets(chrom, start, end).split()
+
+    def flat_row_sets(self, chrom, start, end) -> RowSets:
+        """``row_sets`` as one RowSets (set i the rows of range i)."""
+        parts = list(self._kept(chrom, start, end))
+        sizes = np.zeros(len(start), np.int64)
+        for idx, _, kept in parts:
+            sizes[idx] = kept
+        ptr = np.zeros(sizes.size + 1, np.int64)
+        np.cumsum(sizes, out=ptr[1:])
+        rows = np.empty(int(ptr[-1]), np.int64)
+        for idx, kept_rows, kept in parts:  # each chromosome's sets to their places
+            local = np.cumsum(kept) - kept
+            rows[np.repeat(ptr[idx] - local, kept) + np.arange(kept_rows.size)] = kept_rows
+        return RowSets(rows, ptr)
 
     def edge_rows(self, chrom, start, end) -> tuple[np.ndarray, np.ndarray]:
         """(first, last) int64: the first and the last row of ``row_sets``' set of each range (-1 for none)."""
@@ -286,6 +297,11 @@ class Qualities(NamedTuple):
 
     call: np.ndarray
     genotype: np.ndarray
+
+
+#: cells (windows x samples) of locus medians that the evidence of a block's calls makes once for both kinds of
+#: call (``_Model.shared_medians``): 256 MB
+SHARED_MEDIAN_CELLS = 1 << 25
 
 
 class _Model:
@@ -355,6 +371,16 @@ class _Model:
         if self.main_idx < 0:
             return np.full((rows.size, self.x.shape[1]), np.nan)
         return locus_medians(self.x[rows], self._normal_lambda(rows)[:, None] * self.cov[None, :])
+
+    def shared_medians(self, rows: np.ndarray):
+        """``locus_medians`` for any windows among ``rows``, made once for all of them where they hold at most
+        SHARED_MEDIAN_CELLS cells (else ``locus_medians`` itself): each window's medians are its own, whichever
+        windows are asked with it."""
+        union = np.unique(np.asarray(rows, np.int64))
+        if union.size * max(self.x.shape[1], 1) > SHARED_MEDIAN_CELLS:
+            return self.locus_medians
+        made = self.locus_medians(union)
+        return lambda asked: made[np.searchsorted(union, asked)]
 
     def locus_sums(self, sets: list[np.ndarray], cols: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         """``set_locus_sums`` of the sets of windows ``sets`` (the sample ``cols[i]`` of set i; None: every
@@ -451,25 +477,27 @@ def block_evidence(params: dict, normalized: np.ndarray, gr: pd.DataFrame, sampl
     names = [str(s) for s in sample_names]
     n = len(model.classes)
     sample_col = pd.Index(names).get_indexer(cnvs["sampleName"].astype(str).to_numpy())
-    cnv_sets = windows.row_sets(cnvs["seqnames"], cnvs["start"], cnvs["end"])
-    region_sets = windows.row_sets(cnvr["seqnames"], cnvr["start"], cnvr["end"])
+    cnv_sets = windows.flat_row_sets(cnvs["seqnames"], cnvs["start"], cnvs["end"])
+    region_sets = windows.flat_row_sets(cnvr["seqnames"], cnvr["start"], cnvr["end"])
     N = len(names)
-    cnv_items = np.flatnonzero((sample_col >= 0) & np.array([r.size > 0 for r in cnv_sets], bool))
+    cnv_items = np.flatnonzero((sample_col >= 0) & (cnv_sets.sizes > 0))
     regions = np.arange(len(region_sets), dtype=np.int64)
     set_of = np.concatenate([cnv_items, len(cnv_sets) + np.repeat(regions, N)]).astype(np.int64)
     col_of = np.concatenate([sample_col[cnv_items], np.tile(np.arange(N, dtype=np.int64), len(regions))])
-    sums, priors = model.set_sums(cnv_sets + region_sets, set_of, col_of)
+    sums, priors = model.set_sums(cnv_sets.join(region_sets), set_of, col_of)
     cnv_loglik = np.zeros((len(cnvs), n))
     cnv_loglik[cnv_items] = sums[:cnv_items.size]
     region_loglik = np.ascontiguousarray(sums[cnv_items.size:].reshape(len(regions), N, n).transpose(0, 2, 1))
+    medians = model.shared_medians(np.concatenate([cnv_sets.rows, region_sets.rows]))
     cnv_locus = np.zeros((len(cnvs), 2))
-    cnv_locus[cnv_items] = np.stack(model.locus_sums([cnv_sets[i] for i in cnv_items], sample_col[cnv_items]),
+    cnv_locus[cnv_items] = np.stack(set_locus_sums(medians, cnv_sets.take(cnv_items), sample_col[cnv_items], N),
                                     axis=1)
-    region_locus = np.stack(model.locus_sums(region_sets, None), axis=1) if region_sets else np.zeros((0, 2, N))
+    region_locus = (np.stack(set_locus_sums(medians, region_sets, None, N), axis=1) if len(region_sets)
+                    else np.zeros((0, 2, N)))
     return CallEvidence(
         tuple(names), model.residual_counts() if residuals is None else residuals, _cnv_keys(cnvs),
-        np.array([r.size for r in cnv_sets], np.int64), cnv_loglik, priors[:len(cnv_sets)].reshape(len(cnvs), n),
-        _region_keys(cnvr), np.array([r.size for r in region_sets], np.int64), region_loglik,
+        cnv_sets.sizes, cnv_loglik, priors[:len(cnv_sets)].reshape(len(cnvs), n),
+        _region_keys(cnvr), region_sets.sizes, region_loglik,
         priors[len(cnv_sets):].reshape(len(cnvr), n), cnv_locus, region_locus)
 
 

@@ -7,6 +7,8 @@ Sets are given flat: the windows of set k are ``rows[ptr[k]:ptr[k + 1]]`` (row i
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit, prange
 
@@ -112,13 +114,52 @@ def model_rows(lam: np.ndarray, alpha: np.ndarray, usable: np.ndarray, rows: np.
     return lam_c, log_lam, np.where(np.isfinite(a), a, 0.0)
 
 
-def flat_sets(sets: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(rows, ptr, union, pos) of ``sets`` (each an int array of row indices): see the module docstring;
+class RowSets(NamedTuple):
+    """Sets of windows given flat (the module docstring): set k is ``rows[ptr[k]:ptr[k + 1]]``."""
+
+    rows: np.ndarray  # int64, the sets' rows one set after the other
+    ptr: np.ndarray  # int64 (sets + 1,)
+
+    @classmethod
+    def of(cls, sets: "list[np.ndarray] | RowSets") -> "RowSets":
+        """The flat form of a list of int arrays of row indices (a RowSets as it is)."""
+        if isinstance(sets, RowSets):
+            return sets
+        ptr = np.zeros(len(sets) + 1, np.int64)
+        np.cumsum([len(r) for r in sets], out=ptr[1:])
+        rows = np.concatenate(sets).astype(np.int64) if len(sets) else np.zeros(0, np.int64)
+        return cls(rows, ptr)
+
+    def __len__(self) -> int:
+        return self.ptr.size - 1
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return np.diff(self.ptr)
+
+    def take(self, items: np.ndarray) -> "RowSets":
+        """The sets ``items``, in that order."""
+        items = np.asarray(items, np.int64)
+        sizes = self.sizes[items]
+        ptr = np.zeros(items.size + 1, np.int64)
+        np.cumsum(sizes, out=ptr[1:])
+        where = np.repeat(self.ptr[items] - ptr[:-1], sizes) + np.arange(int(ptr[-1]))
+        return RowSets(self.rows[where], ptr)
+
+    def join(self, other: "RowSets") -> "RowSets":
+        """These sets, then ``other``'s."""
+        return RowSets(np.concatenate([self.rows, other.rows]), np.concatenate([self.ptr, other.ptr[1:] + self.ptr[-1]]))
+
+    def split(self) -> list[np.ndarray]:
+        """The sets as a list of arrays (views of ``rows``)."""
+        return np.split(self.rows, self.ptr[1:-1]) if len(self) else []
+
+
+def flat_sets(sets: "list[np.ndarray] | RowSets") -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(rows, ptr, union, pos) of ``sets`` (int arrays of row indices, or RowSets): see the module docstring;
     ``union``: the distinct rows, ascending, and ``pos``: each entry's place in it (the row of ``model_rows``'
     arrays made for ``union``)."""
-    ptr = np.zeros(len(sets) + 1, np.int64)
-    np.cumsum([len(s) for s in sets], out=ptr[1:])
-    rows = np.concatenate(sets).astype(np.int64) if sets else np.zeros(0, np.int64)
+    rows, ptr = RowSets.of(sets)
     union, pos = np.unique(rows, return_inverse=True)
     return rows, ptr, union, pos.reshape(-1).astype(np.int64)
 
