@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import re
 import threading
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -514,6 +515,8 @@ def call_evidence(result, residuals: ResidualCounts | None = None) -> CallEviden
     matrices (once per result; ``residuals``: its ``model_residuals`` made already); None where it has
     neither."""
     held = getattr(result, "call_evidence", None)
+    if isinstance(held, Future):  # being made beside the writers (``pipeline.run.run_and_write``)
+        held = held.result()
     if held is not None:
         return held
     if not has_matrices(result):

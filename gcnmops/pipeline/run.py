@@ -91,19 +91,24 @@ def run_and_write(method, input, outdir, *, controls=None, backend: str = "auto"
             report("integer")
         with timed_stage(result.timings, "qc"):  # what is left of it: waiting for the spreads, the table
             sample_qc = selection.qc(result, backend=backend, spreads=_spreads_of(spreads, result))
-        held = None if evidence is None else evidence.result()
+        # the evidence as a Future while it is made: the files that need it wait for it, the others do not
         result = result.replace(sample_qc=sample_qc, selection={**selection.entries(), **filters})
-        if held is not None:
-            result = result.replace(call_evidence=held)
+        if evidence is not None:
+            result = result.replace(call_evidence=evidence)
     except BaseException:
         side.shutdown(wait=True, cancel_futures=True)
         writer.abort()
         raise
-    side.shutdown(wait=True)
-    with timed_stage(result.timings, "write"):
-        # files want one CN column per sample in cnvr (haplo/single keep cn.mops's own cnvr shape until integer CNs)
-        files = None if extra is None else (lambda sizes: extra(result, sizes))
-        written = writer.finish(result.replace(cnvr=cnvr_per_sample(result)), extra=files, vcf=vcf)
+    try:
+        with timed_stage(result.timings, "write"):
+            # files want one CN column per sample in cnvr (haplo/single keep cn.mops's own cnvr shape until integer
+            # CNs)
+            files = None if extra is None else (lambda sizes: extra(result, sizes))
+            written = writer.finish(result.replace(cnvr=cnvr_per_sample(result)), extra=files, vcf=vcf)
+        if evidence is not None:
+            result = result.replace(call_evidence=evidence.result())
+    finally:
+        side.shutdown(wait=True)
     for stage in ("plots", "report"):  # timed by ``extra`` inside the batch: not counted twice
         result.timings["write"] -= result.timings.get(stage, 0.0)
     report("write")
