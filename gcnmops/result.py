@@ -282,6 +282,7 @@ class CNVDetectionResult(Result):
         state = self.__dict__.copy()
         state.pop("_labels", None)
         state.pop("_derived", None)
+        state.pop("_derived_locks", None)
         return state
 
     def _repr_html_(self) -> str:

@@ -83,13 +83,16 @@ Q_DECIMALS = 1
 # -------------------------------------------------------------------------------------------------
 
 def _derived(result, name: str, build):
-    """``result.derived(name, build)``, built by one thread at a time: the call files are made on several threads
-    at once, and each would otherwise build the same index (Python work, serialized by the GIL)."""
-    with _BUILDING:
+    """``result.derived(name, build)``, each value built by one thread at a time: the call files are made on
+    several threads at once, and each would otherwise build the same index (Python work, serialized by the GIL).
+    One lock per result and value: a value being built (the calls' evidence) holds up no other."""
+    with _LOCKS:
+        lock = result.__dict__.setdefault("_derived_locks", {}).setdefault(name, threading.RLock())
+    with lock:
         return result.derived(name, build)
 
 
-_BUILDING = threading.RLock()
+_LOCKS = threading.Lock()
 
 
 def window_index(result) -> "_Windows":
