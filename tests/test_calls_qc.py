@@ -577,3 +577,22 @@ def test_a_one_thread_runs_qc_spreads_wait_for_the_segmentation(tmp_path, monkey
     result, _ = run.run_and_write("cn.mops", data, tmp_path / "out", backend="cpu", formats=["bed"])
     assert calls == ["segmented", ("after", threading.current_thread().name)]
     pd.testing.assert_frame_equal(result.sample_qc, counts_qc(result, data), check_exact=True)
+
+
+@pytest.mark.parametrize("m", [1, 2, 7, 8, 20_001])
+def test_column_counts_medians_equal_numpy_from_the_tally_or_by_selection(m):
+    """Whole counts below TALLY_BINS give their median from the tally; large, fractional or negative counts, and
+    NaN, by selection or as NaN: numpy's median in every case, bit for bit."""
+    from gcnmops.calls.spreads import TALLY_BINS, column_counts
+
+    rng = np.random.default_rng(m)
+    x = rng.poisson(rng.gamma(2.0, 60.0, (m, 1)), (m, 6)).astype(np.float64)
+    x[:, 1] += TALLY_BINS  # every count beyond the tally
+    x[::3, 2] = TALLY_BINS * 3.0  # a third beyond it
+    x[:, 3] += 0.5  # fractional
+    x[0, 4] = np.nan
+    x[-1, 5] = -1.0  # negative
+    totals, medians, zeros = column_counts(np.asfortranarray(x))
+    assert np.array_equal(medians, np.median(x, axis=0), equal_nan=True)
+    assert np.array_equal(zeros, (x == 0).sum(axis=0))
+    assert np.array_equal(totals, np.array([np.sum(c[~np.isnan(c)]) for c in x.T]))

@@ -313,42 +313,73 @@ def column_spreads(values: np.ndarray, more: np.ndarray | None = None) -> np.nda
     return out if more is None else np.hstack([out[:n1], out[n1:]])
 
 
+#: counts below this one are tallied (``column_counts``; a streamed run's ``tally_counts``): a median count
+#: that lies below comes from the tally
+TALLY_BINS = 4096
+
+
 @njit(parallel=True, cache=True, nogil=True)
 def _column_counts(x, m, N, totals, medians, zeros, workers):
     for w in prange(workers):
-        a = np.empty(m)
+        hist = np.empty(TALLY_BINS, np.int64)
+        a = np.empty(0)
         for j in range(w, N, workers):
             total = 0.0
             nan = False
+            whole = True  # every value a whole count (those below TALLY_BINS tallied)
             empty = 0
+            hist[:] = 0
             for i in range(m):
                 v = x[j * m + i]
-                a[i] = v
                 if math.isnan(v):
                     nan = True
-                else:
-                    total += v
-                    if v == 0.0:
-                        empty += 1
+                    continue
+                total += v
+                if v == 0.0:
+                    empty += 1
+                if 0.0 <= v < TALLY_BINS and v == math.floor(v):
+                    hist[int(v)] += 1
+                elif not (TALLY_BINS <= v < 2.0 ** 52 and v == math.floor(v)):
+                    whole = False
             totals[j] = total
             zeros[j] = empty
-            medians[j] = np.nan if nan or m == 0 else _median(a)
+            if nan or m == 0:
+                medians[j] = np.nan
+                continue
+            # the middle counts from the tally where they lie in it (a linear pass, no copy), else by selection
+            lo_rank = (m - 1) // 2
+            hi_rank = m // 2
+            lo = -1.0
+            hi = -1.0
+            if whole:
+                seen = 0
+                for b in range(TALLY_BINS):
+                    seen += hist[b]
+                    if lo < 0 and seen > lo_rank:
+                        lo = float(b)
+                    if seen > hi_rank:
+                        hi = float(b)
+                        break
+            if hi >= 0:
+                medians[j] = lo if lo_rank == hi_rank else (lo + hi) / 2.0
+            else:
+                if a.size < m:
+                    a = np.empty(m)
+                for i in range(m):
+                    a[i] = x[j * m + i]
+                medians[j] = _median(a[:m])
 
 
 def column_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(totals, medians, zeros), each (N,), of the columns of the read counts ``values`` (m, N): the sum of the
     values that are not NaN, numpy's median (NaN where a column holds a NaN, or has no value) and the number of
-    zeros; the columns in parallel."""
+    zeros; the columns in parallel. Whole counts are tallied as they are summed: a median among the counts below
+    TALLY_BINS comes from the tally, others by selection over a copy of the column."""
     x, m, N = _flat(values)
     totals, medians, zeros = np.empty(N), np.empty(N), np.empty(N, np.int64)
     if N:
         _column_counts(x, m, N, totals, medians, zeros, min(N, numba.get_num_threads()))
     return totals, medians, zeros
-
-
-#: a streamed run tallies each sample's counts below this one by one (``tally_counts``): its median count, where
-#: the median lies below, comes from the tally
-TALLY_BINS = 4096
 
 
 @njit(cache=True, nogil=True)
