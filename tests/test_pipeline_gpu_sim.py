@@ -185,7 +185,7 @@ def test_sim_device_resident_pipeline(sim_result, name, path):
     assert r["sini_max_abs_vs_cpu"] < 1e-9, r
     assert r["segment_rows_identical"] and r["cnvs_rows_identical"] and r["cnvs"] > 0, r
     assert r["resident"] is True and r["launches"] == 4, r  # 120 rows in launches of 35
-    assert r["stages"] == ["model", "normalize", "segment_call"], r
+    assert r["stages"] == ["evidence", "model", "normalize", "segment_call"], r
     if path is None:
         assert r["normalize_path"] is None, r
     else:

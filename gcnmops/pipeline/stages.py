@@ -168,7 +168,7 @@ def finish_block(plan: RunPlan, regions: Regions, norm: Normalized, out: ModelOu
                  individual_out: np.ndarray | None = None) -> CNVDetectionResult:
     """From the model's output to the block's result: ``model_result`` (handed to the MODEL_DONE listener), then
     segmentation and calls (timed "segment_call") with what their qualities need of the block's model
-    (``calls.quality.block_evidence``: the result's ``call_evidence``). ``evidence=False`` where the block is the
+    (``calls.quality.block_evidence``, timed "evidence": the result's ``call_evidence``). ``evidence=False`` where the block is the
     whole result, whose matrices stay: the qualities are then made from them when first asked for
     (``calls.quality.call_evidence``), not for a caller that writes none. ``individual_out``: as for
     ``segment_and_call``."""
@@ -178,8 +178,11 @@ def finish_block(plan: RunPlan, regions: Regions, norm: Normalized, out: ModelOu
         listener(model_part)
     with timed_stage(timings, "segment_call"):
         calls = segment_and_call(plan, regions, model_part, device, gpu_stats, individual_out)
-        held = block_evidence(model_part.params, model_part.normalized_data, regions.gr, regions.sample_names,
-                              calls.cnvs, calls.cnvr) if evidence else None
+    held = None
+    if evidence:
+        with timed_stage(timings, "evidence"):
+            held = block_evidence(model_part.params, model_part.normalized_data, regions.gr, regions.sample_names,
+                                  calls.cnvs, calls.cnvr)
     return model_part.replace(individual_call=calls.individual_call, segmentation=calls.segmentation,
                               cnvs=calls.cnvs, cnvr=calls.cnvr, call_evidence=held)
 
