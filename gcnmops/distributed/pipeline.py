@@ -186,7 +186,7 @@ def cn_mops(
         with gathered:  # the blocks' "No CNVs" messages held back while they run here
             parts = _run_blocks(runner, job, layout, cases, ctrl)
         timings["blocks"] = time.perf_counter() - t0
-        for stage in ("normalize", "model", "segment_call"):  # seconds of every task together
+        for stage in ("normalize", "model", "segment_call", "evidence"):  # seconds of every task together
             timings[stage] = sum(p["timings"].get(stage, 0.0) for p in parts)
         for k, p in enumerate(parts):
             gathered.put_tables(k, p["segmentation"], p["cnvs"], p["cnvr"], p["call_evidence"])
