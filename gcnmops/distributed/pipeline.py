@@ -26,6 +26,8 @@ import numpy as np
 import pandas as pd
 
 from ..calls.qc import sample_qc, window_medians
+from ..calls.quality import block_evidence
+from ..compat import keep_numba_threads
 from ..cuda.probe import BACKENDS, Backend, resolve_backend
 from ..cuda.runtime import thread_memory_pool
 from ..data import CountData, validate_counts
@@ -40,6 +42,7 @@ from ..pipeline.methods import build_params
 from ..pipeline.plan import RunPlan
 from ..pipeline.stages import MODEL_DONE, run_block
 from ..pipeline.streamqc import CoverageTally, column_stats
+from ..progress import timed_stage
 from .cluster import Runner, chunk_bytes_for, resolve_client, task_threads
 from .genome import first_pass
 from .layout import TASKS_PER_GPU_WORKER, TASKS_PER_THREAD, Layout, plan_layout
@@ -92,19 +95,32 @@ def run_chromosomes(job: BlockJob, block: int, counts, controls, ranges: pd.Data
         token = MODEL_DONE.set(model_done)
         try:
             with task_threads(), thread_memory_pool() if gpu else contextlib.nullcontext():
-                result = run_block(plan, held, controls=ctrl, genome=job.genome, timings=timings)
+                result = run_block(plan, held, controls=ctrl, genome=job.genome, timings=timings, evidence=False)
+                # the calls' evidence for their qualities made while the block's last matrices are written
+                aside = ThreadPoolExecutor(1, thread_name_prefix="gcnmops-block-evidence",
+                                           initializer=keep_numba_threads())
         finally:
             MODEL_DONE.reset(token)
         del ctrl
-        for name, spec in matrices_of(result, rows, k).items():
-            if staged.get(name, (None,))[0] is not spec[0]:
-                job.store.write(name, block, *spec)
-        for _, write in staged.values():
-            write.result()
+        with aside:
+            evidence = aside.submit(_evidence, result, timings)
+            for name, spec in matrices_of(result, rows, k).items():
+                if staged.get(name, (None,))[0] is not spec[0]:
+                    job.store.write(name, block, *spec)
+            for _, write in staged.values():
+                write.result()
+            call_evidence = evidence.result()
     return {"segmentation": result.segmentation, "cnvs": result.cnvs, "cnvr": result.cnvr,
-            "call_evidence": result.call_evidence, "cov": result.params["cov"], "timings": timings,
+            "call_evidence": call_evidence, "cov": result.params["cov"], "timings": timings,
             "gpu_stats": result.gpu_stats, "tally": tally,
             "window_medians": window_medians(result.normalized_data) if job.sample_qc else None}
+
+
+def _evidence(result, timings: dict):
+    """The block result's call evidence (``calls.quality.block_evidence``), timed "evidence"."""
+    with timed_stage(timings, "evidence"):
+        return block_evidence(result.params, result.normalized_data, result.gr, result.sample_names, result.cnvs,
+                              result.cnvr)
 
 
 def cn_mops(
