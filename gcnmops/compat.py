@@ -12,8 +12,11 @@ exports of the packages whose public names pull in heavy libraries.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
+import threading
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 
 import numpy as np
 
@@ -49,6 +52,52 @@ def keep_numba_threads() -> Callable[[], None]:
         return lambda: None
     n = numba.get_num_threads()
     return lambda: numba.set_num_threads(n)
+
+
+def threadsafe_parallel() -> bool:
+    """Whether numba's threading layer runs parallel regions from several host threads at once (OpenMP and TBB
+    do; the workqueue layer, numba's fallback where neither is installed, aborts the process). Work beside a
+    run's own parallel kernels (``pipeline.run``, ``pipeline.selection``) runs only where it does; chooses the
+    layer where no parallel region has run yet."""
+    global _THREADSAFE
+    if _THREADSAFE is None:
+        try:
+            import numba
+            from numba.np.ufunc.parallel import _launch_threads
+
+            _launch_threads()
+            _THREADSAFE = numba.threading_layer() != "workqueue"
+        except Exception:  # noqa: BLE001 - a numba without these: one parallel region at a time
+            _THREADSAFE = False
+    return _THREADSAFE
+
+
+_THREADSAFE: bool | None = None
+
+
+_ONE_REGION = threading.Lock()
+
+
+def parallel_region():
+    """A context for a parallel kernel that threads of a run call at once (the call files' qualities): held
+    one at a time where the threading layer is not thread-safe (``threadsafe_parallel``), else nothing."""
+    return contextlib.nullcontext() if threadsafe_parallel() else _ONE_REGION
+
+
+class InThisThread:
+    """An executor that runs each call at once on the calling thread (``submit`` returns its done Future):
+    where work cannot go beside the run's own (``threadsafe_parallel``)."""
+
+    def submit(self, fn, *args, **kwargs) -> Future:
+        done: Future = Future()
+        try:
+            done.set_result(fn(*args, **kwargs))
+        except BaseException as err:  # noqa: BLE001 - handed to the Future's reader, as a pool's would be
+            done.set_exception(err)
+        return done
+
+    def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
+        pass
 
 
 def run_threads() -> int:

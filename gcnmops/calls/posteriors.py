@@ -10,6 +10,8 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from ..compat import parallel_region
+
 
 @njit(inline="always")
 def _lse(v, c):  # pragma: no cover - numba
@@ -62,9 +64,10 @@ def log_errors(loglik: np.ndarray, log_prior: np.ndarray, phi: np.ndarray, sign:
     shape = (n, k)
     err_call, err_cls = np.empty(shape), np.empty(shape)
     if n and k:
-        _log_errors(loglik, np.ascontiguousarray(log_prior, dtype=np.float64),
-                    np.ascontiguousarray(np.broadcast_to(phi, shape), dtype=np.float64),
-                    np.ascontiguousarray(np.broadcast_to(sign, shape), dtype=np.int64),
-                    np.ascontiguousarray(np.broadcast_to(cls, shape), dtype=np.int64),
-                    np.ascontiguousarray(side, dtype=np.int64), err_call, err_cls)
+        with parallel_region():  # the call files' threads ask at once
+            _log_errors(loglik, np.ascontiguousarray(log_prior, dtype=np.float64),
+                        np.ascontiguousarray(np.broadcast_to(phi, shape), dtype=np.float64),
+                        np.ascontiguousarray(np.broadcast_to(sign, shape), dtype=np.int64),
+                        np.ascontiguousarray(np.broadcast_to(cls, shape), dtype=np.int64),
+                        np.ascontiguousarray(side, dtype=np.int64), err_call, err_cls)
     return err_call, err_cls

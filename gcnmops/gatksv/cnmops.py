@@ -23,6 +23,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
+from ..compat import threadsafe_parallel
 from ..cuda.config import PASSES_PER_DEVICE
 from ..cuda.runtime import in_threads
 from ..errors import InputError
@@ -215,19 +216,7 @@ def pass_slots(backend: str, devices=None, per_device: int = PASSES_PER_DEVICE) 
     if resolve_backend(backend) is not Backend.GPU:
         return [None]
     slots = [d for d in device_ids(devices) for _ in range(max(1, per_device))]
-    return slots if len(slots) == 1 or _concurrent_parallel_regions() else slots[:1]
-
-
-def _concurrent_parallel_regions() -> bool:
-    """Whether numba's threading layer runs parallel regions from several host threads at once (OpenMP and TBB
-    do; the workqueue layer does not)."""
-    try:
-        from numba.np.ufunc.parallel import _launch_threads
-
-        _launch_threads()  # chooses the layer if no parallel region has run yet
-        return numba.threading_layer() != "workqueue"
-    except Exception:  # noqa: BLE001 - a numba without these: one pass at a time
-        return False
+    return slots if len(slots) == 1 or threadsafe_parallel() else slots[:1]
 
 
 def _out_of_device_memory(exc: BaseException) -> bool:

@@ -12,7 +12,7 @@ from ..calls.filters import call_filters
 from ..calls.integer import calc_integer_copy_numbers
 from ..calls.qc import sample_spreads
 from ..calls.quality import call_evidence, has_matrices, model_residuals
-from ..compat import keep_numba_threads, run_threads
+from ..compat import InThisThread, keep_numba_threads, run_threads, threadsafe_parallel
 from ..cuda.config import SPREAD_BESIDE_FRACTION
 from ..cuda.probe import resolve_backend
 from ..outputs.callfiles import VcfOptions
@@ -57,8 +57,10 @@ def run_and_write(method, input, outdir, *, controls=None, backend: str = "auto"
     writer = ResultWriter(outdir, formats)
     # beside the pipeline: the qualities' residual counts and the sample QC's spreads (once the model has run;
     # the spreads where the run has more than one thread), the rest of the calls' evidence (beside integer CNs)
-    beside = run_threads() > 1
-    side = ThreadPoolExecutor(1 + beside, initializer=keep_numba_threads())
+    # (a threading layer that takes one parallel region at a time: everything in turn, on this thread)
+    concurrent = threadsafe_parallel()
+    beside = run_threads() > 1 and concurrent
+    side = ThreadPoolExecutor(1 + beside, initializer=keep_numba_threads()) if concurrent else InThisThread()
     try:
         spreads: list = []  # (the model's part, its spreads' future)
         residuals: list = []  # (the model's part, its residual counts' future)
