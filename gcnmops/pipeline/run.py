@@ -57,10 +57,10 @@ def run_and_write(method, input, outdir, *, controls=None, backend: str = "auto"
     writer = ResultWriter(outdir, formats)
     # beside the pipeline: the qualities' residual counts and the sample QC's spreads (once the model has run;
     # the spreads where the run has more than one thread), the rest of the calls' evidence (beside integer CNs)
-    # (a threading layer that takes one parallel region at a time: everything in turn, on this thread)
-    concurrent = threadsafe_parallel()
-    beside = run_threads() > 1 and concurrent
-    side = ThreadPoolExecutor(1 + beside, initializer=keep_numba_threads()) if concurrent else InThisThread()
+    # (one thread asked for, or a threading layer that takes one parallel region at a time: everything in turn,
+    # on this thread)
+    beside = run_threads() > 1 and threadsafe_parallel()
+    side = ThreadPoolExecutor(2, initializer=keep_numba_threads()) if beside else InThisThread()
     try:
         spreads: list = []  # (the model's part, its spreads' future)
         residuals: list = []  # (the model's part, its residual counts' future)

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..calls.qc import coverage_qc, excluded_samples, outlier_reasons, sample_qc
-from ..compat import InThisThread, keep_numba_threads, threadsafe_parallel
+from ..compat import InThisThread, keep_numba_threads, run_threads, threadsafe_parallel
 from ..cuda.probe import Backend
 from ..data import CountData, Validated
 from ..errors import InputError
@@ -76,8 +76,9 @@ def _subset(data: CountData, rows: np.ndarray | None, cols: list[int] | None) ->
 
 def _beside(fn, *args) -> Future:
     """``fn(*args)`` on a thread of its own (the caller's numba thread count): its Future; on this thread at once
-    where numba's threading layer takes one parallel region at a time (``compat.threadsafe_parallel``)."""
-    if not threadsafe_parallel():
+    where the run has one thread or numba's threading layer takes one parallel region at a time
+    (``compat.threadsafe_parallel``)."""
+    if run_threads() <= 1 or not threadsafe_parallel():
         return InThisThread().submit(fn, *args)
     pool = ThreadPoolExecutor(1, thread_name_prefix="gcnmops-coverage", initializer=keep_numba_threads())
     try:
