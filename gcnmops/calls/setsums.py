@@ -148,7 +148,8 @@ class RowSets(NamedTuple):
 
     def join(self, other: "RowSets") -> "RowSets":
         """These sets, then ``other``'s."""
-        return RowSets(np.concatenate([self.rows, other.rows]), np.concatenate([self.ptr, other.ptr[1:] + self.ptr[-1]]))
+        return RowSets(np.concatenate([self.rows, other.rows]),
+                       np.concatenate([self.ptr, other.ptr[1:] + self.ptr[-1]]))
 
     def split(self) -> list[np.ndarray]:
         """The sets as a list of arrays (views of ``rows``)."""

@@ -318,6 +318,34 @@ def column_spreads(values: np.ndarray, more: np.ndarray | None = None) -> np.nda
 TALLY_BINS = 4096
 
 
+@njit(inline="always")
+def _tally(v, hist):  # pragma: no cover - numba
+    """Count the count ``v`` (not NaN) into ``hist`` where it is a whole count below TALLY_BINS; False where a
+    tally cannot stand for it (negative, fractional, infinite or from 2^52; whole counts from TALLY_BINS lie above
+    every bin)."""
+    if 0.0 <= v < TALLY_BINS and v == math.floor(v):
+        hist[int(v)] += 1
+        return True
+    return TALLY_BINS <= v < 2.0 ** 52 and v == math.floor(v)
+
+
+@njit(cache=True, nogil=True)
+def _tally_median(hist, m):  # pragma: no cover - numba
+    """numpy's median of m >= 1 counts from their tally ``hist``: the middle count, or the mean of the middle two;
+    -1.0 where a middle count lies beyond the tally."""
+    lo_rank = (m - 1) // 2
+    hi_rank = m // 2
+    lo = -1.0
+    seen = 0
+    for b in range(hist.size):
+        seen += hist[b]
+        if lo < 0 and seen > lo_rank:
+            lo = float(b)
+        if seen > hi_rank:
+            return lo if lo_rank == hi_rank else (lo + float(b)) / 2.0
+    return -1.0
+
+
 @njit(parallel=True, cache=True, nogil=True)
 def _column_counts(x, m, N, totals, medians, zeros, workers):
     for w in prange(workers):
@@ -326,7 +354,7 @@ def _column_counts(x, m, N, totals, medians, zeros, workers):
         for j in range(w, N, workers):
             total = 0.0
             nan = False
-            whole = True  # every value a whole count (those below TALLY_BINS tallied)
+            whole = True  # every value a count the tally holds or lies below
             empty = 0
             hist[:] = 0
             for i in range(m):
@@ -337,9 +365,7 @@ def _column_counts(x, m, N, totals, medians, zeros, workers):
                 total += v
                 if v == 0.0:
                     empty += 1
-                if 0.0 <= v < TALLY_BINS and v == math.floor(v):
-                    hist[int(v)] += 1
-                elif not (TALLY_BINS <= v < 2.0 ** 52 and v == math.floor(v)):
+                if not _tally(v, hist):
                     whole = False
             totals[j] = total
             zeros[j] = empty
@@ -347,21 +373,9 @@ def _column_counts(x, m, N, totals, medians, zeros, workers):
                 medians[j] = np.nan
                 continue
             # the middle counts from the tally where they lie in it (a linear pass, no copy), else by selection
-            lo_rank = (m - 1) // 2
-            hi_rank = m // 2
-            lo = -1.0
-            hi = -1.0
-            if whole:
-                seen = 0
-                for b in range(TALLY_BINS):
-                    seen += hist[b]
-                    if lo < 0 and seen > lo_rank:
-                        lo = float(b)
-                    if seen > hi_rank:
-                        hi = float(b)
-                        break
-            if hi >= 0:
-                medians[j] = lo if lo_rank == hi_rank else (lo + hi) / 2.0
+            median = _tally_median(hist, m) if whole else -1.0
+            if median >= 0:
+                medians[j] = median
             else:
                 if a.size < m:
                     a = np.empty(m)
@@ -386,6 +400,7 @@ def column_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarra
 def _tally_counts(x, m, N, hist, totals, zeros, flags):
     for j in range(N):
         total = 0.0
+        row = hist[j]
         for i in range(m):
             v = x[j * m + i]
             if math.isnan(v):
@@ -394,9 +409,7 @@ def _tally_counts(x, m, N, hist, totals, zeros, flags):
             total += v
             if v == 0.0:
                 zeros[j] += 1
-            if 0.0 <= v < TALLY_BINS and v == math.floor(v):
-                hist[j, int(v)] += 1
-            elif not (TALLY_BINS <= v < 2.0 ** 52 and v == math.floor(v)):
+            if not _tally(v, row):
                 flags[j, 1] = True  # negative, fractional, infinite or huge: the tally cannot stand for the column
         totals[j] = total
 
@@ -419,13 +432,10 @@ def tally_medians(hist: np.ndarray, nan: np.ndarray, m: int) -> np.ndarray | Non
     """(N,) numpy's median of each column of m counts from its tally (``tally_counts``; NaN where ``nan``): the
     middle count, or the mean of the middle two; None where a middle count of a column lies beyond the tally."""
     out = np.full(hist.shape[0], np.nan)
-    ranks = [m // 2] if m % 2 else [m // 2 - 1, m // 2]
     for j in np.flatnonzero(~np.asarray(nan, dtype=bool)) if m else ():
-        upto = np.cumsum(hist[j], dtype=np.int64)
-        if upto[-1] <= ranks[-1]:
+        out[j] = _tally_median(hist[j], m)
+        if out[j] < 0:
             return None
-        picked = np.searchsorted(upto, ranks, side="right").astype(np.float64)  # the first bin holding rank r
-        out[j] = picked[0] if m % 2 else (picked[0] + picked[1]) / 2.0
     return out
 
 

@@ -26,7 +26,6 @@ import numpy as np
 import pandas as pd
 
 from ..calls.qc import sample_qc, window_medians
-from ..calls.quality import block_evidence
 from ..compat import keep_numba_threads
 from ..cuda.probe import BACKENDS, Backend, resolve_backend
 from ..cuda.runtime import thread_memory_pool
@@ -40,9 +39,8 @@ from ..pipeline.cnmops import check_segment_args, warn_few_regions
 from ..pipeline.family import check_same_regions, log_note, read_named_counts, read_single_sample
 from ..pipeline.methods import build_params
 from ..pipeline.plan import RunPlan
-from ..pipeline.stages import MODEL_DONE, run_block
+from ..pipeline.stages import MODEL_DONE, evidence_of, run_block
 from ..pipeline.streamqc import CoverageTally, column_stats
-from ..progress import timed_stage
 from .cluster import Runner, chunk_bytes_for, resolve_client, task_threads
 from .genome import first_pass
 from .layout import TASKS_PER_GPU_WORKER, TASKS_PER_THREAD, Layout, plan_layout
@@ -103,7 +101,7 @@ def run_chromosomes(job: BlockJob, block: int, counts, controls, ranges: pd.Data
             MODEL_DONE.reset(token)
         del ctrl
         with aside:
-            evidence = aside.submit(_evidence, result, timings)
+            evidence = aside.submit(evidence_of, result, timings)
             for name, spec in matrices_of(result, rows, k).items():
                 if staged.get(name, (None,))[0] is not spec[0]:
                     job.store.write(name, block, *spec)
@@ -114,13 +112,6 @@ def run_chromosomes(job: BlockJob, block: int, counts, controls, ranges: pd.Data
             "call_evidence": call_evidence, "cov": result.params["cov"], "timings": timings,
             "gpu_stats": result.gpu_stats, "tally": tally,
             "window_medians": window_medians(result.normalized_data) if job.sample_qc else None}
-
-
-def _evidence(result, timings: dict):
-    """The block result's call evidence (``calls.quality.block_evidence``), timed "evidence"."""
-    with timed_stage(timings, "evidence"):
-        return block_evidence(result.params, result.normalized_data, result.gr, result.sample_names, result.cnvs,
-                              result.cnvr)
 
 
 def cn_mops(

@@ -24,7 +24,7 @@ from ..calls.quality import (Evidence, call_qualities, cn_value, cnv_region_pair
                              main_cn, window_index)
 from ..errors import InputError
 from ..version import __version__
-from .bgzf import BgzfWriter, bgzip_file
+from .bgzf import BgzfWriter
 from .pipes import through_pipe
 
 try:  # the [bam] extra: BGZF, tabix, VCF through htslib
@@ -42,7 +42,7 @@ VCF_MAX_POSITION = (1 << 31) - 1
 
 
 # -------------------------------------------------------------------------------------------------
-# bgzip and tabix (pysam)
+# tabix (pysam)
 # -------------------------------------------------------------------------------------------------
 
 def have_pysam() -> bool:
@@ -58,11 +58,6 @@ def _need_pysam(what: str) -> None:
 def index_suffix(max_position: int) -> str:
     """"tbi", or "csi" where a position exceeds what .tbi holds (contigs over 512 Mbp)."""
     return "csi" if int(max_position) > TBI_MAX_POSITION else "tbi"
-
-
-def bgzip(src, dst) -> None:
-    """BGZF-compress the text file ``src`` into ``dst`` (what ``bgzip`` writes; ``outputs.bgzf``)."""
-    bgzip_file(src, dst)
 
 
 def tabix(path, preset: str, index, csi: bool = False) -> None:

@@ -66,7 +66,8 @@ from ..io.atomic import output_error, publish, signals_held, temp_beside
 from ..io.columns import FrameColumns
 from ..progress import ticker
 from ..provenance import describe
-from .callfiles import (VcfOptions, bed_cnvr, bed_cnvs, bed_max_position, bgzip, call_table, have_pysam,
+from .bgzf import bgzip_file
+from .callfiles import (VcfOptions, bed_cnvr, bed_cnvs, bed_max_position, call_table, have_pysam,
                         index_suffix, sample_vcf_name, tabix, vcf_max_position, write_vcf)
 from .tracks import TRACKS, bedgraph, seg_table, track_matrices, track_name
 from .formats import DEFAULT_FORMATS, FORMATS, check_formats
@@ -655,7 +656,7 @@ def _write_bed(result, batch: _Batch) -> None:
     for stem, frame in (("cnvs", bed_cnvs), ("cnvr", bed_cnvr)):
         plain = _Staged(batch, f"{stem}.bed", lambda t, f=frame: write_frame(t, f(result), header=False), waits=True)
         if have_pysam():
-            gz = _Staged(batch, f"{stem}.bed.gz", lambda t, p=plain: bgzip(p.path(), t), waits=True)
+            gz = _Staged(batch, f"{stem}.bed.gz", lambda t, p=plain: bgzip_file(p.path(), t), waits=True)
             batch.write(f"{stem}.bed.gz.{ext}", lambda t, g=gz: tabix(g.path(), "bed", t, csi=ext == "csi"), waits=True)
 
 
@@ -694,7 +695,7 @@ def _write_bgzipped(path: Path, frame: pd.DataFrame) -> None:
     plain = temp_beside(path)
     try:
         write_frame(plain, frame, header=False)
-        bgzip(plain, path)
+        bgzip_file(plain, path)
     finally:
         plain.unlink(missing_ok=True)
 

@@ -117,25 +117,26 @@ def run_and_write(method, input, outdir, *, controls=None, backend: str = "auto"
     return result, written
 
 
-def _spreads_of(made: list, result: CNVDetectionResult):
-    """The sample QC's spreads made from the model's part, where that part's normalized data and sINI are
-    ``result``'s; None (made from ``result`` then) where no part came or a method changed them after the model."""
+def _made_for(made: list, result: CNVDetectionResult, names: tuple[str, ...], params: tuple[str, ...] = ()):
+    """What was made beside the segmentation from the model's part (``made``: (part, future) pairs, the last one
+    taken), where the part's arrays ``names`` and params ``params`` are ``result``'s; None (made from ``result``
+    then) where no part came or a method changed them after the model."""
     if not made:
         return None
-    part, spreads = made[-1]
-    same = part.normalized_data is result.normalized_data and part.local_assessments is result.local_assessments
-    return spreads.result() if same else None
+    part, value = made[-1]
+    same = all(getattr(part, n) is getattr(result, n) for n in names) and all(
+        part.params.get(k) is result.params.get(k) for k in params)
+    return value.result() if same else None
+
+
+def _spreads_of(made: list, result: CNVDetectionResult):
+    """The sample QC's spreads (``calls.qc.sample_spreads``) made from the model's part, or None."""
+    return _made_for(made, result, ("normalized_data", "local_assessments"))
 
 
 def _residuals_of(made: list, result: CNVDetectionResult):
-    """The qualities' residual counts made from the model's part, where its normalized data and model are
-    ``result``'s; None (made with the evidence then) otherwise."""
-    if not made:
-        return None
-    part, residuals = made[-1]
-    same = part.normalized_data is result.normalized_data and all(
-        part.params.get(k) is result.params.get(k) for k in ("L", "cov", "classes", "mainClass"))
-    return residuals.result() if same else None
+    """The qualities' residual counts (``calls.quality.model_residuals``) made from the model's part, or None."""
+    return _made_for(made, result, ("normalized_data",), ("L", "cov", "classes", "mainClass"))
 
 
 def _paths(*inputs) -> list | None:

@@ -23,7 +23,7 @@ from contextvars import ContextVar
 import numpy as np
 
 from ..calls.cnvs import Calls, call_cnvs
-from ..calls.quality import block_evidence
+from ..calls.quality import CallEvidence, block_evidence
 from ..cuda.probe import Backend
 from ..data import CountData
 from ..model import fit as fit_em
@@ -168,8 +168,8 @@ def finish_block(plan: RunPlan, regions: Regions, norm: Normalized, out: ModelOu
                  individual_out: np.ndarray | None = None) -> CNVDetectionResult:
     """From the model's output to the block's result: ``model_result`` (handed to the MODEL_DONE listener), then
     segmentation and calls (timed "segment_call") with what their qualities need of the block's model
-    (``calls.quality.block_evidence``, timed "evidence": the result's ``call_evidence``). ``evidence=False`` where the block is the
-    whole result, whose matrices stay: the qualities are then made from them when first asked for
+    (``evidence_of``: the result's ``call_evidence``). ``evidence=False`` where the block is the whole result,
+    whose matrices stay: the qualities are then made from them when first asked for
     (``calls.quality.call_evidence``), not for a caller that writes none. ``individual_out``: as for
     ``segment_and_call``."""
     model_part = model_result(plan, regions, norm, out, timings, gpu_stats)
@@ -178,13 +178,17 @@ def finish_block(plan: RunPlan, regions: Regions, norm: Normalized, out: ModelOu
         listener(model_part)
     with timed_stage(timings, "segment_call"):
         calls = segment_and_call(plan, regions, model_part, device, gpu_stats, individual_out)
-    held = None
-    if evidence:
-        with timed_stage(timings, "evidence"):
-            held = block_evidence(model_part.params, model_part.normalized_data, regions.gr, regions.sample_names,
-                                  calls.cnvs, calls.cnvr)
-    return model_part.replace(individual_call=calls.individual_call, segmentation=calls.segmentation,
-                              cnvs=calls.cnvs, cnvr=calls.cnvr, call_evidence=held)
+    result = model_part.replace(individual_call=calls.individual_call, segmentation=calls.segmentation,
+                                cnvs=calls.cnvs, cnvr=calls.cnvr)
+    return result.replace(call_evidence=evidence_of(result, timings)) if evidence else result
+
+
+def evidence_of(result: CNVDetectionResult, timings: dict) -> CallEvidence:
+    """What the qualities of a block's calls need of its model (``calls.quality.block_evidence`` of the block's
+    result: its regions, normalized data, params and calls), timed "evidence"."""
+    with timed_stage(timings, "evidence"):
+        return block_evidence(result.params, result.normalized_data, result.gr, result.sample_names, result.cnvs,
+                              result.cnvr)
 
 
 def run_block(plan: RunPlan, data: CountData | list[CountData], *, controls: CountData | None = None,
@@ -208,4 +212,4 @@ def run_block(plan: RunPlan, data: CountData | list[CountData], *, controls: Cou
 
 
 __all__ = ["BlockOut", "Genome", "Normalized", "Regions", "normalize", "fit", "normalize_and_fit", "model_result",
-           "segment_and_call", "finish_block", "run_block", "MODEL_DONE"]
+           "segment_and_call", "finish_block", "evidence_of", "run_block", "MODEL_DONE"]

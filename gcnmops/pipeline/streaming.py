@@ -82,7 +82,8 @@ log = logging.getLogger("gcnmops")
 STREAM_FORMATS = ("bed", "vcf", "seg")
 #: the stages of a streamed run's timings, in order: each one's own seconds (read and write on their threads,
 #: overlapping the others)
-STAGES = ("prepare", "read", "normalize", "model", "segment_call", "evidence", "integer", "write", "sample_qc", "finish")
+STAGES = ("prepare", "read", "normalize", "model", "segment_call", "evidence", "integer", "write", "sample_qc",
+          "finish")
 #: the seconds the computing thread waited for the read-ahead and spent handing a chromosome to the background
 #: writer (waiting for the one before, copying the rows around the CNVs): in the wall time
 WAITS = ("read_wait", "write_wait")
