@@ -90,11 +90,11 @@ def test_signals_during_the_model_fit_stop_it_at_once(tmp_path):
         patch = f"""
 import pathlib
 from gcnmops.model import cpu
-real = cpu.run_interruptibly
-def flagged(*args):
+real = cpu.run_queue
+def flagged(*args, **kwargs):
     pathlib.Path({str(ready)!r}).touch()
-    return real(*args)
-cpu.run_interruptibly = flagged
+    return real(*args, **kwargs)
+cpu.run_queue = flagged
 """
         proc = subprocess.Popen(_main_script(patch, out, "--cyc", "100000"), stderr=subprocess.PIPE, text=True)
         try:

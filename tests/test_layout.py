@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "gcnmops"
 
 #: the layers from the bottom up: a room may import its own room and the rooms of lower layers
 LAYERS = [
-    {"exact", "errors", "jitcache", "compat", "files", "version"},
+    {"exact", "errors", "jitcache", "compat", "dynamic", "files", "version"},
     {"cuda", "params", "data", "progress", "provenance"},
     {"result", "example"},
     {"io", "alignments", "normalization", "model"},

@@ -17,10 +17,10 @@ def one_thread():
 
 
 def test_the_fit_runs_with_the_callers_thread_count(one_thread):
-    from gcnmops.model.cpu import run_interruptibly
+    from gcnmops.dynamic import counter, run_queue
 
     seen = []
-    run_interruptibly(lambda: seen.append(numba.get_num_threads()), np.zeros(1, np.int64))
+    run_queue(lambda: seen.append(numba.get_num_threads()), (), counter(), 0)
     assert seen == [1]
 
 

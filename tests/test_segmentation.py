@@ -431,12 +431,12 @@ def test_host_preparation_reads_a_clean_column_major_matrix_in_place(dirty):
     assert bool(got.dirty.any()) is dirty
 
 
-@pytest.mark.parametrize("cores", [4, 16])
+@pytest.mark.parametrize("cores", [3, 9])
 def test_vectors_split_over_the_cores_equal_one_per_core(cores, monkeypatch):
-    """The vectors that do not fill a round of the cores (``cores`` of them, said to the driver) are segmented
-    with their positions split over the cores (``_final_ends_split``, bands of SPLIT_BAND positions): the same
-    segments as one vector per core, also with a vector to clean, several bands and the exact tails everywhere
-    (``reference``)."""
+    """The one vector that does not fill a round of the cores (``cores`` of them, said to the driver), the
+    smallest, is segmented with its positions split over the cores (``_final_ends_split``, bands of SPLIT_BAND
+    positions): the same segments as one vector per core, also with a vector to clean, several bands and the exact
+    tails everywhere (``reference``)."""
     from gcnmops.segmentation import cpu
 
     rng = np.random.default_rng(11)
@@ -452,8 +452,18 @@ def test_vectors_split_over_the_cores_equal_one_per_core(cores, monkeypatch):
     monkeypatch.setattr(cpu, "get_num_threads", lambda: cores)
     monkeypatch.setattr(cpu, "_final_ends_split", lambda *a: split_calls.append(a[0].size) or real(*a))
     split = [cpu.segment_columns_arrays(x, blocks, reference=ref) for ref in (False, True)]
-    assert len(split_calls) == 2 * (10 % cores)
+    assert split_calls == [600, 600]  # one of block 2's vectors, in each of the two runs
     for a, b in zip(one, split):
         for key in a:
             np.testing.assert_array_equal(a[key], b[key], err_msg=key)
     assert len(one[0]["start"]) > 10
+
+
+@pytest.mark.parametrize("ntask, cores, split", [(330, 16, 0), (5, 2, 1), (1, 16, 1), (2, 16, 0), (17, 16, 1),
+                                                  (20, 16, 0), (8, 1, 0), (16, 16, 0)])
+def test_only_a_remainder_that_a_split_ends_sooner_is_split(ntask, cores, split):
+    """A split vector still spends SPLIT_SERIAL of its time on one core: the remainder of a round is split only
+    where that ends the run sooner than one more round of whole vectors (one vector, on two cores or more)."""
+    from gcnmops.segmentation.cpu import _split_count
+
+    assert _split_count(ntask, cores) == split

@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 from numba import get_num_threads, njit, prange
 
+from ..dynamic import counter, run_queue, take, workers
 from ..errors import InputError
 from ..progress import tick
 from .host import (clean, fill_segments, has_neighbourhood, kth_pair, local_half_width, positive_support,
@@ -39,12 +40,11 @@ from .interface import (checked_columns, label_tasks, output_arrays, report_clea
                         segment_frame)
 from .kernels import exact_tail, is_candidate, position_scan, position_stat_plain, prefix_sums
 
-#: phase 1 runs in at most this many slices of vectors (a progress bar moves, and Ctrl-C is seen, between them) ...
-PROGRESS_STEPS = 20
-#: ... of at least this many (block, sample) vectors per core each (enough to balance every core)
-PROGRESS_TASKS_PER_CORE = 2
 #: positions per band of a vector split over the cores (``_final_ends_split``)
 SPLIT_BAND = 4096
+#: share of a vector's time that its split form (``_final_ends_split``) still spends on one core (the passes
+#: before and after the statistic; measured on 313,852-position sINI vectors: 0.066 s on one core, 0.051 s on two)
+SPLIT_SERIAL = 0.55
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -155,22 +155,29 @@ def _screened_lower_bound(alpha, h, code, yv, ev, work):
 # every (block, sample) vector
 # ---------------------------------------------------------------------------------------------------------
 
-@njit(parallel=True, cache=True, error_model="numpy")
+@njit(parallel=True, cache=True, nogil=True, error_model="numpy")
 def _segment_all(values, firsts, ends, alpha, t_hi, t_lo, default_t, no_merge, min_seg, eps, eps_given,
-                 delta, max_int, w, reference, flags, counts, dirty, task_lo, task_hi):
-    """Phase 1: final segment ends of the (block, sample) vectors task_lo..task_hi-1 into ``flags`` (m, N) int8."""
+                 delta, max_int, w, reference, flags, counts, dirty, order, next_task, nworkers):
+    """Phase 1: final segment ends of the (block, sample) vectors ``order`` (taken in that order from
+    ``next_task`` by ``nworkers`` threads) into ``flags`` (m, N) int8."""
     N = values.shape[1]
-    for task in prange(task_lo, task_hi):
-        s, f, e = task_rows(task, N, firsts, ends)
-        m = e - f
-        x = values[f:e, s].copy()
-        dirty[task] = clean(x)
-        scratch = np.empty(6 * m)
-        code = np.empty(m, dtype=np.int64)
-        jinv, jnn, jc, ybuf, ebuf, qbuf = window_scratch(min_seg, max_int, w)
-        counts[task] = _final_ends(x, alpha, t_hi, t_lo, default_t, no_merge, min_seg, eps, eps_given, delta,
-                                   max_int, w, reference, flags[f:e, s], scratch, code, jinv, jnn, jc, ybuf,
-                                   ebuf, qbuf)
+    ntask = order.shape[0]
+    for _ in prange(nworkers):
+        while True:
+            i = take(next_task)
+            if i >= ntask:
+                break
+            task = order[i]
+            s, f, e = task_rows(task, N, firsts, ends)
+            m = e - f
+            x = values[f:e, s].copy()
+            dirty[task] = clean(x)
+            scratch = np.empty(6 * m)
+            code = np.empty(m, dtype=np.int64)
+            jinv, jnn, jc, ybuf, ebuf, qbuf = window_scratch(min_seg, max_int, w)
+            counts[task] = _final_ends(x, alpha, t_hi, t_lo, default_t, no_merge, min_seg, eps, eps_given, delta,
+                                       max_int, w, reference, flags[f:e, s], scratch, code, jinv, jnn, jc, ybuf,
+                                       ebuf, qbuf)
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
@@ -200,17 +207,32 @@ def _final_ends_split(x, alpha, t_hi, t_lo, default_t, no_merge, min_seg, eps, e
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
-def _fill_all(values, firsts, ends, flags, offsets, dirty, out_start, out_end, out_mean, out_median):
-    """Phase 2: start, end (1-based, block-relative), mean and median of every final segment."""
+def _fill_all(values, firsts, ends, flags, offsets, dirty, order, next_task, nworkers, out_start, out_end, out_mean,
+              out_median):
+    """Phase 2: start, end (1-based, block-relative), mean and median of every final segment, the vectors taken in
+    ``order`` from ``next_task`` by ``nworkers`` threads."""
     N = values.shape[1]
-    for task in prange(firsts.shape[0] * N):
-        s, f, e = task_rows(task, N, firsts, ends)
-        if dirty[task] != 0:
-            x = values[f:e, s].copy()
-            clean(x)
-        else:
-            x = values[f:e, s]
-        fill_segments(x, flags[f:e, s], offsets[task], out_start, out_end, out_mean, out_median)
+    ntask = order.shape[0]
+    for _ in prange(nworkers):
+        while True:
+            i = take(next_task)
+            if i >= ntask:
+                break
+            task = order[i]
+            s, f, e = task_rows(task, N, firsts, ends)
+            if dirty[task] != 0:
+                x = values[f:e, s].copy()
+                clean(x)
+            else:
+                x = values[f:e, s]
+            fill_segments(x, flags[f:e, s], offsets[task], out_start, out_end, out_mean, out_median)
+
+
+def _split_count(ntask: int, threads: int) -> int:
+    """How many of the smallest vectors to run one after another, each split over every core, after the others
+    were taken one per core: the round's remainder where splitting ends it sooner than a last round would."""
+    rest = ntask % threads
+    return rest if threads > 1 and rest * (SPLIT_SERIAL + (1 - SPLIT_SERIAL) / threads) < 1 else 0
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -231,28 +253,30 @@ def segment_columns_arrays(values: np.ndarray, blocks, alpha=0.05, seg_median_t=
     ntask = firsts.size * N
     counts = np.zeros(ntask, dtype=np.int64)
     dirty = np.zeros(ntask, dtype=np.int8)
-    threads = get_num_threads()
-    # the vectors that do not fill a round of the cores are split over them position by position
-    whole = ntask - ntask % threads if threads > 1 and ntask % threads else ntask
-    step = max(PROGRESS_TASKS_PER_CORE * threads, -(-ntask // PROGRESS_STEPS))
-    for t0 in range(0, whole, step):  # slices of vectors, so that a progress bar moves; vectors are independent
-        _segment_all(values, firsts, ends, params["alpha"], params["t_hi"], params["t_lo"], params["default_t"],
-                     params["no_merge"], params["min_seg"], params["eps"], params["eps_given"], params["delta"],
-                     params["max_int"], params["w"], bool(reference), flags, counts, dirty, t0, min(whole, t0 + step))
-        tick(min(whole, t0 + step), ntask)
-    for task in range(whole, ntask):
-        b, s = divmod(task, N)
+    # largest vectors first, so that the last ones taken are short
+    order = np.argsort(-np.repeat(ends - firsts, N), kind="stable").astype(np.int64)
+    split = _split_count(ntask, get_num_threads())
+    whole, rest = order[:ntask - split], order[ntask - split:]
+    next_task = counter()
+    run_queue(_segment_all, (values, firsts, ends, params["alpha"], params["t_hi"], params["t_lo"],
+                             params["default_t"], params["no_merge"], params["min_seg"], params["eps"],
+                             params["eps_given"], params["delta"], params["max_int"], params["w"], bool(reference),
+                             flags, counts, dirty, whole, next_task, workers(whole.size)),
+              next_task, whole.size, progress=lambda taken: tick(taken, ntask))
+    for done, task in enumerate(rest, whole.size + 1):
+        b, s = divmod(int(task), N)
         x = np.array(values[firsts[b]:ends[b], s])
         dirty[task] = clean(x)
         counts[task] = _final_ends_split(x, params["alpha"], params["t_hi"], params["t_lo"], params["default_t"],
                                          params["no_merge"], params["min_seg"], params["eps"], params["eps_given"],
                                          params["delta"], params["max_int"], params["w"], bool(reference),
                                          flags[firsts[b]:ends[b], s], SPLIT_BAND)
-        tick(task + 1, ntask)
+        tick(done, ntask)
     report_cleaning(dirty)
     offsets, out = output_arrays(counts)
     if offsets[-1]:
-        _fill_all(values, firsts, ends, flags, offsets, dirty, out["start"], out["end"], out["mean"], out["median"])
+        _fill_all(values, firsts, ends, flags, offsets, dirty, order, counter(), workers(ntask), out["start"],
+                  out["end"], out["mean"], out["median"])
     return label_tasks(out, counts, N)
 
 
