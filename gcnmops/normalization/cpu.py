@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pandas as pd
 
-from ..compat import InThisThread, run_threads
 from ..progress import tick
 from .checks import check_columns_have_reads, check_norm_args, check_ploidy, chromosome_rows, count_matrix
 from .factors import (block_variance_to_mean, checked_size_factors, coverage_ratios, divided_by_mode,
@@ -32,76 +29,46 @@ __all__ = ["normalize_chromosomes", "normalize_genome", "sample_coverage"]
 
 
 def _block_factors(Y, r0, silent, chrom, sample_idx, colsums, norm_type, size_factor, qu, qu_size_factor):
-    """Scaling factors per column of one chromosome block before the poisson step (cn.mops's per-chromosome
-    step), (g,), and for normType "poisson" the kept rows' variance-to-mean ratios whose density mode divides
-    them (``_finished_factors``), else None."""
+    """Scaling factor per column of one chromosome block (cn.mops's per-chromosome step); (g,)."""
     keep = ~silent
     n_keep = int(np.count_nonzero(keep))
     g = Y.shape[1]
     if too_few_regions(n_keep, chrom, stacklevel=5):
-        return np.ones(g), None
+        return np.ones(g)
     sf = size_factors(Y, r0, keep, n_keep, norm_type, size_factor, qu_size_factor)
     sf = checked_size_factors(sf, colsums, chrom, size_factor, stacklevel=5, sample_idx=sample_idx)
     f = scaling_factors(sf, norm_type, qu, count_mode=lambda: most_frequent_nonzero(Y, r0, keep, 0, g))
-    return f, (block_variance_to_mean(Y, r0, keep, f) if norm_type == "poisson" else None)
-
-
-def _finished_factors(f, mode, chrom) -> np.ndarray:
-    """A block's factors divided by its ratios' density mode (``mode``: a Future, None where there is none), or
-    ones where not finite."""
-    if mode is not None:
-        f = divided_by_mode(f, mode.result())
-    return finite_or_ones(f, chrom, f.size, stacklevel=6)
-
-
-#: chromosomes whose ratios' density modes are made beside the next chromosomes' factors at most
-MODES_AHEAD = 8
+    if norm_type == "poisson":
+        f = divided_by_mode(f, ratios_mode(block_variance_to_mean(Y, r0, keep, f)))
+    return finite_or_ones(f, chrom, g, stacklevel=5)
 
 
 def _normalize_group(out, cols, blocks, colsums, norm_type, size_factor, qu, qu_size_factor, silent_state):
     """Normalize columns ``cols`` of ``out`` in place, chromosome by chromosome.
 
-    The density modes of the poisson step (one core each) run on the run's other threads while the next
-    chromosomes' factors are made (at most MODES_AHEAD chromosomes ahead); each chromosome is scaled once its
-    mode is there. Returns the silent-row mask (over that chromosome's rows) of the last chromosome processed,
-    or ``silent_state`` if no chromosome was processed (every block all zero).
+    Returns the silent-row mask (over that chromosome's rows) of the last chromosome processed, or
+    ``silent_state`` if no chromosome was processed (every block all zero).
     """
     all_cols = cols.size == out.shape[1]
-    threads = run_threads()
-    modes = ThreadPoolExecutor(min(threads, MODES_AHEAD)) if threads > 1 and norm_type == "poisson" \
-        else InThisThread()
-    pending: deque = deque()
-
-    def scale(chrom, rows, Y, r0, silent, f, mode) -> None:
-        scale_block(Y, r0, _finished_factors(f, mode, chrom), silent)
-        if Y is not out:
+    for k, (chrom, rows) in enumerate(blocks):
+        tick(k, len(blocks))  # chromosomes done
+        in_place = isinstance(rows, slice) and all_cols
+        if in_place:  # work on the output matrix itself
+            Y, r0, r1 = out, rows.start, rows.stop
+        else:
+            Y = np.asfortranarray(out[rows][:, cols] if isinstance(rows, slice) else out[np.ix_(rows, cols)])
+            r0, r1 = 0, Y.shape[0]
+        silent, any_nonzero = silent_rows(Y, r0, r1)
+        if not any_nonzero:
+            continue
+        f = _block_factors(Y, r0, silent, chrom, cols, colsums[cols], norm_type, size_factor, qu, qu_size_factor)
+        scale_block(Y, r0, f, silent)
+        if not in_place:
             if isinstance(rows, slice):
                 out[rows, cols] = Y
             else:
                 out[np.ix_(rows, cols)] = Y
-
-    try:
-        for k, (chrom, rows) in enumerate(blocks):
-            tick(k, len(blocks))  # chromosomes done
-            if isinstance(rows, slice) and all_cols:  # work on the output matrix itself
-                Y, r0, r1 = out, rows.start, rows.stop
-            else:
-                Y = np.asfortranarray(out[rows][:, cols] if isinstance(rows, slice) else out[np.ix_(rows, cols)])
-                r0, r1 = 0, Y.shape[0]
-            silent, any_nonzero = silent_rows(Y, r0, r1)
-            if not any_nonzero:
-                continue
-            f, ratios = _block_factors(Y, r0, silent, chrom, cols, colsums[cols], norm_type, size_factor, qu,
-                                       qu_size_factor)
-            pending.append((chrom, rows, Y, r0, silent, f, None if ratios is None else modes.submit(ratios_mode,
-                                                                                                   ratios)))
-            if len(pending) > MODES_AHEAD:
-                scale(*pending.popleft())
-            silent_state = silent
-        while pending:
-            scale(*pending.popleft())
-    finally:
-        modes.shutdown(cancel_futures=True)
+        silent_state = silent
     return silent_state
 
 
