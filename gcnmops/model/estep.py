@@ -11,8 +11,9 @@ With the parameters an EM used in its last E-step (those after cycle cyc - 1) th
 labels and posteriors bit for bit (tests/test_casemode.py). New samples against a fitted cohort (``n_fit`` > 0)
 first refit the class weights with the cohort, as a refit would, lambda staying the fit's (``estep_region``).
 
-``estep_region`` is ``register_jitable`` and allocation-free: the CPU driver (numba, parallel over blocks of
-regions) and the CUDA kernel (one thread per region, grid-stride, no FMA contraction) run the same source.
+``estep_region`` is ``register_jitable`` and allocation-free: the CPU driver (numba, blocks of regions taken by the
+cores as they come free, interruptible: ``dynamic.run_queue``) and the CUDA kernel (one thread per region,
+grid-stride, no FMA contraction) run the same source.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from numba.extending import register_jitable
 from ..cuda.config import ESTEP_BLOCKS_PER_SM, ESTEP_LOCAL_WORK_MAX, ESTEP_THREADS_PER_BLOCK
 from ..cuda.kernels import cached_kernel
 from ..cuda.probe import Backend, as_backend
+from ..dynamic import counter, run_queue, take, workers
 from ..exact.libm import TABLES, log_glibc
 from ..exact.rmath import lgamma_r
 from ..exact.rstats import ld_mean
@@ -88,21 +90,26 @@ def estep_region(x, cov, lam, alpha, log2_folds, main_idx, keep_post, n_fit, alp
 
 @njit(parallel=True, cache=True, nogil=True)
 def _estep_all(x, cov, lam, alpha, log2_folds, main_idx, keep_post, n_fit, alpha_init, alpha_prior, prior_sum, cyc,
-               sini, cn, ini, post):
+               sini, cn, ini, post, next_block, nworkers):
+    """Every region, blocks of BLOCK rows taken from ``next_block`` by ``nworkers`` threads (``dynamic``)."""
     m, J = x.shape
     n = lam.shape[1]
     nblocks = (m + BLOCK - 1) // BLOCK
-    for b in prange(nblocks):
+    for _ in prange(nworkers):
         log_lam = np.empty(n)
         weights = np.empty(n)
         acc = np.empty(n)
         p = np.empty((n, 1))
         work = np.empty(J)
-        for r in range(b * BLOCK, min(m, (b + 1) * BLOCK)):
-            post_r = post[r] if keep_post else post[0]
-            ini[r] = estep_region(x[r], cov, lam[r], alpha[r], log2_folds, main_idx, keep_post, n_fit, alpha_init,
-                                  alpha_prior, prior_sum, cyc, log_lam, weights, acc, p, work, sini[r], cn[r], post_r,
-                                  TABLES)
+        while True:
+            b = take(next_block)
+            if b >= nblocks:
+                break
+            for r in range(b * BLOCK, min(m, (b + 1) * BLOCK)):
+                post_r = post[r] if keep_post else post[0]
+                ini[r] = estep_region(x[r], cov, lam[r], alpha[r], log2_folds, main_idx, keep_post, n_fit,
+                                      alpha_init, alpha_prior, prior_sum, cyc, log_lam, weights, acc, p, work, sini[r],
+                                      cn[r], post_r, TABLES)
 
 
 def _outputs(lam: np.ndarray, alpha: np.ndarray, J: int, keep_post: bool) -> ModelOutput:
@@ -130,9 +137,11 @@ def estep_cpu(x: np.ndarray, cov: np.ndarray, lam: np.ndarray, alpha: np.ndarray
     ``n_fit`` samples (``estep_region``); CPU (numba, all threads). The output's lam/alpha are the inputs."""
     x, cov, lam, alpha = _checked(x, cov, lam, alpha, spec)
     out = _outputs(lam, alpha, x.shape[1], keep_post)
-    post = out.post_argument()
-    _estep_all(x, cov, lam, alpha, spec.log2_folds, int(spec.main_idx), bool(keep_post), int(n_fit), spec.alpha_init,
-               spec.alpha_prior, float(spec.prior_sum), int(spec.cyc), out.sini, out.cn, out.ini, post)
+    blocks = -(-x.shape[0] // BLOCK)
+    next_block = counter()
+    run_queue(_estep_all, (x, cov, lam, alpha, spec.log2_folds, int(spec.main_idx), bool(keep_post), int(n_fit),
+                           spec.alpha_init, spec.alpha_prior, float(spec.prior_sum), int(spec.cyc), out.sini, out.cn,
+                           out.ini, out.post_argument(), next_block, workers(blocks)), next_block, blocks)
     return out
 
 

@@ -33,6 +33,7 @@ import numpy as np
 from numba import njit, prange
 from numba.extending import register_jitable
 
+from ..dynamic import counter, run_queue, take, workers
 from ..errors import InputError
 from ..exact.libm import TABLES, exp_glibc, log_glibc
 from ..exact.rmath import lgamma_r
@@ -146,26 +147,32 @@ class OneStepSpec:
 
 
 def _onestep_all_py(x, cov, lam, folds, log2_folds, prior, floor, min_read_count, main_idx, keep_post,
-                    lam_out, alpha_out, sini, cn, ini, post):
+                    lam_out, alpha_out, sini, cn, ini, post, next_block, nworkers):
+    """Every region, blocks of BLOCK rows taken from ``next_block`` by ``nworkers`` threads (``dynamic``)."""
     m = x.shape[0]
     n = folds.shape[0]
     nblocks = (m + BLOCK - 1) // BLOCK
-    for b in prange(nblocks):
+    for _ in prange(nworkers):
         col = np.empty(n)
         acc_hi = np.empty(n)
         acc_lo = np.empty(n)
         work = np.empty(x.shape[1])
-        for r in range(b * BLOCK, min(m, (b + 1) * BLOCK)):
-            post_r = post[r] if keep_post else post[0]
-            ini[r] = onestep_region(x[r], cov, lam[r], folds, log2_folds, prior, floor, min_read_count, main_idx,
-                                    keep_post, col, acc_hi, acc_lo, work, lam_out[r], alpha_out[r], sini[r], cn[r],
-                                    post_r, TABLES)
+        while True:
+            b = take(next_block)
+            if b >= nblocks:
+                break
+            for r in range(b * BLOCK, min(m, (b + 1) * BLOCK)):
+                post_r = post[r] if keep_post else post[0]
+                ini[r] = onestep_region(x[r], cov, lam[r], folds, log2_folds, prior, floor, min_read_count, main_idx,
+                                        keep_post, col, acc_hi, acc_lo, work, lam_out[r], alpha_out[r], sini[r], cn[r],
+                                        post_r, TABLES)
 
 
 #: one compiled specialization for every shape: a 1-column or 1-row matrix is both C- and F-contiguous, which
 #: would otherwise make numba compile (and cache) one variant per memory layout
 _SIGNATURE = ("void(float64[:, :], float64[:], float64[:], float64[:], float64[:], float64[:], float64, float64, "
-              "int64, boolean, float64[:, :], float64[:, :], float64[:, :], int8[:, :], float64[:], float64[:, :, :])")
+              "int64, boolean, float64[:, :], float64[:, :], float64[:, :], int8[:, :], float64[:], float64[:, :, :], "
+              "int64[:], int64)")
 _DRIVER = None
 
 
@@ -173,7 +180,7 @@ def _onestep_all(*args):
     """The CPU driver, compiled on first use (not at import) for ``_SIGNATURE``."""
     global _DRIVER
     if _DRIVER is None:
-        _DRIVER = njit(_SIGNATURE, parallel=True, cache=True)(_onestep_all_py)
+        _DRIVER = njit(_SIGNATURE, parallel=True, cache=True, nogil=True)(_onestep_all_py)
     return _DRIVER(*args)
 
 
@@ -184,11 +191,13 @@ def fit_onestep(x: np.ndarray, cov: np.ndarray, lam: np.ndarray, spec: OneStepSp
     m, N = x.shape
     n = spec.folds.size
     out = ModelOutput.allocate(m, n, N, keep_post)
-    post = out.post_argument()
-    _onestep_all(x, _plain(np.ascontiguousarray(cov, dtype=np.float64)),
-                 _plain(np.ascontiguousarray(lam, dtype=np.float64)), spec.folds, spec.log2_folds, spec.prior,
-                 float(spec.floor), float(spec.min_read_count), int(spec.main_idx), bool(keep_post), out.lam,
-                 out.alpha, out.sini, out.cn, out.ini, post)
+    blocks = -(-m // BLOCK)
+    next_block = counter()
+    run_queue(_onestep_all, (x, _plain(np.ascontiguousarray(cov, dtype=np.float64)),
+                             _plain(np.ascontiguousarray(lam, dtype=np.float64)), spec.folds, spec.log2_folds,
+                             spec.prior, float(spec.floor), float(spec.min_read_count), int(spec.main_idx),
+                             bool(keep_post), out.lam, out.alpha, out.sini, out.cn, out.ini, out.post_argument(),
+                             next_block, workers(blocks)), next_block, blocks)
     return out
 
 
