@@ -4,8 +4,8 @@ numba's OpenMP and workqueue layers split a ``prange`` into one equal run of ite
 balances), so items of unequal cost (chromosome vectors of different lengths, blocks of regions with and without
 modelling) leave threads idle at the loop's end. A kernel instead runs ``prange(nworkers)`` (``workers(n)``,
 handed in: numba's thread count read inside a kernel would keep it out of the cache) and, in each worker, takes
-items with ``take(counter)`` until it returns ``n`` or more: every thread stays busy until the items run out,
-whatever their costs. ``counter``: a one-element int64 array, 0 at the start of the loop.
+items with ``take(counter, n)`` (or ``take_from(counter, items)``) until it returns -1: every thread stays busy
+until the items run out, whatever their costs. ``counter``: a one-element int64 array, 0 at the start of the loop.
 
 ``run_queue`` runs such a kernel in a thread of its own while the calling thread reports progress from the counter
 and watches for Ctrl-C / SIGTERM (whose Python handlers run in the main thread only): one call over all the items,
@@ -40,9 +40,17 @@ def _fetch_add(typingctx, counter, value):
 
 
 @register_jitable
-def take(counter):
-    """The next item's index (0, 1, ... in order of asking, each given once) from ``counter``."""
-    return _fetch_add(counter, 1)
+def take(counter, n):
+    """The next of items 0..n-1 (in order of asking, each given once) from ``counter``; -1 once they run out."""
+    i = _fetch_add(counter, 1)
+    return i if i < n else -1
+
+
+@register_jitable
+def take_from(counter, items):
+    """The next of ``items`` (1-D, in their order, each given once) from ``counter``; -1 once they run out."""
+    i = _fetch_add(counter, 1)
+    return items[i] if i < items.shape[0] else -1
 
 
 def workers(n: int) -> int:
@@ -93,4 +101,4 @@ def run_queue(kernel, args: tuple, counter: np.ndarray, n: int, *, stop: np.ndar
         raise failed[0]
 
 
-__all__ = ["counter", "run_queue", "take", "workers"]
+__all__ = ["counter", "run_queue", "take", "take_from", "workers"]

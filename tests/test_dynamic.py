@@ -11,20 +11,31 @@ import pytest
 from numba import njit, prange
 
 from gcnmops import dynamic
-from gcnmops.dynamic import counter, run_queue, take, workers
+from gcnmops.dynamic import counter, run_queue, take, take_from, workers
 
 
 @njit(parallel=True, cache=False)
 def _visit(n, next_item, nworkers, seen, cost):
     for _ in prange(nworkers):
-        while True:
-            i = take(next_item)
-            if i >= n:
-                break
+        i = take(next_item, n)
+        while i >= 0:
             acc = 0.0
             for k in range(cost[i]):  # unequal work per item
                 acc += np.sqrt(k + 1.0)
             seen[i] += 1 if acc >= 0 else 2
+            i = take(next_item, n)
+
+
+@njit(parallel=True, cache=False)
+def _visit_in_order(items, next_item, nworkers, seen, when):
+    for _ in prange(nworkers):
+        taken = 0
+        item = take_from(next_item, items)
+        while item >= 0:
+            taken += 1
+            seen[item] += 1
+            when[item] = taken
+            item = take_from(next_item, items)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -41,6 +52,15 @@ def test_every_item_is_taken_exactly_once(threads):
         numba.set_num_threads(old)
     assert (seen == 1).all()
     assert n <= next_item[0] <= n + threads  # each worker asked once past the end
+
+
+def test_items_are_taken_in_their_order():
+    """``take_from``: each of the listed items once, the first listed taken first (a largest-first order holds)."""
+    items = np.array([7, 3, 9, 0, 5], dtype=np.int64)
+    seen, when = np.zeros(10, dtype=np.int64), np.zeros(10, dtype=np.int64)
+    _visit_in_order(items, counter(), 1, seen, when)
+    assert seen.tolist() == [1, 0, 0, 1, 0, 1, 0, 1, 0, 1]
+    assert when[items].tolist() == [1, 2, 3, 4, 5]
 
 
 def test_one_worker_per_thread_and_at_most_one_per_item():

@@ -54,10 +54,8 @@ def _fit_all(x, cov, folds, log2_folds, alpha_init, alpha_prior, prior_sum, cyc,
         lane = np.empty((6, lanes))  # total, t, e, r, tail, head
         kb = np.empty(lanes, np.int64)
         pc = np.empty((n, N))
-        while True:
-            b = take(next_block)
-            if b >= nblocks:
-                break
+        b = take(next_block, nblocks)
+        while b >= 0:
             lo = b * BLOCK
             hi = min(m, lo + BLOCK)
             nrows = 0
@@ -87,6 +85,7 @@ def _fit_all(x, cov, folds, log2_folds, alpha_init, alpha_prior, prior_sum, cyc,
                     for k in range(N):
                         work[k] = last_estep_outputs(pc, k, log2_folds, keep_post, sini[r], cn[r], post_r, k)
                     ini[r] = ld_mean(work, N)  # R's mean()
+            b = take(next_block, nblocks)
 
 
 def fit_cpu(x: np.ndarray, cov: np.ndarray, spec: ModelSpec, keep_post: bool = False,

@@ -101,15 +101,14 @@ def _estep_all(x, cov, lam, alpha, log2_folds, main_idx, keep_post, n_fit, alpha
         acc = np.empty(n)
         p = np.empty((n, 1))
         work = np.empty(J)
-        while True:
-            b = take(next_block)
-            if b >= nblocks:
-                break
+        b = take(next_block, nblocks)
+        while b >= 0:
             for r in range(b * BLOCK, min(m, (b + 1) * BLOCK)):
                 post_r = post[r] if keep_post else post[0]
                 ini[r] = estep_region(x[r], cov, lam[r], alpha[r], log2_folds, main_idx, keep_post, n_fit,
                                       alpha_init, alpha_prior, prior_sum, cyc, log_lam, weights, acc, p, work, sini[r],
                                       cn[r], post_r, TABLES)
+            b = take(next_block, nblocks)
 
 
 def _outputs(lam: np.ndarray, alpha: np.ndarray, J: int, keep_post: bool) -> ModelOutput:

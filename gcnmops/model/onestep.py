@@ -157,15 +157,14 @@ def _onestep_all_py(x, cov, lam, folds, log2_folds, prior, floor, min_read_count
         acc_hi = np.empty(n)
         acc_lo = np.empty(n)
         work = np.empty(x.shape[1])
-        while True:
-            b = take(next_block)
-            if b >= nblocks:
-                break
+        b = take(next_block, nblocks)
+        while b >= 0:
             for r in range(b * BLOCK, min(m, (b + 1) * BLOCK)):
                 post_r = post[r] if keep_post else post[0]
                 ini[r] = onestep_region(x[r], cov, lam[r], folds, log2_folds, prior, floor, min_read_count, main_idx,
                                         keep_post, col, acc_hi, acc_lo, work, lam_out[r], alpha_out[r], sini[r], cn[r],
                                         post_r, TABLES)
+            b = take(next_block, nblocks)
 
 
 #: one compiled specialization for every shape: a 1-column or 1-row matrix is both C- and F-contiguous, which

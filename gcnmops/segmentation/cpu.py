@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 from numba import get_num_threads, njit, prange
 
-from ..dynamic import counter, run_queue, take, workers
+from ..dynamic import counter, run_queue, take_from, workers
 from ..errors import InputError
 from ..progress import tick
 from .host import (clean, fill_segments, has_neighbourhood, kth_pair, local_half_width, positive_support,
@@ -161,13 +161,9 @@ def _segment_all(values, firsts, ends, alpha, t_hi, t_lo, default_t, no_merge, m
     """Phase 1: final segment ends of the (block, sample) vectors ``order`` (taken in that order from
     ``next_task`` by ``nworkers`` threads) into ``flags`` (m, N) int8."""
     N = values.shape[1]
-    ntask = order.shape[0]
     for _ in prange(nworkers):
-        while True:
-            i = take(next_task)
-            if i >= ntask:
-                break
-            task = order[i]
+        task = take_from(next_task, order)
+        while task >= 0:
             s, f, e = task_rows(task, N, firsts, ends)
             m = e - f
             x = values[f:e, s].copy()
@@ -178,6 +174,7 @@ def _segment_all(values, firsts, ends, alpha, t_hi, t_lo, default_t, no_merge, m
             counts[task] = _final_ends(x, alpha, t_hi, t_lo, default_t, no_merge, min_seg, eps, eps_given, delta,
                                        max_int, w, reference, flags[f:e, s], scratch, code, jinv, jnn, jc, ybuf,
                                        ebuf, qbuf)
+            task = take_from(next_task, order)
 
 
 @njit(parallel=True, cache=True, error_model="numpy")
@@ -212,13 +209,9 @@ def _fill_all(values, firsts, ends, flags, offsets, dirty, order, next_task, nwo
     """Phase 2: start, end (1-based, block-relative), mean and median of every final segment, the vectors taken in
     ``order`` from ``next_task`` by ``nworkers`` threads."""
     N = values.shape[1]
-    ntask = order.shape[0]
     for _ in prange(nworkers):
-        while True:
-            i = take(next_task)
-            if i >= ntask:
-                break
-            task = order[i]
+        task = take_from(next_task, order)
+        while task >= 0:
             s, f, e = task_rows(task, N, firsts, ends)
             if dirty[task] != 0:
                 x = values[f:e, s].copy()
@@ -226,6 +219,7 @@ def _fill_all(values, firsts, ends, flags, offsets, dirty, order, next_task, nwo
             else:
                 x = values[f:e, s]
             fill_segments(x, flags[f:e, s], offsets[task], out_start, out_end, out_mean, out_median)
+            task = take_from(next_task, order)
 
 
 def _split_count(ntask: int, threads: int) -> int:
