@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..compat import threadsafe_parallel
 from ..errors import InputError
 
 log = logging.getLogger("gcnmops")
@@ -206,21 +207,18 @@ def _set_threads_env(n: int) -> None:
 @contextmanager
 def task_threads():
     """Inside a task: numba's parallel loops use the worker's share of the cores (see set_numba_threads);
-    with the workqueue threading layer (not thread-safe) one task of the process at a time."""
+    where the threading layer is not thread-safe (the workqueue layer: ``compat.threadsafe_parallel``) one task of
+    the process at a time."""
     import numba
 
     n = os.environ.get(THREADS_ENV)
     if n:
         numba.set_num_threads(max(1, min(int(n), numba.config.NUMBA_NUM_THREADS)))
-    try:
-        layer = numba.threading_layer()
-    except ValueError:  # no parallel loop has run in this process yet
-        layer = None
-    if layer in (None, "workqueue"):
+    if threadsafe_parallel():
+        yield
+    else:
         with _lock:
             yield
-    else:
-        yield
 
 
 def chunk_bytes_for(memory_limit: int | None, threads: int, gpu: bool = False) -> int:
