@@ -178,9 +178,56 @@ def test_screening_approximation_within_bounds():
     assert (err <= bound / 10).all(), f"t={t[k]}, dof={dof[k]}: error {err[k]:.3g}, bound {bound[k]:.3g}"
     assert tdist.approx_error_bound(30.0, 1000.0) == math.inf
     assert tdist.approx_error_bound(5.0, 20.0) == math.inf
-    r = np.concatenate([np.linspace(0, 22.99, 20001), 10.0 ** np.linspace(-300, 0, 301)])
+    r = np.concatenate([np.linspace(0, 22.99, 20001), 10.0 ** np.linspace(-300, 0, 301)])  # the log1p of Hill's
     fast = np.array([tdist.log1p_fast(v) for v in r])
     assert_close(fast, np.log1p(r), "log1p_fast", rtol=1e-13)
+
+
+def test_small_t_series_within_bounds():
+    """The series deviate of small t (near-constant stretches: tails within rounding of log 2) stays 10 times below
+    its bound around the deviate of R's own rounded tail, also where R's roundings dominate (t below 1e-14)."""
+    special = pytest.importorskip("scipy.special")
+    rng = np.random.default_rng(12)
+    n = 200_000
+    t = np.concatenate([10.0 ** rng.uniform(-9, math.log10(tdist.SMALL_T_MAX), n), 10.0 ** rng.uniform(-300, -9, n),
+                        [0.0, tdist.SMALL_T_MAX]])
+    dof = np.exp(rng.uniform(math.log(tdist.SMALL_MIN_DOF), math.log(1e7), t.size))
+    dof[: n // 4] = tdist.SMALL_MIN_DOF + rng.uniform(0, 5, n // 4)
+    dof[-1] = tdist.SMALL_MIN_DOF
+    q = _tail_all(t, dof)
+    # the deviate Y of R's q, P(Z > Y) = exp(-q): q - log 2 is exact (Sterbenz), P = exp(-(q - log 2)) / 2
+    exact = -special.ndtri(np.exp(-(q - math.log(2.0))) / 2.0)
+    y, bound = _deviates_all(t, dof)
+    assert (bound <= tdist.SMALL_REL_ERR * t + tdist.SMALL_ABS_ERR * (1 + 1e-12)).all()
+    err = np.abs(y - exact)
+    k = int(np.argmax(err / bound))
+    assert (err <= bound / 10).all(), f"t={t[k]}, dof={dof[k]}: error {err[k]:.3g}, bound {bound[k]:.3g}"
+    assert tdist.approx_error_bound(2 * tdist.SMALL_T_MAX, 100.0) == tdist.APPROX1_ERR
+    assert tdist.approx_error_bound(1e-6, 30.0) == tdist.APPROX1_ERR  # dof below the series' range: Hill's
+
+
+def test_near_zero_vectors_screen_without_exact_tails():
+    """On near-zero sINI most candidates' windows tie under Hill's bounds; the series decides most of them, the rest
+    are deferred and only those that may reach the threshold get an exact statistic (the result: the equality
+    tests above)."""
+    from gcnmops.segmentation import cpu
+    from gcnmops.segmentation.host import local_half_width, vector_constants, window_scratch
+
+    x = np.ascontiguousarray(_near_zero_sini(6000, 1, 6)[:, 0])
+    m = x.size
+    S, Q, p, yv, ev, work = (np.empty(m) for _ in range(6))
+    code = np.empty(m, dtype=np.int64)
+    jinv, jnn, jc, ybuf, ebuf, qbuf = window_scratch(3, 40, 50.0)
+    eps, _, _, V = vector_constants(x, False, 0.0, True, 0.0, 0.0, work)
+    njit(prefix_sums)(x, S, Q)
+    cpu._screen_positions(x, S, Q, eps, 3, 20, 40, 50.0, V, False, jinv, jnn, jc, ybuf, ebuf, qbuf, p, code, yv, ev,
+                          0, m)
+    deferred = code == cpu.DEFERRED
+    decided = code > 0
+    assert decided.sum() > 800 and deferred.sum() > 50 and (code == cpu.EXACT).sum() < 0.01 * m
+    lower = cpu._exact_lower(0.05, local_half_width(3), code, yv, ev, work)
+    assert np.isfinite(lower)
+    assert (deferred & (yv + ev < lower)).sum() > 0.5 * deferred.sum()  # most deferred never get an exact tail
 
 
 # --- the statistic and the batched driver ----------------------------------------------------------------
@@ -208,6 +255,22 @@ def _test_matrices():
     big = _sini_like(6000, 2, 5) * 0.05
     big[::397] += 3.0
     yield "large_t", big
+    yield "near_zero", _near_zero_sini(6000, 2, 6)
+
+
+def _near_zero_sini(m, n, seed):
+    """sINI as cn.mops gives it on a confident cohort: mostly 1e-99..1e-20 (every sample surely in the normal class;
+    the windows' tails all lie within rounding of log 2, most tie exactly), some 1e-6..0.1, planted +-1 shifts."""
+    rng = np.random.default_rng(seed)
+    x = 10.0 ** rng.uniform(-99, -20, (m, n)) * rng.choice([1.0, 1.0, 1.0, -1.0], (m, n))
+    some = rng.random((m, n)) < 0.03
+    x[some] = 10.0 ** rng.uniform(-6, -1, some.sum())
+    for s in range(n):
+        for _ in range(4):
+            length = int(rng.integers(20, 201))
+            start = int(rng.integers(0, m - length))
+            x[start:start + length, s] += rng.choice([-1.0, 1.0])
+    return np.asfortranarray(x)
 
 
 FAST_VS_REFERENCE_ARGS = [

@@ -91,11 +91,47 @@ APPROX1_ERR = 2e-6
 APPROX2_MIN_DOF = 50.0
 APPROX2_MAX_T = 25.0
 APPROX2_ERR = 1.5e-4
+#: ... and for small t (t <= SMALL_T_MAX, dof >= SMALL_MIN_DOF) ``t_tail_deviate_small``, the tail's series at t = 0,
+#: within SMALL_REL_ERR t + SMALL_ABS_ERR of the deviate of R's rounded tail: series terms left out below 1e-13
+#: relative, R's roundings of -log P near log 2 (~2e-16 in the deviate, absolute)
+SMALL_MIN_DOF = 50.0
+SMALL_T_MAX = 1e-3
+SMALL_REL_ERR = 1e-11
+SMALL_ABS_ERR = 4e-15
+#: log(A sqrt(2 pi)), A the t density at 0, as a series in 1/dof: -1/(4 dof) + 1/(24 dof^3) - 1/(20 dof^5) +
+#: 17/(112 dof^7) (from Stirling's series of lgamma((dof + 1)/2) - lgamma(dof / 2)); the next term is below 1e-15
+#: for dof >= SMALL_MIN_DOF
+_LOGA1 = -0.25
+_LOGA3 = 1.0 / 24.0
+_LOGA5 = -0.05
+_LOGA7 = 17.0 / 112.0
+
+
+@register_jitable
+def small_t(t, dof):
+    """Whether (t, dof) is in the validity region of ``t_tail_deviate_small``."""
+    return (dof >= SMALL_MIN_DOF) & (abs(t) <= SMALL_T_MAX)
+
+
+@register_jitable
+def t_tail_deviate_small(t, dof):
+    """The normal deviate y with P(Z > y) = P(T_dof > |t|) for |t| <= SMALL_T_MAX, dof >= SMALL_MIN_DOF, from the
+    series at t = 0: P(T > t) = 1/2 - A (t - (dof + 1) t^3 / (6 dof)) + O(t^5) with A the density at 0, so that
+    y = s + s^3 / 6 + O(s^5) where s = A sqrt(2 pi) (t - (dof + 1) t^3 / (6 dof)). Branch-free, no libm call."""
+    t = abs(t)
+    iv = 1.0 / dof
+    iv2 = iv * iv
+    la = iv * (_LOGA1 + iv2 * (_LOGA3 + iv2 * (_LOGA5 + iv2 * _LOGA7)))  # |la| <= 0.005: exp by Taylor
+    a = 1.0 + la * (1.0 + la * (0.5 + la * (1.0 / 6.0 + la * (1.0 / 24.0 + la * (1.0 / 120.0)))))
+    s = a * (t - (1.0 + iv) * (t * t * t) / 6.0)
+    return s + s * s * s / 6.0
 
 
 @register_jitable
 def approx_error_bound(t, dof):
     """The error bound of ``t_tail_deviate_approx(t, dof)``, or inf outside its validity regions."""
+    if small_t(t, dof):
+        return SMALL_REL_ERR * abs(t) + SMALL_ABS_ERR
     if dof >= APPROX1_MIN_DOF and abs(t) <= APPROX1_MAX_T:
         return APPROX1_ERR
     if dof >= APPROX2_MIN_DOF and abs(t) <= APPROX2_MAX_T:
@@ -137,8 +173,10 @@ def t_tail_deviate_approx(t, dof):
     Absolute error below ``approx_error_bound(t, dof)``; no libm calls besides sqrt, so loops over it
     vectorize. -log P(T_dof > t) is a strictly increasing function of the exact deviate, so two tail values
     can be ordered by approximations that differ by more than the sum of their error bounds; closer pairs
-    need the exact ``t_neglog_upper``.
+    need the exact ``t_neglog_upper``. For small t the series of ``t_tail_deviate_small``.
     """
+    if small_t(t, dof):
+        return t_tail_deviate_small(t, dof)
     a = dof - 0.5
     b = 48.0 * a * a
     y = a * log1p_fast(t * t / dof)

@@ -38,13 +38,17 @@ from .host import (clean, fill_segments, has_neighbourhood, kth_pair, local_half
                    segment_ends_sparse, task_rows, vector_constants, window_scratch)
 from .interface import (checked_columns, label_tasks, output_arrays, report_cleaning, resolve_params,
                         segment_frame)
-from .kernels import exact_tail, is_candidate, position_scan, position_stat_plain, prefix_sums
+from .kernels import (DECIDED, UNBOUNDED, exact_tail, is_candidate, position_stat, position_stat_plain, prefix_sums,
+                      screen_windows)
 
 #: positions per band of a vector split over the cores (``_final_ends_split``)
 SPLIT_BAND = 4096
 #: share of a vector's time that its split form (``_final_ends_split``) still spends on one core (the passes
 #: before and after the statistic; measured on 313,852-position sINI vectors: 0.066 s on one core, 0.051 s on two)
 SPLIT_SERIAL = 0.55
+#: ``_screen_positions``'s codes of candidate positions besides their best window (> 0): p_i exact, or deferred
+EXACT = -1
+DEFERRED = -2
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -53,32 +57,33 @@ SPLIT_SERIAL = 0.55
 
 @njit(cache=True, error_model="numpy")
 def _final_ends(x, alpha, t_hi, t_lo, default_t, no_merge, min_seg, eps, eps_given, delta, max_int, w,
-                reference, flags, scratch, code, jinv, jnn, jc, ybuf, ebuf, qbuf):
+                reference, flags, code, S, Q, p, work, yv, ev, jinv, jnn, jc, ybuf, ebuf, qbuf):
     """Segment one clean vector x: flags[i] = 1 where a final segment ends at i (0-based). Returns the count.
 
-    ``scratch``: float64 work space of length >= 6 * len(x); ``code``: int64 work space of length len(x);
-    ``ybuf``, ``ebuf``, ``qbuf``: float64 of length >= max_int - min_seg + 1; ``jinv``, ``jnn``, ``jc``
-    from ``window_constants``. ``reference``: evaluate every tail exactly (``position_stat_plain``; slow,
-    for verification).
+    ``code``: int64 work space of length len(x); ``S``, ``Q``, ``p``, ``work``, ``yv``, ``ev``: float64 work spaces
+    of length >= len(x), six arrays (slices of one buffer made the screen a third slower: the compiler cannot tell
+    them apart), reused from vector to vector (fresh ones fault their pages in again); ``ybuf``, ``ebuf``,
+    ``qbuf``: float64 of length >= max_int - min_seg + 1; ``jinv``, ``jnn``, ``jc`` from ``window_constants``.
+    ``reference``: evaluate every tail exactly (``position_stat_plain``; slow, for verification).
     """
     m = x.shape[0]
     for i in range(m):
         flags[i] = 0
     if m == 0:
         return 0
-    S = scratch[0:m]
-    Q = scratch[m:2 * m]
-    p = scratch[2 * m:3 * m]
-    work = scratch[3 * m:4 * m]
-    yv = scratch[4 * m:5 * m]
-    ev = scratch[5 * m:6 * m]
+    S = S[:m]
+    Q = Q[:m]
+    p = p[:m]
+    work = work[:m]
+    yv = yv[:m]
+    ev = ev[:m]
     eps, t_hi, t_lo, V = vector_constants(x, eps_given, eps, default_t, t_hi, t_lo, work)
     prefix_sums(x, S, Q)
     _screen_positions(x, S, Q, eps, min_seg, delta, max_int, w, V, reference, jinv, jnn, jc, ybuf, ebuf, qbuf,
                       p, code, yv, ev, 0, m)
     h = local_half_width(min_seg)
     lower = _exact_lower(alpha, h, code, yv, ev, work)
-    _exact_where_needed(S, Q, w, V, lower, code, yv, ev, p, 0, m)
+    _exact_where_needed(S, Q, m, min_seg, delta, max_int, w, V, lower, code, yv, ev, p, ybuf, ebuf, qbuf, 0, m)
     return _segment_ends(x, p, code, yv, ev, work, flags, h, alpha, no_merge, t_hi, t_lo, min_seg)
 
 
@@ -92,32 +97,37 @@ def _segment_ends(x, p, code, yv, ev, work, flags, h, alpha, no_merge, t_hi, t_l
 @njit(cache=True, error_model="numpy")
 def _screen_positions(x, S, Q, eps, min_seg, delta, max_int, w, V, reference, jinv, jnn, jc, ybuf, ebuf, qbuf,
                       p, code, yv, ev, lo, hi):
-    """The statistic of positions lo..hi-1, screening: code[i] = 0 (no candidate, p[i] = 0), -1 (p[i] exact), or
-    the best window j (p_i = the exact tail of window j, yv[i] = its approximate normal deviate, within ev[i])."""
+    """The statistic of positions lo..hi-1, screening: code[i] = 0 (no candidate, p[i] = 0), EXACT (p[i] exact),
+    the best window j (p_i = the exact tail of window j, yv[i] = its approximate normal deviate, within ev[i]) or
+    DEFERRED (p_i's deviate within yv[i] -+ ev[i], ``position_stat`` decides it if it may matter); p[i] = 0 but
+    where exact."""
     m = x.shape[0]
     for i in range(lo, hi):
         p[i] = 0.0
         code[i] = 0
-        if is_candidate(x, i, min_seg, eps):
-            if reference:
-                p[i] = position_stat_plain(S, Q, i, m, min_seg, delta, max_int, w, V)
-                code[i] = -1
-                continue
-            val, jb, err, exact = position_scan(S, Q, i, m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf,
-                                                ebuf, qbuf)
-            if exact:
-                p[i] = val
-                code[i] = -1
-            else:
-                yv[i] = val
-                ev[i] = err
-                code[i] = jb
+        if not is_candidate(x, i, min_seg, eps):
+            continue
+        if reference:
+            p[i] = position_stat_plain(S, Q, i, m, min_seg, delta, max_int, w, V)
+            code[i] = EXACT
+            continue
+        if delta < 0:  # no window is evaluated: p_i = 0
+            code[i] = EXACT
+            continue
+        state, val, jb, err = screen_windows(S, Q, i, m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf, ebuf)
+        if state == UNBOUNDED:
+            p[i] = position_stat(S, Q, i, m, min_seg, delta, max_int, w, V, ybuf, ebuf, qbuf)
+            code[i] = EXACT
+        else:
+            yv[i] = val
+            ev[i] = err
+            code[i] = jb if state == DECIDED else DEFERRED
 
 
 @njit(cache=True, error_model="numpy")
 def _exact_lower(alpha, h, code, yv, ev, work):
-    """The deviate below which a screened position's exact tail cannot matter: with alpha < 1 a lower bound B of
-    the order statistic under the threshold (positions whose p_i is surely below it cannot be breakpoints, and
+    """The deviate below which a screened or deferred position's exact p_i cannot matter: with alpha < 1 a lower bound
+    B of the order statistic under the threshold (positions whose p_i is surely below it cannot be breakpoints, and
     whatever they suppress is below it too); -inf otherwise. ``work``: scratch."""
     if alpha < 1.0:
         return _screened_lower_bound(alpha, h, code, yv, ev, work)
@@ -125,26 +135,30 @@ def _exact_lower(alpha, h, code, yv, ev, work):
 
 
 @njit(cache=True, error_model="numpy")
-def _exact_where_needed(S, Q, w, V, lower, code, yv, ev, p, lo, hi):
-    """Exact tails of the screened positions (code > 0) among lo..hi-1 whose deviate may reach ``lower``
-    (``_exact_lower``); the others keep a placeholder 0 in their place."""
+def _exact_where_needed(S, Q, m, min_seg, delta, max_int, w, V, lower, code, yv, ev, p, ybuf, ebuf, qbuf, lo, hi):
+    """Exact p_i of the screened and deferred positions (code > 0, DEFERRED) among lo..hi-1 whose deviate may reach
+    ``lower`` (``_exact_lower``); the others keep a placeholder 0 in their place. ``ybuf``, ``ebuf``, ``qbuf``:
+    ``position_stat``'s scratch."""
     for i in range(lo, hi):
-        if code[i] > 0 and yv[i] + ev[i] >= lower:
-            p[i] = exact_tail(S, Q, i, code[i], w, V)
+        if code[i] != 0 and code[i] != EXACT and yv[i] + ev[i] >= lower:
+            if code[i] > 0:
+                p[i] = exact_tail(S, Q, i, code[i], w, V)
+            else:
+                p[i] = position_stat(S, Q, i, m, min_seg, delta, max_int, w, V, ybuf, ebuf, qbuf)
 
 
 @njit(cache=True, error_model="numpy")
 def _screened_lower_bound(alpha, h, code, yv, ev, work):
-    """B: the floor((m - 1)(1 - alpha))-th order statistic of the lower deviate bounds of the screened positions
-    that are surely local maxima (-inf elsewhere)."""
+    """B: the floor((m - 1)(1 - alpha))-th order statistic of the lower deviate bounds of the screened and deferred
+    positions that are surely local maxima (-inf elsewhere)."""
     m = code.shape[0]
     for i in range(m):
         low = -math.inf
-        if code[i] > 0:
+        if code[i] != 0 and code[i] != EXACT:
             low = yv[i] - ev[i]
             if has_neighbourhood(i, h, m):
                 for r in range(i - h, i + h + 1):
-                    if r != i and code[r] != 0 and (code[r] < 0 or yv[r] + ev[r] > low):
+                    if r != i and code[r] != 0 and (code[r] == EXACT or yv[r] + ev[r] > low):
                         low = -math.inf
                         break
         work[i] = low
@@ -161,19 +175,22 @@ def _segment_all(values, firsts, ends, alpha, t_hi, t_lo, default_t, no_merge, m
     """Phase 1: final segment ends of the (block, sample) vectors ``order`` (taken in that order from
     ``next_task`` by ``nworkers`` threads) into ``flags`` (m, N) int8."""
     N = values.shape[1]
+    longest = 0
+    for b in range(firsts.shape[0]):
+        longest = max(longest, ends[b] - firsts[b])
     for _ in prange(nworkers):
+        S, Q, p, work, yv, ev = (np.empty(longest), np.empty(longest), np.empty(longest), np.empty(longest),
+                                 np.empty(longest), np.empty(longest))
+        code = np.empty(longest, dtype=np.int64)
+        jinv, jnn, jc, ybuf, ebuf, qbuf = window_scratch(min_seg, max_int, w)
         task = take_from(next_task, order)
         while task >= 0:
             s, f, e = task_rows(task, N, firsts, ends)
-            m = e - f
             x = values[f:e, s].copy()
             dirty[task] = clean(x)
-            scratch = np.empty(6 * m)
-            code = np.empty(m, dtype=np.int64)
-            jinv, jnn, jc, ybuf, ebuf, qbuf = window_scratch(min_seg, max_int, w)
             counts[task] = _final_ends(x, alpha, t_hi, t_lo, default_t, no_merge, min_seg, eps, eps_given, delta,
-                                       max_int, w, reference, flags[f:e, s], scratch, code, jinv, jnn, jc, ybuf,
-                                       ebuf, qbuf)
+                                       max_int, w, reference, flags[f:e, s], code[:e - f], S, Q, p, work, yv, ev, jinv,
+                                       jnn, jc, ybuf, ebuf, qbuf)
             task = take_from(next_task, order)
 
 
@@ -199,7 +216,9 @@ def _final_ends_split(x, alpha, t_hi, t_lo, default_t, no_merge, min_seg, eps, e
     h = local_half_width(min_seg)
     lower = _exact_lower(alpha, h, code, yv, ev, work)
     for b in prange(bands):
-        _exact_where_needed(S, Q, w, V, lower, code, yv, ev, p, b * band, min(m, (b + 1) * band))
+        jinv, jnn, jc, ybuf, ebuf, qbuf = window_scratch(min_seg, max_int, w)
+        _exact_where_needed(S, Q, m, min_seg, delta, max_int, w, V, lower, code, yv, ev, p, ybuf, ebuf, qbuf, b * band,
+                            min(m, (b + 1) * band))
     return _segment_ends(x, p, code, yv, ev, work, flags, h, alpha, no_merge, t_hi, t_lo, min_seg)
 
 

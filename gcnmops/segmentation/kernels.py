@@ -20,7 +20,8 @@ import numpy as np
 from numba.extending import register_jitable
 
 from ..exact.tdist import (APPROX1_ERR, APPROX1_MAX_T, APPROX1_MIN_DOF, APPROX2_ERR, APPROX2_MAX_T, APPROX2_MIN_DOF,
-                           approx_error_bound, log1p_fast, t_neglog_upper, t_tail_deviate_approx)
+                           SMALL_ABS_ERR, SMALL_REL_ERR, approx_error_bound, log1p_fast, small_t, t_neglog_upper,
+                           t_tail_deviate_approx, t_tail_deviate_small)
 
 #: added to the variance sum under the square root of the t statistic
 T_VAR_EPS = 1e-15
@@ -249,56 +250,138 @@ def position_stat(S, Q, i, m, min_seg, delta, max_int, w, V, ybuf, ebuf, qbuf):
     return best
 
 
+#: ``screen_windows``'s answers: the windows' order decides p_i's window (DECIDED), it does not but every window has
+#: an error bound (BOUNDED: an interval of p_i's deviate), or some window lies outside the approximation (UNBOUNDED)
+DECIDED = 0
+BOUNDED = 1
+UNBOUNDED = 2
+#: added to the half-width of a BOUNDED interval: its centre and half-width round (far below every error bound)
+BOUND_SLACK = 1e-12
+
+
+@register_jitable
+def window_deviates_small(S, Q, i, j0, nj, w, V, ybuf, ebuf):
+    """Where a window j = j0 + r (r < nj) at position i has a small t (``small_t``): ybuf[r], ebuf[r] = the series'
+    deviate (``t_tail_deviate_small``) and its bound, from ``window_t``'s own t and dof (the rounding the exact
+    tail sees: a tail near log 2 is decided by its last bits). Branch-free (vectorizes); other windows keep theirs.
+    """
+    for r in range(nj):
+        t, dof = window_t(S, Q, i, j0 + r, w, V)
+        small = small_t(t, dof)
+        ys = t_tail_deviate_small(t, dof)
+        es = SMALL_REL_ERR * t + SMALL_ABS_ERR
+        ybuf[r] = ys if small else ybuf[r]
+        ebuf[r] = es if small else ebuf[r]
+
+
+@register_jitable
+def order_windows(ybuf, ebuf, nj, delta):
+    """The window loop of ``position_stat_plain`` on approximations y -+ e of the windows' deviates (finite bounds):
+    returns (decided, rb, low, high). A consecutive pair closer than their bounds allow (a tie) leaves open
+    whether the tail rose, so where the windows stop: dlo counts the run of non-rises taking every tie for a rise,
+    dhi taking it for a non-rise; the loop stops somewhere from the first window where dhi exceeds delta
+    (``early``) to the first where dlo does. decided: the largest approximation, window rb, is one of the windows
+    up to ``early`` (seen however the ties fall) and clears every other window up to the latest stop by the
+    bounds, so it is p_i's window whatever the ties are. Always: p_i's deviate lies in [low, high], the largest
+    lower bound of the windows up to ``early`` (position_stat evaluates them all) and the largest upper bound up
+    to the latest stop. Written with selects (the data-dependent branches mispredict)."""
+    dlo = 0
+    dhi = 0
+    early = nj - 1
+    ymax = -math.inf
+    eb = 0.0  # the bound of the largest
+    others = -math.inf  # the largest upper bound among the others
+    yprev = -math.inf
+    eprev = 0.0
+    rb = 0
+    for r in range(nj):
+        y = ybuf[r]
+        e = ebuf[r]
+        diff = y - yprev
+        tied = abs(diff) <= e + eprev
+        rise = diff > 0.0
+        dlo = 0 if rise or tied else dlo + 1
+        dhi = 0 if rise and not tied else dhi + 1
+        early = r if dhi > delta and r < early else early
+        big = y > ymax
+        up = ymax + eb if big else y + e
+        others = up if up > others else others
+        rb = r if big else rb
+        eb = e if big else eb
+        ymax = y if big else ymax
+        yprev = y
+        eprev = e
+        if dlo > delta:
+            break
+    low = -math.inf
+    for r in range(early + 1):
+        yl = ybuf[r] - ebuf[r]
+        low = yl if yl > low else low
+    high = ymax + eb
+    high = others if others > high else high
+    return rb <= early and others < ymax - eb, rb, low, high
+
+
+@register_jitable
+def _bounded(ebuf, nj):
+    """Whether every window's approximation has a finite bound."""
+    emax = 0.0
+    for r in range(nj):
+        e = ebuf[r]
+        emax = e if e > emax else emax
+    return emax < math.inf
+
+
+#: ``screen_windows``'s answers: the windows' order decides p_i's window (DECIDED), it does not but every window has
+#: an error bound (BOUNDED: an interval of p_i's deviate), or some window lies outside the approximations (UNBOUNDED)
+DECIDED = 0
+BOUNDED = 1
+UNBOUNDED = 2
+#: added to the half-width of a BOUNDED interval: its centre and half-width round (far below every error bound)
+BOUND_SLACK = 1e-12
+
+
+@register_jitable
+def screen_windows(S, Q, i, m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf, ebuf):
+    """Screen candidate position i (delta >= 0) by the windows' approximate deviates: returns (state, value,
+    jbest, err). DECIDED: the windows' tail values are ordered unambiguously by their approximations; value is
+    the approximate normal deviate of the largest, within ``err`` of the exact deviate of p_i, and p_i is the
+    exact tail of window jbest. BOUNDED: value -+ err contains the exact deviate of p_i (``position_stat``
+    decides it). UNBOUNDED: no bound (``position_stat`` decides).
+
+    Hill's deviates first (``window_deviates``); where they leave the order open, the windows of small t get the
+    series' far tighter bounds (``window_deviates_small``: near-constant stretches, whose windows' tails all lie
+    near log 2) and the order is tried again.
+    """
+    nj = window_limit(i, m, max_int) - min_seg + 1
+    window_deviates(S, Q, i, min_seg, nj, w, V, jinv, jnn, jc, ybuf, ebuf)
+    if _bounded(ebuf, nj):
+        decided, rb, low, high = order_windows(ybuf, ebuf, nj, delta)
+        if decided:
+            return DECIDED, ybuf[rb], min_seg + rb, ebuf[rb]
+    window_deviates_small(S, Q, i, min_seg, nj, w, V, ybuf, ebuf)
+    if not _bounded(ebuf, nj):
+        return UNBOUNDED, 0.0, min_seg, 0.0
+    decided, rb, low, high = order_windows(ybuf, ebuf, nj, delta)
+    if decided:
+        return DECIDED, ybuf[rb], min_seg + rb, ebuf[rb]
+    return BOUNDED, 0.5 * (high + low), min_seg, 0.5 * (high - low) + BOUND_SLACK
+
+
 @register_jitable
 def position_scan(S, Q, i, m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf, ebuf, qbuf):
     """Screen candidate position i: returns (value, jbest, err, exact).
 
     exact == True: value is p_i itself (``position_stat``). exact == False: the windows' tail values are
-    ordered unambiguously by their approximations; value is the approximate normal deviate of the largest,
-    within ``err`` of the exact deviate of p_i, and p_i is the exact tail of window jbest.
-    The common case evaluates no exact tail at all.
+    ordered unambiguously by their approximations (``screen_windows``: DECIDED); value is the approximate normal
+    deviate of the largest, within ``err`` of the exact deviate of p_i, and p_i is the exact tail of window
+    jbest. The common case evaluates no exact tail at all.
     """
     if delta < 0:
         return 0.0, min_seg, 0.0, True  # no window is evaluated at all
-    nj = window_limit(i, m, max_int) - min_seg + 1
-    window_deviates(S, Q, i, min_seg, nj, w, V, jinv, jnn, jc, ybuf, ebuf)
-    emax = 0.0
-    for r in range(nj):
-        e = ebuf[r]
-        emax = e if e > emax else emax
-    if emax < math.inf:
-        # the window loop of position_stat_plain on the approximations, written with selects (the data-
-        # dependent branches mispredict). A consecutive pair closer than the bounds allow (a tie) leaves open
-        # whether the tail rose, so where the windows stop: dlo counts the run of non-rises taking every tie
-        # for a rise, dhi taking it for a non-rise; the loop stops somewhere from the first window where dhi
-        # exceeds delta (``early``) to the first where dlo does. If the largest approximation is one of the
-        # windows up to ``early`` (seen however the ties fall) and clears every other window up to the latest
-        # stop by the bounds, it is p_i's window whatever the ties are; otherwise position_stat decides.
-        margin = 2.0 * emax
-        dlo = 0
-        dhi = 0
-        early = nj - 1
-        ymax = -math.inf
-        y2 = -math.inf
-        yprev = -math.inf
-        rb = 0
-        for r in range(nj):
-            y = ybuf[r]
-            diff = y - yprev
-            tied = abs(diff) <= margin
-            rise = diff > 0.0
-            dlo = 0 if rise or tied else dlo + 1
-            dhi = 0 if rise and not tied else dhi + 1
-            early = r if dhi > delta and r < early else early
-            big = y > ymax
-            y2 = ymax if big else (y if y > y2 else y2)
-            rb = r if big else rb
-            ymax = y if big else ymax
-            yprev = y
-            if dlo > delta:
-                break
-        if rb <= early and y2 < ymax - margin:
-            return ymax, min_seg + rb, ebuf[rb], False
+    state, val, jb, err = screen_windows(S, Q, i, m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf, ebuf)
+    if state == DECIDED:
+        return val, jb, err, False
     return position_stat(S, Q, i, m, min_seg, delta, max_int, w, V, ybuf, ebuf, qbuf), min_seg, 0.0, True
 
 
@@ -350,4 +433,6 @@ def scan_position(S, Q, i, m, min_seg, delta, max_int, w, V, jinv, jnn, jc, ybuf
 
 __all__ = ["T_VAR_EPS", "CANCELLATION_LIMIT", "prefix_sums", "candidate_range", "jump_exceeds", "is_candidate",
            "window_count", "window_t", "window_fits", "window_limit", "window_constants", "window_deviates",
-           "position_stat", "position_scan", "exact_tail", "position_stat_plain", "scan_position"]
+           "position_stat", "DECIDED", "BOUNDED", "UNBOUNDED", "window_deviates_small", "order_windows",
+           "screen_windows", "position_scan", "exact_tail",
+           "position_stat_plain", "scan_position"]
