@@ -6,12 +6,14 @@ Behaviour: spec/20-segmentation-and-calls.md, part 1. Outline, per vector x of l
    |diff(x)|), the merge thresholds (default +-2 sd(x)) and the global variance V (Welford);
 2. per candidate position i the statistic p_i: the largest q = -log P(T_dof > t) of cyber-t tests between
    growing windows left and right of i (``position_stat_plain`` is the definition). This is the heavy part
-   (about 38 windows per candidate): ``position_scan`` orders the windows' tails by a cheap vectorized
-   approximation (tdist.t_tail_deviate_approx) within error bounds 100 times its measured error, and the
-   exact tail (tdist.t_neglog_upper, R's pt()) is evaluated only where it decides something: near-ties
-   of consecutive windows where they may decide where the windows stop, near-ties of the largest, the best
-   window of positions that can reach the breakpoint threshold, windows outside the approximation's range.
-   The result is identical to evaluating every tail exactly (tests compare with ``reference=True``);
+   (about 38 windows per candidate): ``screen_windows`` orders the windows' tails by cheap vectorized
+   approximations of their normal deviates within error bounds far above their measured errors (Hill's,
+   and for small t the tail's series at 0, exact/tdist.py), and the exact tail (tdist.t_neglog_upper, R's
+   pt()) is evaluated only where it decides something: the best window of positions that can reach the
+   breakpoint threshold; the whole window loop (``position_stat``) of positions whose approximations leave
+   open where the windows stop or which is the largest, if their interval can reach it; positions with a
+   window outside the approximations' range. The result is identical to evaluating every tail exactly
+   (tests compare with ``reference=True``);
 3. local maxima within floor(minSeg/2), breakpoints above the (1 - alpha) quantile (or the floor(alpha)
    largest), initial segments and their medians;
 4. segments with median beyond the thresholds are merged into gain / loss runs, runs shorter than minSeg
