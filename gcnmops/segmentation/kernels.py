@@ -250,15 +250,6 @@ def position_stat(S, Q, i, m, min_seg, delta, max_int, w, V, ybuf, ebuf, qbuf):
     return best
 
 
-#: ``screen_windows``'s answers: the windows' order decides p_i's window (DECIDED), it does not but every window has
-#: an error bound (BOUNDED: an interval of p_i's deviate), or some window lies outside the approximation (UNBOUNDED)
-DECIDED = 0
-BOUNDED = 1
-UNBOUNDED = 2
-#: added to the half-width of a BOUNDED interval: its centre and half-width round (far below every error bound)
-BOUND_SLACK = 1e-12
-
-
 @register_jitable
 def window_deviates_small(S, Q, i, j0, nj, w, V, ybuf, ebuf):
     """Where a window j = j0 + r (r < nj) at position i has a small t (``small_t``): ybuf[r], ebuf[r] = the series'
