@@ -63,8 +63,8 @@ def _final_ends(x, alpha, t_hi, t_lo, default_t, no_merge, min_seg, eps, eps_giv
     """Segment one clean vector x: flags[i] = 1 where a final segment ends at i (0-based). Returns the count.
 
     ``code``: int64 work space of length len(x); ``S``, ``Q``, ``p``, ``work``, ``yv``, ``ev``: float64 work spaces
-    of length >= len(x), six arrays (slices of one buffer made the screen a third slower: the compiler cannot tell
-    them apart), reused from vector to vector (fresh ones fault their pages in again); ``ybuf``, ``ebuf``,
+    of length >= len(x), six arrays (slices of one buffer kept the compiler from vectorizing the screen: it cannot
+    tell them apart), reused from vector to vector (fresh ones fault their pages in again); ``ybuf``, ``ebuf``,
     ``qbuf``: float64 of length >= max_int - min_seg + 1; ``jinv``, ``jnn``, ``jc`` from ``window_constants``.
     ``reference``: evaluate every tail exactly (``position_stat_plain``; slow, for verification).
     """
