@@ -84,16 +84,18 @@ def log2_ratios(normalized: np.ndarray, medians: np.ndarray | None = None) -> np
     x = np.asarray(normalized, dtype=np.float64)
     med = window_medians(x) if medians is None else np.asarray(medians, dtype=np.float64)
     out = np.empty(x.shape, order="F")
-    below = (med + 1.0)[:, None]
+    below = med + 1.0
     silent = ~(med > 0)
 
     def ratios(c0: int, c1: int) -> None:  # columns c0:c1, by numpy's elementwise arithmetic (the GIL released)
-        o = out[:, c0:c1]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            np.divide(x[:, c0:c1] + 1.0, below, out=o)
-            np.log2(o, out=o)
-        np.copyto(o, np.nan, where=~np.isfinite(o))
-        o[silent] = np.nan
+        for c in range(c0, c1):  # a column at a time: contiguous operands (a broadcast (m, 1) divisor is slow)
+            o = out[:, c]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                np.add(x[:, c], 1.0, out=o)
+                np.divide(o, below, out=o)
+                np.log2(o, out=o)
+            np.copyto(o, np.nan, where=~np.isfinite(o))
+            o[silent] = np.nan
 
     in_bands(ratios, x.shape[1])  # the run's thread count (--threads), as its kernels
     return out
