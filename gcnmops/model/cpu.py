@@ -51,8 +51,7 @@ def _fit_all(x, cov, folds, log2_folds, alpha_init, alpha_prior, prior_sum, cyc,
         log_lam = np.empty((n, lanes))
         acc = np.empty((n, lanes))
         p = np.empty((n, N, lanes))
-        lane = np.empty((6, lanes))  # total, t, e, r, tail, head
-        kb = np.empty(lanes, np.int64)
+        lane = np.empty((3, lanes))  # total, t, e
         pc = np.empty((n, N))
         b = take(next_block, nblocks)
         while b >= 0:
@@ -72,8 +71,7 @@ def _fit_all(x, cov, folds, log2_folds, alpha_init, alpha_prior, prior_sum, cyc,
                     for k in range(N):
                         xb[k, l] = x[rows[j + l], k]
                 fit_lanes(xb, nl, cov, unit_cov, folds, alpha_init, alpha_prior, prior_sum, cyc, work, g,
-                          lane[0], lam_b, alpha_b, log_lam, p, s, acc, lane[1], lane[2], lane[3], lane[4], lane[5],
-                          kb, stop)
+                          lane[0], lam_b, alpha_b, log_lam, p, s, acc, lane[1], lane[2], stop)
                 for l in range(nl):
                     r = rows[j + l]
                     post_r = post[r] if keep_post else post[0]

@@ -219,20 +219,19 @@ def fit_region(
 
 
 @register_jitable
-def fit_lanes(
-    xb, nl, cov, unit_cov, folds, alpha_init, alpha_prior, prior_sum, cyc,
-    work, g, total, lam, alpha, log_lam, p, s, acc, t, e, r, tail, head, kb, stop,
-):
+def fit_lanes(xb, nl, cov, unit_cov, folds, alpha_init, alpha_prior, prior_sum, cyc, work, g, total, lam, alpha,
+              log_lam, p, s, acc, t, e, stop):
     """cn.mops's model of ``nl`` regions side by side (lane l = one region), each in cn.mops's order.
 
     ``xb`` (N, >= nl) the regions' counts, lane-fastest (C order); ``cov`` (N); ``unit_cov``: every
     cov_k is 1 (then log(cov_k lambda) = log(lambda): one log per class, not per sample).
-    Scratch: ``work`` (>= N), ``g`` (N, L) lgamma(x + 1), ``total``, ``t``, ``e``, ``r``, ``tail``,
-    ``head`` (L) float64, ``kb`` (L) int64, ``log_lam``, ``acc`` (n, L), ``s`` (N, L). Leaves ``lam``/``alpha`` (n, L) after the
-    last M-step and ``p`` (n, N, L) the posteriors of the last E-step (callers read the outputs from
-    them with ``last_estep_outputs``). The innermost loops run over the lanes: the compiler vectorizes
-    them; the table loads of the exp sit in their own loop. ``stop`` (1,) int64, read before each cycle: once
-    it is set (Ctrl-C, see ``model.cpu``) the fit returns at once and its outputs are unfinished.
+    Scratch: ``work`` (>= N), ``g`` (N, L) lgamma(x + 1), ``total``, ``t``, ``e`` (L) float64, ``log_lam``,
+    ``acc`` (n, L), ``s`` (N, L). Leaves ``lam``/``alpha`` (n, L) after the last M-step and ``p`` (n, N, L) the
+    posteriors of the last E-step (callers read the outputs from them with ``last_estep_outputs``). The innermost
+    loops run over the lanes: the compiler vectorizes them, glibc's exp inlined with its table loads. A cycle runs
+    sample by sample (each sample's posteriors made, normalized and added to the classes' sums while they are in
+    the cache), then T class by class, as cn.mops sums it. ``stop`` (1,) int64, read before each cycle: once it
+    is set (Ctrl-C, see ``model.cpu``) the fit returns at once and its outputs are unfinished.
     """
     N = xb.shape[0]
     n = folds.shape[0]
@@ -250,8 +249,9 @@ def fit_lanes(
         for i in range(n):
             for l in range(nl):
                 log_lam[i, l] = log_glibc(lam[i, l])
-        for i in range(n):  # E-step: unnormalized posteriors
-            for k in range(N):
+                acc[i, l] = 0.0
+        for k in range(N):  # E-step, sample by sample: unnormalized posteriors, their sum over the classes in order
+            for i in range(n):
                 if unit_cov:
                     for l in range(nl):
                         e[l] = xb[k, l] * log_lam[i, l] - g[k, l] - lam[i, l]
@@ -261,29 +261,27 @@ def fit_lanes(
                         cl = ck * lam[i, l]
                         e[l] = xb[k, l] * log_glibc(cl) - g[k, l] - cl
                 for l in range(nl):
-                    kb[l], r[l] = exp_reduce(max(e[l], EXP_CUTOFF))
-                for l in range(nl):
-                    tail[l], head[l] = exp_table(kb[l])
-                for l in range(nl):
-                    p[i, k, l] = floored(e[l], alpha[i, l] * exp_finish(kb[l], r[l], tail[l], head[l]))
-        for k in range(N):  # normalize per sample, summing the classes in order
+                    kb, r = exp_reduce(max(e[l], EXP_CUTOFF))
+                    tail, head = exp_table(kb)
+                    p[i, k, l] = floored(e[l], alpha[i, l] * exp_finish(kb, r, tail, head))
             for l in range(nl):
                 s[k, l] = p[0, k, l]
             for i in range(1, n):
                 for l in range(nl):
                     s[k, l] += p[i, k, l]
-            for i in range(n):
+            for i in range(n):  # normalized; the classes' posterior sums over the samples in order
                 for l in range(nl):
-                    p[i, k, l] = p[i, k, l] / s[k, l]
+                    q = p[i, k, l] / s[k, l]
+                    p[i, k, l] = q
+                    acc[i, l] += q
         for l in range(nl):
             t[l] = 0.0
-        for i in range(n):  # M-step: per-class posterior sums; T class-major, then sample
-            for l in range(nl):
-                acc[i, l] = 0.0
+        for i in range(n):  # M-step: T class-major, then sample
+            fi = folds[i]
             for k in range(N):
+                ck = cov[k]
                 for l in range(nl):
-                    acc[i, l] += p[i, k, l]
-                    t[l] += folds[i] * p[i, k, l] * cov[k]
+                    t[l] += fi * p[i, k, l] * ck
         for i in range(n):
             for l in range(nl):
                 lam[i, l] = (total[l] / t[l]) * folds[i]
