@@ -209,7 +209,7 @@ def test_small_t_series_within_bounds():
 def test_near_zero_vectors_screen_without_exact_tails():
     """On near-zero sINI most candidates' windows tie under Hill's bounds; the series decides most of them, the rest
     are deferred and only those that may reach the threshold get an exact statistic (the result: the equality
-    tests above)."""
+    tests below)."""
     from gcnmops.segmentation import cpu
     from gcnmops.segmentation.host import local_half_width, vector_constants, window_scratch
 

@@ -53,6 +53,13 @@ EXACT = -1
 DEFERRED = -2
 
 
+@njit(cache=True, inline="always")
+def _has_interval(c):
+    """Whether a position of code ``c`` holds an interval yv -+ ev of its deviate (screened or deferred) rather
+    than nothing (no candidate) or its exact p."""
+    return c != 0 and c != EXACT
+
+
 # ---------------------------------------------------------------------------------------------------------
 # one vector
 # ---------------------------------------------------------------------------------------------------------
@@ -62,8 +69,8 @@ def _final_ends(x, alpha, t_hi, t_lo, default_t, no_merge, min_seg, eps, eps_giv
                 reference, flags, code, S, Q, p, work, yv, ev, jinv, jnn, jc, ybuf, ebuf, qbuf):
     """Segment one clean vector x: flags[i] = 1 where a final segment ends at i (0-based). Returns the count.
 
-    ``code``: int64 work space of length len(x); ``S``, ``Q``, ``p``, ``work``, ``yv``, ``ev``: float64 work spaces
-    of length >= len(x), six arrays (slices of one buffer kept the compiler from vectorizing the screen: it cannot
+    ``code``: int64 work space, ``S``, ``Q``, ``p``, ``work``, ``yv``, ``ev``: float64 work spaces, each of length
+    >= len(x), six arrays (slices of one buffer kept the compiler from vectorizing the screen: it cannot
     tell them apart), reused from vector to vector (fresh ones fault their pages in again); ``ybuf``, ``ebuf``,
     ``qbuf``: float64 of length >= max_int - min_seg + 1; ``jinv``, ``jnn``, ``jc`` from ``window_constants``.
     ``reference``: evaluate every tail exactly (``position_stat_plain``; slow, for verification).
@@ -73,6 +80,7 @@ def _final_ends(x, alpha, t_hi, t_lo, default_t, no_merge, min_seg, eps, eps_giv
         flags[i] = 0
     if m == 0:
         return 0
+    code = code[:m]
     S = S[:m]
     Q = Q[:m]
     p = p[:m]
@@ -142,7 +150,7 @@ def _exact_where_needed(S, Q, m, min_seg, delta, max_int, w, V, lower, code, yv,
     ``lower`` (``_exact_lower``); the others keep a placeholder 0 in their place. ``ybuf``, ``ebuf``, ``qbuf``:
     ``position_stat``'s scratch."""
     for i in range(lo, hi):
-        if code[i] != 0 and code[i] != EXACT and yv[i] + ev[i] >= lower:
+        if _has_interval(code[i]) and yv[i] + ev[i] >= lower:
             if code[i] > 0:
                 p[i] = exact_tail(S, Q, i, code[i], w, V)
             else:
@@ -156,7 +164,7 @@ def _screened_lower_bound(alpha, h, code, yv, ev, work):
     m = code.shape[0]
     for i in range(m):
         low = -math.inf
-        if code[i] != 0 and code[i] != EXACT:
+        if _has_interval(code[i]):
             low = yv[i] - ev[i]
             if has_neighbourhood(i, h, m):
                 for r in range(i - h, i + h + 1):
@@ -191,8 +199,8 @@ def _segment_all(values, firsts, ends, alpha, t_hi, t_lo, default_t, no_merge, m
             x = values[f:e, s].copy()
             dirty[task] = clean(x)
             counts[task] = _final_ends(x, alpha, t_hi, t_lo, default_t, no_merge, min_seg, eps, eps_given, delta,
-                                       max_int, w, reference, flags[f:e, s], code[:e - f], S, Q, p, work, yv, ev, jinv,
-                                       jnn, jc, ybuf, ebuf, qbuf)
+                                       max_int, w, reference, flags[f:e, s], code, S, Q, p, work, yv, ev, jinv, jnn,
+                                       jc, ybuf, ebuf, qbuf)
             task = take_from(next_task, order)
 
 
